@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlgate: every struct and constant shared by the XDP program and user space.
+ * Both sides include this file, so a layout change is one edit here.
+ */
+#ifndef RLGATE_H
+#define RLGATE_H
+
+#ifdef __BPF__
+#include <linux/types.h>
+#else
+#include <linux/types.h>
+#endif
+
+#define RL_MAX_TENANTS		4096
+#define RL_MAX_RULES		16384	/* per trie */
+#define RL_MAX_FLOWS		65536	/* recently admitted SYNs */
+#define RL_EVENTS_BYTES		(64 * 1024)
+
+#define RL_NSEC_PER_SEC		1000000000ULL
+
+/* Tenant modes.  A slot with mode RL_MODE_NONE is unused: a rule that still
+ * points at it (a race while a tenant is deleted) lets the SYN pass. */
+enum rl_mode {
+	RL_MODE_NONE = 0,
+	RL_MODE_STANDALONE = 1,	/* kernel refills lazily from elapsed time */
+	RL_MODE_LEASED = 2,	/* only user space adds tokens */
+};
+
+/* What happens to a SYN that finds no token. */
+enum rl_action {
+	RL_ACT_DROP = 0,	/* XDP_DROP: the client retries after its RTO */
+	RL_ACT_RST = 1,		/* XDP_TX a RST|ACK: the client fails at once */
+};
+
+#define RL_F_SHADOW		(1U << 0)	/* count would-deny, admit anyway */
+
+/*
+ * One tenant, one slot of the `tenants` array (BPF_F_MMAPABLE, so user space
+ * reads and updates it in place with atomics).  The first cache line is
+ * configuration, written only by user space and read on every SYN; the second
+ * holds the bucket, written by every CPU.  Keeping them apart stops the
+ * writes from evicting the configuration from the other CPUs' caches.
+ */
+struct rl_tenant {
+	/* configuration: user space writes, the kernel reads */
+	__u32 mode;		/* enum rl_mode */
+	__u32 action;		/* enum rl_action */
+	__u32 flags;		/* RL_F_* */
+	__u32 generation;	/* bumped by user space on every change */
+	__u64 interval_ns;	/* standalone: nanoseconds per token (1/rate) */
+	__u64 burst;		/* bucket capacity in tokens */
+	__u64 tolerance_ns;	/* standalone: burst * interval_ns */
+	__s64 lowwater;		/* leased: notify when tokens fall to this */
+	__u64 _conf_pad[3];
+
+	/* state: every CPU writes */
+	/* standalone, GCRA form of the token bucket: the time at which the
+	 * bucket would be empty.  Tokens now = min(burst, (now + tolerance -
+	 * max(tat, now)) / interval).  One compare-and-swap admits. */
+	__u64 tat;
+	/* leased: whole tokens granted by user space and not yet spent */
+	__s64 tokens;
+	/* leased: 1 while a low-water event may be sent; the kernel clears it
+	 * when it sends one, user space sets it again after a refill */
+	__u32 lowwater_armed;
+	__u32 _state_pad0;
+	__u64 _state_pad[5];
+} __attribute__((aligned(64)));
+
+/* Per tenant, per CPU (BPF_MAP_TYPE_PERCPU_ARRAY `tenant_stats`): counting
+ * never makes two CPUs fight over one cache line.  User space sums. */
+struct rl_stats {
+	__u64 admitted;		/* SYNs let through, retransmits included */
+	__u64 denied;		/* SYNs refused (dropped or answered by RST) */
+	__u64 shadow_denied;	/* shadow tenants: would have been refused */
+	__u64 retransmits;	/* admitted free: SYN of a flow just admitted */
+	__u64 rst_sent;		/* RST replies sent */
+	__u64 lowwater_events;	/* low-water notifications sent */
+	__u64 _pad[2];
+};
+
+/*
+ * Classification.  Four LPM tries: any-port and port-specific rules, IPv4 and
+ * IPv6.  The port-specific tries put the destination port in front of the
+ * address, so their prefix length is 16 + the address prefix length.  The
+ * kernel looks up both tries of the family; the longer address prefix wins and
+ * a port-specific rule wins a tie.
+ */
+struct rl_lpm4 {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct rl_lpm4_port {
+	__u32 prefixlen;	/* 16 + address prefix length */
+	__u8 port[2];		/* network byte order */
+	__u8 addr[4];
+};
+
+struct rl_lpm6 {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+struct rl_lpm6_port {
+	__u32 prefixlen;	/* 16 + address prefix length */
+	__u8 port[2];
+	__u8 addr[16];
+};
+
+struct rl_rule {
+	__u32 tenant;		/* index into `tenants` */
+	__u32 prefixlen;	/* of the address alone, for the tie-break */
+};
+
+/* Key of `flows`, an LRU hash of SYNs admitted in the last
+ * retrans_window_ns: a retransmitted SYN carries the same 4-tuple and ISN
+ * and is admitted again without a token.  IPv4 addresses use the first four
+ * bytes and leave the rest zero. */
+struct rl_flow {
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u16 sport;
+	__u16 dport;
+	__u32 isn;
+	__u32 family;		/* 4 or 6 */
+};
+
+/* Events on the `events` ring buffer. */
+enum rl_event_type {
+	RL_EV_LOWWATER = 1,
+};
+
+struct rl_event {
+	__u32 type;		/* enum rl_event_type */
+	__u32 tenant;
+	__s64 tokens;		/* tokens left when the event was sent */
+	__u64 ts_ns;		/* bpf_ktime_get_ns() */
+};
+
+/* Global counters (PERCPU_ARRAY `counters`), indexed by this enum. */
+enum rl_counter {
+	RL_CNT_SYN = 0,		/* SYNs seen */
+	RL_CNT_NOMATCH,		/* SYNs no rule matched */
+	RL_CNT_UNPARSED,	/* packets passed because they could not be parsed */
+	RL_CNT_FRAGMENT,	/* non-first fragments passed */
+	RL_CNT_RST_FAILED,	/* RST wanted but the packet could not be trimmed */
+	RL_CNT_MAX,
+};
+
+#define RL_DEFAULT_RETRANS_WINDOW_NS	(5ULL * RL_NSEC_PER_SEC)
+
+#endif /* RLGATE_H */

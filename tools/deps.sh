@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian package rlgate builds, tests and demos with.
+# Idempotent: when everything is present it only asks dpkg and returns.
+set -euo pipefail
+
+packages=(
+	# build
+	make gcc clang llvm pkg-config
+	libbpf-dev libelf-dev zlib1g-dev bpftool
+	libhiredis-dev liburing-dev libjansson-dev
+	# run and test
+	redis-server bats iproute2 jq curl procps util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[[ $status == installed ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "Error: missing packages (${missing[*]}); run tools/deps.sh as root" >&2
+		exit 1
+	fi
+	echo "installing: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# A fresh machine has no package lists yet; refresh once, not on every run.
+	if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+		apt-get update -q
+		apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+fi
+
+# XDP pins live on bpffs; a fresh machine may not have it mounted.
+if [[ $(id -u) -eq 0 ]] && ! mountpoint -q /sys/fs/bpf; then
+	mount -t bpf bpf /sys/fs/bpf
+fi
+exit 0
