@@ -38,6 +38,7 @@ BPF_OBJS := $(addprefix $(BUILD)/,$(notdir $(BPF_SRCS:.bpf.c=.bpf.o)))
 SKELS := $(BPF_OBJS:.bpf.o=.skel.h)
 
 vpath %.bpf.c bpf tests/bpf
+.SECONDARY: $(BPF_OBJS)
 
 $(BUILD)/%.bpf.o: %.bpf.c bpf/rlgate.h | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@

@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* rlgate's enforcement point: admits or refuses every new TCP connection
+ * (a SYN without ACK) per tenant, at XDP or tc ingress.  Everything that is
+ * not a SYN leaves after the fewest checks we can manage.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <stdbool.h>
+
+#include "rlgate.h"
+
+/* Set by the loader between open and load. */
+const volatile __u64 retrans_window_ns = RL_DEFAULT_RETRANS_WINDOW_NS;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RL_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct rl_tenant);
+} tenants SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RL_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct rl_stats);
+} tenant_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RL_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+#define LPM_MAP(name, keytype)					\
+	struct {						\
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);		\
+		__uint(map_flags, BPF_F_NO_PREALLOC);		\
+		__uint(max_entries, RL_MAX_RULES);		\
+		__type(key, keytype);				\
+		__type(value, struct rl_rule);			\
+	} name SEC(".maps")
+
+LPM_MAP(rules4, struct rl_lpm4);
+LPM_MAP(rules4_port, struct rl_lpm4_port);
+LPM_MAP(rules6, struct rl_lpm6);
+LPM_MAP(rules6_port, struct rl_lpm6_port);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RL_MAX_FLOWS);
+	__type(key, struct rl_flow);
+	__type(value, __u64);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RL_EVENTS_BYTES);
+} events SEC(".maps");
+
+enum verdict { V_PASS, V_DROP, V_RST };
+
+#ifndef READ_ONCE
+#define READ_ONCE(x)		(*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v)	(*(volatile typeof(x) *)&(x) = (v))
+#endif
+
+static __always_inline __u16 csum_fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return ~s;
+}
+
+#define ETH_P_8021Q_BE	bpf_htons(0x8100)
+#define ETH_P_8021AD_BE	bpf_htons(0x88A8)
+#define ETH_P_IP_BE	bpf_htons(0x0800)
+#define ETH_P_IPV6_BE	bpf_htons(0x86DD)
+
+struct vlan_hdr {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct ipv6_frag_hdr {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off;	/* offset in the top 13 bits */
+	__be32 id;
+};
+
+#define IPV6_MAX_EXT	6
+
+/* What parsing a SYN leaves behind for classification and the reply. */
+struct syn_info {
+	struct rl_flow flow;	/* addresses, ports, ISN, family */
+	__u32 l3_off;		/* offset of the IP header */
+	__u32 seg_len;		/* SYN (1) + TCP payload, for the RST's ack */
+};
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+/*
+ * Finds the TCP header and decides whether this is a new connection.
+ * Returns the TCP header for a SYN without ACK, NULL for everything else
+ * (which passes).  Bounds are checked against data_end before every read, so
+ * a truncated packet is simply "not a SYN".
+ */
+static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
+						struct syn_info *si)
+{
+	struct ethhdr *eth = data;
+	struct tcphdr *tcp;
+	void *l3, *end_l3;
+	__be16 proto;
+	__u32 l4_len;
+
+	if ((void *)(eth + 1) > data_end)
+		return NULL;
+	proto = eth->h_proto;
+	l3 = eth + 1;
+
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		struct vlan_hdr *vh = l3;
+
+		if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
+			break;
+		if ((void *)(vh + 1) > data_end)
+			return NULL;
+		proto = vh->proto;
+		l3 = vh + 1;
+	}
+
+	si->l3_off = l3 - data;
+	if (proto == ETH_P_IP_BE) {
+		struct iphdr *ip = l3;
+		__u32 ihl;
+
+		if ((void *)(ip + 1) > data_end)
+			return NULL;
+		if (ip->protocol != IPPROTO_TCP)
+			return NULL;
+		/* A non-first fragment carries no TCP header to judge. */
+		if (ip->frag_off & bpf_htons(0x1fff)) {
+			count(RL_CNT_FRAGMENT);
+			return NULL;
+		}
+		ihl = ip->ihl * 4;
+		if (ihl < sizeof(*ip))
+			return NULL;
+		tcp = l3 + ihl;
+		if ((void *)(tcp + 1) > data_end)
+			return NULL;
+		if ((tcp->syn == 0) | (tcp->ack != 0))
+			return NULL;
+		end_l3 = l3 + bpf_ntohs(ip->tot_len);
+		__builtin_memcpy(si->flow.saddr, &ip->saddr, 4);
+		__builtin_memcpy(si->flow.daddr, &ip->daddr, 4);
+		si->flow.family = 4;
+	} else if (proto == ETH_P_IPV6_BE) {
+		struct ipv6hdr *ip6 = l3;
+		void *p;
+		__u8 nh;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return NULL;
+		nh = ip6->nexthdr;
+		p = ip6 + 1;
+		for (int i = 0; i < IPV6_MAX_EXT; i++) {
+			if (nh == IPPROTO_TCP)
+				break;
+			if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING ||
+			    nh == IPPROTO_DSTOPTS) {
+				struct ipv6_opt_hdr *oh = p;
+
+				if ((void *)(oh + 1) > data_end)
+					return NULL;
+				nh = oh->nexthdr;
+				p += (oh->hdrlen + 1) * 8;
+			} else if (nh == IPPROTO_FRAGMENT) {
+				struct ipv6_frag_hdr *fh = p;
+
+				if ((void *)(fh + 1) > data_end)
+					return NULL;
+				if (fh->frag_off & bpf_htons(0xfff8)) {
+					count(RL_CNT_FRAGMENT);
+					return NULL;
+				}
+				nh = fh->nexthdr;
+				p = fh + 1;
+			} else {
+				return NULL;
+			}
+		}
+		if (nh != IPPROTO_TCP)
+			return NULL;
+		tcp = p;
+		if ((void *)(tcp + 1) > data_end)
+			return NULL;
+		if ((tcp->syn == 0) | (tcp->ack != 0))
+			return NULL;
+		end_l3 = (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len);
+		__builtin_memcpy(si->flow.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(si->flow.daddr, &ip6->daddr, 16);
+		si->flow.family = 6;
+	} else {
+		return NULL;
+	}
+
+	/* A SYN may carry data (TCP Fast Open); the RST must acknowledge it. */
+	l4_len = end_l3 - (void *)tcp;
+	if (tcp->doff * 4 < sizeof(*tcp) || end_l3 < (void *)tcp + tcp->doff * 4)
+		return NULL;
+	si->seg_len = 1 + l4_len - tcp->doff * 4;
+	si->flow.sport = tcp->source;
+	si->flow.dport = tcp->dest;
+	si->flow.isn = tcp->seq;
+	return tcp;
+}
+
+/* The tenant a SYN belongs to: the longest prefix wins, and on equal length a
+ * rule for this port beats an any-port rule.  -1 when nothing matches. */
+static __always_inline int classify(const struct syn_info *si)
+{
+	struct rl_rule *any, *port;
+
+	if (si->flow.family == 4) {
+		struct rl_lpm4 k = { .prefixlen = 32 };
+		struct rl_lpm4_port kp = { .prefixlen = 48 };
+
+		__builtin_memcpy(k.addr, si->flow.saddr, 4);
+		__builtin_memcpy(kp.addr, si->flow.saddr, 4);
+		__builtin_memcpy(kp.port, &si->flow.dport, 2);
+		any = bpf_map_lookup_elem(&rules4, &k);
+		port = bpf_map_lookup_elem(&rules4_port, &kp);
+	} else {
+		struct rl_lpm6 k = { .prefixlen = 128 };
+		struct rl_lpm6_port kp = { .prefixlen = 144 };
+
+		__builtin_memcpy(k.addr, si->flow.saddr, 16);
+		__builtin_memcpy(kp.addr, si->flow.saddr, 16);
+		__builtin_memcpy(kp.port, &si->flow.dport, 2);
+		any = bpf_map_lookup_elem(&rules6, &k);
+		port = bpf_map_lookup_elem(&rules6_port, &kp);
+	}
+	if (port && (!any || port->prefixlen >= any->prefixlen))
+		return port->tenant;
+	if (any)
+		return any->tenant;
+	return -1;
+}
+
+/* Standalone bucket, GCRA form: one compare-and-swap of the theoretical
+ * arrival time admits.  Lazy refill falls out of max(tat, now); the burst cap
+ * out of the tolerance.  A lost race retries with the fresh value. */
+static __always_inline bool take_standalone(struct rl_tenant *t, __u64 now)
+{
+	__u64 interval = t->interval_ns, tol = t->tolerance_ns;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u64 tat = READ_ONCE(t->tat);
+		__u64 base = tat > now ? tat : now;
+		__u64 next = base + interval;
+
+		if (next - now > tol)
+			return false;
+		if (__sync_val_compare_and_swap(&t->tat, tat, next) == tat)
+			return true;
+	}
+	/* Four CPUs beat us to it in a row: the bucket is hot, refuse. */
+	return false;
+}
+
+/* Leased bucket: user space adds whole tokens, the kernel spends them.
+ * fetch-and-add never loses or mints a token: a failed take is put back.
+ * While it is out, a concurrent SYN may see one token fewer than there is and
+ * be refused; it is never admitted without one. */
+static __always_inline bool take_leased(struct rl_tenant *t, __u32 id,
+					struct rl_stats *st, __u64 now)
+{
+	__s64 old = __sync_fetch_and_add(&t->tokens, -1);
+	__s64 left = old - 1;
+
+	if (old <= 0) {
+		__sync_fetch_and_add(&t->tokens, 1);
+		left = 0;
+	}
+	/* Once per refill cycle: user space re-arms after adding tokens. */
+	if (left <= t->lowwater && READ_ONCE(t->lowwater_armed) &&
+	    __sync_val_compare_and_swap(&t->lowwater_armed, 1, 0) == 1) {
+		struct rl_event *ev;
+
+		ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+		if (ev) {
+			ev->type = RL_EV_LOWWATER;
+			ev->tenant = id;
+			ev->tokens = left;
+			ev->ts_ns = now;
+			bpf_ringbuf_submit(ev, 0);
+			st->lowwater_events++;
+		} else {
+			/* Ring full: leave it armed so the next SYN tries. */
+			WRITE_ONCE(t->lowwater_armed, 1);
+		}
+	}
+	return old > 0;
+}
+
+/* Rewrites the SYN in place into a RST|ACK back to its sender and returns the
+ * reply's length.  The reply is never longer than the SYN, so every byte we
+ * write was already bounds-checked as part of the SYN; the caller trims the
+ * tail.  VLAN tags stay as they were.  */
+static __always_inline int make_rst(void *data, void *data_end,
+				    struct syn_info *si)
+{
+	struct ethhdr *eth = data;
+	__u8 mac[ETH_ALEN];
+	struct tcphdr *tcp;
+	__u32 csum, ack_seq;
+	union {
+		struct { __u8 saddr[4], daddr[4], zero, proto; __be16 len; } v4;
+		struct { __u8 saddr[16], daddr[16]; __be32 len; __u8 zero[3], next; } v6;
+	} ph = {};
+	void *l3 = data + (si->l3_off & 0xff);
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+
+	ack_seq = bpf_htonl(bpf_ntohl(si->flow.isn) + si->seg_len);
+
+	if (si->flow.family == 4) {
+		struct iphdr *ip = l3;
+
+		tcp = (void *)(ip + 1);
+		if ((void *)(tcp + 1) > data_end)
+			return -1;
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(sizeof(*ip) + sizeof(*tcp));
+		ip->id = 0;
+		ip->frag_off = bpf_htons(0x4000);	/* DF */
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_TCP;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, si->flow.daddr, 4);
+		__builtin_memcpy(&ip->daddr, si->flow.saddr, 4);
+		ip->check = csum_fold(bpf_csum_diff(0, 0, (__be32 *)ip,
+						    sizeof(*ip), 0));
+		__builtin_memcpy(ph.v4.saddr, si->flow.daddr, 4);
+		__builtin_memcpy(ph.v4.daddr, si->flow.saddr, 4);
+		ph.v4.proto = IPPROTO_TCP;
+		ph.v4.len = bpf_htons(sizeof(*tcp));
+		csum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph.v4), 0);
+	} else {
+		struct ipv6hdr *ip6 = l3;
+
+		tcp = (void *)(ip6 + 1);
+		if ((void *)(tcp + 1) > data_end)
+			return -1;
+		ip6->version = 6;
+		ip6->priority = 0;
+		ip6->flow_lbl[0] = 0;
+		ip6->flow_lbl[1] = 0;
+		ip6->flow_lbl[2] = 0;
+		ip6->payload_len = bpf_htons(sizeof(*tcp));
+		ip6->nexthdr = IPPROTO_TCP;
+		ip6->hop_limit = 64;
+		__builtin_memcpy(&ip6->saddr, si->flow.daddr, 16);
+		__builtin_memcpy(&ip6->daddr, si->flow.saddr, 16);
+		__builtin_memcpy(ph.v6.saddr, si->flow.daddr, 16);
+		__builtin_memcpy(ph.v6.daddr, si->flow.saddr, 16);
+		ph.v6.len = bpf_htonl(sizeof(*tcp));
+		ph.v6.next = IPPROTO_TCP;
+		csum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph.v6), 0);
+	}
+
+	tcp->source = si->flow.dport;
+	tcp->dest = si->flow.sport;
+	tcp->seq = 0;
+	tcp->ack_seq = ack_seq;
+	/* doff 5, flags RST|ACK, everything else zero */
+	((__u16 *)tcp)[6] = bpf_htons(0x5000 | 0x0014);
+	tcp->window = 0;
+	tcp->check = 0;
+	tcp->urg_ptr = 0;
+	tcp->check = csum_fold(bpf_csum_diff(0, 0, (__be32 *)tcp,
+					     sizeof(*tcp), csum));
+
+	return (void *)(tcp + 1) - data;
+}
+
+/*
+ * The decision, shared by the XDP and tc entry points.  Returns the verdict;
+ * for V_RST the packet has been rewritten and *reply_len is the length to trim
+ * it to.
+ */
+static __always_inline enum verdict decide(void *data, void *data_end,
+					   int *reply_len)
+{
+	struct syn_info si = {};
+	struct rl_tenant *t;
+	struct rl_stats *st;
+	__u64 now, *seen;
+	bool ok;
+	int id;
+	__u32 key;
+
+	if (!parse_syn(data, data_end, &si))
+		return V_PASS;
+	count(RL_CNT_SYN);
+
+	id = classify(&si);
+	if (id < 0) {
+		count(RL_CNT_NOMATCH);
+		return V_PASS;
+	}
+	key = id;
+	t = bpf_map_lookup_elem(&tenants, &key);
+	st = bpf_map_lookup_elem(&tenant_stats, &key);
+	if (!t || !st || t->mode == RL_MODE_NONE)
+		return V_PASS;
+
+	now = bpf_ktime_get_ns();
+	if (retrans_window_ns) {
+		seen = bpf_map_lookup_elem(&flows, &si.flow);
+		if (seen && now - *seen < retrans_window_ns) {
+			st->admitted++;
+			st->retransmits++;
+			return V_PASS;
+		}
+	}
+
+	if (t->mode == RL_MODE_STANDALONE)
+		ok = take_standalone(t, now);
+	else
+		ok = take_leased(t, key, st, now);
+
+	if (!ok && (t->flags & RL_F_SHADOW)) {
+		st->shadow_denied++;
+		ok = true;
+	}
+	if (ok) {
+		st->admitted++;
+		if (retrans_window_ns)
+			bpf_map_update_elem(&flows, &si.flow, &now, BPF_ANY);
+		return V_PASS;
+	}
+
+	st->denied++;
+	if (t->action == RL_ACT_RST) {
+		*reply_len = make_rst(data, data_end, &si);
+		if (*reply_len > 0) {
+			st->rst_sent++;
+			return V_RST;
+		}
+		count(RL_CNT_RST_FAILED);
+	}
+	return V_DROP;
+}
+
+SEC("xdp")
+int xdp_rlgate(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	int reply_len = 0;
+
+	switch (decide(data, data_end, &reply_len)) {
+	case V_PASS:
+		return XDP_PASS;
+	case V_RST:
+		if (bpf_xdp_adjust_tail(ctx, reply_len - (int)(data_end - data)))
+			return XDP_DROP;
+		return XDP_TX;
+	default:
+		return XDP_DROP;
+	}
+}
+
+/* The same decision at tc ingress, for drivers without XDP.  A RST leaves
+ * through the interface it came in on. */
+SEC("tc")
+int tc_rlgate(struct __sk_buff *skb)
+{
+	void *data, *data_end;
+	int reply_len = 0;
+
+	/* Headers up to a maximal IPv6 chain must be in the linear area. */
+	bpf_skb_pull_data(skb, skb->len < 256 ? skb->len : 256);
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+
+	switch (decide(data, data_end, &reply_len)) {
+	case V_PASS:
+		return TC_ACT_OK;
+	case V_RST:
+		if (bpf_skb_change_tail(skb, reply_len, 0))
+			return TC_ACT_SHOT;
+		return bpf_redirect(skb->ifindex, 0);
+	default:
+		return TC_ACT_SHOT;
+	}
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

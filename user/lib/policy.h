@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Tenant policy: the operator's model of a tenant (limits and match rules),
+ * its parsing from rlctl arguments and JSON, its validation, and its JSON form.
+ * Shared by rlctl (to reject bad input early) and rlagent (the authority).
+ */
+#ifndef RL_POLICY_H
+#define RL_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#define POLICY_NAME_MAX		63
+#define POLICY_MAX_PREFIXES	64
+#define POLICY_MAX_PORTS	16
+#define POLICY_RATE_MAX		1000000000ULL	/* per second */
+#define POLICY_BURST_MAX	100000000ULL
+#define POLICY_ERR_MAX		256
+
+enum policy_action { POLICY_ACT_DROP = 0, POLICY_ACT_RST = 1 };
+
+/* A rate as the operator wrote it: count per period. */
+struct policy_rate {
+	uint64_t count;
+	uint64_t period_s;	/* 1, 60 or 3600 */
+};
+
+struct policy_prefix {
+	int family;		/* AF_INET or AF_INET6 */
+	uint8_t addr[16];	/* network byte order, host bits zero */
+	uint8_t len;		/* prefix length */
+};
+
+struct policy_tenant {
+	char name[POLICY_NAME_MAX + 1];
+	struct policy_rate rate;
+	uint64_t burst;
+	struct policy_prefix match[POLICY_MAX_PREFIXES];
+	unsigned int n_match;
+	uint16_t ports[POLICY_MAX_PORTS];	/* host order; none = any port */
+	unsigned int n_ports;
+	enum policy_action action;
+	bool shadow;
+};
+
+/* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
+ * in err (naming the value and what would be accepted) otherwise. */
+int policy_parse_name(const char *s, char *out, char *err);
+int policy_parse_rate(const char *s, struct policy_rate *out, char *err);
+int policy_parse_burst(const char *s, uint64_t *out, char *err);
+int policy_parse_prefix(const char *s, struct policy_prefix *out, char *err);
+int policy_parse_prefixes(const char *list, struct policy_tenant *t, char *err);
+int policy_parse_ports(const char *list, struct policy_tenant *t, char *err);
+int policy_parse_action(const char *s, enum policy_action *out, char *err);
+
+/* Canonical text forms, for output and JSON: "100/s", "192.0.2.0/24". */
+void policy_format_rate(const struct policy_rate *r, char *buf, size_t len);
+void policy_format_prefix(const struct policy_prefix *p, char *buf, size_t len);
+
+/* Default burst for a rate: one second of it, at least 1. */
+uint64_t policy_default_burst(const struct policy_rate *r);
+
+/* Nanoseconds per token (at least 1). */
+uint64_t policy_interval_ns(const struct policy_rate *r);
+
+/* Checks one tenant on its own (name, rate, burst, at least one prefix, no
+ * duplicate prefix or port). */
+int policy_validate(const struct policy_tenant *t, char *err);
+
+/* Checks a whole set: names unique, and no two tenants claim the same
+ * (prefix, port) — for any-port rules, the same prefix with no ports. */
+int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err);
+
+/* JSON form: {"name","rate":"100/s","burst","match":[...],"ports":[...],
+ * "action":"drop"|"rst","shadow":bool}.  from_json validates the tenant. */
+json_t *policy_tenant_to_json(const struct policy_tenant *t);
+int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err);
+
+#endif /* RL_POLICY_H */
