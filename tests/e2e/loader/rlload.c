@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* rlload: the smallest loader of the XDP program, for end-to-end tests of the
+ * kernel path alone.  Attaches to one interface, configures one standalone
+ * tenant, stays until SIGINT/SIGTERM, then detaches.  Not for production:
+ * rlagent is.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <linux/if_link.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "rlgate.h"
+#include "rlgate.skel.h"
+#include "policy.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rlload --iface IF --match PREFIX[,PREFIX...] --rate RATE --burst N\n"
+		"              [--port PORT[,PORT...]] [--action drop|rst] [--shadow] [--skb]\n"
+		"Attaches xdp_rlgate to IF with one tenant, prints 'ready', waits for\n"
+		"SIGINT/SIGTERM and detaches.\n");
+}
+
+/* Inserts one rule per prefix (and per port, when ports are given). */
+static int add_rules(struct rlgate_bpf *skel, const struct policy_tenant *t,
+		     __u32 slot)
+{
+	for (unsigned int i = 0; i < t->n_match; i++) {
+		const struct policy_prefix *p = &t->match[i];
+		struct rl_rule val = { .tenant = slot, .prefixlen = p->len };
+		unsigned int n = t->n_ports ? t->n_ports : 1;
+
+		for (unsigned int j = 0; j < n; j++) {
+			__u8 key[4 + 2 + 16] = {};
+			__u32 plen = p->len;
+			size_t alen = p->family == AF_INET ? 4 : 16;
+			struct bpf_map *map;
+			int err;
+
+			if (t->n_ports) {
+				__u16 port = htons(t->ports[j]);
+
+				plen += 16;
+				memcpy(key + 4, &port, 2);
+				memcpy(key + 6, p->addr, alen);
+				map = p->family == AF_INET ? skel->maps.rules4_port :
+							     skel->maps.rules6_port;
+			} else {
+				memcpy(key + 4, p->addr, alen);
+				map = p->family == AF_INET ? skel->maps.rules4 :
+							     skel->maps.rules6;
+			}
+			memcpy(key, &plen, 4);
+			err = bpf_map_update_elem(bpf_map__fd(map), key, &val, BPF_ANY);
+			if (err) {
+				fprintf(stderr, "Error: couldn't add rule: %s\n",
+					strerror(errno));
+				return -errno;
+			}
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "iface", required_argument, NULL, 'i' },
+		{ "match", required_argument, NULL, 'm' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "burst", required_argument, NULL, 'b' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "action", required_argument, NULL, 'a' },
+		{ "shadow", no_argument, NULL, 's' },
+		{ "skb", no_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct policy_tenant t = { .name = "test" };
+	char err[POLICY_ERR_MAX] = "";
+	const char *iface = NULL;
+	__u32 xdp_flags = XDP_FLAGS_DRV_MODE;
+	struct rlgate_bpf *skel = NULL;
+	struct rl_tenant *tenants = MAP_FAILED;
+	size_t map_len = 0;
+	int ifindex = 0, opt, ret = 1;
+	bool have_rate = false, have_burst = false;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int e = 0;
+
+		switch (opt) {
+		case 'i': iface = optarg; break;
+		case 'm': e = policy_parse_prefixes(optarg, &t, err); break;
+		case 'r': e = policy_parse_rate(optarg, &t.rate, err); have_rate = true; break;
+		case 'b': e = policy_parse_burst(optarg, &t.burst, err); have_burst = true; break;
+		case 'p': e = policy_parse_ports(optarg, &t, err); break;
+		case 'a': e = policy_parse_action(optarg, &t.action, err); break;
+		case 's': t.shadow = true; break;
+		case 'S': xdp_flags = XDP_FLAGS_SKB_MODE; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		if (e) {
+			fprintf(stderr, "Error: %s\n", err);
+			return 2;
+		}
+	}
+	if (!iface || !t.n_match || !have_rate) {
+		usage(stderr);
+		return 2;
+	}
+	if (!have_burst)
+		t.burst = policy_default_burst(&t.rate);
+	ifindex = if_nametoindex(iface);
+	if (!ifindex) {
+		fprintf(stderr, "Error: couldn't find interface '%s': %s\n", iface,
+			strerror(errno));
+		return 1;
+	}
+
+	skel = rlgate_bpf__open_and_load();
+	if (!skel) {
+		fprintf(stderr, "Error: couldn't load xdp_rlgate: %s\n", strerror(errno));
+		goto cleanup;
+	}
+	map_len = bpf_map__max_entries(skel->maps.tenants) * sizeof(struct rl_tenant);
+	map_len = (map_len + getpagesize() - 1) & ~((size_t)getpagesize() - 1);
+	tenants = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       bpf_map__fd(skel->maps.tenants), 0);
+	if (tenants == MAP_FAILED) {
+		fprintf(stderr, "Error: couldn't map tenants: %s\n", strerror(errno));
+		goto cleanup;
+	}
+
+	/* Slot 1: configure before any rule points at it. */
+	tenants[1].action = t.action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
+	tenants[1].flags = t.shadow ? RL_F_SHADOW : 0;
+	tenants[1].interval_ns = policy_interval_ns(&t.rate);
+	tenants[1].burst = t.burst;
+	tenants[1].tolerance_ns = t.burst * tenants[1].interval_ns;
+	tenants[1].tat = 0;
+	__atomic_store_n(&tenants[1].mode, RL_MODE_STANDALONE, __ATOMIC_RELEASE);
+	if (add_rules(skel, &t, 1))
+		goto cleanup;
+
+	if (bpf_xdp_attach(ifindex, bpf_program__fd(skel->progs.xdp_rlgate),
+			   xdp_flags, NULL)) {
+		fprintf(stderr, "Error: couldn't attach xdp_rlgate on '%s': %s\n",
+			iface, strerror(errno));
+		goto cleanup;
+	}
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	printf("ready\n");
+	fflush(stdout);
+	while (!stop)
+		pause();
+	ret = 0;
+	bpf_xdp_detach(ifindex, xdp_flags, NULL);
+cleanup:
+	if (tenants != MAP_FAILED)
+		munmap(tenants, map_len);
+	rlgate_bpf__destroy(skel);
+	return ret;
+}
