@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Durable JSON state files for rlagent (the policy), see state.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "state.h"
+
+int state_mkdir(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, n + 1);
+	for (char *p = path + 1; ; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+
+			*p = '\0';
+			if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+				int err = -errno;
+
+				log_error("couldn't create directory on '%s': %s",
+					  path, strerror(-err));
+				return err;
+			}
+			*p = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd, err = 0;
+
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int state_save(const char *dir, const char *name, const json_t *doc)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	char *text = NULL;
+	int fd = -1, err;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path) ||
+	    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+
+	text = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
+	if (!text) {
+		err = -ENOMEM;
+		log_error("couldn't encode state on '%s': out of memory", path);
+		goto cleanup;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		err = -errno;
+		log_error("couldn't create file on '%s': %s", tmp, strerror(-err));
+		goto cleanup;
+	}
+	err = write_all(fd, text, strlen(text));
+	if (!err)
+		err = write_all(fd, "\n", 1);
+	if (err) {
+		log_error("couldn't write file on '%s': %s", tmp, strerror(-err));
+		goto cleanup;
+	}
+	/* The data must be on disk before the rename makes it the state, or
+	 * a crash could leave an empty policy under the real name. */
+	if (fsync(fd) < 0) {
+		err = -errno;
+		log_error("couldn't fsync file on '%s': %s", tmp, strerror(-err));
+		goto cleanup;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		err = -errno;
+		log_error("couldn't close file on '%s': %s", tmp, strerror(-err));
+		goto cleanup;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		err = -errno;
+		log_error("couldn't rename file on '%s': %s", path, strerror(-err));
+		goto cleanup;
+	}
+	err = fsync_dir(dir);
+	if (err)
+		log_warn("couldn't fsync directory on '%s': %s", dir,
+			 strerror(-err));
+	err = 0;
+cleanup:
+	if (fd >= 0) {
+		close(fd);
+		unlink(tmp);
+	}
+	free(text);
+	return err;
+}
+
+int state_load(const char *dir, const char *name, json_t **doc, char *err,
+	       size_t errlen)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	json_t *j;
+	int fd, e;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) {
+		snprintf(err, errlen, "path too long");
+		return -ENAMETOOLONG;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		e = -errno;
+		snprintf(err, errlen, "%s", strerror(-e));
+		return e;
+	}
+	/* Strict: a second document or trailing garbage means the file is
+	 * not what we wrote. */
+	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	close(fd);
+	if (!j) {
+		snprintf(err, errlen, "line %d, column %d: %s", jerr.line,
+			 jerr.column, jerr.text);
+		return -EBADMSG;
+	}
+	*doc = j;
+	return 0;
+}
+
+int state_quarantine(const char *dir, const char *name, char *newpath,
+		     size_t len)
+{
+	char path[PATH_MAX], bad[PATH_MAX];
+	time_t now = time(NULL);
+	int err;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	/* Two quarantines in one second must not clobber each other. */
+	for (int i = 0; i < 100; i++) {
+		int n = i ? snprintf(bad, sizeof(bad), "%s.bad.%lld.%d", path,
+				     (long long)now, i)
+			  : snprintf(bad, sizeof(bad), "%s.bad.%lld", path,
+				     (long long)now);
+
+		if (n >= (int)sizeof(bad))
+			return -ENAMETOOLONG;
+		if (access(bad, F_OK) < 0 && errno == ENOENT)
+			break;
+	}
+	if (rename(path, bad) < 0) {
+		err = -errno;
+		log_error("couldn't rename file on '%s': %s", path, strerror(-err));
+		return err;
+	}
+	fsync_dir(dir);
+	if (newpath)
+		snprintf(newpath, len, "%s", bad);
+	return 0;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Durable JSON state files: written atomically (temporary file, fsync,
+ * rename, fsync of the directory), read back strictly, and a damaged file
+ * moved aside rather than overwritten.
+ */
+#ifndef RL_STATE_H
+#define RL_STATE_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#define STATE_ERR_MAX	512
+
+/* Creates dir (and missing parents, mode 0755) if it does not exist.
+ * 0 or -errno. */
+int state_mkdir(const char *dir);
+
+/* Replaces dir/name with doc.  Readers see the old or the new content,
+ * never a mix, even across a crash or power loss.  0 or -errno (logged). */
+int state_save(const char *dir, const char *name, const json_t *doc);
+
+/*
+ * Reads dir/name.  Returns 0 with *doc set (the caller owns it), -ENOENT if
+ * there is no such file, -EBADMSG if it is not valid JSON (err says where
+ * and what), another -errno if it cannot be read (err says why).  A
+ * damaged file is left in place: the caller decides whether to quarantine
+ * it.
+ */
+int state_load(const char *dir, const char *name, json_t **doc, char *err,
+	       size_t errlen);
+
+/* Moves dir/name aside to dir/name.bad.<unix time> so that the next
+ * state_save does not destroy the evidence.  The new path goes to newpath
+ * (if not NULL).  0 or -errno. */
+int state_quarantine(const char *dir, const char *name, char *newpath,
+		     size_t len);
+
+#endif /* RL_STATE_H */
