@@ -72,6 +72,17 @@ int policy_validate(const struct policy_tenant *t, char *err);
  * (prefix, port) — for any-port rules, the same prefix with no ports. */
 int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err);
 
+/* Reports every problem of a set, each through fn with the index of the
+ * tenant it concerns: what policy_validate finds in each tenant, then
+ * duplicate names and conflicts.  Returns the number of problems (0: valid).
+ * policy_validate_set is this, keeping only the first message. */
+typedef void (*policy_problem_fn)(void *ctx, size_t index, const char *msg);
+int policy_check_set(const struct policy_tenant *ts, size_t n,
+		     policy_problem_fn fn, void *ctx);
+
+/* "drop" or "rst". */
+const char *policy_action_name(enum policy_action a);
+
 /* JSON form: {"name","rate":"100/s","burst","match":[...],"ports":[...],
  * "action":"drop"|"rst","shadow":bool}.  from_json validates the tenant. */
 json_t *policy_tenant_to_json(const struct policy_tenant *t);

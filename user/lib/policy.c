@@ -1,0 +1,673 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Tenant policy: parsing of rlctl arguments, validation of one tenant and of a
+ * whole set (names, overlapping rules), and the JSON form of a tenant.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "policy.h"
+
+/* Values echoed back in messages are cut here so that a pasted megabyte of
+ * garbage cannot push the explanation out of the error buffer. */
+#define ECHO "%.64s"
+
+static int fail(char *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(char *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		va_start(ap, fmt);
+		vsnprintf(err, POLICY_ERR_MAX, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* Parses a plain decimal number: digits only (no sign, space, exponent or
+ * hex, which strtoull would otherwise let through), at most max. */
+static int parse_uint(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+static bool name_char(char c, bool first)
+{
+	if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9'))
+		return true;
+	return !first && (c == '_' || c == '.' || c == '-');
+}
+
+int policy_parse_name(const char *s, char *out, char *err)
+{
+	size_t n = strlen(s);
+
+	if (n == 0)
+		return fail(err, "invalid tenant name '': expected 1-%d characters "
+			    "from A-Z a-z 0-9 _ . -, starting with a letter or digit",
+			    POLICY_NAME_MAX);
+	if (n > POLICY_NAME_MAX)
+		return fail(err, "invalid tenant name '" ECHO "...': %zu characters, "
+			    "at most %d allowed", s, n, POLICY_NAME_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (!name_char(s[i], i == 0))
+			return fail(err, "invalid tenant name '" ECHO "': expected "
+				    "characters from A-Z a-z 0-9 _ . -, starting "
+				    "with a letter or digit", s);
+	memcpy(out, s, n + 1);
+	return 0;
+}
+
+int policy_parse_rate(const char *s, struct policy_rate *out, char *err)
+{
+	const char *slash = strchr(s, '/');
+	uint64_t count, period;
+	int ret;
+
+	if (!slash || strlen(slash) != 2)
+		goto bad;
+	switch (slash[1]) {
+	case 's': period = 1; break;
+	case 'm': period = 60; break;
+	case 'h': period = 3600; break;
+	default: goto bad;
+	}
+	ret = parse_uint(s, (size_t)(slash - s), UINT64_MAX, &count);
+	if (ret == -ERANGE || (ret == 0 && count > POLICY_RATE_MAX * period))
+		return fail(err, "invalid rate '" ECHO "': at most %llu per second "
+			    "(%llu/m, %llu/h) allowed", s, POLICY_RATE_MAX,
+			    POLICY_RATE_MAX * 60, POLICY_RATE_MAX * 3600);
+	if (ret < 0)
+		goto bad;
+	if (count == 0)
+		return fail(err, "invalid rate '" ECHO "': the count must be at "
+			    "least 1 (e.g. 1/s, 10/m, 1/h)", s);
+	out->count = count;
+	out->period_s = period;
+	return 0;
+bad:
+	return fail(err, "invalid rate '" ECHO "': expected N/s, N/m or N/h with N "
+		    "a whole number from 1 (e.g. 100/s, 500/m)", s);
+}
+
+int policy_parse_burst(const char *s, uint64_t *out, char *err)
+{
+	uint64_t v;
+	int ret = parse_uint(s, strlen(s), POLICY_BURST_MAX, &v);
+
+	if (ret < 0 || v == 0)
+		return fail(err, "invalid burst '" ECHO "': expected a whole number "
+			    "from 1 to %llu", s, POLICY_BURST_MAX);
+	*out = v;
+	return 0;
+}
+
+/* Clears the host bits of addr beyond len; returns whether any were set. */
+static bool clear_host_bits(uint8_t *addr, unsigned int alen, unsigned int len)
+{
+	bool had = false;
+
+	for (unsigned int i = 0; i < alen; i++) {
+		unsigned int bit = i * 8;
+		uint8_t mask;
+
+		if (bit + 8 <= len)
+			continue;
+		mask = bit >= len ? 0 : (uint8_t)(0xff << (8 - (len - bit)));
+		if (addr[i] & ~mask)
+			had = true;
+		addr[i] &= mask;
+	}
+	return had;
+}
+
+int policy_parse_prefix(const char *s, struct policy_prefix *out, char *err)
+{
+	char addr[INET6_ADDRSTRLEN + 1];
+	const char *slash = strchr(s, '/');
+	size_t alen = slash ? (size_t)(slash - s) : strlen(s);
+	struct policy_prefix p = { 0 };
+	unsigned int maxlen;
+	uint64_t len;
+
+	if (alen == 0 || alen >= sizeof(addr))
+		goto bad;
+	memcpy(addr, s, alen);
+	addr[alen] = '\0';
+	/* inet_pton, unlike inet_aton, refuses the shorthand forms ("10.1",
+	 * "0x0a.0.0.1") that would be read as an address nobody meant. */
+	if (inet_pton(AF_INET, addr, p.addr) == 1) {
+		p.family = AF_INET;
+		maxlen = 32;
+	} else if (inet_pton(AF_INET6, addr, p.addr) == 1) {
+		p.family = AF_INET6;
+		maxlen = 128;
+	} else {
+		goto bad;
+	}
+	if (!slash) {
+		len = maxlen;
+	} else if (parse_uint(slash + 1, strlen(slash + 1), maxlen, &len) < 0) {
+		return fail(err, "invalid prefix '" ECHO "': the length must be a "
+			    "whole number from 0 to %u for an IPv%d address", s,
+			    maxlen, p.family == AF_INET ? 4 : 6);
+	}
+	p.len = (uint8_t)len;
+	if (clear_host_bits(p.addr, maxlen / 8, p.len)) {
+		char net[INET6_ADDRSTRLEN + 8];
+
+		policy_format_prefix(&p, net, sizeof(net));
+		return fail(err, "invalid prefix '" ECHO "': host bits are set "
+			    "beyond /%u; did you mean %s?", s, p.len, net);
+	}
+	*out = p;
+	return 0;
+bad:
+	return fail(err, "invalid prefix '" ECHO "': expected an IPv4 or IPv6 "
+		    "address or CIDR (e.g. 192.0.2.0/24, 2001:db8::/32, "
+		    "198.51.100.7)", s);
+}
+
+static bool prefix_equal(const struct policy_prefix *a,
+			 const struct policy_prefix *b)
+{
+	return a->family == b->family && a->len == b->len &&
+	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+/* Splits a comma list into a scratch copy; empty items are an error so that
+ * "80,,443" or a trailing comma is reported rather than silently skipped. */
+static int next_item(char **cursor, char **item)
+{
+	char *s = *cursor, *comma;
+
+	if (!s)
+		return 0;
+	comma = strchr(s, ',');
+	if (comma) {
+		*comma = '\0';
+		*cursor = comma + 1;
+	} else {
+		*cursor = NULL;
+	}
+	*item = s;
+	return 1;
+}
+
+int policy_parse_prefixes(const char *list, struct policy_tenant *t, char *err)
+{
+	struct policy_prefix tmp[POLICY_MAX_PREFIXES];
+	char *copy = strdup(list), *cur = copy, *item;
+	unsigned int n = 0;
+	int ret = 0;
+
+	if (!copy)
+		return fail(err, "out of memory");
+	while (next_item(&cur, &item)) {
+		if (*item == '\0') {
+			ret = fail(err, "invalid prefix list '" ECHO "': empty "
+				   "item; expected PREFIX[,PREFIX...]", list);
+			goto out;
+		}
+		if (n == POLICY_MAX_PREFIXES) {
+			ret = fail(err, "too many prefixes: at most %d per tenant",
+				   POLICY_MAX_PREFIXES);
+			goto out;
+		}
+		ret = policy_parse_prefix(item, &tmp[n], err);
+		if (ret < 0)
+			goto out;
+		for (unsigned int i = 0; i < n; i++) {
+			if (prefix_equal(&tmp[i], &tmp[n])) {
+				char buf[INET6_ADDRSTRLEN + 8];
+
+				policy_format_prefix(&tmp[n], buf, sizeof(buf));
+				ret = fail(err, "duplicate prefix %s in '" ECHO "'",
+					   buf, list);
+				goto out;
+			}
+		}
+		n++;
+	}
+	memcpy(t->match, tmp, n * sizeof(tmp[0]));
+	t->n_match = n;
+out:
+	free(copy);
+	return ret;
+}
+
+int policy_parse_ports(const char *list, struct policy_tenant *t, char *err)
+{
+	uint16_t tmp[POLICY_MAX_PORTS];
+	char *copy = strdup(list), *cur = copy, *item;
+	unsigned int n = 0;
+	int ret = 0;
+
+	if (!copy)
+		return fail(err, "out of memory");
+	while (next_item(&cur, &item)) {
+		uint64_t v;
+
+		if (parse_uint(item, strlen(item), 65535, &v) < 0 || v == 0) {
+			ret = fail(err, "invalid port '" ECHO "': expected a whole "
+				   "number from 1 to 65535 (list: PORT[,PORT...])",
+				   item);
+			goto out;
+		}
+		if (n == POLICY_MAX_PORTS) {
+			ret = fail(err, "too many ports in '" ECHO "': at most %d "
+				   "per tenant", list, POLICY_MAX_PORTS);
+			goto out;
+		}
+		for (unsigned int i = 0; i < n; i++) {
+			if (tmp[i] == v) {
+				ret = fail(err, "duplicate port %" PRIu64 " in '"
+					   ECHO "'", v, list);
+				goto out;
+			}
+		}
+		tmp[n++] = (uint16_t)v;
+	}
+	memcpy(t->ports, tmp, n * sizeof(tmp[0]));
+	t->n_ports = n;
+out:
+	free(copy);
+	return ret;
+}
+
+int policy_parse_action(const char *s, enum policy_action *out, char *err)
+{
+	if (strcmp(s, "drop") == 0)
+		*out = POLICY_ACT_DROP;
+	else if (strcmp(s, "rst") == 0)
+		*out = POLICY_ACT_RST;
+	else
+		return fail(err, "invalid action '" ECHO "': expected drop or rst", s);
+	return 0;
+}
+
+const char *policy_action_name(enum policy_action a)
+{
+	return a == POLICY_ACT_RST ? "rst" : "drop";
+}
+
+void policy_format_rate(const struct policy_rate *r, char *buf, size_t len)
+{
+	char unit = r->period_s == 3600 ? 'h' : r->period_s == 60 ? 'm' : 's';
+
+	snprintf(buf, len, "%" PRIu64 "/%c", r->count, unit);
+}
+
+void policy_format_prefix(const struct policy_prefix *p, char *buf, size_t len)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	if (!inet_ntop(p->family, p->addr, addr, sizeof(addr)))
+		snprintf(addr, sizeof(addr), "?");
+	snprintf(buf, len, "%s/%u", addr, p->len);
+}
+
+uint64_t policy_default_burst(const struct policy_rate *r)
+{
+	uint64_t b = r->period_s ? r->count / r->period_s : r->count;
+
+	/* Above 1e8/s one second of the rate exceeds what a burst may be;
+	 * the cap keeps the default valid rather than refusing the rate. */
+	if (b > POLICY_BURST_MAX)
+		b = POLICY_BURST_MAX;
+	return b ? b : 1;
+}
+
+uint64_t policy_interval_ns(const struct policy_rate *r)
+{
+	uint64_t ns;
+
+	if (r->count == 0)
+		return UINT64_MAX;
+	ns = r->period_s * 1000000000ULL / r->count;
+	return ns ? ns : 1;
+}
+
+static bool prefix_valid(const struct policy_prefix *p)
+{
+	struct policy_prefix q = *p;
+	unsigned int maxlen;
+
+	if (p->family == AF_INET)
+		maxlen = 32;
+	else if (p->family == AF_INET6)
+		maxlen = 128;
+	else
+		return false;
+	if (p->len > maxlen)
+		return false;
+	/* The kernel trie keys IPv4 on four bytes: stray bytes past them
+	 * would make two equal prefixes compare different here. */
+	for (unsigned int i = maxlen / 8; i < sizeof(q.addr); i++)
+		if (q.addr[i])
+			return false;
+	return !clear_host_bits(q.addr, maxlen / 8, p->len);
+}
+
+int policy_validate(const struct policy_tenant *t, char *err)
+{
+	char buf[POLICY_NAME_MAX + 1];
+	size_t nlen = strnlen(t->name, sizeof(t->name));
+
+	if (nlen == sizeof(t->name))
+		return fail(err, "invalid tenant name: not terminated within %d "
+			    "characters", POLICY_NAME_MAX);
+	if (policy_parse_name(t->name, buf, err) < 0)
+		return -EINVAL;
+	if (t->rate.period_s != 1 && t->rate.period_s != 60 &&
+	    t->rate.period_s != 3600)
+		return fail(err, "tenant '%s': invalid rate period %" PRIu64
+			    " s: expected 1, 60 or 3600", t->name,
+			    t->rate.period_s);
+	if (t->rate.count == 0 ||
+	    t->rate.count > POLICY_RATE_MAX * t->rate.period_s)
+		return fail(err, "tenant '%s': invalid rate count %" PRIu64
+			    ": expected 1 to %llu per second", t->name,
+			    t->rate.count, POLICY_RATE_MAX);
+	if (t->burst == 0 || t->burst > POLICY_BURST_MAX)
+		return fail(err, "tenant '%s': invalid burst %" PRIu64
+			    ": expected 1 to %llu", t->name, t->burst,
+			    POLICY_BURST_MAX);
+	if (t->n_match == 0)
+		return fail(err, "tenant '%s': no match prefix; at least one "
+			    "is required", t->name);
+	if (t->n_match > POLICY_MAX_PREFIXES)
+		return fail(err, "tenant '%s': %u prefixes, at most %d allowed",
+			    t->name, t->n_match, POLICY_MAX_PREFIXES);
+	for (unsigned int i = 0; i < t->n_match; i++) {
+		char pb[INET6_ADDRSTRLEN + 8];
+
+		if (!prefix_valid(&t->match[i]))
+			return fail(err, "tenant '%s': match prefix #%u is not a "
+				    "valid network (bad family, length or host "
+				    "bits)", t->name, i);
+		for (unsigned int j = 0; j < i; j++) {
+			if (!prefix_equal(&t->match[i], &t->match[j]))
+				continue;
+			policy_format_prefix(&t->match[i], pb, sizeof(pb));
+			return fail(err, "tenant '%s': duplicate prefix %s",
+				    t->name, pb);
+		}
+	}
+	if (t->n_ports > POLICY_MAX_PORTS)
+		return fail(err, "tenant '%s': %u ports, at most %d allowed",
+			    t->name, t->n_ports, POLICY_MAX_PORTS);
+	for (unsigned int i = 0; i < t->n_ports; i++) {
+		if (t->ports[i] == 0)
+			return fail(err, "tenant '%s': invalid port 0: expected "
+				    "1 to 65535", t->name);
+		for (unsigned int j = 0; j < i; j++)
+			if (t->ports[i] == t->ports[j])
+				return fail(err, "tenant '%s': duplicate port %u",
+					    t->name, t->ports[i]);
+	}
+	if (t->action != POLICY_ACT_DROP && t->action != POLICY_ACT_RST)
+		return fail(err, "tenant '%s': invalid action %d: expected drop "
+			    "or rst", t->name, (int)t->action);
+	return 0;
+}
+
+/* Two rules on the same prefix collide when their port sets meet; an any-port
+ * rule only collides with another any-port rule, because the kernel looks up
+ * (prefix, port) before (prefix, any) and so the port rule simply wins. */
+static int shared_port(const struct policy_tenant *a,
+		       const struct policy_tenant *b)
+{
+	if (a->n_ports == 0 || b->n_ports == 0)
+		return a->n_ports == 0 && b->n_ports == 0 ? 0 : -1;
+	for (unsigned int i = 0; i < a->n_ports; i++)
+		for (unsigned int j = 0; j < b->n_ports; j++)
+			if (a->ports[i] == b->ports[j])
+				return a->ports[i];
+	return -1;
+}
+
+int policy_check_set(const struct policy_tenant *ts, size_t n,
+		     policy_problem_fn fn, void *ctx)
+{
+	char err[POLICY_ERR_MAX];
+	int problems = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (policy_validate(&ts[i], err) < 0) {
+			problems++;
+			if (fn)
+				fn(ctx, i, err);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < i; j++) {
+			const struct policy_tenant *a = &ts[j], *b = &ts[i];
+
+			if (strncmp(a->name, b->name, sizeof(a->name)) == 0) {
+				problems++;
+				fail(err, "duplicate tenant name '%.63s' (also "
+				     "tenant #%zu)", b->name, j);
+				if (fn)
+					fn(ctx, i, err);
+				continue;
+			}
+			for (unsigned int x = 0; x < b->n_match; x++) {
+				for (unsigned int y = 0; y < a->n_match; y++) {
+					char pb[INET6_ADDRSTRLEN + 8];
+					int port;
+
+					if (!prefix_equal(&b->match[x], &a->match[y]))
+						continue;
+					port = shared_port(a, b);
+					if (port < 0)
+						continue;
+					policy_format_prefix(&b->match[x], pb,
+							     sizeof(pb));
+					problems++;
+					if (port)
+						fail(err, "conflict: tenants '%.63s' "
+						     "and '%.63s' both claim %s port %d",
+						     a->name, b->name, pb, port);
+					else
+						fail(err, "conflict: tenants '%.63s' "
+						     "and '%.63s' both claim %s on any "
+						     "port", a->name, b->name, pb);
+					if (fn)
+						fn(ctx, i, err);
+				}
+			}
+		}
+	}
+	return problems;
+}
+
+struct first_problem {
+	char *err;
+	bool seen;
+};
+
+static void keep_first(void *ctx, size_t index, const char *msg)
+{
+	struct first_problem *fp = ctx;
+
+	(void)index;
+	if (fp->seen)
+		return;
+	fp->seen = true;
+	if (fp->err)
+		snprintf(fp->err, POLICY_ERR_MAX, "%s", msg);
+}
+
+int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err)
+{
+	struct first_problem fp = { .err = err };
+
+	return policy_check_set(ts, n, keep_first, &fp) ? -EINVAL : 0;
+}
+
+json_t *policy_tenant_to_json(const struct policy_tenant *t)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	json_t *j, *match, *ports;
+
+	policy_format_rate(&t->rate, buf, sizeof(buf));
+	match = json_array();
+	ports = json_array();
+	j = json_pack("{s:s%, s:s, s:I, s:o, s:o, s:s, s:b}",
+		      "name", t->name, strnlen(t->name, sizeof(t->name)),
+		      "rate", buf, "burst", (json_int_t)t->burst,
+		      "match", match, "ports", ports,
+		      "action", policy_action_name(t->action),
+		      "shadow", t->shadow);
+	if (!j)
+		return NULL;
+	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
+		policy_format_prefix(&t->match[i], buf, sizeof(buf));
+		if (json_array_append_new(match, json_string(buf)) < 0)
+			goto fail;
+	}
+	for (unsigned int i = 0; i < t->n_ports && i < POLICY_MAX_PORTS; i++)
+		if (json_array_append_new(ports, json_integer(t->ports[i])) < 0)
+			goto fail;
+	return j;
+fail:
+	json_decref(j);
+	return NULL;
+}
+
+/* Fields the agent adds to what it returns; accepted (and ignored) on input
+ * so that `rlctl --json tenant list` output can be fed back to `apply`. */
+static const char *const read_only_keys[] = { "id" };
+
+static bool known_key(const char *k)
+{
+	static const char *const keys[] = {
+		"name", "rate", "burst", "match", "ports", "action", "shadow",
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strcmp(k, keys[i]) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof(read_only_keys) / sizeof(read_only_keys[0]); i++)
+		if (strcmp(k, read_only_keys[i]) == 0)
+			return true;
+	return false;
+}
+
+int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
+{
+	const json_t *v, *item;
+	const char *key;
+	size_t i;
+
+	memset(t, 0, sizeof(*t));
+	if (!json_is_object(j))
+		return fail(err, "a tenant must be a JSON object");
+	json_object_foreach((json_t *)j, key, v)
+		if (!known_key(key))
+			return fail(err, "unknown field '" ECHO "': expected name, "
+				    "rate, burst, match, ports, action, shadow", key);
+
+	v = json_object_get(j, "name");
+	if (!json_is_string(v))
+		return fail(err, "field 'name' is missing or not a string");
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return fail(err, "field 'name' contains a NUL character");
+	if (policy_parse_name(json_string_value(v), t->name, err) < 0)
+		return -EINVAL;
+
+	v = json_object_get(j, "rate");
+	if (!json_is_string(v))
+		return fail(err, "field 'rate' is missing or not a string "
+			    "(e.g. \"100/s\")");
+	if (policy_parse_rate(json_string_value(v), &t->rate, err) < 0)
+		return -EINVAL;
+
+	v = json_object_get(j, "burst");
+	if (!v || json_is_null(v)) {
+		t->burst = policy_default_burst(&t->rate);
+	} else if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		   (uint64_t)json_integer_value(v) > POLICY_BURST_MAX) {
+		return fail(err, "field 'burst' must be a whole number from 1 "
+			    "to %llu", POLICY_BURST_MAX);
+	} else {
+		t->burst = (uint64_t)json_integer_value(v);
+	}
+
+	v = json_object_get(j, "match");
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return fail(err, "field 'match' must be a non-empty array of "
+			    "prefixes (e.g. [\"192.0.2.0/24\"])");
+	if (json_array_size(v) > POLICY_MAX_PREFIXES)
+		return fail(err, "field 'match' has %zu prefixes, at most %d "
+			    "allowed", json_array_size(v), POLICY_MAX_PREFIXES);
+	json_array_foreach(v, i, item) {
+		if (!json_is_string(item))
+			return fail(err, "field 'match' item %zu is not a string",
+				    i);
+		if (policy_parse_prefix(json_string_value(item),
+					&t->match[i], err) < 0)
+			return -EINVAL;
+		t->n_match = (unsigned int)i + 1;
+	}
+
+	v = json_object_get(j, "ports");
+	if (v && !json_is_null(v)) {
+		if (!json_is_array(v))
+			return fail(err, "field 'ports' must be an array of port "
+				    "numbers ([] for any port)");
+		if (json_array_size(v) > POLICY_MAX_PORTS)
+			return fail(err, "field 'ports' has %zu ports, at most %d "
+				    "allowed", json_array_size(v),
+				    POLICY_MAX_PORTS);
+		json_array_foreach(v, i, item) {
+			json_int_t p = json_integer_value(item);
+
+			if (!json_is_integer(item) || p < 1 || p > 65535)
+				return fail(err, "field 'ports' item %zu: expected "
+					    "a whole number from 1 to 65535", i);
+			t->ports[i] = (uint16_t)p;
+			t->n_ports = (unsigned int)i + 1;
+		}
+	}
+
+	v = json_object_get(j, "action");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return fail(err, "field 'action' must be \"drop\" or \"rst\"");
+		if (policy_parse_action(json_string_value(v), &t->action, err) < 0)
+			return -EINVAL;
+	}
+
+	v = json_object_get(j, "shadow");
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return fail(err, "field 'shadow' must be true or false");
+		t->shadow = json_is_true(v);
+	}
+	return policy_validate(t, err);
+}
