@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlctl apply FILE: make the agent's policy exactly the tenants in a JSON
+ * file, as one change.  The whole file is checked here first and every
+ * problem reported, so an invalid file changes nothing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+#include "rlctl.h"
+
+static const char usage_apply[] =
+"Usage: rlctl [--json] apply [--dry-run] FILE\n"
+"\n"
+"Make the policy exactly the tenants in FILE ('-' for stdin), as one change:\n"
+"tenants not in FILE are deleted.  FILE is JSON:\n"
+"\n"
+"  {\"tenants\": [\n"
+"    {\"name\": \"web\", \"rate\": \"100/s\", \"burst\": 200,\n"
+"     \"match\": [\"192.0.2.0/24\", \"2001:db8::/32\"], \"ports\": [80, 443],\n"
+"     \"action\": \"rst\", \"shadow\": false}\n"
+"  ]}\n"
+"\n"
+"name, rate and match are required; burst defaults to one second of the\n"
+"rate, ports to [] (any port), action to drop, shadow to false.  The whole\n"
+"file is checked before anything is sent; every problem is reported and\n"
+"nothing is changed if there is one.\n"
+"\n"
+"      --dry-run        only check FILE; do not contact rlagent\n";
+
+struct problems {
+	const char *file;
+	json_t *list;		/* [{"index","tenant","error"}] */
+	const json_t *arr;	/* the file's tenants array */
+	const size_t *orig;	/* index in arr of each parsed tenant */
+};
+
+static void add_problem(struct problems *p, size_t index, const char *msg)
+{
+	const char *name = json_string_value(
+		json_object_get(json_array_get(p->arr, index), "name"));
+	json_t *o = json_pack("{s:I, s:s?, s:s}", "index", (json_int_t)index,
+			      "tenant", name, "error", msg);
+
+	if (!rlctl.json) {
+		if (name)
+			fprintf(stderr, "Error: %s: tenants[%zu] '%.63s': %s\n",
+				p->file, index, name, msg);
+		else
+			fprintf(stderr, "Error: %s: tenants[%zu]: %s\n", p->file,
+				index, msg);
+	}
+	json_array_append_new(p->list, o);
+}
+
+static void set_problem(void *ctx, size_t index, const char *msg)
+{
+	struct problems *p = ctx;
+
+	add_problem(p, p->orig[index], msg);
+}
+
+static json_t *load_file(const char *file)
+{
+	json_error_t jerr;
+	json_t *j;
+
+	if (!strcmp(file, "-"))
+		j = json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr);
+	else
+		j = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		/* jansson reports a missing file as a parse error at line -1 */
+		if (jerr.line < 0)
+			rlctl_error("couldn't read '%s': %s", file, jerr.text);
+		else
+			rlctl_error("couldn't parse '%s': %s at line %d column %d",
+				    file, jerr.text, jerr.line, jerr.column);
+	}
+	return j;
+}
+
+int cmd_apply(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dry-run", no_argument, NULL, 'n' },
+		RLCTL_COMMON_OPTS
+	};
+	struct policy_tenant *ts = NULL;
+	struct problems p = { 0 };
+	size_t *orig = NULL, n = 0, i;
+	json_t *doc = NULL, *arr, *req = NULL, *out, *item, *reply = NULL;
+	const char *file, *key;
+	char err[POLICY_ERR_MAX];
+	bool dry_run = false;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, ":hjn", opts, NULL)) != -1) {
+		if (opt == 'n') {
+			dry_run = true;
+			continue;
+		}
+		if ((ret = rlctl_common_opt(opt, argv, "apply", usage_apply)) !=
+		    RLCTL_CONTINUE)
+			return ret;
+	}
+	ret = rlctl_positional(argc, argv, 1, 1, "apply", "a FILE ('-' for stdin)");
+	if (ret != RLCTL_CONTINUE)
+		return ret;
+	file = argv[optind];
+	ret = RLCTL_EXIT_USAGE;
+	doc = load_file(file);
+	if (!doc)
+		goto out;
+	arr = json_object_get(doc, "tenants");
+	if (!json_is_object(doc) || !json_is_array(arr)) {
+		rlctl_error("'%s' is not a tenant file: expected a JSON object "
+			    "{\"tenants\": [...]}", file);
+		goto out;
+	}
+	json_object_foreach(doc, key, item) {
+		if (strcmp(key, "tenants")) {
+			rlctl_error("'%s': unknown top-level field '%.64s': "
+				    "expected only \"tenants\"", file, key);
+			goto out;
+		}
+	}
+
+	p.file = file;
+	p.arr = arr;
+	p.list = json_array();
+	ts = calloc(json_array_size(arr) + 1, sizeof(*ts));
+	orig = calloc(json_array_size(arr) + 1, sizeof(*orig));
+	if (!p.list || !ts || !orig) {
+		rlctl_error("out of memory");
+		ret = RLCTL_EXIT_FAIL;
+		goto out;
+	}
+	json_array_foreach(arr, i, item) {
+		if (policy_tenant_from_json(item, &ts[n], err) < 0) {
+			add_problem(&p, i, err);
+			continue;
+		}
+		orig[n++] = i;
+	}
+	/* Names and overlaps are checked among the tenants that parsed, so
+	 * one typo does not hide a conflict elsewhere in the file. */
+	p.orig = orig;
+	policy_check_set(ts, n, set_problem, &p);
+	if (json_array_size(p.list)) {
+		size_t np = json_array_size(p.list);
+
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s: %zu problem%s; nothing was "
+			 "applied", file, np, np == 1 ? "" : "s");
+		if (rlctl.json) {
+			json_t *e = json_pack("{s:s, s:O}", "error", msg,
+					      "problems", p.list);
+
+			json_dumpf(e, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+			fputc('\n', stdout);
+			json_decref(e);
+		} else {
+			fprintf(stderr, "Error: %s\n", msg);
+		}
+		goto out;
+	}
+
+	if (dry_run) {
+		if (rlctl.json)
+			rlctl_print_json(json_pack("{s:s, s:I, s:b}", "file", file,
+						   "tenants", (json_int_t)n,
+						   "valid", 1));
+		else
+			printf("%s: %zu tenant%s, valid\n", file, n,
+			       n == 1 ? "" : "s");
+		ret = RLCTL_EXIT_OK;
+		goto out;
+	}
+	out = json_array();
+	req = json_pack("{s:s, s:o}", "cmd", "apply", "tenants", out);
+	for (i = 0; req && i < n; i++)
+		json_array_append_new(out, policy_tenant_to_json(&ts[i]));
+	ret = rlctl_call(req, &reply);
+	req = NULL;
+	if (ret != RLCTL_EXIT_OK)
+		goto out;
+	if (rlctl.json) {
+		rlctl_print_json(json_incref(reply));
+	} else {
+		printf("applied '%s': %" JSON_INTEGER_FORMAT " added, %"
+		       JSON_INTEGER_FORMAT " updated, %" JSON_INTEGER_FORMAT
+		       " removed\n", file,
+		       json_integer_value(json_object_get(reply, "added")),
+		       json_integer_value(json_object_get(reply, "updated")),
+		       json_integer_value(json_object_get(reply, "removed")));
+	}
+out:
+	json_decref(reply);
+	json_decref(req);
+	json_decref(p.list);
+	json_decref(doc);
+	free(ts);
+	free(orig);
+	return ret;
+}

@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlctl status, stats, top, detach and version: looking at the agent and the
+ * traffic it limits, and taking an interface out of its hands.
+ */
+#include <errno.h>
+#include <math.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policy.h"
+#include "rlctl.h"
+
+static const char usage_status[] =
+"Usage: rlctl [--json] status\n"
+"\n"
+"Show rlagent's version, uptime, mode, the interfaces it is attached to\n"
+"(with the attach mode: native, skb or tc) and the number of tenants.\n";
+
+static const char usage_stats[] =
+"Usage: rlctl [--json] stats [NAME]\n"
+"\n"
+"Per-tenant counters: connections admitted, denied, would-deny (shadow\n"
+"mode), retransmitted SYNs not charged again, tokens left, and admit and\n"
+"deny rates per second over the last few seconds.  NAME limits the output\n"
+"to one tenant.\n";
+
+static const char usage_top[] =
+"Usage: rlctl [--json] top [--interval S] [--iterations N]\n"
+"\n"
+"A live view of per-tenant rates, busiest first, refreshed every second.\n"
+"Quit with q or Ctrl-C.  With --json, one line of JSON per refresh.\n"
+"\n"
+"  -i, --interval S     seconds between refreshes (0.1 to 3600, default 1)\n"
+"  -n, --iterations N   stop after N refreshes (default: run until quit)\n";
+
+static const char usage_detach[] =
+"Usage: rlctl [--json] detach IF\n"
+"\n"
+"Detach rlgate's program from network interface IF: its new connections\n"
+"are no longer limited.  When the last interface is detached, rlagent\n"
+"removes its pins and exits.\n";
+
+static const char usage_version[] =
+"Usage: rlctl [--json] version\n"
+"\n"
+"Print rlctl's version and, if it can be reached, rlagent's.\n";
+
+static int no_args(int argc, char **argv, const char *cmd, const char *usage)
+{
+	static const struct option opts[] = { RLCTL_COMMON_OPTS };
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
+		if ((ret = rlctl_common_opt(opt, argv, cmd, usage)) !=
+		    RLCTL_CONTINUE)
+			return ret;
+	return rlctl_positional(argc, argv, 0, 0, cmd, "");
+}
+
+static void format_uptime(long long s, char *buf, size_t len)
+{
+	if (s < 0)
+		snprintf(buf, len, "?");
+	else if (s >= 86400)
+		snprintf(buf, len, "%lldd %lldh %lldm", s / 86400,
+			 s % 86400 / 3600, s % 3600 / 60);
+	else if (s >= 3600)
+		snprintf(buf, len, "%lldh %lldm %llds", s / 3600, s % 3600 / 60,
+			 s % 60);
+	else if (s >= 60)
+		snprintf(buf, len, "%lldm %llds", s / 60, s % 60);
+	else
+		snprintf(buf, len, "%llds", s);
+}
+
+int cmd_status(int argc, char **argv)
+{
+	json_t *reply, *ifs, *v;
+	char up[64];
+	size_t i;
+	int ret = no_args(argc, argv, "status", usage_status);
+
+	if (ret != RLCTL_CONTINUE)
+		return ret;
+	ret = rlctl_call(json_pack("{s:s}", "cmd", "status"), &reply);
+	if (ret != RLCTL_EXIT_OK)
+		return ret;
+	if (rlctl.json) {
+		rlctl_print_json(reply);
+		return RLCTL_EXIT_OK;
+	}
+	v = json_object_get(reply, "uptime_s");
+	format_uptime(json_is_number(v) ? (long long)json_number_value(v) : -1,
+		      up, sizeof(up));
+	printf("rlagent:     %s, up %s\n",
+	       json_string_value(json_object_get(reply, "version")) ?: "?", up);
+	printf("mode:        %s\n",
+	       json_string_value(json_object_get(reply, "mode")) ?: "?");
+	printf("interfaces:  ");
+	ifs = json_object_get(reply, "interfaces");
+	if (!json_array_size(ifs))
+		printf("none");
+	json_array_foreach(ifs, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		const char *how = json_string_value(json_object_get(v, "attach"));
+
+		printf("%s%s (%s)", i ? ", " : "", name ?: "?", how ?: "?");
+	}
+	printf("\n");
+	printf("tenants:     %" JSON_INTEGER_FORMAT "\n",
+	       json_integer_value(json_object_get(reply, "tenants")));
+	if ((v = json_object_get(reply, "pin_dir")) && json_is_string(v))
+		printf("pin dir:     %s\n", json_string_value(v));
+	if ((v = json_object_get(reply, "state_dir")) && json_is_string(v))
+		printf("state dir:   %s\n", json_string_value(v));
+	json_decref(reply);
+	return RLCTL_EXIT_OK;
+}
+
+static void format_num(json_t *v, bool rate, char *buf, size_t len)
+{
+	if (json_is_integer(v) && !rate)
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	else if (json_is_number(v))
+		snprintf(buf, len, "%.1f", json_number_value(v));
+	else
+		snprintf(buf, len, "-");
+}
+
+static double busy(json_t *s)
+{
+	return json_number_value(json_object_get(s, "admit_rate")) +
+	       json_number_value(json_object_get(s, "deny_rate"));
+}
+
+static int by_rate(const void *a, const void *b)
+{
+	double x = busy(*(json_t *const *)a), y = busy(*(json_t *const *)b);
+
+	if (x != y)
+		return x < y ? 1 : -1;
+	return strcmp(json_string_value(json_object_get(*(json_t *const *)a,
+							"tenant")) ?: "",
+		      json_string_value(json_object_get(*(json_t *const *)b,
+							"tenant")) ?: "");
+}
+
+void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
+{
+	static const struct {
+		const char *title, *key;
+		bool rate;
+	} cols[] = {
+		{ "ADMITTED", "admitted", false },
+		{ "DENIED", "denied", false },
+		{ "WOULD-DENY", "shadow_denied", false },
+		{ "RETRANS", "retransmits", false },
+		{ "TOKENS", "tokens", false },
+		{ "ADMIT/S", "admit_rate", true },
+		{ "DENY/S", "deny_rate", true },
+	};
+	size_t n = json_array_size(stats), i;
+	json_t **rows = calloc(n + 1, sizeof(*rows));
+	int wname = 6;
+
+	if (!rows)
+		return;
+	for (i = 0; i < n; i++) {
+		const char *name;
+
+		rows[i] = json_array_get(stats, i);
+		name = json_string_value(json_object_get(rows[i], "tenant"));
+		if (name && (int)strlen(name) > wname)
+			wname = (int)strlen(name);
+	}
+	if (sort_by_rate)
+		qsort(rows, n, sizeof(*rows), by_rate);
+	printf("%-*s", wname, "TENANT");
+	for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
+		printf("  %12s", cols[c].title);
+	printf("\n");
+	for (i = 0; i < n; i++) {
+		printf("%-*s", wname, json_string_value(json_object_get(rows[i],
+				"tenant")) ?: "?");
+		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
+			char buf[32];
+
+			format_num(json_object_get(rows[i], cols[c].key),
+				   cols[c].rate, buf, sizeof(buf));
+			printf("  %12s", buf);
+		}
+		printf("\n");
+	}
+	free(rows);
+}
+
+int cmd_stats(int argc, char **argv)
+{
+	static const struct option opts[] = { RLCTL_COMMON_OPTS };
+	char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
+	json_t *req, *reply, *stats;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
+		if ((ret = rlctl_common_opt(opt, argv, "stats", usage_stats)) !=
+		    RLCTL_CONTINUE)
+			return ret;
+	ret = rlctl_positional(argc, argv, 0, 1, "stats", "");
+	if (ret != RLCTL_CONTINUE)
+		return ret;
+	req = json_pack("{s:s}", "cmd", "stats");
+	if (optind < argc) {
+		if (policy_parse_name(argv[optind], name, err) < 0) {
+			json_decref(req);
+			rlctl_error("%s", err);
+			return RLCTL_EXIT_USAGE;
+		}
+		json_object_set_new(req, "name", json_string(name));
+	}
+	ret = rlctl_call(req, &reply);
+	if (ret != RLCTL_EXIT_OK)
+		return ret;
+	stats = json_object_get(reply, "stats");
+	if (!json_is_array(stats)) {
+		rlctl_error("rlagent's reply to stats has no stats array");
+		json_decref(reply);
+		return RLCTL_EXIT_FAIL;
+	}
+	if (rlctl.json)
+		rlctl_print_json(json_incref(stats));
+	else if (json_array_size(stats) == 0)
+		printf("no tenants\n");
+	else
+		rlctl_print_stats_table(stats, false);
+	json_decref(reply);
+	return RLCTL_EXIT_OK;
+}
+
+static volatile sig_atomic_t top_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	top_stop = 1;
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until deadline, returning early on q, Ctrl-C or a signal. */
+static void top_wait(long long deadline, bool keys)
+{
+	while (!top_stop) {
+		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+		long long left = deadline - mono_ms();
+		char c;
+
+		if (left <= 0)
+			return;
+		if (poll(&pfd, keys ? 1 : 0, (int)left) <= 0)
+			continue;
+		if (read(STDIN_FILENO, &c, 1) != 1) {
+			/* stdin closed: keep refreshing, stop reading it */
+			keys = false;
+			continue;
+		}
+		if (c == 'q' || c == 'Q' || c == 3)
+			top_stop = 1;
+	}
+}
+
+static int parse_interval(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0.1 || v > 3600)
+		return rlctl_usage_error("top ", "invalid interval '%.64s': "
+					 "expected seconds from 0.1 to 3600", s);
+	*out = v;
+	return RLCTL_CONTINUE;
+}
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "iterations", required_argument, NULL, 'n' },
+		RLCTL_COMMON_OPTS
+	};
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct termios saved, raw;
+	double interval = 1.0;
+	uint64_t iterations = 0, done = 0;
+	bool keys = false, clear;
+	char err[POLICY_ERR_MAX];
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, ":hji:n:", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'i':
+			ret = parse_interval(optarg, &interval);
+			if (ret != RLCTL_CONTINUE)
+				return ret;
+			break;
+		case 'n':
+			/* a burst is any whole number from 1; reuse its parser */
+			if (policy_parse_burst(optarg, &iterations, err) < 0)
+				return rlctl_usage_error("top ", "invalid iterations "
+							 "'%.64s': expected a whole "
+							 "number from 1", optarg);
+			break;
+		default:
+			ret = rlctl_common_opt(opt, argv, "top", usage_top);
+			if (ret != RLCTL_CONTINUE)
+				return ret;
+		}
+	}
+	ret = rlctl_positional(argc, argv, 0, 0, "top", "");
+	if (ret != RLCTL_CONTINUE)
+		return ret;
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	clear = !rlctl.json && isatty(STDOUT_FILENO);
+	/* Without canonical mode a single q arrives at once; ISIG stays on so
+	 * Ctrl-C is still a signal and still restores the terminal. */
+	if (!rlctl.json && isatty(STDIN_FILENO) &&
+	    tcgetattr(STDIN_FILENO, &saved) == 0) {
+		raw = saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 1;
+		raw.c_cc[VTIME] = 0;
+		keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+	}
+
+	while (!top_stop) {
+		long long next = mono_ms() + (long long)(interval * 1000);
+		json_t *reply, *stats;
+		char when[32];
+		time_t now = time(NULL);
+
+		ret = rlctl_call(json_pack("{s:s}", "cmd", "stats"), &reply);
+		if (ret != RLCTL_EXIT_OK)
+			break;
+		stats = json_object_get(reply, "stats");
+		if (!json_is_array(stats)) {
+			json_decref(reply);
+			rlctl_error("rlagent's reply to stats has no stats array");
+			ret = RLCTL_EXIT_FAIL;
+			break;
+		}
+		if (rlctl.json) {
+			json_t *line = json_pack("{s:I, s:O}", "time",
+						 (json_int_t)now, "stats", stats);
+
+			json_dumpf(line, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			fputc('\n', stdout);
+			json_decref(line);
+		} else {
+			strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+			if (clear)
+				fputs("\033[H\033[2J", stdout);
+			printf("rlgate top - %s - every %gs - %zu tenant%s%s\n\n",
+			       when, interval, json_array_size(stats),
+			       json_array_size(stats) == 1 ? "" : "s",
+			       keys ? " - q to quit" : "");
+			rlctl_print_stats_table(stats, true);
+		}
+		fflush(stdout);
+		json_decref(reply);
+		if (iterations && ++done >= iterations)
+			break;
+		top_wait(next, keys);
+	}
+	if (keys)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	return ret;
+}
+
+int cmd_detach(int argc, char **argv)
+{
+	static const struct option opts[] = { RLCTL_COMMON_OPTS };
+	json_t *reply, *rem;
+	const char *ifname;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
+		if ((ret = rlctl_common_opt(opt, argv, "detach", usage_detach)) !=
+		    RLCTL_CONTINUE)
+			return ret;
+	ret = rlctl_positional(argc, argv, 1, 1, "detach", "an interface IF");
+	if (ret != RLCTL_CONTINUE)
+		return ret;
+	ifname = argv[optind];
+	if (!*ifname || strlen(ifname) >= IF_NAMESIZE || strchr(ifname, '/') ||
+	    strpbrk(ifname, " \t\n:") || !strcmp(ifname, ".") ||
+	    !strcmp(ifname, "..")) {
+		rlctl_error("invalid interface name '%.64s': expected 1-%d "
+			    "characters without '/', ':' or spaces (e.g. eth0)",
+			    ifname, IF_NAMESIZE - 1);
+		return RLCTL_EXIT_USAGE;
+	}
+	ret = rlctl_call(json_pack("{s:s, s:s}", "cmd", "detach",
+				   "iface", ifname), &reply);
+	if (ret != RLCTL_EXIT_OK)
+		return ret;
+	if (rlctl.json) {
+		json_object_set_new(reply, "detached", json_string(ifname));
+		rlctl_print_json(reply);
+		return RLCTL_EXIT_OK;
+	}
+	printf("detached from %s", ifname);
+	rem = json_object_get(reply, "remaining");
+	/* The protocol names the field but not its form: accept a count or a
+	 * list of interface names. */
+	if (json_is_integer(rem))
+		printf("; %" JSON_INTEGER_FORMAT " interface%s still attached",
+		       json_integer_value(rem),
+		       json_integer_value(rem) == 1 ? "" : "s");
+	else if (json_is_array(rem))
+		printf("; %zu interface%s still attached",
+		       json_array_size(rem), json_array_size(rem) == 1 ? "" : "s");
+	if ((json_is_integer(rem) && json_integer_value(rem) == 0) ||
+	    (json_is_array(rem) && json_array_size(rem) == 0))
+		printf("; rlagent removed its pins and is exiting");
+	printf("\n");
+	json_decref(reply);
+	return RLCTL_EXIT_OK;
+}
+
+int cmd_version(int argc, char **argv)
+{
+	struct ctl_client c;
+	json_t *reply = NULL, *req;
+	const char *agent = NULL;
+	char why[CTL_CLIENT_ERR_MAX] = "";
+	int ret = no_args(argc, argv, "version", usage_version);
+
+	if (ret != RLCTL_CONTINUE)
+		return ret;
+	/* The agent's version is a courtesy: a missing agent is no failure
+	 * here, and waiting long for it would be. */
+	if (ctl_client_connect(&c, rlctl.socket, 2000) == 0) {
+		req = json_pack("{s:s}", "cmd", "version");
+		if (ctl_client_request(&c, req, &reply) < 0)
+			snprintf(why, sizeof(why), "%s", c.err);
+		json_decref(req);
+		agent = json_string_value(json_object_get(reply, "version"));
+		if (!agent && !*why)
+			snprintf(why, sizeof(why), "rlagent did not give a version");
+	} else {
+		snprintf(why, sizeof(why), "%s", c.err);
+	}
+	ctl_client_close(&c);
+	if (rlctl.json) {
+		rlctl_print_json(json_pack("{s:s, s:s?, s:s?}", "rlctl",
+					   RLCTL_VERSION, "rlagent", agent,
+					   "rlagent_error", *why ? why : NULL));
+	} else {
+		printf("rlctl %s\n", RLCTL_VERSION);
+		if (agent)
+			printf("rlagent %s\n", agent);
+		else
+			printf("rlagent: unknown (%s)\n", why);
+	}
+	json_decref(reply);
+	return RLCTL_EXIT_OK;
+}
