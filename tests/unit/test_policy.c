@@ -1,0 +1,516 @@
+/* Unit test of user/lib/policy.c: every parser's accept and reject cases, JSON round-trip, single-tenant and set validation. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "policy.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do {						\
+	if (!(cond)) {							\
+		failures++;						\
+		printf("FAIL %s:%d: ", __FILE__, __LINE__);		\
+		printf(__VA_ARGS__);					\
+		printf("\n");						\
+	}								\
+} while (0)
+
+static void test_name(void)
+{
+	static const char *good[] = {
+		"a", "Z", "0", "web", "web-1", "a.b_c-d", "9lives",
+		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk", /* 63 */
+	};
+	static const char *bad[] = {
+		"", "-web", "_web", ".web", "we b", "web/1", "wéb", "web\n",
+		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl", /* 64 */
+		"a:b", "a*",
+	};
+	char out[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		int ret = policy_parse_name(good[i], out, err);
+
+		CHECK(ret == 0 && !strcmp(out, good[i]), "name '%s' rejected: %s",
+		      good[i], err);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(policy_parse_name(bad[i], out, err) == -EINVAL,
+		      "name '%s' accepted", bad[i]);
+		CHECK(strstr(err, "tenant name"), "name '%s': message '%s' does "
+		      "not say what was wrong", bad[i], err);
+	}
+}
+
+static void test_rate(void)
+{
+	static const struct {
+		const char *s;
+		uint64_t count, period;
+	} good[] = {
+		{ "1/s", 1, 1 }, { "100/s", 100, 1 }, { "5/m", 5, 60 },
+		{ "1/h", 1, 3600 }, { "1000000000/s", 1000000000, 1 },
+		{ "60000000000/m", 60000000000ULL, 60 },
+		{ "3600000000000/h", 3600000000000ULL, 3600 },
+		{ "007/s", 7, 1 },
+	};
+	static const char *bad[] = {
+		"0/s", "10", "10/x", "-5/s", "1e3/s", "+5/s", " 5/s", "5/s ",
+		"5 /s", "/s", "5/", "5/ss", "5/S", "0x10/s", "1.5/s",
+		"1000000001/s", "60000000001/m", "3600000000001/h",
+		"18446744073709551616/s", "99999999999999999999999/s", "",
+		"5/s/s", "10/sec",
+	};
+	struct policy_rate r;
+	char err[POLICY_ERR_MAX];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		int ret = policy_parse_rate(good[i].s, &r, err);
+
+		CHECK(ret == 0 && r.count == good[i].count &&
+		      r.period_s == good[i].period, "rate '%s' -> %d %llu/%llu",
+		      good[i].s, ret, (unsigned long long)r.count,
+		      (unsigned long long)r.period_s);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(policy_parse_rate(bad[i], &r, err) == -EINVAL,
+		      "rate '%s' accepted", bad[i]);
+		CHECK(strstr(err, "invalid rate") && strstr(err, bad[i]),
+		      "rate '%s': message '%s' does not name the value", bad[i],
+		      err);
+	}
+	policy_parse_rate("10", &r, err);
+	CHECK(strstr(err, "N/s, N/m or N/h"), "message for '10' does not say "
+	      "what is accepted: %s", err);
+}
+
+static void test_format_rate_and_defaults(void)
+{
+	struct policy_rate r;
+	char buf[64];
+
+	policy_parse_rate("250/m", &r, NULL);
+	policy_format_rate(&r, buf, sizeof(buf));
+	CHECK(!strcmp(buf, "250/m"), "format 250/m gave %s", buf);
+	CHECK(policy_default_burst(&r) == 4, "default burst of 250/m: %llu",
+	      (unsigned long long)policy_default_burst(&r));
+	CHECK(policy_interval_ns(&r) == 240000000ULL, "interval of 250/m: %llu",
+	      (unsigned long long)policy_interval_ns(&r));
+
+	policy_parse_rate("1/h", &r, NULL);
+	CHECK(policy_default_burst(&r) == 1, "default burst of 1/h is not 1");
+	CHECK(policy_interval_ns(&r) == 3600000000000ULL, "interval of 1/h");
+	policy_format_rate(&r, buf, sizeof(buf));
+	CHECK(!strcmp(buf, "1/h"), "format 1/h gave %s", buf);
+
+	policy_parse_rate("100/s", &r, NULL);
+	CHECK(policy_default_burst(&r) == 100, "default burst of 100/s");
+	CHECK(policy_interval_ns(&r) == 10000000, "interval of 100/s");
+
+	policy_parse_rate("1000000000/s", &r, NULL);
+	CHECK(policy_default_burst(&r) == POLICY_BURST_MAX,
+	      "default burst of 1e9/s not capped to the burst maximum");
+	CHECK(policy_interval_ns(&r) == 1, "interval of 1e9/s");
+	policy_parse_rate("3/s", &r, NULL);
+	CHECK(policy_interval_ns(&r) == 333333333, "interval of 3/s");
+}
+
+static void test_burst(void)
+{
+	static const char *bad[] = {
+		"0", "-1", "100000001", "1e3", "", "12a", " 1", "18446744073709551617",
+		"0x10",
+	};
+	char err[POLICY_ERR_MAX];
+	uint64_t b;
+
+	CHECK(policy_parse_burst("1", &b, err) == 0 && b == 1, "burst 1");
+	CHECK(policy_parse_burst("100000000", &b, err) == 0 && b == 100000000,
+	      "burst 1e8");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(policy_parse_burst(bad[i], &b, err) == -EINVAL,
+		      "burst '%s' accepted", bad[i]);
+		CHECK(strstr(err, "100000000"), "burst '%s': no accepted range "
+		      "in '%s'", bad[i], err);
+	}
+}
+
+static void test_prefix(void)
+{
+	static const struct {
+		const char *in, *canon;
+		int family;
+	} good[] = {
+		{ "192.0.2.0/24", "192.0.2.0/24", AF_INET },
+		{ "198.51.100.7", "198.51.100.7/32", AF_INET },
+		{ "10.0.0.0/8", "10.0.0.0/8", AF_INET },
+		{ "0.0.0.0/0", "0.0.0.0/0", AF_INET },
+		{ "203.0.113.128/25", "203.0.113.128/25", AF_INET },
+		{ "2001:db8::/32", "2001:db8::/32", AF_INET6 },
+		{ "2001:DB8:0:0::/64", "2001:db8::/64", AF_INET6 },
+		{ "::1", "::1/128", AF_INET6 },
+		{ "::/0", "::/0", AF_INET6 },
+		{ "2001:db8::8000:0/97", "2001:db8::8000:0/97", AF_INET6 },
+		{ "::ffff:192.0.2.1", "::ffff:192.0.2.1/128", AF_INET6 },
+	};
+	static const char *bad[] = {
+		"", "/24", "192.0.2.0/", "192.0.2.0/33", "192.0.2.0/-1",
+		"192.0.2.0/2x", "192.0.2", "10.1", "256.0.0.0", "0x0a.0.0.1",
+		"192.0.2.0/24/1", "2001:db8::/129", "2001:db8:::/32", "host",
+		"192.0.2.0 /24", "192.0.2.0/ 24", "1.2.3.4/+8",
+		"192.0.2.0/999999999999999999999",
+	};
+	struct policy_prefix p;
+	char err[POLICY_ERR_MAX], buf[64];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		int ret = policy_parse_prefix(good[i].in, &p, err);
+
+		CHECK(ret == 0, "prefix '%s' rejected: %s", good[i].in, err);
+		if (ret)
+			continue;
+		policy_format_prefix(&p, buf, sizeof(buf));
+		CHECK(p.family == good[i].family && !strcmp(buf, good[i].canon),
+		      "prefix '%s' -> '%s', want '%s'", good[i].in, buf,
+		      good[i].canon);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(policy_parse_prefix(bad[i], &p, err) == -EINVAL,
+		      "prefix '%s' accepted", bad[i]);
+		CHECK(strstr(err, "invalid prefix"), "prefix '%s': message '%s'",
+		      bad[i], err);
+	}
+	CHECK(policy_parse_prefix("192.0.2.1/24", &p, err) == -EINVAL &&
+	      strstr(err, "did you mean 192.0.2.0/24?"),
+	      "host bits: message '%s' does not suggest the network", err);
+	CHECK(policy_parse_prefix("2001:db8::1/32", &p, err) == -EINVAL &&
+	      strstr(err, "did you mean 2001:db8::/32?"),
+	      "IPv6 host bits: message '%s'", err);
+	CHECK(policy_parse_prefix("11.0.0.0/7", &p, err) == -EINVAL &&
+	      strstr(err, "did you mean 10.0.0.0/7?"), "11.0.0.0/7: %s", err);
+	CHECK(policy_parse_prefix("10.0.0.0/7", &p, err) == 0, "10.0.0.0/7: %s",
+	      err);
+	policy_parse_prefix("192.0.2.0/33", &p, err);
+	CHECK(strstr(err, "0 to 32"), "bad v4 length message: %s", err);
+	policy_parse_prefix("2001:db8::/129", &p, err);
+	CHECK(strstr(err, "0 to 128"), "bad v6 length message: %s", err);
+}
+
+static void test_prefix_list(void)
+{
+	struct policy_tenant t = { 0 };
+	char err[POLICY_ERR_MAX], list[64 * 20];
+	size_t off = 0;
+
+	CHECK(policy_parse_prefixes("192.0.2.0/24,2001:db8::/32,198.51.100.7",
+				    &t, err) == 0 && t.n_match == 3,
+	      "three prefixes: %s", err);
+	CHECK(policy_parse_prefixes("192.0.2.0/24,192.0.2.0/24", &t, err) ==
+	      -EINVAL && strstr(err, "duplicate prefix 192.0.2.0/24"),
+	      "duplicate prefix: %s", err);
+	CHECK(t.n_match == 3, "failed parse changed the tenant");
+	CHECK(policy_parse_prefixes("198.51.100.7,198.51.100.7/32", &t, err) ==
+	      -EINVAL, "address and its /32 not seen as duplicates");
+	CHECK(policy_parse_prefixes("192.0.2.0/24,", &t, err) == -EINVAL,
+	      "trailing comma accepted");
+	CHECK(policy_parse_prefixes("", &t, err) == -EINVAL, "empty list accepted");
+	CHECK(policy_parse_prefixes("192.0.2.0/24,,10.0.0.0/8", &t, err) == -EINVAL,
+	      "empty item accepted");
+	CHECK(policy_parse_prefixes("192.0.2.0/24,bogus", &t, err) == -EINVAL &&
+	      strstr(err, "'bogus'"), "bad item not named: %s", err);
+	for (int i = 0; i < POLICY_MAX_PREFIXES; i++)
+		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s10.%d.0.0/16",
+					i ? "," : "", i);
+	CHECK(policy_parse_prefixes(list, &t, err) == 0 &&
+	      t.n_match == POLICY_MAX_PREFIXES, "64 prefixes: %s", err);
+	snprintf(list + off, sizeof(list) - off, ",11.0.0.0/8");
+	CHECK(policy_parse_prefixes(list, &t, err) == -EINVAL &&
+	      strstr(err, "at most 64"), "65 prefixes: %s", err);
+}
+
+static void test_ports(void)
+{
+	static const char *bad[] = {
+		"0", "65536", "-1", "80,", ",80", "80,,443", "", "http", "80 ",
+		"1e2", "80,80", "443,80,443", "99999999999999999999",
+	};
+	struct policy_tenant t = { 0 };
+	char err[POLICY_ERR_MAX];
+
+	CHECK(policy_parse_ports("80", &t, err) == 0 && t.n_ports == 1 &&
+	      t.ports[0] == 80, "port 80");
+	CHECK(policy_parse_ports("1,65535,443", &t, err) == 0 && t.n_ports == 3 &&
+	      t.ports[0] == 1 && t.ports[1] == 65535 && t.ports[2] == 443,
+	      "port list");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(policy_parse_ports(bad[i], &t, err) == -EINVAL,
+		      "ports '%s' accepted", bad[i]);
+		CHECK(err[0], "ports '%s': no message", bad[i]);
+	}
+	CHECK(t.n_ports == 3, "failed parse changed the ports");
+	policy_parse_ports("80,80", &t, err);
+	CHECK(strstr(err, "duplicate port 80"), "duplicate message: %s", err);
+	policy_parse_ports("65536", &t, err);
+	CHECK(strstr(err, "'65536'") && strstr(err, "1 to 65535"),
+	      "range message: %s", err);
+	CHECK(policy_parse_ports("1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", &t,
+				 err) == 0 && t.n_ports == 16, "16 ports");
+	CHECK(policy_parse_ports("1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", &t,
+				 err) == -EINVAL && strstr(err, "at most 16"),
+	      "17 ports: %s", err);
+}
+
+static void test_action(void)
+{
+	enum policy_action a;
+	char err[POLICY_ERR_MAX];
+
+	CHECK(policy_parse_action("drop", &a, err) == 0 && a == POLICY_ACT_DROP,
+	      "drop");
+	CHECK(policy_parse_action("rst", &a, err) == 0 && a == POLICY_ACT_RST,
+	      "rst");
+	CHECK(policy_parse_action("reset", &a, err) == -EINVAL &&
+	      strstr(err, "drop or rst"), "reset accepted or bad message");
+	CHECK(policy_parse_action("DROP", &a, err) == -EINVAL, "DROP accepted");
+	CHECK(policy_parse_action("", &a, err) == -EINVAL, "empty accepted");
+	CHECK(!strcmp(policy_action_name(POLICY_ACT_RST), "rst") &&
+	      !strcmp(policy_action_name(POLICY_ACT_DROP), "drop"), "names");
+}
+
+/* A valid tenant built through the parsers. */
+static void make(struct policy_tenant *t, const char *name, const char *rate,
+		 const char *match, const char *ports)
+{
+	char err[POLICY_ERR_MAX];
+
+	memset(t, 0, sizeof(*t));
+	if (policy_parse_name(name, t->name, err) ||
+	    policy_parse_rate(rate, &t->rate, err) ||
+	    policy_parse_prefixes(match, t, err) ||
+	    (ports && policy_parse_ports(ports, t, err))) {
+		printf("FAIL: fixture %s: %s\n", name, err);
+		exit(1);
+	}
+	t->burst = policy_default_burst(&t->rate);
+}
+
+static void test_validate(void)
+{
+	struct policy_tenant t, u;
+	char err[POLICY_ERR_MAX];
+
+	make(&t, "web", "100/s", "192.0.2.0/24", "80,443");
+	CHECK(policy_validate(&t, err) == 0, "valid tenant rejected: %s", err);
+
+	u = t; u.burst = 0;
+	CHECK(policy_validate(&u, err) == -EINVAL, "burst 0 accepted");
+	u = t; u.burst = POLICY_BURST_MAX + 1;
+	CHECK(policy_validate(&u, err) == -EINVAL, "burst 1e8+1 accepted");
+	u = t; u.rate.count = 0;
+	CHECK(policy_validate(&u, err) == -EINVAL, "rate 0 accepted");
+	u = t; u.rate.period_s = 2;
+	CHECK(policy_validate(&u, err) == -EINVAL, "period 2 accepted");
+	u = t; u.rate.count = POLICY_RATE_MAX + 1;
+	CHECK(policy_validate(&u, err) == -EINVAL, "rate above max accepted");
+	u = t; u.n_match = 0;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "prefix"),
+	      "no prefix accepted");
+	u = t; u.match[0].addr[3] = 1;
+	CHECK(policy_validate(&u, err) == -EINVAL, "host bits accepted");
+	u = t; u.match[0].len = 33;
+	CHECK(policy_validate(&u, err) == -EINVAL, "/33 accepted");
+	u = t; u.match[0].family = 99;
+	CHECK(policy_validate(&u, err) == -EINVAL, "family 99 accepted");
+	u = t; u.match[0].addr[8] = 1;
+	CHECK(policy_validate(&u, err) == -EINVAL, "IPv4 junk past 4 bytes");
+	u = t; u.match[1] = u.match[0]; u.n_match = 2;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "duplicate"),
+	      "duplicate prefix accepted");
+	u = t; u.ports[1] = 80;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "duplicate"),
+	      "duplicate port accepted");
+	u = t; u.ports[0] = 0;
+	CHECK(policy_validate(&u, err) == -EINVAL, "port 0 accepted");
+	u = t; u.n_ports = POLICY_MAX_PORTS + 1;
+	CHECK(policy_validate(&u, err) == -EINVAL, "17 ports accepted");
+	u = t; u.action = 7;
+	CHECK(policy_validate(&u, err) == -EINVAL, "action 7 accepted");
+	u = t; strcpy(u.name, "-x");
+	CHECK(policy_validate(&u, err) == -EINVAL, "bad name accepted");
+	u = t; memset(u.name, 'a', sizeof(u.name));
+	CHECK(policy_validate(&u, err) == -EINVAL, "unterminated name accepted");
+}
+
+struct collected {
+	int n;
+	size_t index[8];
+	char msg[8][POLICY_ERR_MAX];
+};
+
+static void collect(void *ctx, size_t index, const char *msg)
+{
+	struct collected *c = ctx;
+
+	if (c->n < 8) {
+		c->index[c->n] = index;
+		snprintf(c->msg[c->n], POLICY_ERR_MAX, "%s", msg);
+	}
+	c->n++;
+}
+
+static void test_set(void)
+{
+	struct policy_tenant ts[4];
+	struct collected c;
+	char err[POLICY_ERR_MAX];
+
+	make(&ts[0], "a", "10/s", "192.0.2.0/24", NULL);
+	make(&ts[1], "b", "10/s", "192.0.2.0/25", NULL);
+	CHECK(policy_validate_set(ts, 2, err) == 0,
+	      "different prefix lengths conflict: %s", err);
+
+	make(&ts[1], "b", "10/s", "192.0.2.0/24", "80");
+	CHECK(policy_validate_set(ts, 2, err) == 0,
+	      "any-port and a port rule on one prefix conflict: %s", err);
+
+	make(&ts[0], "a", "10/s", "192.0.2.0/24", "443,80");
+	CHECK(policy_validate_set(ts, 2, err) == -EINVAL &&
+	      strstr(err, "'a'") && strstr(err, "'b'") &&
+	      strstr(err, "192.0.2.0/24 port 80"),
+	      "overlapping ports not a conflict: %s", err);
+
+	make(&ts[0], "a", "10/s", "192.0.2.0/24", "443");
+	CHECK(policy_validate_set(ts, 2, err) == 0,
+	      "disjoint ports conflict: %s", err);
+
+	make(&ts[0], "a", "10/s", "10.0.0.0/8,192.0.2.0/24", NULL);
+	make(&ts[1], "b", "10/s", "2001:db8::/32,192.0.2.0/24", NULL);
+	CHECK(policy_validate_set(ts, 2, err) == -EINVAL &&
+	      strstr(err, "any port"), "any-port vs any-port: %s", err);
+
+	make(&ts[1], "b", "10/s", "2001:db8::/32", NULL);
+	make(&ts[2], "a", "10/s", "198.51.100.0/24", NULL);
+	CHECK(policy_validate_set(ts, 3, err) == -EINVAL &&
+	      strstr(err, "duplicate tenant name 'a'"), "duplicate name: %s", err);
+
+	/* every problem is reported, each with its tenant's index */
+	memset(&c, 0, sizeof(c));
+	make(&ts[0], "a", "10/s", "192.0.2.0/24", NULL);
+	make(&ts[1], "b", "10/s", "192.0.2.0/24", NULL);
+	make(&ts[2], "a", "10/s", "198.51.100.0/24", NULL);
+	make(&ts[3], "d", "10/s", "203.0.113.0/24", NULL);
+	ts[3].burst = 0;
+	CHECK(policy_check_set(ts, 4, collect, &c) == 3 && c.n == 3,
+	      "want 3 problems, got %d", c.n);
+	CHECK(c.n >= 3 && c.index[0] == 3 && c.index[1] == 1 && c.index[2] == 2,
+	      "problem indexes %zu %zu %zu", c.index[0], c.index[1], c.index[2]);
+	CHECK(policy_validate_set(ts, 0, err) == 0, "empty set invalid");
+}
+
+static void test_json(void)
+{
+	struct policy_tenant t, u;
+	char err[POLICY_ERR_MAX], *s;
+	json_error_t jerr;
+	json_t *j;
+
+	make(&t, "web", "250/m", "192.0.2.0/24,2001:db8::/32", "80,443");
+	t.burst = 17;
+	t.action = POLICY_ACT_RST;
+	t.shadow = true;
+	j = policy_tenant_to_json(&t);
+	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK(s && !strcmp(s, "{\"action\":\"rst\",\"burst\":17,\"match\":"
+			   "[\"192.0.2.0/24\",\"2001:db8::/32\"],\"name\":\"web\","
+			   "\"ports\":[80,443],\"rate\":\"250/m\",\"shadow\":true}"),
+	      "to_json gave %s", s);
+	free(s);
+	CHECK(policy_tenant_from_json(j, &u, err) == 0, "from_json: %s", err);
+	CHECK(memcmp(&t, &u, sizeof(t)) == 0, "round trip changed the tenant");
+	json_decref(j);
+
+	/* defaults */
+	j = json_loads("{\"name\":\"x\",\"rate\":\"20/s\",\"match\":[\"10.0.0.1\"]}",
+		       0, &jerr);
+	CHECK(policy_tenant_from_json(j, &u, err) == 0 && u.burst == 20 &&
+	      u.n_ports == 0 && u.action == POLICY_ACT_DROP && !u.shadow &&
+	      u.match[0].len == 32, "defaults: %s", err);
+	json_decref(j);
+
+	/* the agent's read-only id is accepted, so list output can be applied */
+	j = json_loads("{\"name\":\"x\",\"rate\":\"20/s\",\"match\":[\"10.0.0.1\"],"
+		       "\"id\":3,\"ports\":[],\"burst\":null}", 0, &jerr);
+	CHECK(policy_tenant_from_json(j, &u, err) == 0, "with id: %s", err);
+	json_decref(j);
+
+	static const struct {
+		const char *json, *want;
+	} bad[] = {
+		{ "[]", "object" },
+		{ "{\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"]}", "name" },
+		{ "{\"name\":\"x\",\"match\":[\"10.0.0.0/8\"]}", "rate" },
+		{ "{\"name\":\"x\",\"rate\":100,\"match\":[\"10.0.0.0/8\"]}", "rate" },
+		{ "{\"name\":\"x\",\"rate\":\"0/s\",\"match\":[\"10.0.0.0/8\"]}", "0/s" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\"}", "match" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[]}", "match" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":\"10.0.0.0/8\"}", "match" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.1/8\"]}", "10.0.0.0/8" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[8]}", "match" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\",\"10.0.0.0/8\"]}", "duplicate" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"burst\":0}", "burst" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"burst\":\"5\"}", "burst" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"burst\":100000001}", "burst" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"ports\":[0]}", "ports" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"ports\":[70000]}", "ports" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"ports\":[\"80\"]}", "ports" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"ports\":[80,80]}", "duplicate" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"ports\":80}", "ports" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"action\":\"reject\"}", "drop or rst" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"shadow\":\"yes\"}", "shadow" },
+		{ "{\"name\":\"x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"],\"prots\":[80]}", "prots" },
+		{ "{\"name\":\"-x\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"]}", "name" },
+		{ "{\"name\":\"x\\u0000y\",\"rate\":\"1/s\",\"match\":[\"10.0.0.0/8\"]}", "NUL" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		j = json_loads(bad[i].json, JSON_ALLOW_NUL, &jerr);
+		if (!j) {
+			CHECK(0, "fixture %zu does not parse: %s", i, jerr.text);
+			continue;
+		}
+		err[0] = '\0';
+		CHECK(policy_tenant_from_json(j, &u, err) == -EINVAL &&
+		      strstr(err, bad[i].want), "from_json %s: got '%s', want "
+		      "mention of '%s'", bad[i].json, err, bad[i].want);
+		json_decref(j);
+	}
+}
+
+int main(void)
+{
+	test_name();
+	test_rate();
+	test_format_rate_and_defaults();
+	test_burst();
+	test_prefix();
+	test_prefix_list();
+	test_ports();
+	test_action();
+	test_validate();
+	test_set();
+	test_json();
+	if (failures) {
+		printf("%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
