@@ -1,0 +1,192 @@
+#!/usr/bin/env bats
+# Tests of the test bench itself: the netns lab (tools/lab.sh) and the load
+# generator (build/loadgen).  Every other e2e suite trusts both; if these
+# fail, fix them first.
+
+load helpers
+
+setup_file() {
+	e2e_require_root || return 0
+	e2e_require_build loadgen pass.bpf.o
+	lab_up --servers 2 --clients 2
+	serve_start s1 8080
+	export FILE_SERVE_PID=$SERVE_PID FILE_SERVE_OUT=$SERVE_OUT
+}
+
+# expect_dead PID: the process is gone (a zombie counts as gone).
+expect_dead() {
+	local state
+
+	sleep 0.1
+	state=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	[[ $state == Z* ]] && return 0
+	echo "process $1 still running (state $state)" >&2
+	return 1
+}
+
+teardown() {
+	local ns
+
+	# namespaces a test made by hand, outside any lab
+	for ns in ${STRAY_NS:-}; do
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	e2e_teardown
+}
+
+@test "loadgen rejects bad arguments with exit 2, naming the value (else scripts run nonsense loads)" {
+	run "$LOADGEN" --rate abc --duration 1 192.0.2.11:8080
+	[ "$status" -eq 2 ]
+	[[ $output == *"'abc'"* ]]
+
+	run "$LOADGEN" --rate 10 --duration 1 192.0.2.11
+	[ "$status" -eq 2 ]
+	[[ $output == *"'192.0.2.11'"* ]]
+
+	run "$LOADGEN" --rate 10 --duration 1 192.0.2.11:8080@0
+	[ "$status" -eq 2 ]
+	[[ $output == *"weight"* ]]
+
+	run "$LOADGEN" --rate 10 --duration 1 --timeout 0 192.0.2.11:8080
+	[ "$status" -eq 2 ]
+
+	run "$LOADGEN" --rate 10 192.0.2.11:8080
+	[ "$status" -eq 2 ]
+	[[ $output == *"--duration"* ]]
+
+	# JSON mode: stdout is still a JSON document, with the error
+	rc=0
+	out=$("$LOADGEN" --json --rate 10 --duration 1 '[2001:db8::1:80' 2>/dev/null) || rc=$?
+	[ "$rc" -eq 2 ]
+	[[ $(jq -r .error <<<"$out") == *"2001:db8::1:80"* ]]
+
+	run "$LOADGEN" --help
+	[ "$status" -eq 0 ]
+	[[ $output == *"--serve"* ]]
+}
+
+@test "client reaches a server over IPv4 (bridge, veth or IPv4 addressing broken)" {
+	run_loadgen_json c1 --rate 200 --duration 0.5 "$(lab_target s1 8080 4)"
+	expect_eq attempts "$(json_get .total.attempts)" 100
+	expect_eq connected "$(json_get .total.connected)" 100
+	expect_eq "refused+timed_out+errors" \
+		"$(json_get '.total.refused + .total.timed_out + .total.errors')" 0
+	expect_between "connect p50 us" "$(json_get .total.connect_p50_us)" 1 100000
+	expect_eq target "$(json_get '.targets[0].target')" 192.0.2.11:8080
+}
+
+@test "client reaches a server over IPv6 (nodad, IPv6 addressing or bridge ND broken)" {
+	run_loadgen_json c2 --rate 200 --duration 0.5 "$(lab_target s1 8080 6)"
+	expect_eq target "$(json_get '.targets[0].target')" "[2001:db8:1::a:1]:8080"
+	expect_eq attempts "$(json_get .total.attempts)" 100
+	expect_eq connected "$(json_get .total.connected)" 100
+}
+
+@test "loadgen counts a RST answer as refused, not as an error (no listener on the port)" {
+	run_loadgen_json c1 --rate 200 --duration 0.5 "$(lab_target s1 9 4)" "$(lab_target s1 9 6)"
+	expect_eq attempts "$(json_get .total.attempts)" 100
+	expect_eq refused "$(json_get .total.refused)" 100
+	expect_eq connected "$(json_get .total.connected)" 0
+	expect_eq errors "$(json_get .total.errors)" 0
+	expect_eq "p50 without successes" "$(jq -r .total.connect_p50_us <<<"$LOADGEN_JSON")" null
+}
+
+@test "loadgen counts unanswered SYNs as timed_out after --timeout, and stops by then" {
+	# s2 can no longer answer c2: its replies go into a blackhole.
+	in_ns s2 ip route add blackhole "$(lab_addr c2 4)/32"
+	in_ns s2 ip -6 route add blackhole "$(lab_addr c2 6)/128"
+	run_loadgen_json c2 --rate 100 --duration 0.5 --timeout 300 \
+		"$(lab_target s2 9 4)" "$(lab_target s2 9 6)"
+	expect_eq attempts "$(json_get .total.attempts)" 50
+	expect_eq timed_out "$(json_get .total.timed_out)" 50
+	expect_eq "connected+refused+errors" \
+		"$(json_get '.total.connected + .total.refused + .total.errors')" 0
+	# the last SYN leaves at ~0.49 s and is given up 0.3 s later
+	expect_between elapsed_s "$(json_get .elapsed_s)" 0.75 1.1
+}
+
+@test "loadgen makes exactly rate x duration attempts, split by weight, on schedule" {
+	run_loadgen_json c1 --rate 2000 --duration 2 \
+		"$(lab_target s1 8080 4)@3" "$(lab_target s1 8080 6)@1"
+	expect_eq attempts "$(json_get .total.attempts)" 4000
+	expect_eq "attempts of weight 3" "$(json_get '.targets[0].attempts')" 3000
+	expect_eq "attempts of weight 1" "$(json_get '.targets[1].attempts')" 1000
+	expect_near offered_rate "$(json_get .offered_rate)" 2000 3
+	expect_near elapsed_s "$(json_get .elapsed_s)" 2 5
+	expect_eq skipped "$(json_get .skipped)" 0
+	expect_between connected "$(json_get .total.connected)" 3960 4000
+	expect_eq "counters add up" \
+		"$(json_get '.total | .connected + .refused + .timed_out + .errors')" 4000
+}
+
+@test "loadgen --serve accepts what clients connect (server-side count for e2e tests)" {
+	serve_start s2 8081
+	run_loadgen_json c1 --rate 500 --duration 1 "$(lab_target s2 8081 4)" "$(lab_target s2 8081 6)"
+	connected=$(json_get .total.connected)
+	expect_eq connected "$connected" 500
+	accepted=$(serve_stop)
+	# A client's ACK and its RST can be reordered across CPUs on veth; the
+	# server then never sees the connection.  Rare at this rate.
+	expect_between accepted "$accepted" $((connected * 98 / 100)) "$connected"
+}
+
+@test "clients sit alone in distinct /28 and /80 prefixes (two-tenant tests rely on it)" {
+	expect_eq "c1 IPv4" "$(lab_addr c1 4)" 192.0.2.65
+	expect_eq "c2 IPv4" "$(lab_addr c2 4)" 192.0.2.81
+	expect_eq "c1 IPv6" "$(lab_addr c1 6)" 2001:db8:1:0:1::1
+	expect_eq "c2 IPv6" "$(lab_addr c2 6)" 2001:db8:1:0:2::1
+	expect_eq "s2 IPv4" "$(lab_addr s2 4)" 192.0.2.12
+	expect_eq "s2 IPv6" "$(lab_addr s2 6)" 2001:db8:1::a:2
+}
+
+@test "lab hosts have no route out of the machine (no default route anywhere)" {
+	for h in s1 s2 c1 c2; do
+		expect_eq "$h IPv4 default route" "$(in_ns "$h" ip -4 route show default)" ""
+		expect_eq "$h IPv6 default route" "$(in_ns "$h" ip -6 route show default)" ""
+	done
+}
+
+@test "every server's switch port runs the pass XDP program (XDP_TX replies would vanish)" {
+	ip -n "$LAB-sw" link show dev s1 | grep -q 'prog/xdp'
+	ip -n "$LAB-sw" link show dev s2 | grep -q 'prog/xdp'
+	if ip -n "$LAB-sw" link show dev c1 | grep -q 'prog/xdp'; then
+		echo "client port c1 has an XDP program" >&2
+		false
+	fi
+	run "$LAB_SH" status "$LAB"
+	[ "$status" -eq 0 ]
+	[[ $output == *"s1: pass-all XDP attached"* ]]
+}
+
+@test "lab.sh up of an existing lab fails and leaves that lab working" {
+	run "$LAB_SH" up "$LAB" --servers 1
+	[ "$status" -eq 1 ]
+	[[ $output == *"exists already"* ]]
+	run_loadgen_json c1 --rate 100 --duration 0.2 "$(lab_target s1 8080 4)"
+	expect_eq connected "$(json_get .total.connected)" 20
+}
+
+@test "lab.sh down removes every namespace and kills what still runs in them" {
+	local file_lab=$LAB
+	lab_up --servers 1 --clients 1 --redis
+	[ "$LAB" != "$file_lab" ]
+	ip netns exec "$LAB-c1" sleep 60 >/dev/null 2>&1 3>&- &
+	pid=$!
+	"$LAB_SH" down "$LAB"
+	expect_eq "namespaces left" "$(ip netns list | awk '{ print $1 }' | grep -c "^$LAB-")" 0
+	expect_dead "$pid"
+}
+
+@test "lab.sh down cleans up a partial up and touches no other NAME-* namespace" {
+	name=rl${BASHPID}p
+	export STRAY_NS="$name-sw $name-s1 $name-keep"
+	ip netns add "$name-sw"
+	ip netns add "$name-s1"
+	ip netns add "$name-keep"
+	ip netns exec "$name-s1" sleep 60 >/dev/null 2>&1 3>&- &
+	pid=$!
+	"$LAB_SH" down "$name"
+	expect_eq "lab namespaces left" "$(ip netns list | awk '{ print $1 }' | grep -cE "^$name-(sw|s1)\$")" 0
+	ip netns list | awk '{ print $1 }' | grep -qx "$name-keep"
+	expect_dead "$pid"
+}
