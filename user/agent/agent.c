@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The tenant set of rlagent: validation, slot assignment, the state file
+ * and the kernel kept in step, all or nothing; and the rate samples.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "log.h"
+#include "state.h"
+
+const char *agent_code_name(enum agent_code c)
+{
+	switch (c) {
+	case AGENT_OK:
+		return "ok";
+	case AGENT_INVALID:
+		return "invalid";
+	case AGENT_NOT_FOUND:
+		return "not_found";
+	case AGENT_CONFLICT:
+		return "conflict";
+	default:
+		return "internal";
+	}
+}
+
+struct agent_tenant *agent_find(struct agent *a, const char *name)
+{
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (strcmp(a->tenants[i].pol.name, name) == 0)
+			return &a->tenants[i];
+	return NULL;
+}
+
+json_t *agent_tenant_json(const struct agent_tenant *t)
+{
+	json_t *j = policy_tenant_to_json(&t->pol);
+
+	if (j)
+		json_object_set_new(j, "id", json_integer(t->slot));
+	return j;
+}
+
+static json_t *policy_doc(const struct agent_tenant *ts, size_t n,
+			  uint64_t version)
+{
+	json_t *arr = json_array(), *doc;
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, agent_tenant_json(&ts[i]));
+	doc = json_pack("{s:I,s:o}", "version", (json_int_t)version, "tenants",
+			arr);
+	return doc;
+}
+
+static int save_policy(struct agent *a, const struct agent_tenant *ts,
+		       size_t n, uint64_t version)
+{
+	json_t *doc = policy_doc(ts, n, version);
+	int err;
+
+	if (!doc)
+		return -ENOMEM;
+	err = state_save(a->opts.state_dir, AGENT_POLICY_FILE, doc);
+	json_decref(doc);
+	return err;
+}
+
+static bool slot_taken(const struct agent_tenant *ts, size_t n, uint32_t slot)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ts[i].slot == slot)
+			return true;
+	return false;
+}
+
+/* Makes the kernel hold exactly `ts` where it held `old`: tenants first
+ * (so no rule points at an unconfigured slot), rules next, then the slots
+ * nobody uses any more (their rules are gone by then). */
+static int kern_apply(struct agent *a, const struct agent_tenant *old,
+		      size_t n_old, const struct agent_tenant *ts, size_t n)
+{
+	struct kern_binding *bs;
+	int err;
+
+	bs = calloc(n ? n : 1, sizeof(*bs));
+	if (!bs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		bool fresh = !slot_taken(old, n_old, ts[i].slot) ||
+			     !kern_slot_live(&a->kern, ts[i].slot);
+
+		kern_tenant_configure(&a->kern, ts[i].slot, &ts[i].pol, fresh);
+		bs[i].slot = ts[i].slot;
+		bs[i].t = &ts[i].pol;
+	}
+	err = kern_rules_sync(&a->kern, bs, n);
+	if (!err)
+		for (size_t i = 0; i < n_old; i++)
+			if (!slot_taken(ts, n, old[i].slot))
+				kern_tenant_clear(&a->kern, old[i].slot);
+	free(bs);
+	return err;
+}
+
+/*
+ * Replaces the tenant set with `next` (owned by this function from here
+ * on).  Tenants keep their slot (and bucket) by name; new ones get the
+ * lowest slot neither set uses and the kernel does not have live.  The
+ * state file is written before the kernel changes so that a crash between
+ * the two re-applies the new policy on start; if the kernel refuses, both
+ * are put back.
+ */
+static enum agent_code commit(struct agent *a, struct agent_tenant *next,
+			      size_t n, char *err)
+{
+	struct policy_tenant *flat;
+	uint32_t slot = 0;
+	int e;
+
+	flat = calloc(n ? n : 1, sizeof(*flat));
+	if (!flat) {
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		flat[i] = next[i].pol;
+	e = policy_validate_set(flat, n, err);
+	free(flat);
+	if (e) {
+		free(next);
+		/* policy_validate_set words overlapping rules as a
+		 * "conflict"; everything else it finds is bad input. */
+		return strstr(err, "conflict") ? AGENT_CONFLICT : AGENT_INVALID;
+	}
+
+	/* Kept tenants first, so that the search for free slots below sees
+	 * every slot that stays in use. */
+	for (size_t i = 0; i < n; i++) {
+		struct agent_tenant *old = agent_find(a, next[i].pol.name);
+
+		next[i].slot = UINT32_MAX;
+		if (old) {
+			next[i].slot = old->slot;
+			memcpy(next[i].samples, old->samples, sizeof(old->samples));
+			next[i].n_samples = old->n_samples;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (next[i].slot != UINT32_MAX)
+			continue;
+		while (slot < RL_MAX_TENANTS &&
+		       (slot_taken(a->tenants, a->n_tenants, slot) ||
+			slot_taken(next, n, slot) ||
+			kern_slot_live(&a->kern, slot)))
+			slot++;
+		if (slot >= RL_MAX_TENANTS) {
+			free(next);
+			snprintf(err, POLICY_ERR_MAX, "no free tenant slot (at "
+				 "most %d tenants)", RL_MAX_TENANTS);
+			return AGENT_INVALID;
+		}
+		next[i].slot = slot++;
+		next[i].n_samples = 0;
+	}
+
+	e = save_policy(a, next, n, a->policy_version + 1);
+	if (e) {
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
+			 "'%s': %s", a->opts.state_dir, strerror(-e));
+		return AGENT_INTERNAL;
+	}
+	e = kern_apply(a, a->tenants, a->n_tenants, next, n);
+	if (e) {
+		snprintf(err, POLICY_ERR_MAX, "couldn't update the kernel maps: %s",
+			 strerror(-e));
+		kern_apply(a, next, n, a->tenants, a->n_tenants);
+		save_policy(a, a->tenants, a->n_tenants, a->policy_version);
+		free(next);
+		return AGENT_INTERNAL;
+	}
+	free(a->tenants);
+	a->tenants = next;
+	a->n_tenants = n;
+	a->policy_version++;
+	return AGENT_OK;
+}
+
+static struct agent_tenant *copy_set(const struct agent *a, size_t extra)
+{
+	struct agent_tenant *ts = calloc(a->n_tenants + extra + 1, sizeof(*ts));
+
+	if (ts && a->n_tenants)
+		memcpy(ts, a->tenants, a->n_tenants * sizeof(*ts));
+	return ts;
+}
+
+enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
+				 char *err)
+{
+	struct agent_tenant *next;
+	size_t n = a->n_tenants, i;
+
+	if (policy_validate(t, err))
+		return AGENT_INVALID;
+	next = copy_set(a, 1);
+	if (!next) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	for (i = 0; i < n; i++)
+		if (strcmp(next[i].pol.name, t->name) == 0)
+			break;
+	if (i == n)
+		n++;
+	memset(&next[i], 0, sizeof(next[i]));
+	next[i].pol = *t;
+	return commit(a, next, n, err);
+}
+
+enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
+{
+	struct agent_tenant *next;
+	size_t n = 0;
+
+	if (!agent_find(a, name)) {
+		snprintf(err, POLICY_ERR_MAX, "no tenant named '%.64s'", name);
+		return AGENT_NOT_FOUND;
+	}
+	next = copy_set(a, 0);
+	if (!next) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (strcmp(a->tenants[i].pol.name, name) != 0)
+			next[n++] = a->tenants[i];
+	return commit(a, next, n, err);
+}
+
+static bool same_policy(const struct policy_tenant *x,
+			const struct policy_tenant *y)
+{
+	json_t *jx = policy_tenant_to_json(x), *jy = policy_tenant_to_json(y);
+	bool eq = jx && jy && json_equal(jx, jy);
+
+	json_decref(jx);
+	json_decref(jy);
+	return eq;
+}
+
+enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
+			    size_t n, unsigned int counts[3], char *err)
+{
+	struct agent_tenant *next;
+	enum agent_code c;
+	unsigned int added = 0, updated = 0, removed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (policy_validate(&ts[i], err))
+			return AGENT_INVALID;
+	}
+	if (n > RL_MAX_TENANTS) {
+		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %d", n,
+			 RL_MAX_TENANTS);
+		return AGENT_INVALID;
+	}
+	next = calloc(n ? n : 1, sizeof(*next));
+	if (!next) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct agent_tenant *old = agent_find(a, ts[i].name);
+
+		next[i].pol = ts[i];
+		if (!old)
+			added++;
+		else if (!same_policy(&old->pol, &ts[i]))
+			updated++;
+	}
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		bool kept = false;
+
+		for (size_t j = 0; j < n && !kept; j++)
+			kept = strcmp(ts[j].name, a->tenants[i].pol.name) == 0;
+		if (!kept)
+			removed++;
+	}
+	c = commit(a, next, n, err);
+	if (c == AGENT_OK) {
+		counts[0] = added;
+		counts[1] = updated;
+		counts[2] = removed;
+	}
+	return c;
+}
+
+/* --- start-up ------------------------------------------------------------ */
+
+/* Turns the state document into tenants with slots.  0, or -EINVAL with
+ * the problem in err. */
+static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
+		     uint64_t *version, char *err)
+{
+	struct policy_tenant *flat = NULL;
+	struct agent_tenant *ts = NULL;
+	json_t *arr, *item, *v;
+	size_t i, n;
+	int e = -EINVAL;
+
+	if (!json_is_object(doc)) {
+		snprintf(err, POLICY_ERR_MAX, "not a JSON object");
+		return -EINVAL;
+	}
+	v = json_object_get(doc, "version");
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		snprintf(err, POLICY_ERR_MAX, "'version' missing or not a "
+			 "non-negative integer");
+		return -EINVAL;
+	}
+	*version = (uint64_t)json_integer_value(v);
+	arr = json_object_get(doc, "tenants");
+	if (!json_is_array(arr)) {
+		snprintf(err, POLICY_ERR_MAX, "'tenants' missing or not an array");
+		return -EINVAL;
+	}
+	n = json_array_size(arr);
+	if (n > RL_MAX_TENANTS) {
+		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %d", n,
+			 RL_MAX_TENANTS);
+		return -EINVAL;
+	}
+	ts = calloc(n ? n : 1, sizeof(*ts));
+	flat = calloc(n ? n : 1, sizeof(*flat));
+	if (!ts || !flat) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		e = -ENOMEM;
+		goto cleanup;
+	}
+	json_array_foreach(arr, i, item) {
+		char terr[POLICY_ERR_MAX];
+		json_t *copy;
+		json_int_t id;
+		int r;
+
+		v = json_object_get(item, "id");
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) >= RL_MAX_TENANTS) {
+			snprintf(err, POLICY_ERR_MAX, "tenant %zu: 'id' missing or "
+				 "not a slot number from 0 to %d", i,
+				 RL_MAX_TENANTS - 1);
+			goto cleanup;
+		}
+		id = json_integer_value(v);
+		copy = json_copy(item);
+		json_object_del(copy, "id");
+		r = policy_tenant_from_json(copy, &ts[i].pol, terr);
+		json_decref(copy);
+		if (r) {
+			snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);
+			goto cleanup;
+		}
+		if (slot_taken(ts, i, (uint32_t)id)) {
+			snprintf(err, POLICY_ERR_MAX, "tenant %zu: slot %lld used "
+				 "twice", i, (long long)id);
+			goto cleanup;
+		}
+		ts[i].slot = (uint32_t)id;
+		flat[i] = ts[i].pol;
+	}
+	if (policy_validate_set(flat, n, err))
+		goto cleanup;
+	*out = ts;
+	*n_out = n;
+	ts = NULL;
+	e = 0;
+cleanup:
+	free(flat);
+	free(ts);
+	return e;
+}
+
+int agent_policy_start(struct agent *a)
+{
+	char err[POLICY_ERR_MAX + STATE_ERR_MAX], bad[4200];
+	struct agent_tenant *ts = NULL;
+	uint64_t version = 0;
+	json_t *doc = NULL;
+	size_t n = 0;
+	int e;
+
+	e = state_mkdir(a->opts.state_dir);
+	if (e)
+		return e;
+	e = state_load(a->opts.state_dir, AGENT_POLICY_FILE, &doc, err,
+		       sizeof(err));
+	if (e == 0) {
+		e = parse_doc(doc, &ts, &n, &version, err);
+		json_decref(doc);
+		if (e == -ENOMEM)
+			return e;
+		if (e)
+			e = -EBADMSG;
+	}
+	if (e == -EBADMSG) {
+		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
+			  AGENT_POLICY_FILE, err);
+		if (state_quarantine(a->opts.state_dir, AGENT_POLICY_FILE, bad,
+				     sizeof(bad)) == 0)
+			log_error("moved the damaged policy to '%s'; starting with "
+				  "an empty policy and leaving the kernel's rules "
+				  "in force until the next change", bad);
+		a->policy_damaged = true;
+		return 0;
+	}
+	if (e && e != -ENOENT) {
+		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
+			  AGENT_POLICY_FILE, err);
+		return e;
+	}
+
+	/* The file is the truth; the kernel may have adopted maps from an
+	 * older run.  A slot that is live keeps its bucket: passing the set
+	 * as its own predecessor makes only dead slots fresh. */
+	e = kern_apply(a, ts, n, ts, n);
+	if (e) {
+		free(ts);
+		return e;
+	}
+	for (uint32_t s = 0; s < RL_MAX_TENANTS; s++)
+		if (kern_slot_live(&a->kern, s) && !slot_taken(ts, n, s)) {
+			log_info("cleared kernel slot %u: not in the policy", s);
+			kern_tenant_clear(&a->kern, s);
+		}
+	a->tenants = ts;
+	a->n_tenants = n;
+	a->policy_version = version;
+	log_info("policy: %zu tenants (version %llu)", n,
+		 (unsigned long long)version);
+	return 0;
+}
+
+/* --- rates --------------------------------------------------------------- */
+
+void agent_sample(struct agent *a)
+{
+	uint64_t now = loop_now_ns();
+
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		struct agent_tenant *t = &a->tenants[i];
+		struct rl_stats s;
+
+		if (kern_tenant_stats(&a->kern, t->slot, &s))
+			continue;
+		if (t->n_samples == AGENT_RATE_SAMPLES) {
+			memmove(t->samples, t->samples + 1,
+				(AGENT_RATE_SAMPLES - 1) * sizeof(t->samples[0]));
+			t->n_samples--;
+		}
+		t->samples[t->n_samples++] = (struct agent_sample){
+			.t_ns = now, .admitted = s.admitted, .denied = s.denied,
+		};
+	}
+}
+
+void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
+			struct agent_tenant_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	kern_tenant_stats(&a->kern, t->slot, &out->s);
+	out->tokens = kern_tenant_tokens(&a->kern, t->slot, loop_now_ns());
+	if (t->n_samples >= 2) {
+		const struct agent_sample *o = &t->samples[0];
+		const struct agent_sample *l = &t->samples[t->n_samples - 1];
+		double dt = (double)(l->t_ns - o->t_ns) / 1e9;
+
+		/* Counters only grow, but a slot reset on re-creation could
+		 * make them fall: no negative rates. */
+		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied) {
+			out->admit_rate = (double)(l->admitted - o->admitted) / dt;
+			out->deny_rate = (double)(l->denied - o->denied) / dt;
+		}
+	}
+}

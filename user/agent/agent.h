@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlagent's shared state: options, the tenant set with kernel slots, and the
+ * all-or-nothing operations on it that ctl.c serves and metrics.c reads.
+ */
+#ifndef RL_AGENT_H
+#define RL_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <jansson.h>
+
+#include "kern.h"
+#include "loop.h"
+#include "policy.h"
+
+#ifndef RLGATE_VERSION
+#define RLGATE_VERSION	"0.1.0"
+#endif
+
+#define AGENT_POLICY_FILE	"policy.json"
+#define AGENT_RATE_SAMPLES	4	/* 1 s apart: rates over the last 3 s */
+
+struct ctl;
+struct metrics;
+
+struct agent_opts {
+	const char *ifaces[KERN_MAX_IFACES];
+	unsigned int n_ifaces;
+	enum kern_mode mode;
+	const char *control;
+	const char *control_group;
+	const char *metrics;
+	const char *state_dir;
+	const char *pin_dir;
+};
+
+struct agent_sample {
+	uint64_t t_ns, admitted, denied;
+};
+
+struct agent_tenant {
+	struct policy_tenant pol;
+	uint32_t slot;
+	struct agent_sample samples[AGENT_RATE_SAMPLES];
+	unsigned int n_samples;		/* valid samples, oldest first */
+};
+
+/* Error codes of the control protocol. */
+enum agent_code { AGENT_OK = 0, AGENT_INVALID, AGENT_NOT_FOUND, AGENT_CONFLICT,
+		  AGENT_INTERNAL };
+
+struct agent {
+	struct agent_opts opts;
+	struct loop *loop;
+	struct kern kern;
+	struct ctl *ctl;
+	struct metrics *metrics;
+	struct agent_tenant *tenants;
+	size_t n_tenants;
+	uint64_t policy_version;
+	uint64_t start_mono_ns;
+	time_t start_wall;
+	int exit_code;
+	bool policy_damaged;	/* state file was bad: kernel left as it was */
+};
+
+const char *agent_code_name(enum agent_code c);
+
+/* Reads the state file and makes the kernel match it (rules not in the
+ * policy are removed).  A damaged file is quarantined and the kernel is
+ * left as it is.  0 or -errno for failures that should stop the agent. */
+int agent_policy_start(struct agent *a);
+
+struct agent_tenant *agent_find(struct agent *a, const char *name);
+
+/* The three changes the control protocol offers.  Each validates the whole
+ * resulting set before the kernel or the state file is touched, and
+ * changes nothing on failure.  err gets a message (POLICY_ERR_MAX). */
+enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
+				 char *err);
+enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err);
+enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
+			    size_t n, unsigned int counts[3], char *err);
+
+/* A tenant as the protocol returns it: policy plus "id". */
+json_t *agent_tenant_json(const struct agent_tenant *t);
+
+struct agent_tenant_stats {
+	struct rl_stats s;
+	uint64_t tokens;
+	double admit_rate, deny_rate;
+};
+
+void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
+			struct agent_tenant_stats *out);
+
+/* Called every second: samples every tenant's counters for the rates. */
+void agent_sample(struct agent *a);
+
+#endif /* RL_AGENT_H */

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlagent's control socket: the agent side of docs/control-protocol.md,
+ * served from the event loop, never blocking on a client.
+ */
+#ifndef RL_CTL_H
+#define RL_CTL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CTL_LINE_MAX		65536	/* request bytes, newline included */
+#define CTL_MAX_CLIENTS		64
+#define CTL_STALL_NS		(10ULL * 1000000000ULL)
+#define CTL_OUT_MAX		(1U << 20)	/* unread replies: stop reading */
+
+struct agent;
+struct ctl;
+
+/* Creates the socket at path (mode 0660, group gid unless it is -1; the
+ * parent directory is created 0755) and starts serving it.  Refuses if
+ * another agent answers on path; a stale socket file is replaced.
+ * 0 or -errno (logged). */
+int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out);
+
+/* Disconnects every client, closes and removes the socket. */
+void ctl_close(struct ctl *c);
+
+/* Housekeeping: disconnects clients stalled mid-line (or not reading their
+ * replies) for CTL_STALL_NS. */
+void ctl_tick(struct ctl *c, uint64_t now_ns);
+
+#endif /* RL_CTL_H */

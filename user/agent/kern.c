@@ -1,0 +1,901 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlagent's side of the kernel (see kern.h): load with pinned maps, attach
+ * by netlink (XDP) or tc, write tenants in place through the mmap'ed array
+ * and rules through the LPM tries.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <linux/if_link.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "kern.h"
+#include "log.h"
+#include "rlgate.skel.h"
+
+#ifndef BPF_FS_MAGIC
+#define BPF_FS_MAGIC	0xcafe4a11
+#endif
+
+/* Our tc filter's identity on the clsact ingress hook. */
+#define KERN_TC_HANDLE	0x524c	/* "RL" */
+#define KERN_TC_PRIO	1
+
+#define VERIFIER_LOG_SIZE	(1U << 20)
+#define VERIFIER_TAIL_LINES	40
+
+static const char *const mode_names[] = {
+	[KERN_MODE_AUTO] = "auto",
+	[KERN_MODE_NATIVE] = "native",
+	[KERN_MODE_SKB] = "skb",
+	[KERN_MODE_TC] = "tc",
+};
+
+const char *kern_mode_name(enum kern_mode m)
+{
+	return (unsigned int)m <= KERN_MODE_TC ? mode_names[m] : "?";
+}
+
+int kern_parse_mode(const char *s, enum kern_mode *out)
+{
+	for (unsigned int i = 0; i <= KERN_MODE_TC; i++) {
+		if (strcmp(s, mode_names[i]) == 0) {
+			*out = (enum kern_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static const char *prog_name(const struct kern *k)
+{
+	return k->use_tc ? "tc_rlgate" : "xdp_rlgate";
+}
+
+static struct bpf_program *our_prog(const struct kern *k)
+{
+	return k->use_tc ? k->skel->progs.tc_rlgate : k->skel->progs.xdp_rlgate;
+}
+
+/* Logs the last lines of a verifier log at error level: the reason for a
+ * rejection is at the end, and the whole log can be megabytes. */
+static void log_verifier_tail(const char *name, const char *buf)
+{
+	const char *p = buf + strlen(buf);
+	int lines = 0;
+
+	if (p == buf)
+		return;
+	while (p > buf && lines <= VERIFIER_TAIL_LINES) {
+		p--;
+		if (*p == '\n')
+			lines++;
+	}
+	if (*p == '\n')
+		p++;
+	log_error("verifier log of '%s' (last %d lines):\n%s", name,
+		  VERIFIER_TAIL_LINES, p);
+}
+
+/* Creates the pin dir on bpffs and takes an exclusive lock on it for the
+ * life of the process: a second agent on the same pin dir would fight over
+ * the attachments and the tenant table. */
+static int lock_pin_dir(struct kern *k)
+{
+	struct statfs sfs;
+	int err;
+
+	if (mkdir(k->pin_dir, 0700) < 0 && errno != EEXIST) {
+		err = -errno;
+		log_error("couldn't create pin dir on '%s': %s%s", k->pin_dir,
+			  strerror(-err), err == -ENOENT ?
+			  " (is bpffs mounted? mount -t bpf bpf /sys/fs/bpf)" : "");
+		return err;
+	}
+	if (statfs(k->pin_dir, &sfs) < 0) {
+		err = -errno;
+		log_error("couldn't stat pin dir on '%s': %s", k->pin_dir,
+			  strerror(-err));
+		return err;
+	}
+	if ((unsigned long)sfs.f_type != BPF_FS_MAGIC) {
+		log_error("couldn't use pin dir on '%s': not on a bpf filesystem "
+			  "(mount -t bpf bpf /sys/fs/bpf, or choose a --pin-dir "
+			  "under a bpffs mount)", k->pin_dir);
+		/* We may just have created it on the wrong filesystem. */
+		rmdir(k->pin_dir);
+		return -ENOTSUP;
+	}
+	k->lock_fd = open(k->pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (k->lock_fd < 0) {
+		err = -errno;
+		log_error("couldn't open pin dir on '%s': %s", k->pin_dir,
+			  strerror(-err));
+		return err;
+	}
+	if (flock(k->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		err = -errno;
+		if (err == -EWOULDBLOCK)
+			log_error("couldn't lock pin dir on '%s': another rlagent "
+				  "is running on it (one agent per pin dir; use "
+				  "--pin-dir for a second one)", k->pin_dir);
+		else
+			log_error("couldn't lock pin dir on '%s': %s",
+				  k->pin_dir, strerror(-err));
+		close(k->lock_fd);
+		k->lock_fd = -1;
+		return err == -EWOULDBLOCK ? -EBUSY : err;
+	}
+	return 0;
+}
+
+/* Pins the loaded program under the pin dir, replacing an older pin in
+ * one step (bpffs supports rename): the pin always names a live program. */
+static int pin_prog(struct kern *k)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 64];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/%s", k->pin_dir, prog_name(k));
+	/* bpffs refuses names with a dot in them. */
+	snprintf(tmp, sizeof(tmp), "%s/%s_new", k->pin_dir, prog_name(k));
+	unlink(tmp);
+	if (bpf_obj_pin(k->prog_fd, tmp) < 0) {
+		err = -errno;
+		log_error("couldn't pin program on '%s': %s", tmp, strerror(-err));
+		return err;
+	}
+	if (rename(tmp, path) < 0) {
+		err = -errno;
+		log_error("couldn't rename pin on '%s': %s", path, strerror(-err));
+		unlink(tmp);
+		return err;
+	}
+	return 0;
+}
+
+int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
+{
+	struct bpf_map *map;
+	char path[PATH_MAX + 64];
+	char *vlog = NULL;
+	long page;
+	int err, fd;
+
+	memset(k, 0, sizeof(*k));
+	k->lock_fd = -1;
+	k->prog_fd = -1;
+	k->use_tc = use_tc;
+	/* Room for the longest pin name after it. */
+	if (snprintf(k->pin_dir, sizeof(k->pin_dir), "%s", pin_dir) >=
+	    (int)sizeof(k->pin_dir) - 64)
+		return -ENAMETOOLONG;
+	while (strlen(k->pin_dir) > 1 && k->pin_dir[strlen(k->pin_dir) - 1] == '/')
+		k->pin_dir[strlen(k->pin_dir) - 1] = '\0';
+
+	err = lock_pin_dir(k);
+	if (err)
+		goto cleanup;
+
+	k->skel = rlgate_bpf__open();
+	if (!k->skel) {
+		err = -errno;
+		log_error("couldn't open BPF object on '%s': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
+	}
+	/* Every map by its name under the pin dir: libbpf reuses a pinned map
+	 * (after checking it is compatible) instead of creating a new one, so
+	 * buckets, counters and rules survive a restart. */
+	bpf_object__for_each_map(map, k->skel->obj) {
+		if (bpf_map__is_internal(map))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", k->pin_dir,
+			 bpf_map__name(map));
+		if (access(path, F_OK) == 0)
+			k->maps_adopted = true;
+		err = bpf_map__set_pin_path(map, path);
+		if (err) {
+			log_error("couldn't set pin path on '%s': %s", path,
+				  strerror(-err));
+			goto cleanup;
+		}
+	}
+	bpf_program__set_autoload(k->skel->progs.xdp_rlgate, !use_tc);
+	bpf_program__set_autoload(k->skel->progs.tc_rlgate, use_tc);
+
+	vlog = calloc(1, VERIFIER_LOG_SIZE);
+	if (vlog)
+		bpf_program__set_log_buf(our_prog(k), vlog, VERIFIER_LOG_SIZE);
+
+	err = rlgate_bpf__load(k->skel);
+	if (err) {
+		log_error("couldn't load BPF program on '%s': %s%s", k->pin_dir,
+			  strerror(-err), err == -EPERM ?
+			  " (needs root, or CAP_BPF, CAP_NET_ADMIN and "
+			  "CAP_PERFMON)" : "");
+		if (vlog)
+			log_verifier_tail(prog_name(k), vlog);
+		goto cleanup;
+	}
+	k->prog_fd = bpf_program__fd(our_prog(k));
+	err = pin_prog(k);
+	if (err)
+		goto cleanup;
+
+	page = sysconf(_SC_PAGESIZE);
+	k->tenants_len = (RL_MAX_TENANTS * sizeof(struct rl_tenant) +
+			  (size_t)page - 1) & ~((size_t)page - 1);
+	fd = bpf_map__fd(k->skel->maps.tenants);
+	k->tenants = mmap(NULL, k->tenants_len, PROT_READ | PROT_WRITE,
+			  MAP_SHARED, fd, 0);
+	if (k->tenants == MAP_FAILED) {
+		err = -errno;
+		k->tenants = NULL;
+		log_error("couldn't mmap map on '%s/tenants': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
+	}
+	k->ncpus = libbpf_num_possible_cpus();
+	if (k->ncpus <= 0) {
+		err = k->ncpus < 0 ? k->ncpus : -EINVAL;
+		log_error("couldn't count CPUs on 'sysfs': %s", strerror(-err));
+		goto cleanup;
+	}
+	log_info("loaded %s (pin dir %s, %s maps)", prog_name(k), k->pin_dir,
+		 k->maps_adopted ? "adopted pinned" : "new");
+	free(vlog);
+	return 0;
+cleanup:
+	free(vlog);
+	/* Pins we just created would only confuse the next start. */
+	if (k->skel && !k->maps_adopted)
+		kern_unpin(k);
+	kern_close(k);
+	return err;
+}
+
+void kern_close(struct kern *k)
+{
+	if (k->rb)
+		ring_buffer__free(k->rb);
+	k->rb = NULL;
+	if (k->tenants)
+		munmap(k->tenants, k->tenants_len);
+	k->tenants = NULL;
+	if (k->skel)
+		rlgate_bpf__destroy(k->skel);
+	k->skel = NULL;
+	if (k->lock_fd >= 0)
+		close(k->lock_fd);
+	k->lock_fd = -1;
+}
+
+/* Fetches name and map ids of a program; 0 or -errno. */
+static int prog_info(int fd, char *name, size_t len, __u32 *map_ids,
+		     __u32 *n_maps)
+{
+	struct bpf_prog_info info = {};
+	__u32 info_len = sizeof(info);
+
+	info.nr_map_ids = *n_maps;
+	info.map_ids = (__u64)(uintptr_t)map_ids;
+	if (bpf_obj_get_info_by_fd(fd, &info, &info_len) < 0)
+		return -errno;
+	snprintf(name, len, "%s", info.name);
+	if (info.nr_map_ids < *n_maps)
+		*n_maps = info.nr_map_ids;
+	return 0;
+}
+
+static __u32 map_id(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return 0;
+	return info.id;
+}
+
+/*
+ * Decides whether the program with this id may be replaced by ours: it is
+ * rlgate's and works on our pinned tenant table.  An rlgate program with
+ * other maps belongs to an agent with another pin dir; anything else is
+ * someone else's.  0 if ours, -EEXIST (logged) if not, other -errno.
+ */
+static int check_ours(struct kern *k, const char *ifname, __u32 id)
+{
+	__u32 ids[16], n = 16, tenants_id;
+	char name[BPF_OBJ_NAME_LEN];
+	int fd, err;
+
+	fd = bpf_prog_get_fd_by_id(id);
+	if (fd < 0) {
+		err = -errno;
+		log_error("couldn't inspect program %u on '%s': %s", id, ifname,
+			  strerror(-err));
+		return err;
+	}
+	err = prog_info(fd, name, sizeof(name), ids, &n);
+	close(fd);
+	if (err) {
+		log_error("couldn't inspect program %u on '%s': %s", id, ifname,
+			  strerror(-err));
+		return err;
+	}
+	if (strcmp(name, prog_name(k)) != 0) {
+		log_error("couldn't attach on '%s': it already runs program '%s' "
+			  "(id %u), which is not rlgate's %s; refusing to replace "
+			  "it", ifname, name, id, prog_name(k));
+		return -EEXIST;
+	}
+	tenants_id = map_id(bpf_map__fd(k->skel->maps.tenants));
+	for (__u32 i = 0; i < n; i++)
+		if (ids[i] == tenants_id)
+			return 0;
+	log_error("couldn't attach on '%s': it runs an rlgate program (id %u) "
+		  "whose maps are not pinned under '%s' (another agent's "
+		  "--pin-dir?); detach it there first", ifname, id, k->pin_dir);
+	return -EEXIST;
+}
+
+static __u32 xdp_flags(enum kern_mode m)
+{
+	return m == KERN_MODE_SKB ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+}
+
+static int attach_xdp(struct kern *k, const char *ifname, int ifindex,
+		      enum kern_mode want, enum kern_mode *got)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	LIBBPF_OPTS(bpf_xdp_attach_opts, ao);
+	enum kern_mode cur;
+	__u32 cur_id;
+	int err, old_fd;
+
+	err = bpf_xdp_query(ifindex, 0, &q);
+	if (err) {
+		log_error("couldn't query XDP on '%s': %s", ifname, strerror(-err));
+		return err;
+	}
+	if (q.hw_prog_id) {
+		log_error("couldn't attach on '%s': an offloaded XDP program "
+			  "(id %u) is attached", ifname, q.hw_prog_id);
+		return -EEXIST;
+	}
+	cur_id = q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id;
+	cur = q.drv_prog_id ? KERN_MODE_NATIVE : KERN_MODE_SKB;
+	if (cur_id) {
+		err = check_ours(k, ifname, cur_id);
+		if (err)
+			return err;
+		if (want != KERN_MODE_AUTO && want != cur)
+			log_warn("'%s' runs rlgate in %s mode; keeping %s mode so "
+				 "the program is replaced without a gap (detach "
+				 "first to change the mode)", ifname,
+				 kern_mode_name(cur), kern_mode_name(cur));
+		old_fd = bpf_prog_get_fd_by_id(cur_id);
+		if (old_fd < 0) {
+			err = -errno;
+			log_error("couldn't open program %u on '%s': %s", cur_id,
+				  ifname, strerror(-err));
+			return err;
+		}
+		/* REPLACE swaps the program in one step, and fails rather
+		 * than clobber a program attached in the meantime. */
+		ao.old_prog_fd = old_fd;
+		err = bpf_xdp_attach(ifindex, k->prog_fd,
+				     xdp_flags(cur) | XDP_FLAGS_REPLACE, &ao);
+		close(old_fd);
+		if (err) {
+			log_error("couldn't replace XDP program on '%s': %s",
+				  ifname, strerror(-err));
+			return err;
+		}
+		log_info("replaced rlgate program %u on %s (%s mode)", cur_id,
+			 ifname, kern_mode_name(cur));
+		*got = cur;
+		return 0;
+	}
+
+	if (want == KERN_MODE_AUTO || want == KERN_MODE_NATIVE) {
+		err = bpf_xdp_attach(ifindex, k->prog_fd,
+				     XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
+				     NULL);
+		if (!err) {
+			*got = KERN_MODE_NATIVE;
+			return 0;
+		}
+		if (want == KERN_MODE_NATIVE || err == -EPERM || err == -EEXIST ||
+		    err == -EBUSY) {
+			log_error("couldn't attach native XDP on '%s': %s",
+				  ifname, strerror(-err));
+			return err;
+		}
+		log_warn("couldn't attach native XDP on '%s': %s; falling back "
+			 "to generic (skb) XDP, which works but is slower",
+			 ifname, strerror(-err));
+	}
+	err = bpf_xdp_attach(ifindex, k->prog_fd,
+			     XDP_FLAGS_SKB_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);
+	if (err) {
+		log_error("couldn't attach generic XDP on '%s': %s", ifname,
+			  strerror(-err));
+		return err;
+	}
+	*got = KERN_MODE_SKB;
+	return 0;
+}
+
+static int attach_tc(struct kern *k, const char *ifname, int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, q, .handle = KERN_TC_HANDLE,
+		    .priority = KERN_TC_PRIO);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = KERN_TC_HANDLE,
+		    .priority = KERN_TC_PRIO, .flags = BPF_TC_F_REPLACE);
+	int err;
+
+	err = bpf_tc_hook_create(&hook);
+	if (err && err != -EEXIST) {
+		log_error("couldn't create clsact qdisc on '%s': %s", ifname,
+			  strerror(-err));
+		return err;
+	}
+	err = bpf_tc_query(&hook, &q);
+	if (err == 0) {
+		err = check_ours(k, ifname, q.prog_id);
+		if (err)
+			return err;
+	}
+	/* With REPLACE the filter at our handle and priority swaps programs
+	 * in place: no packet sees the hook empty. */
+	o.prog_fd = k->prog_fd;
+	err = bpf_tc_attach(&hook, &o);
+	if (err) {
+		log_error("couldn't attach tc program on '%s': %s", ifname,
+			  strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode)
+{
+	enum kern_mode got = mode;
+	struct kern_iface *ifc;
+	int ifindex, err;
+
+	for (unsigned int i = 0; i < k->n_ifaces; i++)
+		if (strcmp(k->ifaces[i].name, ifname) == 0)
+			return 0;
+	if (k->n_ifaces >= KERN_MAX_IFACES) {
+		log_error("couldn't attach on '%s': at most %d interfaces",
+			  ifname, KERN_MAX_IFACES);
+		return -E2BIG;
+	}
+	if (strlen(ifname) >= IF_NAMESIZE) {
+		log_error("couldn't find interface on '%s': name too long", ifname);
+		return -ENODEV;
+	}
+	ifindex = (int)if_nametoindex(ifname);
+	if (!ifindex) {
+		err = -errno;
+		log_error("couldn't find interface on '%s': %s", ifname,
+			  err == -ENODEV ? "no such interface" : strerror(-err));
+		return err;
+	}
+	if (k->use_tc) {
+		err = attach_tc(k, ifname, ifindex);
+		got = KERN_MODE_TC;
+	} else {
+		err = attach_xdp(k, ifname, ifindex, mode, &got);
+	}
+	if (err)
+		return err;
+	ifc = &k->ifaces[k->n_ifaces++];
+	snprintf(ifc->name, sizeof(ifc->name), "%s", ifname);
+	ifc->ifindex = ifindex;
+	ifc->mode = got;
+	log_info("attached %s to %s (%s)", prog_name(k), ifname,
+		 kern_mode_name(got));
+	return 0;
+}
+
+int kern_detach(struct kern *k, const char *ifname)
+{
+	struct kern_iface *ifc = NULL;
+	unsigned int i;
+	int err;
+
+	for (i = 0; i < k->n_ifaces; i++) {
+		if (strcmp(k->ifaces[i].name, ifname) == 0) {
+			ifc = &k->ifaces[i];
+			break;
+		}
+	}
+	if (!ifc)
+		return -ENOENT;
+	if (ifc->mode == KERN_MODE_TC) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifc->ifindex,
+			    .attach_point = BPF_TC_INGRESS);
+		LIBBPF_OPTS(bpf_tc_opts, o, .handle = KERN_TC_HANDLE,
+			    .priority = KERN_TC_PRIO);
+
+		err = bpf_tc_detach(&hook, &o);
+	} else {
+		LIBBPF_OPTS(bpf_xdp_attach_opts, ao, .old_prog_fd = k->prog_fd);
+
+		/* REPLACE with our fd: never detach a program someone put
+		 * there after us. */
+		err = bpf_xdp_detach(ifc->ifindex,
+				     xdp_flags(ifc->mode) | XDP_FLAGS_REPLACE, &ao);
+	}
+	if (err && err != -ENOENT && err != -ENODEV) {
+		log_error("couldn't detach program on '%s': %s", ifname,
+			  strerror(-err));
+		return err;
+	}
+	log_info("detached %s from %s", prog_name(k), ifname);
+	memmove(ifc, ifc + 1, (k->n_ifaces - i - 1) * sizeof(*ifc));
+	k->n_ifaces--;
+	return 0;
+}
+
+int kern_unpin(struct kern *k)
+{
+	struct bpf_map *map;
+	char path[PATH_MAX + 64];
+	int err = 0;
+
+	bpf_object__for_each_map(map, k->skel->obj) {
+		if (bpf_map__is_internal(map) || !bpf_map__is_pinned(map))
+			continue;
+		if (bpf_map__unpin(map, NULL) < 0)
+			log_warn("couldn't unpin map on '%s'",
+				 bpf_map__pin_path(map));
+	}
+	snprintf(path, sizeof(path), "%s/%s", k->pin_dir, prog_name(k));
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warn("couldn't unpin program on '%s': %s", path,
+			 strerror(errno));
+	if (rmdir(k->pin_dir) < 0) {
+		err = -errno;
+		log_warn("couldn't remove pin dir on '%s': %s", k->pin_dir,
+			 strerror(-err));
+	}
+	return err;
+}
+
+/* --- tenants ------------------------------------------------------------- */
+
+void kern_tenant_configure(struct kern *k, uint32_t slot,
+			   const struct policy_tenant *t, bool fresh)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+	uint64_t interval = policy_interval_ns(&t->rate);
+
+	if (fresh) {
+		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
+		void *zero = calloc(1, sz);
+
+		/* Out of service while the bucket and counters are reset:
+		 * no SYN spends from a half-reset slot. */
+		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
+		__atomic_store_n(&rt->tat, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
+		rt->lowwater_armed = 0;
+		if (zero) {
+			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.tenant_stats),
+						&slot, zero, BPF_ANY) < 0)
+				log_warn("couldn't reset counters on 'tenant_stats' "
+					 "slot %u: %s", slot, strerror(errno));
+			free(zero);
+		}
+	}
+	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
+	rt->flags = t->shadow ? RL_F_SHADOW : 0;
+	rt->interval_ns = interval;
+	rt->burst = t->burst;
+	rt->tolerance_ns = t->burst * interval;
+	rt->lowwater = 0;
+	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&rt->mode, RL_MODE_STANDALONE, __ATOMIC_RELEASE);
+}
+
+void kern_tenant_clear(struct kern *k, uint32_t slot)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+
+	__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
+}
+
+bool kern_slot_live(const struct kern *k, uint32_t slot)
+{
+	return __atomic_load_n(&k->tenants[slot].mode, __ATOMIC_ACQUIRE) !=
+	       RL_MODE_NONE;
+}
+
+uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
+			    uint64_t now_ns)
+{
+	const struct rl_tenant *rt = &k->tenants[slot];
+	uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_RELAXED);
+	uint64_t interval = rt->interval_ns, base, tokens;
+
+	if (rt->mode != RL_MODE_STANDALONE || !interval)
+		return 0;
+	base = tat > now_ns ? tat : now_ns;
+	/* After a limit was lowered, tat may lie beyond the new tolerance:
+	 * that is an empty bucket, not a negative count. */
+	if (now_ns + rt->tolerance_ns <= base)
+		return 0;
+	tokens = (now_ns + rt->tolerance_ns - base) / interval;
+	return tokens < rt->burst ? tokens : rt->burst;
+}
+
+int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
+{
+	struct rl_stats *per;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	per = calloc((size_t)k->ncpus, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(k->skel->maps.tenant_stats), &slot,
+				per) < 0) {
+		err = -errno;
+		goto cleanup;
+	}
+	for (int c = 0; c < k->ncpus; c++) {
+		out->admitted += per[c].admitted;
+		out->denied += per[c].denied;
+		out->shadow_denied += per[c].shadow_denied;
+		out->retransmits += per[c].retransmits;
+		out->rst_sent += per[c].rst_sent;
+		out->lowwater_events += per[c].lowwater_events;
+	}
+cleanup:
+	free(per);
+	return err;
+}
+
+int kern_counters(struct kern *k, uint64_t *out)
+{
+	int fd = bpf_map__fd(k->skel->maps.counters);
+	uint64_t *per;
+
+	per = calloc((size_t)k->ncpus, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	for (__u32 i = 0; i < RL_CNT_MAX; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, per) < 0)
+			continue;
+		for (int c = 0; c < k->ncpus; c++)
+			out[i] += per[c];
+	}
+	free(per);
+	return 0;
+}
+
+/* --- rules --------------------------------------------------------------- */
+
+/* The four tries in one table, so that sync is one loop.  Keys are built
+ * zeroed, so their padding compares equal to what the kernel hands back. */
+enum { TRIE4, TRIE4_PORT, TRIE6, TRIE6_PORT, N_TRIES };
+
+struct rule {
+	int trie;
+	union {
+		struct rl_lpm4 k4;
+		struct rl_lpm4_port k4p;
+		struct rl_lpm6 k6;
+		struct rl_lpm6_port k6p;
+		unsigned char raw[32];
+	} key;
+	struct rl_rule val;
+};
+
+static const size_t key_size[N_TRIES] = {
+	sizeof(struct rl_lpm4), sizeof(struct rl_lpm4_port),
+	sizeof(struct rl_lpm6), sizeof(struct rl_lpm6_port),
+};
+
+static int trie_fd(struct kern *k, int trie)
+{
+	switch (trie) {
+	case TRIE4:
+		return bpf_map__fd(k->skel->maps.rules4);
+	case TRIE4_PORT:
+		return bpf_map__fd(k->skel->maps.rules4_port);
+	case TRIE6:
+		return bpf_map__fd(k->skel->maps.rules6);
+	default:
+		return bpf_map__fd(k->skel->maps.rules6_port);
+	}
+}
+
+static const char *trie_name(int trie)
+{
+	static const char *const names[] = { "rules4", "rules4_port", "rules6",
+					     "rules6_port" };
+	return names[trie];
+}
+
+/* Expands bindings into rules: one per prefix, times each port if any. */
+static int build_rules(const struct kern_binding *bs, size_t n,
+		       struct rule **out, size_t *n_out)
+{
+	struct rule *rs;
+	size_t total = 0, i = 0;
+
+	for (size_t b = 0; b < n; b++)
+		total += (size_t)bs[b].t->n_match *
+			 (bs[b].t->n_ports ? bs[b].t->n_ports : 1);
+	rs = calloc(total ? total : 1, sizeof(*rs));
+	if (!rs)
+		return -ENOMEM;
+	for (size_t b = 0; b < n; b++) {
+		const struct policy_tenant *t = bs[b].t;
+		unsigned int np = t->n_ports ? t->n_ports : 1;
+
+		for (unsigned int m = 0; m < t->n_match; m++) {
+			const struct policy_prefix *p = &t->match[m];
+			bool v4 = p->family == AF_INET;
+
+			for (unsigned int pi = 0; pi < np; pi++) {
+				struct rule *r = &rs[i++];
+				uint8_t port[2];
+
+				port[0] = t->n_ports ? t->ports[pi] >> 8 : 0;
+				port[1] = t->n_ports ? t->ports[pi] & 0xff : 0;
+				r->val.tenant = bs[b].slot;
+				r->val.prefixlen = p->len;
+				if (v4 && !t->n_ports) {
+					r->trie = TRIE4;
+					r->key.k4.prefixlen = p->len;
+					memcpy(r->key.k4.addr, p->addr, 4);
+				} else if (v4) {
+					r->trie = TRIE4_PORT;
+					r->key.k4p.prefixlen = 16 + p->len;
+					memcpy(r->key.k4p.port, port, 2);
+					memcpy(r->key.k4p.addr, p->addr, 4);
+				} else if (!t->n_ports) {
+					r->trie = TRIE6;
+					r->key.k6.prefixlen = p->len;
+					memcpy(r->key.k6.addr, p->addr, 16);
+				} else {
+					r->trie = TRIE6_PORT;
+					r->key.k6p.prefixlen = 16 + p->len;
+					memcpy(r->key.k6p.port, port, 2);
+					memcpy(r->key.k6p.addr, p->addr, 16);
+				}
+			}
+		}
+	}
+	*out = rs;
+	*n_out = i;
+	return 0;
+}
+
+static bool rule_wanted(const struct rule *rs, size_t n, int trie,
+			const void *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rs[i].trie == trie &&
+		    memcmp(rs[i].key.raw, key, key_size[trie]) == 0)
+			return true;
+	return false;
+}
+
+int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
+{
+	unsigned char key[32], next[32];
+	struct rule *rs = NULL, *stale = NULL;
+	size_t n_rs = 0, n_stale = 0, cap_stale = 0;
+	int err;
+
+	err = build_rules(bs, n, &rs, &n_rs);
+	if (err)
+		return err;
+	/* Writes first: a rule that moves to another tenant or another
+	 * prefix length is overwritten in place, never missing. */
+	for (size_t i = 0; i < n_rs; i++) {
+		struct rl_rule cur;
+		int fd = trie_fd(k, rs[i].trie);
+
+		if (bpf_map_lookup_elem(fd, rs[i].key.raw, &cur) == 0 &&
+		    memcmp(&cur, &rs[i].val, sizeof(cur)) == 0)
+			continue;
+		if (bpf_map_update_elem(fd, rs[i].key.raw, &rs[i].val, BPF_ANY) < 0) {
+			err = -errno;
+			log_error("couldn't insert rule on '%s/%s': %s", k->pin_dir,
+				  trie_name(rs[i].trie), strerror(-err));
+			goto cleanup;
+		}
+	}
+	/* Then the stale ones: collected first, since deleting while
+	 * walking a trie with get_next_key can skip entries. */
+	for (int trie = 0; trie < N_TRIES; trie++) {
+		int fd = trie_fd(k, trie);
+		void *prev = NULL;
+
+		while (bpf_map_get_next_key(fd, prev, next) == 0) {
+			memcpy(key, next, key_size[trie]);
+			prev = key;
+			if (rule_wanted(rs, n_rs, trie, key))
+				continue;
+			if (n_stale == cap_stale) {
+				size_t cap = cap_stale ? cap_stale * 2 : 64;
+				struct rule *s = realloc(stale, cap * sizeof(*s));
+
+				if (!s) {
+					err = -ENOMEM;
+					goto cleanup;
+				}
+				stale = s;
+				cap_stale = cap;
+			}
+			memset(&stale[n_stale], 0, sizeof(stale[n_stale]));
+			stale[n_stale].trie = trie;
+			memcpy(stale[n_stale].key.raw, key, key_size[trie]);
+			n_stale++;
+		}
+	}
+	for (size_t i = 0; i < n_stale; i++) {
+		if (bpf_map_delete_elem(trie_fd(k, stale[i].trie),
+					stale[i].key.raw) < 0 && errno != ENOENT) {
+			err = -errno;
+			log_error("couldn't delete rule on '%s/%s': %s", k->pin_dir,
+				  trie_name(stale[i].trie), strerror(-err));
+			goto cleanup;
+		}
+	}
+	if (n_stale)
+		log_debug("removed %zu stale rules", n_stale);
+cleanup:
+	free(stale);
+	free(rs);
+	return err;
+}
+
+/* --- events -------------------------------------------------------------- */
+
+int kern_events_open(struct kern *k, int (*fn)(void *ctx, void *data,
+					       size_t size), void *ctx)
+{
+	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.events), fn, ctx,
+				 NULL);
+	if (!k->rb) {
+		int err = -errno;
+
+		log_error("couldn't open ring buffer on '%s/events': %s",
+			  k->pin_dir, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int kern_events_fd(const struct kern *k)
+{
+	return k->rb ? ring_buffer__epoll_fd(k->rb) : -1;
+}
+
+int kern_events_consume(struct kern *k)
+{
+	return k->rb ? ring_buffer__consume(k->rb) : 0;
+}

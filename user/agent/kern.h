@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlagent's side of the kernel: loading the XDP/tc program with its maps
+ * pinned (and adopted on restart), attaching it without a gap in
+ * enforcement, and writing tenants and rules into the maps.
+ */
+#ifndef RL_KERN_H
+#define RL_KERN_H
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy.h"
+#include "rlgate.h"
+
+#define KERN_MAX_IFACES	32
+
+enum kern_mode {
+	KERN_MODE_AUTO = 0,	/* native XDP, else generic XDP */
+	KERN_MODE_NATIVE,
+	KERN_MODE_SKB,
+	KERN_MODE_TC,
+};
+
+struct kern_iface {
+	char name[IF_NAMESIZE];
+	int ifindex;
+	enum kern_mode mode;	/* as attached: native, skb or tc */
+};
+
+struct rlgate_bpf;
+struct ring_buffer;
+
+struct kern {
+	struct rlgate_bpf *skel;
+	char pin_dir[PATH_MAX];
+	int lock_fd;
+	bool use_tc;		/* the tc program was loaded, not the XDP one */
+	int prog_fd;
+	struct rl_tenant *tenants;	/* the mmap'ed `tenants` map */
+	size_t tenants_len;
+	int ncpus;
+	struct ring_buffer *rb;
+	struct kern_iface ifaces[KERN_MAX_IFACES];
+	unsigned int n_ifaces;
+	bool maps_adopted;	/* pinned maps existed and were reused */
+};
+
+/* A tenant as the kernel sees it: its slot and its policy. */
+struct kern_binding {
+	uint32_t slot;
+	const struct policy_tenant *t;
+};
+
+const char *kern_mode_name(enum kern_mode m);
+int kern_parse_mode(const char *s, enum kern_mode *out);
+
+/*
+ * Locks pin_dir (creating it on bpffs), opens and loads the program,
+ * reusing every map already pinned there and pinning the ones that were
+ * not, pins the program, maps the tenant table.  Nothing is attached yet.
+ * On a verifier rejection the tail of the verifier log is logged at error
+ * level.  0 or -errno (logged); on failure k is left closed.
+ */
+int kern_open(struct kern *k, const char *pin_dir, bool use_tc);
+
+/* Releases what kern_open took.  Attachments and pins stay: the kernel
+ * keeps enforcing after the agent is gone. */
+void kern_close(struct kern *k);
+
+/* Attaches to ifname.  If rlgate's program from this pin dir already runs
+ * there it is replaced atomically (in the mode it runs in); another
+ * program is never replaced.  0 or -errno (logged, naming the interface). */
+int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode);
+
+/* Detaches from ifname (only our program).  -ENOENT if not attached. */
+int kern_detach(struct kern *k, const char *ifname);
+
+/* Removes the pins and the pin dir.  For after the last detach. */
+int kern_unpin(struct kern *k);
+
+/* Writes the configuration of tenant t into slot.  fresh: the slot is new
+ * to this tenant, so its bucket starts full and its counters at zero;
+ * otherwise the bucket state is kept (changing a limit never refills or
+ * empties a bucket).  The mode is written last, so the kernel never sees a
+ * half-configured tenant go live. */
+void kern_tenant_configure(struct kern *k, uint32_t slot,
+			   const struct policy_tenant *t, bool fresh);
+
+/* Takes slot out of service (mode none).  Call after its rules are gone. */
+void kern_tenant_clear(struct kern *k, uint32_t slot);
+
+/* True if the kernel's slot is configured (mode not none). */
+bool kern_slot_live(const struct kern *k, uint32_t slot);
+
+/* Makes the four rule tries hold exactly the rules of bs[0..n): missing and
+ * changed rules are written first, stale ones removed after, so a rule that
+ * moves never leaves a gap.  0 or -errno (logged). */
+int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n);
+
+/* Sum over CPUs of a tenant's counters.  0 or -errno. */
+int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
+
+/* Whole tokens a standalone tenant holds at monotonic time now_ns. */
+uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
+			    uint64_t now_ns);
+
+/* Global counters summed over CPUs, RL_CNT_MAX of them. */
+int kern_counters(struct kern *k, uint64_t *out);
+
+/* The `events` ring buffer: an fd to poll and a consumer to call when it is
+ * readable.  fn gets each event. */
+int kern_events_open(struct kern *k, int (*fn)(void *ctx, void *data,
+					       size_t size), void *ctx);
+int kern_events_fd(const struct kern *k);
+int kern_events_consume(struct kern *k);
+
+#endif /* RL_KERN_H */

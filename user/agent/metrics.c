@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Prometheus text exposition over HTTP/1.0 (see metrics.h).  One request
+ * per connection, bounded in size and time; the reply is built whole and
+ * then written as the socket accepts it.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "metrics.h"
+
+struct metrics_client {
+	struct metrics *m;
+	int fd;
+	struct loop_watch *w;
+	char req[METRICS_REQ_MAX];
+	size_t req_len;
+	char *out;
+	size_t out_len, out_off;
+	uint64_t start_ns;
+	struct metrics_client *next;
+};
+
+struct metrics {
+	struct agent *a;
+	int fd;
+	struct loop_watch *w;
+	char addr[128];
+	struct metrics_client *clients;
+	unsigned int n_clients;
+};
+
+int metrics_parse_addr(const char *s, char *host, size_t hostlen,
+		       char *port, size_t portlen)
+{
+	const char *colon, *h = s;
+	size_t hl;
+
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+
+		if (!end || end[1] != ':')
+			return -EINVAL;
+		h = s + 1;
+		hl = (size_t)(end - h);
+		colon = end + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || strchr(s, ':') != colon)
+			return -EINVAL;
+		hl = (size_t)(colon - s);
+	}
+	if (hl == 0 || hl >= hostlen || strlen(colon + 1) == 0 ||
+	    strlen(colon + 1) >= portlen || strlen(colon + 1) > 5 ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+	    atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	snprintf(port, portlen, "%s", colon + 1);
+	return 0;
+}
+
+static void client_free(struct metrics_client *cl)
+{
+	struct metrics_client **pp;
+
+	for (pp = &cl->m->clients; *pp; pp = &(*pp)->next) {
+		if (*pp == cl) {
+			*pp = cl->next;
+			break;
+		}
+	}
+	cl->m->n_clients--;
+	loop_watch_del(cl->w);
+	close(cl->fd);
+	free(cl->out);
+	free(cl);
+}
+
+/* Label values may hold any byte; the format wants \\, \" and \n escaped.
+ * Tenant names cannot contain them today, but the exposition must stay
+ * parseable if that ever changes. */
+static void put_label(FILE *f, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f);
+		if (*v == '\n') {
+			fputs("\\n", f);
+			continue;
+		}
+		fputc(*v, f);
+	}
+}
+
+static void header(FILE *f, const char *name, const char *type,
+		   const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+enum field { F_ADMITTED, F_DENIED, F_SHADOW, F_RETRANS, F_RST, F_TOKENS,
+	     F_RATE, F_BURST };
+
+static const struct {
+	const char *name, *type, *help;
+} tenant_metrics[] = {
+	[F_ADMITTED] = { "rlgate_admitted_total", "counter",
+			 "New connections admitted (retransmitted SYNs included)." },
+	[F_DENIED] = { "rlgate_denied_total", "counter",
+		       "New connections refused (dropped or answered by RST)." },
+	[F_SHADOW] = { "rlgate_shadow_denied_total", "counter",
+		       "Shadow tenants: connections that would have been refused." },
+	[F_RETRANS] = { "rlgate_retransmits_total", "counter",
+			"Retransmitted SYNs of admitted connections, admitted free." },
+	[F_RST] = { "rlgate_rst_sent_total", "counter",
+		    "TCP RST replies sent to refused clients." },
+	[F_TOKENS] = { "rlgate_tokens", "gauge",
+		       "Tokens currently in the tenant's bucket." },
+	[F_RATE] = { "rlgate_limit_rate", "gauge",
+		     "Configured limit in new connections per second." },
+	[F_BURST] = { "rlgate_limit_burst", "gauge",
+		      "Configured bucket capacity (burst) in connections." },
+};
+
+static const struct {
+	enum rl_counter idx;
+	const char *name, *help;
+} global_metrics[] = {
+	{ RL_CNT_SYN, "rlgate_syn_total", "TCP SYNs (without ACK) seen." },
+	{ RL_CNT_NOMATCH, "rlgate_syn_nomatch_total",
+	  "SYNs no tenant rule matched (passed)." },
+	{ RL_CNT_UNPARSED, "rlgate_unparsed_total",
+	  "Packets passed because they could not be parsed." },
+	{ RL_CNT_FRAGMENT, "rlgate_fragments_total",
+	  "Non-first IP fragments passed unjudged." },
+	{ RL_CNT_RST_FAILED, "rlgate_rst_failed_total",
+	  "RST replies wanted but not possible (packet dropped instead)." },
+};
+
+/* Renders the whole exposition into a malloc'ed buffer. */
+static int render(struct agent *a, char **buf, size_t *len)
+{
+	struct agent_tenant_stats *st;
+	uint64_t cnt[RL_CNT_MAX];
+	char ifs[KERN_MAX_IFACES * (IF_NAMESIZE + 1) + 1] = "";
+	const char *mode = "none";
+	FILE *f;
+
+	st = calloc(a->n_tenants + 1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	f = open_memstream(buf, len);
+	if (!f) {
+		free(st);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < a->n_tenants; i++)
+		agent_tenant_stats(a, &a->tenants[i], &st[i]);
+
+	for (size_t m = 0; m < sizeof(tenant_metrics) / sizeof(tenant_metrics[0]); m++) {
+		header(f, tenant_metrics[m].name, tenant_metrics[m].type,
+		       tenant_metrics[m].help);
+		for (size_t i = 0; i < a->n_tenants; i++) {
+			const struct policy_tenant *p = &a->tenants[i].pol;
+
+			fprintf(f, "%s{tenant=\"", tenant_metrics[m].name);
+			put_label(f, p->name);
+			fputs("\"} ", f);
+			switch ((enum field)m) {
+			case F_ADMITTED:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].s.admitted);
+				break;
+			case F_DENIED:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].s.denied);
+				break;
+			case F_SHADOW:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].s.shadow_denied);
+				break;
+			case F_RETRANS:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].s.retransmits);
+				break;
+			case F_RST:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].s.rst_sent);
+				break;
+			case F_TOKENS:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].tokens);
+				break;
+			case F_RATE:
+				fprintf(f, "%.9g\n", (double)p->rate.count /
+					(double)p->rate.period_s);
+				break;
+			case F_BURST:
+				fprintf(f, "%llu\n", (unsigned long long)p->burst);
+				break;
+			}
+		}
+	}
+
+	kern_counters(&a->kern, cnt);
+	for (size_t g = 0; g < sizeof(global_metrics) / sizeof(global_metrics[0]); g++) {
+		header(f, global_metrics[g].name, "counter", global_metrics[g].help);
+		fprintf(f, "%s %llu\n", global_metrics[g].name,
+			(unsigned long long)cnt[global_metrics[g].idx]);
+	}
+
+	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");
+	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);
+
+	for (unsigned int i = 0; i < a->kern.n_ifaces; i++) {
+		if (i)
+			strcat(ifs, ",");
+		strcat(ifs, a->kern.ifaces[i].name);
+	}
+	if (a->kern.n_ifaces)
+		mode = kern_mode_name(a->kern.ifaces[0].mode);
+	header(f, "rlgate_agent_info", "gauge",
+	       "rlagent build and attachment; always 1.");
+	fprintf(f, "rlgate_agent_info{version=\"%s\",interfaces=\"", RLGATE_VERSION);
+	put_label(f, ifs);
+	fprintf(f, "\",attach_mode=\"%s\",mode=\"standalone\"} 1\n", mode);
+	header(f, "rlgate_agent_start_time_seconds", "gauge",
+	       "Start time of rlagent since the Unix epoch, in seconds.");
+	fprintf(f, "rlgate_agent_start_time_seconds %lld\n",
+		(long long)a->start_wall);
+	if (fclose(f) != 0) {
+		free(st);
+		free(*buf);
+		*buf = NULL;
+		return -ENOMEM;
+	}
+	free(st);
+	return 0;
+}
+
+static void respond(struct metrics_client *cl, int code, const char *reason,
+		    const char *body, size_t body_len)
+{
+	FILE *f = open_memstream(&cl->out, &cl->out_len);
+
+	if (!f)
+		return;
+	fprintf(f, "HTTP/1.0 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		"Connection: close\r\n\r\n", code, reason,
+		code == 200 ? "text/plain; version=0.0.4; charset=utf-8" :
+		"text/plain; charset=utf-8", body_len);
+	fwrite(body, 1, body_len, f);
+	if (fclose(f) != 0) {
+		free(cl->out);
+		cl->out = NULL;
+		cl->out_len = 0;
+	}
+}
+
+/* Answers once the request head is complete (or cannot become valid). */
+static void handle_request(struct metrics_client *cl)
+{
+	char method[8], path[256];
+	char *body = NULL;
+	size_t len = 0;
+
+	if (sscanf(cl->req, "%7s %255s", method, path) != 2) {
+		respond(cl, 400, "Bad Request", "bad request\n", 12);
+		return;
+	}
+	if (strcmp(method, "GET") != 0) {
+		respond(cl, 405, "Method Not Allowed", "only GET\n", 9);
+		return;
+	}
+	if (strcmp(path, "/metrics") != 0 && strncmp(path, "/metrics?", 9) != 0) {
+		respond(cl, 404, "Not Found", "not found; try /metrics\n", 24);
+		return;
+	}
+	if (render(cl->m->a, &body, &len)) {
+		respond(cl, 500, "Internal Server Error", "out of memory\n", 14);
+		return;
+	}
+	respond(cl, 200, "OK", body, len);
+	free(body);
+}
+
+static void on_client(struct loop_watch *w, int fd, unsigned int events,
+		      void *arg)
+{
+	struct metrics_client *cl = arg;
+
+	if (!cl->out && (events & (LOOP_READ | LOOP_HUP))) {
+		ssize_t n = read(fd, cl->req + cl->req_len,
+				 sizeof(cl->req) - 1 - cl->req_len);
+
+		if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
+			client_free(cl);
+			return;
+		}
+		if (n > 0)
+			cl->req_len += (size_t)n;
+		cl->req[cl->req_len] = '\0';
+		if (strstr(cl->req, "\r\n\r\n") || strstr(cl->req, "\n\n"))
+			handle_request(cl);
+		else if (cl->req_len == sizeof(cl->req) - 1)
+			respond(cl, 431, "Request Header Fields Too Large",
+				"request too large\n", 18);
+		if (!cl->out) {
+			if (cl->req_len > 0 && (cl->req_len == sizeof(cl->req) - 1))
+				client_free(cl);
+			return;
+		}
+		loop_watch_set(w, LOOP_WRITE);
+	}
+	if (cl->out && (events & (LOOP_WRITE | LOOP_HUP) || cl->out_off == 0)) {
+		while (cl->out_off < cl->out_len) {
+			ssize_t n = send(fd, cl->out + cl->out_off,
+					 cl->out_len - cl->out_off, MSG_NOSIGNAL);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return;
+			if (n < 0) {
+				client_free(cl);
+				return;
+			}
+			cl->out_off += (size_t)n;
+		}
+		client_free(cl);
+	}
+}
+
+static void on_accept(struct loop_watch *w, int fd, unsigned int events,
+		      void *arg)
+{
+	struct metrics *m = arg;
+
+	(void)w;
+	(void)events;
+	for (;;) {
+		struct metrics_client *cl;
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (cfd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("couldn't accept connection on '%s': %s",
+					 m->addr, strerror(errno));
+			return;
+		}
+		if (m->n_clients >= METRICS_MAX_CLIENTS) {
+			close(cfd);
+			continue;
+		}
+		cl = calloc(1, sizeof(*cl));
+		if (!cl || loop_watch_add(m->a->loop, cfd, LOOP_READ, on_client,
+					  cl, &cl->w)) {
+			free(cl);
+			close(cfd);
+			continue;
+		}
+		cl->m = m;
+		cl->fd = cfd;
+		cl->start_ns = loop_now_ns();
+		cl->next = m->clients;
+		m->clients = cl;
+		m->n_clients++;
+	}
+}
+
+void metrics_tick(struct metrics *m, uint64_t now_ns)
+{
+	struct metrics_client *cl, *next;
+
+	if (!m)
+		return;
+	for (cl = m->clients; cl; cl = next) {
+		next = cl->next;
+		if (now_ns - cl->start_ns > METRICS_STALL_NS)
+			client_free(cl);
+	}
+}
+
+int metrics_open(struct agent *a, const char *addr, struct metrics **out)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char host[96], port[8];
+	struct metrics *m;
+	int err, one = 1;
+
+	if (metrics_parse_addr(addr, host, sizeof(host), port, sizeof(port)))
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->a = a;
+	m->fd = -1;
+	snprintf(m->addr, sizeof(m->addr), "%s", addr);
+	err = getaddrinfo(host, port, &hints, &res);
+	if (err) {
+		log_error("couldn't resolve address on '%s': %s", addr,
+			  gai_strerror(err));
+		err = -EINVAL;
+		goto cleanup;
+	}
+	m->fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		       0);
+	if (m->fd < 0) {
+		err = -errno;
+		log_error("couldn't create socket on '%s': %s", addr,
+			  strerror(-err));
+		goto cleanup;
+	}
+	setsockopt(m->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(m->fd, res->ai_addr, res->ai_addrlen) < 0) {
+		err = -errno;
+		log_error("couldn't bind metrics socket on '%s': %s", addr,
+			  strerror(-err));
+		goto cleanup;
+	}
+	if (listen(m->fd, 64) < 0) {
+		err = -errno;
+		log_error("couldn't listen on '%s': %s", addr, strerror(-err));
+		goto cleanup;
+	}
+	err = loop_watch_add(a->loop, m->fd, LOOP_READ, on_accept, m, &m->w);
+	if (err)
+		goto cleanup;
+	freeaddrinfo(res);
+	log_info("metrics on http://%s/metrics", addr);
+	*out = m;
+	return 0;
+cleanup:
+	if (m->fd >= 0)
+		close(m->fd);
+	if (res)
+		freeaddrinfo(res);
+	free(m);
+	return err;
+}
+
+void metrics_close(struct metrics *m)
+{
+	if (!m)
+		return;
+	while (m->clients)
+		client_free(m->clients);
+	loop_watch_del(m->w);
+	close(m->fd);
+	free(m);
+}

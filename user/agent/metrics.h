@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlagent's Prometheus endpoint: a tiny HTTP/1.0 server on the event loop
+ * answering GET /metrics with the text exposition format.
+ */
+#ifndef RL_METRICS_H
+#define RL_METRICS_H
+
+#include <stdint.h>
+
+#define METRICS_REQ_MAX		8192
+#define METRICS_MAX_CLIENTS	32
+#define METRICS_STALL_NS	(10ULL * 1000000000ULL)
+
+struct agent;
+struct metrics;
+
+/* Parses "HOST:PORT" or "[V6]:PORT".  0 or -EINVAL. */
+int metrics_parse_addr(const char *s, char *host, size_t hostlen,
+		       char *port, size_t portlen);
+
+/* Listens on addr ("127.0.0.1:9464", "[::1]:9464").  0 or -errno
+ * (logged). */
+int metrics_open(struct agent *a, const char *addr, struct metrics **out);
+void metrics_close(struct metrics *m);
+
+/* Disconnects clients that stalled for METRICS_STALL_NS. */
+void metrics_tick(struct metrics *m, uint64_t now_ns);
+
+#endif /* RL_METRICS_H */
