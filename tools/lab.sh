@@ -81,7 +81,7 @@ ordered_namespaces() {
 }
 
 kill_lab_processes() {
-	local ns pids=() p tries
+	local ns pids=() p
 
 	for ns in "$@"; do
 		# shellcheck disable=SC2207
@@ -89,7 +89,7 @@ kill_lab_processes() {
 	done
 	((${#pids[@]})) || return 0
 	kill -TERM "${pids[@]}" 2>/dev/null || true
-	for tries in 1 2 3 4 5 6 7 8 9 10; do
+	for _ in {1..10}; do
 		local alive=()
 		for p in "${pids[@]}"; do
 			kill -0 "$p" 2>/dev/null && alive+=("$p")

@@ -71,7 +71,7 @@ lab_up() {
 	for ((seq = ${_lab_seq:-0}; seq < 26; seq++)); do
 		name=rl${BASHPID}${letters:seq:1}
 		# a lab left by a crashed run with a recycled pid: take the next
-		[[ -z $(ip netns list | awk '{ print $1 }' | grep -E "^$name-") ]] && break
+		ip netns list | awk '{ print $1 }' | grep -qE "^$name-" || break
 	done
 	((seq < 26)) || { echo "lab_up: no free lab name for pid $BASHPID" >&2; return 1; }
 	_lab_seq=$((seq + 1))
@@ -230,10 +230,10 @@ run_loadgen_json() {
 json_get() {
 	local v
 
-	v=$(jq -r "$1" <<<"${2-$LOADGEN_JSON}") && [[ $v != null ]] || {
+	if ! v=$(jq -r "$1" <<<"${2-$LOADGEN_JSON}") || [[ $v == null ]]; then
 		echo "json_get: '$1' gives nothing in: ${2-$LOADGEN_JSON}" >&2
 		return 1
-	}
+	fi
 	echo "$v"
 }
 

@@ -67,6 +67,8 @@ static void summarize_total(struct lg_target *t, size_t n, struct summary *s)
 	if (!all)
 		return;
 	for (size_t i = 0; i < n; i++) {
+		if (!t[i].lat_len)
+			continue;
 		memcpy(all + k, t[i].lat_us, t[i].lat_len * sizeof(*all));
 		k += t[i].lat_len;
 	}
