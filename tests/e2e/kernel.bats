@@ -60,7 +60,9 @@ burst_then_refuse() {
 	fi
 	# the server saw exactly the admitted connections
 	kill "$LOADER_PID"; wait "$LOADER_PID" || true; LOADER_PID=
-	expect_eq accepted "$(serve_stop)" 5
+	# (on a veth a client's last ACK and its RST can overtake each other, so
+	# the server may miss one; it must never see more than were admitted)
+	expect_between accepted "$(serve_stop)" 4 5
 }
 
 @test "IPv4: burst of 5 admitted, further SYNs dropped (client times out)" {
