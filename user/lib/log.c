@@ -96,7 +96,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list ap)
 {
+	static const char extack[] = "libbpf: Kernel error message";
 	enum log_level l = level == LIBBPF_WARN ? LOG_LVL_WARN : LOG_LVL_DEBUG;
+
+	/* Netlink's extended ack for a failed request: the caller learns of
+	 * the failure from the return value and logs it with context;
+	 * probing queries (is our tc filter there?) fail this way normally. */
+	if (strncmp(fmt, extack, sizeof(extack) - 1) == 0)
+		l = LOG_LVL_DEBUG;
 
 	log_vmsg(l, fmt, ap);
 	return 0;
