@@ -8,7 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CTL_LINE_MAX		65536	/* request bytes, newline included */
+/* Request bytes, newline included: room for `apply` of every tenant the
+ * kernel can hold (RL_MAX_TENANTS at their largest).  Buffers grow lazily:
+ * malloc leaves untouched pages unbacked. */
+#define CTL_LINE_MAX		(4 << 20)
 #define CTL_MAX_CLIENTS		64
 #define CTL_STALL_NS		(10ULL * 1000000000ULL)
 #define CTL_OUT_MAX		(1U << 20)	/* unread replies: stop reading */

@@ -110,7 +110,9 @@ static int lock_pin_dir(struct kern *k)
 	if ((unsigned long)sfs.f_type != BPF_FS_MAGIC) {
 		log_error("couldn't use pin dir on '%s': not on a bpf filesystem "
 			  "(mount -t bpf bpf /sys/fs/bpf, or choose a --pin-dir "
-			  "under a bpffs mount)", k->pin_dir);
+			  "under a bpffs mount; inside a network namespace start "
+			  "rlagent with nsenter --net=/run/netns/NAME, not ip netns "
+			  "exec, which hides /sys/fs/bpf)", k->pin_dir);
 		/* We may just have created it on the wrong filesystem. */
 		rmdir(k->pin_dir);
 		return -ENOTSUP;

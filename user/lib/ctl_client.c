@@ -130,10 +130,10 @@ int ctl_client_recv_line(struct ctl_client *c, char **line)
 			memmove(c->buf, nl + 1, c->len);
 			return 0;
 		}
-		if (c->len >= CTL_CLIENT_LINE_MAX) {
+		if (c->len >= CTL_CLIENT_REPLY_MAX) {
 			snprintf(c->err, sizeof(c->err), "reply from rlagent on "
 				 "'%s' is longer than %d bytes", c->path,
-				 CTL_CLIENT_LINE_MAX);
+				 CTL_CLIENT_REPLY_MAX);
 			return -EMSGSIZE;
 		}
 		if (c->cap - c->len < 4096) {

@@ -10,7 +10,8 @@
 #include <jansson.h>
 
 #define CTL_CLIENT_DEFAULT_SOCKET	"/run/rlgate/rlagent.sock"
-#define CTL_CLIENT_LINE_MAX		65536	/* including the newline */
+#define CTL_CLIENT_LINE_MAX		(4 << 20)	/* a request, newline included */
+#define CTL_CLIENT_REPLY_MAX		(64 << 20)	/* a reply: `tenant list` of every tenant */
 #define CTL_CLIENT_TIMEOUT_MS		10000
 #define CTL_CLIENT_ERR_MAX		512
 
