@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Per-packet cost of xdp_rlgate, measured with bpf_prog_test_run_opts and
+ * `repeat`, against the cost of a program that only returns XDP_PASS (the
+ * floor: test_run's own loop, context setup and the call).  Prints
+ * "name value unit" lines; exits 1 when a figure could not be measured or
+ * did not take the path it names.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "rlgate.skel.h"
+#include "bench.skel.h"
+#include "pass.skel.h"
+#include "harness.h"
+#include "pkt.h"
+
+#define BENCH_REPEAT	1000000
+#define BENCH_RUNS	5
+#define BENCH_RULES	1000
+
+#define T_ADMIT		1	/* never denies */
+#define T_DENY		2	/* always denies, drop */
+#define T_BACKGROUND	100	/* the 1,000 background rules' tenants */
+
+static const struct pkt syn_admit = { .family = 4, .flags = TH_SYN,
+				      .src = "10.1.0.10", .seq = 1 };
+static const struct pkt syn_deny = { .family = 4, .flags = TH_SYN,
+				     .src = "10.2.0.10" };
+static const struct pkt syn_nomatch = { .family = 4, .flags = TH_SYN,
+					.src = "192.0.2.1" };
+static const struct pkt ack = { .family = 4, .flags = TH_ACK,
+				.src = "10.1.0.10" };
+
+/*
+ * 1,000 rules of mixed prefix lengths spread over the IPv4 space, one in
+ * four for a single port, so that both tries have depth.  Deterministic, and
+ * never inside 10/8 or 192/8 where the measured sources live.
+ */
+static int load_rules(struct world *w)
+{
+	static const int plens[] = { 8, 12, 16, 20, 22, 24, 26, 28, 30, 32 };
+	__u32 x = 0x2545f491;
+	char cidr[32];
+	int i, n = 0, err;
+
+	for (i = 0; i < 50; i++)
+		tenant_standalone(&w->tenants[T_BACKGROUND + i], RL_ACT_DROP, 0,
+				  1000, 1000);
+	while (n < BENCH_RULES) {
+		__u32 a, mask;
+		int plen = plens[n % 10];
+
+		x = x * 1664525u + 1013904223u;	/* LCG: repeatable */
+		a = x;
+		if ((a >> 24) == 10 || (a >> 24) == 192 || (a >> 24) == 0)
+			continue;
+		mask = plen == 32 ? ~0u : ~(~0u >> plen);
+		a &= mask;
+		snprintf(cidr, sizeof(cidr), "%u.%u.%u.%u/%d", a >> 24,
+			 (a >> 16) & 255, (a >> 8) & 255, a & 255, plen);
+		err = rule_add(w, cidr, n % 4 == 3 ? 1024 + n : 0,
+			       T_BACKGROUND + n % 50);
+		if (err) {
+			fprintf(stderr, "Error: couldn't add rule %s: %s\n",
+				cidr, strerror(-err));
+			return err;
+		}
+		n++;
+	}
+
+	/* The tenants the figures use. */
+	tenant_standalone(&w->tenants[T_ADMIT], RL_ACT_DROP, 0, 1,
+			  1000000000000ull);
+	tenant_standalone(&w->tenants[T_DENY], RL_ACT_DROP, 0, RL_NSEC_PER_SEC,
+			  1);
+	w->tenants[T_DENY].tat = now_ns() + 1000000 * RL_NSEC_PER_SEC;
+	err = rule_add(w, "10.1.0.0/16", 0, T_ADMIT);
+	if (!err)
+		err = rule_add(w, "10.2.0.0/16", 0, T_DENY);
+	return err;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The kernel's mean ns per packet.  Not the time around the syscall: every
+ * XDP test_run swaps the XDP dispatcher in and out, a fixed cost of
+ * milliseconds that would swamp a 10 ns figure even over a million
+ * repetitions.  The kernel's figure is whole ns (it divides and rounds down),
+ * so a run is sized to last about BENCH_RUN_NS, and at least BENCH_REPEAT
+ * repetitions, to keep its own noise below that step.
+ */
+#define BENCH_RUN_NS	200000000ull
+
+struct figure {
+	const char *name;
+	int prog_fd;
+	const struct pkt *pkt;
+	__u8 in[PKT_MAX];
+	int len;
+	__u64 repeat;
+	double runs[BENCH_RUNS];
+	double median;
+};
+
+static int run_once(struct figure *f, __u64 repeat, __u32 *ns)
+{
+	__u8 out[PKT_MAX];
+	struct run_result r;
+	int err;
+
+	err = xdp_run(f->prog_fd, f->in, f->len, out, sizeof(out), repeat, &r);
+	if (err) {
+		fprintf(stderr, "Error: couldn't run %s: %s\n", f->name,
+			strerror(-err));
+		return err;
+	}
+	*ns = r.duration_ns;
+	return 0;
+}
+
+/* Warms caches, the flow table and the branch predictors; sizes the run. */
+static int prepare(struct figure *f)
+{
+	__u32 ns;
+	int err;
+
+	f->len = pkt_build(f->pkt, f->in, NULL);
+	err = run_once(f, BENCH_REPEAT / 10, &ns);
+	if (err)
+		return err;
+	f->repeat = BENCH_RUN_NS / (ns ? ns : 1);
+	if (f->repeat < BENCH_REPEAT)
+		f->repeat = BENCH_REPEAT;
+	if (f->repeat > 20 * BENCH_REPEAT)
+		f->repeat = 20 * BENCH_REPEAT;
+	return 0;
+}
+
+/*
+ * BENCH_RUNS rounds, each measuring every figure once, then the median per
+ * figure: the floor and the figures divided by it see the same moments of a
+ * machine that may be doing other work.
+ */
+static int measure_all(struct figure *f, int n)
+{
+	__u32 ns;
+	int i, k, err;
+
+	for (k = 0; k < n; k++) {
+		err = prepare(&f[k]);
+		if (err)
+			return err;
+	}
+	for (i = 0; i < BENCH_RUNS; i++) {
+		for (k = 0; k < n; k++) {
+			err = run_once(&f[k], f[k].repeat, &ns);
+			if (err)
+				return err;
+			f[k].runs[i] = ns;
+		}
+	}
+	for (k = 0; k < n; k++) {
+		qsort(f[k].runs, BENCH_RUNS, sizeof(double), cmp_double);
+		f[k].median = f[k].runs[BENCH_RUNS / 2];
+	}
+	return 0;
+}
+
+/* A figure is only honest if the packets took the path it is named for. */
+static int expect_path(const char *what, __u64 on_path, __u64 elsewhere,
+		       __u64 min)
+{
+	if (on_path < min || elsewhere) {
+		fprintf(stderr, "Error: %s took the wrong path (%llu on it, "
+			"%llu elsewhere)\n", what,
+			(unsigned long long)on_path,
+			(unsigned long long)elsewhere);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_NOMATCH, F_RETRANS, F_MAX };
+
+int bench_main(int argc, char **argv)
+{
+	struct rlgate_bpf *rl = NULL;
+	struct bench_bpf *bb = NULL;
+	struct pass_bpf *pass = NULL;
+	struct world wr = { 0 }, wb = { 0 };
+	static struct figure f[F_MAX];
+	struct rl_stats s;
+	const __u64 total = (__u64)BENCH_REPEAT * BENCH_RUNS;
+	int cpu, k, err = -1;
+
+	if (argc > 1) {
+		fprintf(stderr, "Error: unexpected argument '%s'; usage: "
+			"test_xdp --bench\n", argv[1]);
+		return 2;
+	}
+	harness_quiet_libbpf();
+
+	/* One CPU for every figure, the last one: CPU 0 takes most IRQs. */
+	cpu = sysconf(_SC_NPROCESSORS_ONLN) - 1;
+	if (cpu < 0 || pin_to_cpu(cpu)) {
+		fprintf(stderr, "Error: couldn't pin to CPU %d: %s\n", cpu,
+			strerror(errno));
+		return 1;
+	}
+
+	pass = pass_bpf__open_and_load();
+	rl = rlgate_bpf__open_and_load();
+	bb = bench_bpf__open_and_load();
+	if (!pass || !rl || !bb) {
+		fprintf(stderr, "Error: couldn't load the programs: %s\n",
+			strerror(errno));
+		goto cleanup;
+	}
+	if (world_init(&wr, rl->obj) || world_init(&wb, bb->obj) ||
+	    load_rules(&wr) || load_rules(&wb))
+		goto cleanup;
+
+	f[F_FLOOR] = (struct figure){ .name = "xdp_pass_floor_ns",
+		.prog_fd = bpf_program__fd(pass->progs.xdp_pass), .pkt = &ack };
+	f[F_NONSYN] = (struct figure){ .name = "xdp_nonsyn_ns",
+		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &ack };
+	f[F_ADMIT] = (struct figure){ .name = "xdp_syn_admit_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_bench_admit), .pkt = &syn_admit };
+	f[F_DENY] = (struct figure){ .name = "xdp_syn_deny_ns",
+		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_deny };
+	f[F_NOMATCH] = (struct figure){ .name = "xdp_syn_nomatch_ns",
+		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_nomatch };
+	/* the benchmark's admit tenant lives in bench_bpf's maps, so this
+	 * one (rlgate's) admits once and then sees only retransmissions */
+	f[F_RETRANS] = (struct figure){ .name = "xdp_syn_retrans_ns",
+		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_admit };
+	if (measure_all(f, F_MAX))
+		goto cleanup;
+
+	tenant_stats_sum(&wb, T_ADMIT, &s);
+	if (expect_path("xdp_syn_admit", s.admitted,
+			s.retransmits + s.denied, total))
+		goto cleanup;
+	tenant_stats_sum(&wr, T_DENY, &s);
+	if (expect_path("xdp_syn_deny", s.denied, s.admitted, total))
+		goto cleanup;
+	tenant_stats_sum(&wr, T_ADMIT, &s);
+	if (expect_path("xdp_syn_retrans", s.retransmits, s.denied, total))
+		goto cleanup;
+
+	for (k = 0; k < F_MAX; k++)
+		printf("%s %.1f ns\n", f[k].name, f[k].median);
+	for (k = F_NONSYN; k <= F_NOMATCH; k++)
+		printf("%s_ratio %.2f x\n", f[k].name,
+		       f[k].median / f[F_FLOOR].median);
+	err = 0;
+
+cleanup:
+	world_fini(&wb);
+	world_fini(&wr);
+	bench_bpf__destroy(bb);
+	rlgate_bpf__destroy(rl);
+	pass_bpf__destroy(pass);
+	return err ? 1 : 0;
+}

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Map plumbing for the XDP tests and benchmark.  Works on a bpf_object
+ * rather than a skeleton type so that the rlgate program and the benchmark's
+ * copy of it (which has its own maps) are set up by the same code.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+
+#include "harness.h"
+
+static int map_fd(struct bpf_object *obj, const char *name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, name);
+
+	return m ? bpf_map__fd(m) : -ENOENT;
+}
+
+int world_init(struct world *w, struct bpf_object *obj)
+{
+	static const char *const rules[4] = {
+		"rules4", "rules4_port", "rules6", "rules6_port",
+	};
+	struct bpf_map *tm;
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+	int i;
+
+	memset(w, 0, sizeof(*w));
+	w->obj = obj;
+	w->ncpus = libbpf_num_possible_cpus();
+	if (w->ncpus <= 0)
+		return w->ncpus ? w->ncpus : -EINVAL;
+	w->stats_fd = map_fd(obj, "tenant_stats");
+	w->counters_fd = map_fd(obj, "counters");
+	w->events_fd = map_fd(obj, "events");
+	w->flows_fd = map_fd(obj, "flows");
+	for (i = 0; i < 4; i++)
+		w->rules_fd[i] = map_fd(obj, rules[i]);
+	tm = bpf_object__find_map_by_name(obj, "tenants");
+	if (!tm || w->stats_fd < 0 || w->counters_fd < 0 || w->events_fd < 0 ||
+	    w->flows_fd < 0 || w->rules_fd[0] < 0 || w->rules_fd[3] < 0)
+		return -ENOENT;
+
+	/* The kernel rounds an mmapable array's value area up to pages. */
+	w->tenants_len = (size_t)bpf_map__max_entries(tm) *
+			 sizeof(struct rl_tenant);
+	w->tenants_len = (w->tenants_len + page - 1) / page * page;
+	p = mmap(NULL, w->tenants_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 bpf_map__fd(tm), 0);
+	if (p == MAP_FAILED) {
+		int err = -errno;
+
+		fprintf(stderr, "couldn't mmap map 'tenants': %s\n",
+			strerror(-err));
+		return err;
+	}
+	w->tenants = p;
+	return 0;
+}
+
+void world_fini(struct world *w)
+{
+	if (w->tenants)
+		munmap(w->tenants, w->tenants_len);
+	w->tenants = NULL;
+}
+
+__u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int rule_add(struct world *w, const char *cidr, __u16 port, __u32 tenant)
+{
+	char buf[64], *slash;
+	__u8 key[4 + 2 + 16] = { 0 };
+	__u8 a[16];
+	struct rl_rule val = { .tenant = tenant };
+	int plen, six, fd;
+	__u32 klen;
+
+	snprintf(buf, sizeof(buf), "%s", cidr);
+	slash = strchr(buf, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = '\0';
+	plen = atoi(slash + 1);
+	six = strchr(buf, ':') != NULL;
+	if (inet_pton(six ? AF_INET6 : AF_INET, buf, a) != 1)
+		return -EINVAL;
+	val.prefixlen = plen;
+
+	/* struct rl_lpm*{,_port} laid out by hand: prefixlen, [port], addr */
+	klen = plen + (port ? 16 : 0);
+	memcpy(key, &klen, 4);
+	if (port) {
+		__u16 be = htons(port);
+
+		memcpy(key + 4, &be, 2);
+		memcpy(key + 6, a, six ? 16 : 4);
+	} else {
+		memcpy(key + 4, a, six ? 16 : 4);
+	}
+	fd = w->rules_fd[(six ? 2 : 0) + (port ? 1 : 0)];
+	if (bpf_map_update_elem(fd, key, &val, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
+		     struct rl_stats *out)
+{
+	struct rl_stats *v = calloc(w->ncpus, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(w->stats_fd, &tenant, v)) {
+		int err = -errno;
+
+		free(v);
+		return err;
+	}
+	*out = v[cpu];
+	free(v);
+	return 0;
+}
+
+void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)
+{
+	struct rl_stats one;
+	int c;
+
+	memset(out, 0, sizeof(*out));
+	for (c = 0; c < w->ncpus; c++) {
+		if (tenant_stats_cpu(w, tenant, c, &one))
+			continue;
+		out->admitted += one.admitted;
+		out->denied += one.denied;
+		out->shadow_denied += one.shadow_denied;
+		out->retransmits += one.retransmits;
+		out->rst_sent += one.rst_sent;
+		out->lowwater_events += one.lowwater_events;
+	}
+}
+
+void counters_sum(struct world *w, __u64 out[RL_CNT_MAX])
+{
+	__u64 v[w->ncpus];
+	__u32 i;
+	int c;
+
+	for (i = 0; i < RL_CNT_MAX; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(w->counters_fd, &i, v))
+			continue;
+		for (c = 0; c < w->ncpus; c++)
+			out[i] += v[c];
+	}
+}
+
+int xdp_run(int prog_fd, const void *in, __u32 in_len, void *out,
+	    __u32 out_cap, __u32 repeat, struct run_result *res)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts,
+		.data_in = in,
+		.data_size_in = in_len,
+		.data_out = out,
+		.data_size_out = out_cap,
+		.repeat = repeat,
+	);
+
+	if (bpf_prog_test_run_opts(prog_fd, &opts))
+		return -errno;
+	res->retval = opts.retval;
+	res->duration_ns = opts.duration;
+	res->out_len = opts.data_size_out;
+	return 0;
+}
+
+int pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -errno;
+	return 0;
+}
+
+void tenant_standalone(struct rl_tenant *t, __u32 action, __u32 flags,
+		       __u64 interval_ns, __u64 burst)
+{
+	t->mode = RL_MODE_STANDALONE;
+	t->action = action;
+	t->flags = flags;
+	t->interval_ns = interval_ns;
+	t->burst = burst;
+	t->tolerance_ns = burst * interval_ns;
+	t->generation++;
+}
+
+void tenant_leased(struct rl_tenant *t, __u32 action, __s64 tokens,
+		   __s64 lowwater, bool armed)
+{
+	t->mode = RL_MODE_LEASED;
+	t->action = action;
+	t->burst = tokens;
+	t->lowwater = lowwater;
+	t->lowwater_armed = armed;
+	t->tokens = tokens;
+	t->generation++;
+}
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt,
+		       va_list ap)
+{
+	if (level == LIBBPF_WARN || getenv("RLGATE_TEST_VERBOSE"))
+		return vfprintf(stderr, fmt, ap);
+	return 0;
+}
+
+void harness_quiet_libbpf(void)
+{
+	libbpf_set_print(quiet_print);
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* What the XDP test table and the benchmark share: one loaded copy of the
+ * rlgate maps (from either skeleton), tenants set up through the mmap'd
+ * array, rules, counters, and one call of bpf_prog_test_run_opts.
+ */
+#ifndef RL_TEST_HARNESS_H
+#define RL_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+#include <bpf/libbpf.h>
+
+#include "rlgate.h"
+
+/* The maps of one loaded object: rlgate_bpf or bench_bpf. */
+struct world {
+	struct bpf_object *obj;
+	struct rl_tenant *tenants;	/* the mmap'd `tenants` array */
+	size_t tenants_len;
+	int stats_fd, counters_fd, events_fd, flows_fd;
+	int rules_fd[4];		/* rules4, rules4_port, rules6, rules6_port */
+	int ncpus;
+};
+
+/* Finds the maps of a loaded object and maps `tenants`.  0 or -errno. */
+int world_init(struct world *w, struct bpf_object *obj);
+void world_fini(struct world *w);
+
+/* CLOCK_MONOTONIC in ns: the clock bpf_ktime_get_ns() reads. */
+__u64 now_ns(void);
+
+/*
+ * Adds one rule: source prefix `cidr` ("10.1.0.0/16", "2001:db8::/32"),
+ * destination port `port` (host order, 0 for any port) -> tenant.
+ * 0 or -errno.
+ */
+int rule_add(struct world *w, const char *cidr, __u16 port, __u32 tenant);
+
+/* Per-CPU sums. */
+void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out);
+int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
+		     struct rl_stats *out);
+void counters_sum(struct world *w, __u64 out[RL_CNT_MAX]);
+
+/* One test run.  *out_len is the buffer size on entry and the length of the
+ * frame that came out on return.  0 or -errno. */
+struct run_result {
+	__u32 retval;
+	__u32 duration_ns;	/* mean per repetition */
+	__u32 out_len;
+};
+int xdp_run(int prog_fd, const void *in, __u32 in_len, void *out,
+	    __u32 out_cap, __u32 repeat, struct run_result *res);
+
+/* Pins the calling thread to one CPU.  0 or -errno. */
+int pin_to_cpu(int cpu);
+
+/* Configure a tenant slot in place (the mmap'd array), as the agent does:
+ * standalone with tolerance = burst * interval, or leased with a balance.
+ * Both bump the generation; neither touches tat. */
+void tenant_standalone(struct rl_tenant *t, __u32 action, __u32 flags,
+		       __u64 interval_ns, __u64 burst);
+void tenant_leased(struct rl_tenant *t, __u32 action, __s64 tokens,
+		   __s64 lowwater, bool armed);
+
+/* `test_xdp --bench`: the per-packet benchmark (bench.c). */
+int bench_main(int argc, char **argv);
+
+/* Quiet libbpf unless RLGATE_TEST_VERBOSE is set. */
+void harness_quiet_libbpf(void);
+
+#endif /* RL_TEST_HARNESS_H */

@@ -1,0 +1,1292 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Verdict tests for xdp_rlgate: a table of crafted frames run through
+ * bpf_prog_test_run_opts against a fresh copy of the maps each, then the
+ * multi-packet scenarios (refill, leases, low water, retransmissions).
+ * Prints TAP.  `--bench` runs the per-packet benchmark instead (bench.c).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/if_ether.h>
+#include <netinet/in.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "rlgate.skel.h"
+#include "harness.h"
+#include "pkt.h"
+
+#define SEC_NS		1000000000ull
+
+/* ------------------------------------------------------------------------
+ * Diagnostics collected while a test runs, printed after its TAP line.
+ */
+static char diag_buf[16384];
+static size_t diag_len;
+static char skip_reason[128];
+
+static void diag(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void diag(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (diag_len >= sizeof(diag_buf) - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(diag_buf + diag_len, sizeof(diag_buf) - diag_len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		diag_len += (size_t)n < sizeof(diag_buf) - diag_len ?
+			    (size_t)n : sizeof(diag_buf) - diag_len - 1;
+	if (diag_len < sizeof(diag_buf) - 1)
+		diag_buf[diag_len++] = '\n';
+}
+
+static void diag_hex(const char *label, const __u8 *b, int len,
+		     const __u8 *other, int other_len)
+{
+	char buf[4096];
+
+	pkt_hex(buf, sizeof(buf), label, b, len, other, other_len);
+	diag("%s", buf);
+}
+
+#define CHECK(cond, ...) do {						\
+	if (!(cond)) {							\
+		diag(__VA_ARGS__);					\
+		ok = false;						\
+	}								\
+} while (0)
+
+enum { T_PASS, T_FAIL, T_SKIP };
+
+/* ------------------------------------------------------------------------
+ * The world every table case starts from: tenants that admit, drop, answer
+ * with RST, shadow, lease, and the rules that route sources to them.
+ */
+enum {
+	T_ADMIT = 1,		/* standalone, full bucket */
+	T_DROP = 2,		/* standalone, empty, drop */
+	T_SHADOW = 4,		/* standalone, empty, drop, shadow */
+	T_LEASED = 5,		/* leased, 3 tokens */
+	T_LEASED_EMPTY = 6,	/* leased, no token, drop */
+	T_PORT_ANY = 7,		/* 10.7/16 any port */
+	T_PORT_443 = 8,		/* 10.7/16 port 443 */
+	T_LONG_ANY = 9,		/* 10.8.0/24 any port */
+	T_SHORT_PORT = 10,	/* 10.8/16 port 443 */
+	T_L16 = 11,
+	T_L24 = 12,
+	T_L25 = 13,
+	T_UNUSED = 14,		/* a rule points here, the slot is free */
+	/* The last slot, to catch an off-by-one in the mmap'd layout. */
+	T_RST = RL_MAX_TENANTS - 1,
+};
+
+enum bucket { FULL, EMPTY };
+
+struct tenant_init {
+	__u32 id;
+	__u32 mode, action, flags;
+	enum bucket bucket;	/* standalone */
+	__s64 tokens;		/* leased */
+};
+
+static const struct tenant_init world_tenants[] = {
+	{ T_ADMIT, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_DROP, RL_MODE_STANDALONE, RL_ACT_DROP, 0, EMPTY, 0 },
+	{ T_RST, RL_MODE_STANDALONE, RL_ACT_RST, 0, EMPTY, 0 },
+	{ T_SHADOW, RL_MODE_STANDALONE, RL_ACT_RST, RL_F_SHADOW, EMPTY, 0 },
+	{ T_LEASED, RL_MODE_LEASED, RL_ACT_DROP, 0, FULL, 3 },
+	{ T_LEASED_EMPTY, RL_MODE_LEASED, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_PORT_ANY, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_PORT_443, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_LONG_ANY, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_SHORT_PORT, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_L16, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_L24, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_L25, RL_MODE_STANDALONE, RL_ACT_DROP, 0, FULL, 0 },
+	{ T_UNUSED, RL_MODE_NONE, RL_ACT_DROP, 0, FULL, 0 },
+};
+#define N_TENANTS (sizeof(world_tenants) / sizeof(world_tenants[0]))
+
+static const struct {
+	const char *cidr;
+	__u16 port;
+	__u32 tenant;
+} world_rules[] = {
+	{ "10.1.0.0/16", 0, T_ADMIT },
+	{ "2001:db8:1::/48", 0, T_ADMIT },
+	{ "10.2.0.0/16", 0, T_DROP },
+	{ "2001:db8:2::/48", 0, T_DROP },
+	{ "10.3.0.0/16", 0, T_RST },
+	{ "2001:db8:3::/48", 0, T_RST },
+	{ "10.4.0.0/16", 0, T_SHADOW },
+	{ "2001:db8:4::/48", 0, T_SHADOW },
+	{ "10.5.0.0/16", 0, T_LEASED },
+	{ "2001:db8:5::/48", 0, T_LEASED },
+	{ "10.6.0.0/16", 0, T_LEASED_EMPTY },
+	{ "2001:db8:6::/48", 0, T_LEASED_EMPTY },
+	/* equal length: the port rule must win for its port only */
+	{ "10.7.0.0/16", 0, T_PORT_ANY },
+	{ "10.7.0.0/16", 443, T_PORT_443 },
+	{ "2001:db8:7::/48", 0, T_PORT_ANY },
+	{ "2001:db8:7::/48", 443, T_PORT_443 },
+	/* a longer any-port prefix beats a shorter port rule */
+	{ "10.8.0.0/24", 0, T_LONG_ANY },
+	{ "10.8.0.0/16", 443, T_SHORT_PORT },
+	{ "2001:db8:8::/64", 0, T_LONG_ANY },
+	{ "2001:db8:8::/48", 443, T_SHORT_PORT },
+	/* nested any-port prefixes */
+	{ "10.9.0.0/16", 0, T_L16 },
+	{ "10.9.1.0/24", 0, T_L24 },
+	{ "10.9.1.128/25", 0, T_L25 },
+	{ "2001:db8:9::/48", 0, T_L16 },
+	{ "2001:db8:9:1::/64", 0, T_L24 },
+	{ "2001:db8:9:1:8000::/65", 0, T_L25 },
+	{ "10.10.0.0/16", 0, T_UNUSED },
+	{ "2001:db8:a::/48", 0, T_UNUSED },
+};
+
+/* Standalone tenants of the world: one token per second, burst 10. */
+#define W_INTERVAL	SEC_NS
+#define W_BURST		10
+
+/* One freshly loaded copy of rlgate with empty maps. */
+struct inst {
+	struct rlgate_bpf *skel;
+	struct world w;
+	int prog_fd;
+};
+
+static void inst_close(struct inst *in)
+{
+	world_fini(&in->w);
+	rlgate_bpf__destroy(in->skel);
+	in->skel = NULL;
+}
+
+static int inst_open(struct inst *in, __u64 retrans_window_ns)
+{
+	int err;
+
+	memset(in, 0, sizeof(*in));
+	in->skel = rlgate_bpf__open();
+	if (!in->skel) {
+		diag("couldn't open the rlgate skeleton: %s", strerror(errno));
+		return -errno;
+	}
+	in->skel->rodata->retrans_window_ns = retrans_window_ns;
+	err = rlgate_bpf__load(in->skel);
+	if (err) {
+		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
+		rlgate_bpf__destroy(in->skel);
+		in->skel = NULL;
+		return err;
+	}
+	err = world_init(&in->w, in->skel->obj);
+	if (err) {
+		diag("couldn't find rlgate's maps: %s", strerror(-err));
+		inst_close(in);
+		return err;
+	}
+	in->prog_fd = bpf_program__fd(in->skel->progs.xdp_rlgate);
+	return 0;
+}
+
+static int world_populate(struct inst *in)
+{
+	__u64 now = now_ns();
+	size_t i;
+	int err;
+
+	for (i = 0; i < N_TENANTS; i++) {
+		const struct tenant_init *ti = &world_tenants[i];
+		struct rl_tenant *t = &in->w.tenants[ti->id];
+
+		if (ti->mode == RL_MODE_LEASED) {
+			tenant_leased(t, ti->action, ti->tokens, -1, false);
+			continue;
+		}
+		tenant_standalone(t, ti->action, ti->flags, W_INTERVAL,
+				  W_BURST);
+		t->mode = ti->mode;
+		/* Empty: the bucket would only hold a token an hour from now. */
+		t->tat = ti->bucket == FULL ? 0 : now + 3600 * SEC_NS;
+	}
+	for (i = 0; i < sizeof(world_rules) / sizeof(world_rules[0]); i++) {
+		err = rule_add(&in->w, world_rules[i].cidr, world_rules[i].port,
+			       world_rules[i].tenant);
+		if (err) {
+			diag("couldn't add rule %s port %u: %s",
+			     world_rules[i].cidr, world_rules[i].port,
+			     strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The table.
+ */
+enum outcome {
+	O_IGNORED,	/* not a SYN: nothing counted, nothing spent */
+	O_FRAGMENT,	/* a non-first fragment: counted as such only */
+	O_NOMATCH,	/* a SYN no rule matched */
+	O_NO_TENANT,	/* a SYN whose rule points at a free slot */
+	O_ADMIT,	/* a token spent, admitted */
+	O_DENY,		/* refused, dropped */
+	O_RST,		/* refused, answered with RST|ACK */
+	O_SHADOW,	/* would be refused, admitted */
+};
+
+struct xdp_case {
+	const char *name;
+	struct pkt pkt;
+	__u32 verdict;
+	enum outcome out;
+	__u32 tenant;	/* the tenant whose bucket and stats move */
+};
+
+#define V4	.family = 4
+#define V6	.family = 6
+#define SYN	.flags = TH_SYN
+
+static const struct xdp_case cases[] = {
+	/* the four decisions, both families */
+	{ "IPv4 SYN within the rate is admitted",
+	  { V4, SYN, .src = "10.1.0.10" }, XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv4 SYN over the rate, action drop, is dropped",
+	  { V4, SYN, .src = "10.2.0.10" }, XDP_DROP, O_DENY, T_DROP },
+	{ "IPv4 SYN over the rate, action rst, is answered with RST|ACK",
+	  { V4, SYN, .src = "10.3.0.10", .seq = 0x11223344 },
+	  XDP_TX, O_RST, T_RST },
+	{ "IPv4 SYN over the rate of a shadow tenant is admitted, counted",
+	  { V4, SYN, .src = "10.4.0.10" }, XDP_PASS, O_SHADOW, T_SHADOW },
+	{ "IPv6 SYN within the rate is admitted",
+	  { V6, SYN, .src = "2001:db8:1::10" }, XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv6 SYN over the rate, action drop, is dropped",
+	  { V6, SYN, .src = "2001:db8:2::10" }, XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN over the rate, action rst, is answered with RST|ACK",
+	  { V6, SYN, .src = "2001:db8:3::10", .seq = 0x55667788 },
+	  XDP_TX, O_RST, T_RST },
+	{ "IPv6 SYN over the rate of a shadow tenant is admitted, counted",
+	  { V6, SYN, .src = "2001:db8:4::10" }, XDP_PASS, O_SHADOW, T_SHADOW },
+	{ "IPv4 SYN of a leased tenant spends one granted token",
+	  { V4, SYN, .src = "10.5.0.10" }, XDP_PASS, O_ADMIT, T_LEASED },
+	{ "IPv6 SYN of a leased tenant spends one granted token",
+	  { V6, SYN, .src = "2001:db8:5::10" }, XDP_PASS, O_ADMIT, T_LEASED },
+	{ "IPv4 SYN of a leased tenant with no token is dropped",
+	  { V4, SYN, .src = "10.6.0.10" }, XDP_DROP, O_DENY, T_LEASED_EMPTY },
+
+	/* not new connections, from a source that would be refused */
+	{ "IPv4 ACK passes uncounted",
+	  { V4, .flags = TH_ACK, .src = "10.2.0.10" }, XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 SYN+ACK passes uncounted",
+	  { V4, .flags = TH_SYN | TH_ACK, .src = "10.2.0.10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 RST passes uncounted",
+	  { V4, .flags = TH_RST, .src = "10.2.0.10" }, XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 FIN|ACK passes uncounted",
+	  { V4, .flags = TH_FIN | TH_ACK, .src = "10.2.0.10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 PSH|ACK with data passes uncounted",
+	  { V4, .flags = TH_PSH | TH_ACK, .src = "10.2.0.10", .payload = 100 },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv6 ACK passes uncounted",
+	  { V6, .flags = TH_ACK, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv6 SYN+ACK passes uncounted",
+	  { V6, .flags = TH_SYN | TH_ACK, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv6 RST passes uncounted",
+	  { V6, .flags = TH_RST, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv6 FIN|ACK passes uncounted",
+	  { V6, .flags = TH_FIN | TH_ACK, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_IGNORED, 0 },
+
+	/* VLAN tags */
+	{ "IPv4 SYN in an 802.1Q tag is admitted",
+	  { V4, SYN, .vlans = 1, .src = "10.1.0.10" }, XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv4 SYN in 802.1ad+802.1Q tags is admitted",
+	  { V4, SYN, .vlans = 2, .src = "10.1.0.10" }, XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv4 SYN in an 802.1Q tag gets a RST in the same tag",
+	  { V4, SYN, .vlans = 1, .src = "10.3.0.10", .seq = 1 },
+	  XDP_TX, O_RST, T_RST },
+	{ "IPv4 SYN in 802.1ad+802.1Q tags gets a RST in the same tags",
+	  { V4, SYN, .vlans = 2, .src = "10.3.0.10", .seq = 2 },
+	  XDP_TX, O_RST, T_RST },
+	{ "IPv6 SYN in 802.1ad+802.1Q tags is dropped",
+	  { V6, SYN, .vlans = 2, .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN in 802.1ad+802.1Q tags gets a RST in the same tags",
+	  { V6, SYN, .vlans = 2, .src = "2001:db8:3::10", .seq = 3 },
+	  XDP_TX, O_RST, T_RST },
+
+	/* IPv4 options */
+	{ "IPv4 SYN with 8 bytes of IP options is classified (dropped)",
+	  { V4, SYN, .ip_opts = 8, .src = "10.2.0.10" }, XDP_DROP, O_DENY, T_DROP },
+	{ "IPv4 SYN with 40 bytes of IP options is classified (admitted)",
+	  { V4, SYN, .ip_opts = 40, .src = "10.1.0.10" },
+	  XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv4 SYN with IP options gets a RST with ihl 5",
+	  { V4, SYN, .ip_opts = 12, .src = "10.3.0.10", .seq = 4 },
+	  XDP_TX, O_RST, T_RST },
+	{ "IPv4 SYN with IP and TCP options gets a RST with doff 5",
+	  { V4, SYN, .ip_opts = 4, .tcp_opts = 20, .src = "10.3.0.10", .seq = 5 },
+	  XDP_TX, O_RST, T_RST },
+
+	/* IPv6 extension headers */
+	{ "IPv6 SYN behind hop-by-hop options is classified",
+	  { V6, SYN, .ext = "H", .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN behind a routing header is classified",
+	  { V6, SYN, .ext = "R", .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN behind destination options is classified",
+	  { V6, SYN, .ext = "D", .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN behind hop-by-hop, routing, dest options is admitted",
+	  { V6, SYN, .ext = "HRD", .src = "2001:db8:1::10" },
+	  XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv6 first fragment (offset 0, M set) is classified",
+	  { V6, SYN, .ext = "F", .frag6 = 0x0001, .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 first fragment behind H,R,D gets a RST without extensions",
+	  { V6, SYN, .ext = "HRDF", .frag6 = 0x0001, .src = "2001:db8:3::10",
+	    .seq = 6 }, XDP_TX, O_RST, T_RST },
+	{ "IPv6 non-first fragment passes, counted as fragment",
+	  { V6, SYN, .ext = "F", .frag6 = 185 << 3 | 1, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv6 last fragment behind hop-by-hop passes",
+	  { V6, SYN, .ext = "HF", .frag6 = 8 << 3, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_FRAGMENT, 0 },
+
+	/* IPv4 fragments */
+	{ "IPv4 first fragment (MF, offset 0) is classified",
+	  { V4, SYN, .frag = 0x2000, .src = "10.2.0.10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv4 non-first fragment passes, counted as fragment",
+	  { V4, SYN, .frag = 0x2000 | 185, .src = "10.2.0.10" },
+	  XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv4 last fragment (offset, no MF) passes",
+	  { V4, SYN, .frag = 1, .src = "10.2.0.10" }, XDP_PASS, O_FRAGMENT, 0 },
+
+	/* other protocols */
+	{ "ARP passes uncounted",
+	  { .ethertype = ETH_P_ARP }, XDP_PASS, O_IGNORED, 0 },
+	{ "ARP in an 802.1Q tag passes uncounted",
+	  { .ethertype = ETH_P_ARP, .vlans = 1 }, XDP_PASS, O_IGNORED, 0 },
+	{ "three stacked VLAN tags (unsupported) pass uncounted",
+	  { .ethertype = ETH_P_8021Q, .vlans = 2 }, XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 UDP from a refused source passes",
+	  { V4, .proto = IPPROTO_UDP, .src = "10.2.0.10", .payload = 12 },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 ICMP from a refused source passes",
+	  { V4, .proto = IPPROTO_ICMP, .src = "10.2.0.10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv6 UDP from a refused source passes",
+	  { V6, .proto = IPPROTO_UDP, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_IGNORED, 0 },
+	{ "IPv6 ICMPv6 from a refused source passes",
+	  { V6, .proto = IPPROTO_ICMP, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_IGNORED, 0 },
+
+	/* classification */
+	{ "IPv4 port rule beats an any-port rule of equal length",
+	  { V4, SYN, .src = "10.7.0.10", .dport = 443 },
+	  XDP_PASS, O_ADMIT, T_PORT_443 },
+	{ "IPv4 any-port rule takes the ports without a port rule",
+	  { V4, SYN, .src = "10.7.0.10", .dport = 80 },
+	  XDP_PASS, O_ADMIT, T_PORT_ANY },
+	{ "IPv4 longer any-port prefix beats a shorter port rule",
+	  { V4, SYN, .src = "10.8.0.10", .dport = 443 },
+	  XDP_PASS, O_ADMIT, T_LONG_ANY },
+	{ "IPv4 shorter port rule applies outside the longer prefix",
+	  { V4, SYN, .src = "10.8.1.10", .dport = 443 },
+	  XDP_PASS, O_ADMIT, T_SHORT_PORT },
+	{ "IPv6 port rule beats an any-port rule of equal length",
+	  { V6, SYN, .src = "2001:db8:7::10", .dport = 443 },
+	  XDP_PASS, O_ADMIT, T_PORT_443 },
+	{ "IPv6 any-port rule takes the ports without a port rule",
+	  { V6, SYN, .src = "2001:db8:7::10", .dport = 8443 },
+	  XDP_PASS, O_ADMIT, T_PORT_ANY },
+	{ "IPv6 longer any-port prefix beats a shorter port rule",
+	  { V6, SYN, .src = "2001:db8:8::10", .dport = 443 },
+	  XDP_PASS, O_ADMIT, T_LONG_ANY },
+	{ "IPv6 shorter port rule applies outside the longer prefix",
+	  { V6, SYN, .src = "2001:db8:8:1::10", .dport = 443 },
+	  XDP_PASS, O_ADMIT, T_SHORT_PORT },
+	{ "IPv4 longest prefix wins: /25 inside /24 inside /16",
+	  { V4, SYN, .src = "10.9.1.200" }, XDP_PASS, O_ADMIT, T_L25 },
+	{ "IPv4 longest prefix wins: /24 inside /16",
+	  { V4, SYN, .src = "10.9.1.10" }, XDP_PASS, O_ADMIT, T_L24 },
+	{ "IPv4 longest prefix wins: only the /16",
+	  { V4, SYN, .src = "10.9.2.10" }, XDP_PASS, O_ADMIT, T_L16 },
+	{ "IPv6 longest prefix wins: /65 inside /64 inside /48",
+	  { V6, SYN, .src = "2001:db8:9:1:8000::1" }, XDP_PASS, O_ADMIT, T_L25 },
+	{ "IPv6 longest prefix wins: /64 inside /48",
+	  { V6, SYN, .src = "2001:db8:9:1::1" }, XDP_PASS, O_ADMIT, T_L24 },
+	{ "IPv6 longest prefix wins: only the /48",
+	  { V6, SYN, .src = "2001:db8:9:2::1" }, XDP_PASS, O_ADMIT, T_L16 },
+	{ "IPv4 SYN from an unmatched source passes, counted as no match",
+	  { V4, SYN, .src = "192.0.2.1" }, XDP_PASS, O_NOMATCH, 0 },
+	{ "IPv6 SYN from an unmatched source passes, counted as no match",
+	  { V6, SYN, .src = "2001:db8:ffff::1" }, XDP_PASS, O_NOMATCH, 0 },
+	{ "IPv4 SYN whose rule points at a free tenant slot passes",
+	  { V4, SYN, .src = "10.10.0.10" }, XDP_PASS, O_NO_TENANT, 0 },
+	{ "IPv6 SYN whose rule points at a free tenant slot passes",
+	  { V6, SYN, .src = "2001:db8:a::10" }, XDP_PASS, O_NO_TENANT, 0 },
+
+	/* what the RST acknowledges */
+	{ "IPv4 SYN with 10 bytes of data: RST acks isn+11 (wrapping)",
+	  { V4, SYN, .src = "10.3.0.10", .seq = 0xfffffffa, .payload = 10 },
+	  XDP_TX, O_RST, T_RST },
+	{ "IPv6 SYN with 100 bytes of data: RST acks isn+101",
+	  { V6, SYN, .src = "2001:db8:3::10", .seq = 1000, .payload = 100,
+	    .tcp_opts = 12 }, XDP_TX, O_RST, T_RST },
+	{ "IPv4 SYN with Ethernet padding: RST acks isn+1, padding trimmed",
+	  { V4, SYN, .src = "10.3.0.10", .seq = 7, .pad = 6 },
+	  XDP_TX, O_RST, T_RST },
+};
+#define N_CASES (sizeof(cases) / sizeof(cases[0]))
+
+/* The frame, the world and the checks one table case or truncation needs. */
+static const char *counter_name[RL_CNT_MAX] = {
+	"syn", "nomatch", "unparsed", "fragment", "rst_failed",
+};
+
+static bool stats_zero(const struct rl_stats *s)
+{
+	return !s->admitted && !s->denied && !s->shadow_denied &&
+	       !s->retransmits && !s->rst_sent && !s->lowwater_events;
+}
+
+static void diag_stats(const char *who, __u32 id, const struct rl_stats *s)
+{
+	diag("  %s %u: admitted %llu denied %llu shadow_denied %llu "
+	     "retransmits %llu rst_sent %llu lowwater %llu", who, id,
+	     (unsigned long long)s->admitted, (unsigned long long)s->denied,
+	     (unsigned long long)s->shadow_denied,
+	     (unsigned long long)s->retransmits,
+	     (unsigned long long)s->rst_sent,
+	     (unsigned long long)s->lowwater_events);
+}
+
+/* Runs one frame against a fresh world and checks verdict, bytes, counters,
+ * every tenant's stats and bucket.  `reply` is the expected RST or NULL. */
+static int check_frame(const __u8 *in, int in_len, __u32 verdict,
+		       enum outcome out, __u32 tenant, const __u8 *reply,
+		       int reply_len, int l3_off, bool truncated)
+{
+	static struct rl_tenant before[RL_MAX_TENANTS];
+	__u8 got[PKT_MAX * 2];
+	struct run_result r;
+	struct inst in_;
+	__u64 cnt[RL_CNT_MAX], want[RL_CNT_MAX] = { 0 };
+	__u64 t0, t1;
+	bool ok = true;
+	size_t i;
+	int err;
+
+	if (inst_open(&in_, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	if (world_populate(&in_)) {
+		inst_close(&in_);
+		return T_FAIL;
+	}
+	memcpy(before, in_.w.tenants, sizeof(before));
+
+	t0 = now_ns();
+	err = xdp_run(in_.prog_fd, in, in_len, got, sizeof(got), 1, &r);
+	t1 = now_ns();
+	if (err == -EINVAL && in_len < ETH_HLEN) {
+		snprintf(skip_reason, sizeof(skip_reason),
+			 "test_run refuses frames shorter than %d bytes",
+			 ETH_HLEN);
+		inst_close(&in_);
+		return T_SKIP;
+	}
+	if (err) {
+		diag("bpf_prog_test_run_opts: %s", strerror(-err));
+		inst_close(&in_);
+		return T_FAIL;
+	}
+
+	CHECK(r.retval == verdict, "verdict %u, want %u", r.retval, verdict);
+	if (reply) {
+		const char *bad = pkt_check_csums(got, r.out_len, l3_off);
+
+		if (r.out_len != (__u32)reply_len ||
+		    memcmp(got, reply, reply_len)) {
+			ok = false;
+			diag("reply differs from the expected RST|ACK "
+			     "(* marks differing bytes)");
+			diag_hex("got", got, r.out_len, reply, reply_len);
+			diag_hex("want", reply, reply_len, NULL, 0);
+		}
+		CHECK(!bad, "reply's %s does not verify", bad);
+	} else if (r.out_len != (__u32)in_len || memcmp(got, in, in_len)) {
+		ok = false;
+		diag("frame was modified but the verdict is not XDP_TX");
+		diag_hex("got", got, r.out_len, in, in_len);
+	}
+
+	/* Global counters */
+	switch (out) {
+	case O_IGNORED:
+		break;
+	case O_FRAGMENT:
+		want[RL_CNT_FRAGMENT] = 1;
+		break;
+	case O_NOMATCH:
+		want[RL_CNT_NOMATCH] = 1;
+		/* fall through */
+	default:
+		want[RL_CNT_SYN] = 1;
+	}
+	counters_sum(&in_.w, cnt);
+	for (i = 0; i < RL_CNT_MAX; i++) {
+		/* A frame cut short may be counted as unparsed; the header
+		 * promises that counter, though nothing increments it yet. */
+		if (i == RL_CNT_UNPARSED && truncated && cnt[i] <= 1)
+			continue;
+		CHECK(cnt[i] == want[i], "counter %s = %llu, want %llu",
+		      counter_name[i], (unsigned long long)cnt[i],
+		      (unsigned long long)want[i]);
+	}
+
+	/* Every tenant but the one this frame belongs to is untouched. */
+	for (i = 0; i < N_TENANTS; i++) {
+		__u32 id = world_tenants[i].id;
+		const struct rl_tenant *a = &before[id], *b = &in_.w.tenants[id];
+		struct rl_stats s, w = { 0 };
+
+		tenant_stats_sum(&in_.w, id, &s);
+		if (id != tenant) {
+			if (!stats_zero(&s)) {
+				ok = false;
+				diag("tenant %u was charged", id);
+				diag_stats("tenant", id, &s);
+			}
+			CHECK(!memcmp(a, b, sizeof(*a)),
+			      "tenant %u's slot changed: tat %llu -> %llu, "
+			      "tokens %lld -> %lld", id,
+			      (unsigned long long)a->tat,
+			      (unsigned long long)b->tat,
+			      (long long)a->tokens, (long long)b->tokens);
+			continue;
+		}
+
+		CHECK(!memcmp(a, b, offsetof(struct rl_tenant, tat)),
+		      "tenant %u's configuration changed", id);
+
+		switch (out) {
+		case O_ADMIT:
+			w.admitted = 1;
+			break;
+		case O_DENY:
+			w.denied = 1;
+			break;
+		case O_RST:
+			w.denied = 1;
+			w.rst_sent = 1;
+			break;
+		case O_SHADOW:
+			w.admitted = 1;
+			w.shadow_denied = 1;
+			break;
+		default:
+			break;
+		}
+		if (memcmp(&s, &w, sizeof(s))) {
+			ok = false;
+			diag("tenant %u's stats are wrong", id);
+			diag_stats("got tenant", id, &s);
+			diag_stats("want tenant", id, &w);
+		}
+		if (out == O_ADMIT && a->mode == RL_MODE_STANDALONE) {
+			/* GCRA from a full bucket: tat = now + interval */
+			CHECK(b->tat >= t0 + a->interval_ns &&
+			      b->tat <= t1 + a->interval_ns,
+			      "tat %llu, want now + interval in [%llu, %llu]",
+			      (unsigned long long)b->tat,
+			      (unsigned long long)(t0 + a->interval_ns),
+			      (unsigned long long)(t1 + a->interval_ns));
+		} else if (out == O_ADMIT) {
+			CHECK(b->tokens == a->tokens - 1,
+			      "tokens %lld, want %lld", (long long)b->tokens,
+			      (long long)a->tokens - 1);
+		} else {
+			CHECK(b->tat == a->tat && b->tokens == a->tokens,
+			      "a refused SYN changed the bucket: tat %llu -> "
+			      "%llu, tokens %lld -> %lld",
+			      (unsigned long long)a->tat,
+			      (unsigned long long)b->tat,
+			      (long long)a->tokens, (long long)b->tokens);
+		}
+	}
+	inst_close(&in_);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int run_case(const void *arg)
+{
+	const struct xdp_case *c = arg;
+	__u8 in[PKT_MAX], reply[PKT_MAX];
+	int len, rlen = 0;
+
+	len = pkt_build(&c->pkt, in, NULL);
+	if (c->out == O_RST)
+		rlen = pkt_build_rst(&c->pkt, reply);
+	return check_frame(in, len, c->verdict, c->out, c->tenant,
+			   c->out == O_RST ? reply : NULL, rlen,
+			   pkt_l3_off(&c->pkt), false);
+}
+
+/* ------------------------------------------------------------------------
+ * Truncation: each shape cut at the start of every header and in the middle
+ * of it.  Every cut must pass untouched; none may spend a token.
+ */
+static const struct {
+	const char *label;
+	struct pkt pkt;
+} trunc_shapes[] = {
+	{ "IPv4 SYN", { V4, SYN, .src = "10.1.0.10" } },
+	{ "IPv4 SYN in 802.1ad+802.1Q", { V4, SYN, .vlans = 2, .src = "10.1.0.10" } },
+	{ "IPv4 SYN with IP and TCP options",
+	  { V4, SYN, .ip_opts = 8, .tcp_opts = 12, .src = "10.1.0.10" } },
+	{ "IPv6 SYN", { V6, SYN, .src = "2001:db8:1::10" } },
+	{ "IPv6 SYN in 802.1Q", { V6, SYN, .vlans = 1, .src = "2001:db8:1::10" } },
+	{ "IPv6 first fragment behind H,R,D with TCP options",
+	  { V6, SYN, .ext = "HRDF", .frag6 = 1, .tcp_opts = 12,
+	    .src = "2001:db8:1::10" } },
+};
+
+struct trunc_case {
+	int shape;
+	int cut;
+};
+
+static int run_trunc(const void *arg)
+{
+	const struct trunc_case *t = arg;
+	__u8 in[PKT_MAX];
+
+	pkt_build(&trunc_shapes[t->shape].pkt, in, NULL);
+	return check_frame(in, t->cut, XDP_PASS, O_IGNORED, 0, NULL, 0, 0,
+			   true);
+}
+
+/* ------------------------------------------------------------------------
+ * Scenarios: several packets against one world.
+ */
+
+/* A SYN from 10.1.x to tenant 1 of a small world; distinct sports make
+ * distinct flows so that nothing takes the retransmission path. */
+static int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict)
+{
+	struct pkt p = { V4, SYN, .src = "10.1.0.10", .sport = sport,
+			 .seq = seq };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL), err;
+
+	err = xdp_run(in->prog_fd, buf, len, out, sizeof(out), 1, &r);
+	if (err) {
+		diag("bpf_prog_test_run_opts: %s", strerror(-err));
+		return err;
+	}
+	*verdict = r.retval;
+	return 0;
+}
+
+/* Sends n SYNs; returns how many passed, and fails the test when a pass
+ * follows a refusal (a bucket does not refill within microseconds). */
+static int count_admits(struct inst *in, int n, __u16 sport0, bool *ok)
+{
+	int i, admits = 0;
+	bool refused = false;
+	__u32 v;
+
+	for (i = 0; i < n; i++) {
+		if (send_syn(in, sport0 + i, 1000 + i, &v)) {
+			*ok = false;
+			return -1;
+		}
+		if (v == XDP_PASS) {
+			admits++;
+			if (refused) {
+				diag("SYN %d admitted after a refusal", i);
+				*ok = false;
+			}
+		} else {
+			refused = true;
+		}
+	}
+	return admits;
+}
+
+static int small_world(struct inst *in, __u64 retrans_ns)
+{
+	if (inst_open(in, retrans_ns))
+		return -1;
+	if (rule_add(&in->w, "10.1.0.0/16", 0, 1)) {
+		diag("couldn't add a rule");
+		inst_close(in);
+		return -1;
+	}
+	return 0;
+}
+
+/* tat = now + (b - k) * interval: the bucket was empty k intervals ago. */
+static int scen_refill(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_standalone(t, RL_ACT_DROP, 0, SEC_NS, 5);
+	t->tat = now_ns() + (5 - 3) * SEC_NS;
+	n = count_admits(&in, 8, 1000, &ok);
+	CHECK(n == 3, "bucket empty 3 intervals ago (burst 5) admitted %d, "
+	      "want 3", n);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int scen_burst_cap(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_standalone(t, RL_ACT_DROP, 0, SEC_NS, 5);
+	/* empty 10 intervals ago: 10 tokens earned, 5 kept */
+	t->tat = now_ns() + 5 * SEC_NS - 10 * SEC_NS;
+	n = count_admits(&in, 12, 1000, &ok);
+	CHECK(n == 5, "idle for 2x burst admitted %d, want burst 5", n);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int scen_partial_token(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_standalone(t, RL_ACT_DROP, 0, SEC_NS, 5);
+	/* empty half an interval ago: no whole token yet */
+	t->tat = now_ns() + 5 * SEC_NS - SEC_NS / 2;
+	n = count_admits(&in, 3, 1000, &ok);
+	CHECK(n == 0, "half a token admitted %d SYNs, want 0", n);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Real elapsed time, with margins of tens of milliseconds. */
+static int scen_refill_realtime(const void *arg)
+{
+	const __u64 interval = 100 * 1000000ull;
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	__u32 v1 = 0, v2 = 0, v3 = 0;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_standalone(t, RL_ACT_DROP, 0, interval, 1);
+	t->tat = now_ns() + interval;	/* empty now */
+	if (send_syn(&in, 1000, 1, &v1))
+		ok = false;
+	usleep(160 * 1000);
+	if (send_syn(&in, 1001, 2, &v2) || send_syn(&in, 1002, 3, &v3))
+		ok = false;
+	CHECK(v1 == XDP_DROP, "SYN on an empty bucket: verdict %u, want drop",
+	      v1);
+	CHECK(v2 == XDP_PASS, "SYN 160 ms later (interval 100 ms): verdict "
+	      "%u, want pass", v2);
+	CHECK(v3 == XDP_DROP, "SYN right after: verdict %u, want drop", v3);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int scen_leased_zero(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	struct rl_stats s;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_leased(t, RL_ACT_DROP, 3, -1, false);
+	n = count_admits(&in, 6, 1000, &ok);
+	CHECK(n == 3, "3 tokens admitted %d SYNs", n);
+	CHECK(t->tokens == 0, "tokens %lld after denials, want 0",
+	      (long long)t->tokens);
+	tenant_stats_sum(&in.w, 1, &s);
+	CHECK(s.admitted == 3 && s.denied == 3,
+	      "admitted %llu denied %llu, want 3 and 3",
+	      (unsigned long long)s.admitted, (unsigned long long)s.denied);
+	/* More tokens from user space are spent again. */
+	__atomic_fetch_add(&t->tokens, 2, __ATOMIC_SEQ_CST);
+	n = count_admits(&in, 4, 2000, &ok);
+	CHECK(n == 2, "2 more tokens admitted %d SYNs", n);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Two CPUs spending, a third thread granting: nothing lost or minted. */
+struct lease_run {
+	struct inst *in;
+	int cpu;
+	int err;
+	__u64 runs;
+};
+
+#define LEASE_REPEAT	2000
+#define LEASE_ROUNDS	100
+
+static void *lease_spender(void *arg)
+{
+	struct lease_run *lr = arg;
+	struct pkt p = { V4, SYN, .src = "10.1.0.10", .sport = 1000 + lr->cpu };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL), i;
+
+	lr->err = pin_to_cpu(lr->cpu);
+	if (lr->err)
+		return NULL;
+	for (i = 0; i < LEASE_ROUNDS; i++) {
+		lr->err = xdp_run(lr->in->prog_fd, buf, len, out, sizeof(out),
+				  LEASE_REPEAT, &r);
+		if (lr->err)
+			return NULL;
+		lr->runs += LEASE_REPEAT;
+	}
+	return NULL;
+}
+
+struct lease_granter {
+	struct rl_tenant *t;
+	volatile int *stop;
+	__u64 added;
+};
+
+static void *lease_grant(void *arg)
+{
+	struct lease_granter *g = arg;
+
+	/* Small grants, often, so that the balance stays near zero and
+	 * spends, refusals (take and put back) and grants race on the same
+	 * word all the time.  Sleeping between grants leaves the spender
+	 * that shares our CPU its share of the tokens. */
+	while (!*g->stop) {
+		__atomic_fetch_add(&g->t->tokens, 3, __ATOMIC_SEQ_CST);
+		g->added += 3;
+		usleep(20);
+	}
+	return NULL;
+}
+
+static int scen_leased_concurrent(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	struct lease_run lr[2];
+	struct lease_granter g;
+	struct rl_stats s, c0, c1;
+	volatile int stop = 0;
+	pthread_t th[2], gt;
+	bool ok = true;
+	int i;
+
+	(void)arg;
+	if (libbpf_num_possible_cpus() < 2 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		snprintf(skip_reason, sizeof(skip_reason), "needs two CPUs");
+		return T_SKIP;
+	}
+	/* Identical repeated SYNs would be retransmissions: turn that off. */
+	if (small_world(&in, 0))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_leased(t, RL_ACT_DROP, 0, -1, false);
+
+	g = (struct lease_granter){ .t = t, .stop = &stop };
+	pthread_create(&gt, NULL, lease_grant, &g);
+	for (i = 0; i < 2; i++) {
+		lr[i] = (struct lease_run){ .in = &in, .cpu = i };
+		pthread_create(&th[i], NULL, lease_spender, &lr[i]);
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	stop = 1;
+	pthread_join(gt, NULL);
+
+	for (i = 0; i < 2; i++)
+		CHECK(!lr[i].err, "spender on CPU %d: %s", i,
+		      strerror(-lr[i].err));
+	tenant_stats_sum(&in.w, 1, &s);
+	tenant_stats_cpu(&in.w, 1, 0, &c0);
+	tenant_stats_cpu(&in.w, 1, 1, &c1);
+	diag("granted %llu, admitted %llu (cpu0 %llu, cpu1 %llu), left %lld, "
+	     "denied %llu", (unsigned long long)g.added,
+	     (unsigned long long)s.admitted, (unsigned long long)c0.admitted,
+	     (unsigned long long)c1.admitted, (long long)t->tokens,
+	     (unsigned long long)s.denied);
+	CHECK(s.admitted + t->tokens == g.added,
+	      "admitted + left = %lld, granted %llu: tokens %s",
+	      (long long)(s.admitted + t->tokens),
+	      (unsigned long long)g.added,
+	      s.admitted + t->tokens > g.added ? "minted" : "lost");
+	CHECK(t->tokens >= 0, "balance went negative: %lld",
+	      (long long)t->tokens);
+	CHECK(s.admitted + s.denied == lr[0].runs + lr[1].runs,
+	      "admitted + denied = %llu, runs %llu",
+	      (unsigned long long)(s.admitted + s.denied),
+	      (unsigned long long)(lr[0].runs + lr[1].runs));
+	CHECK(c0.admitted && c1.admitted,
+	      "both CPUs must have spent tokens for this to test anything");
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Low water: one event per arming. */
+struct ev_seen {
+	int n;
+	struct rl_event last;
+};
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct ev_seen *es = ctx;
+
+	if (len >= sizeof(struct rl_event))
+		memcpy(&es->last, data, sizeof(es->last));
+	es->n++;
+	return 0;
+}
+
+static int scen_lowwater(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	struct ring_buffer *rb;
+	struct ev_seen es = { 0 };
+	struct rl_stats s;
+	bool ok = true;
+	__u32 v;
+	int i;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_leased(t, RL_ACT_DROP, 5, 2, true);
+	rb = ring_buffer__new(in.w.events_fd, on_event, &es, NULL);
+	if (!rb) {
+		diag("couldn't create a ring buffer reader: %s", strerror(errno));
+		inst_close(&in);
+		return T_FAIL;
+	}
+
+	/* 5 -> 4, 3: above the mark, silent. */
+	for (i = 0; i < 2; i++)
+		send_syn(&in, 1000 + i, i, &v);
+	ring_buffer__consume(rb);
+	CHECK(es.n == 0, "%d events above the low-water mark", es.n);
+	/* -> 2: at the mark, one event. */
+	send_syn(&in, 1002, 2, &v);
+	ring_buffer__consume(rb);
+	CHECK(es.n == 1, "%d events on reaching the mark, want 1", es.n);
+	CHECK(es.last.type == RL_EV_LOWWATER && es.last.tenant == 1 &&
+	      es.last.tokens == 2,
+	      "event type %u tenant %u tokens %lld, want %u, 1, 2",
+	      es.last.type, es.last.tenant, (long long)es.last.tokens,
+	      RL_EV_LOWWATER);
+	CHECK(t->lowwater_armed == 0, "still armed after the event");
+	/* -> 1, 0, refused, refused: disarmed, silent. */
+	for (i = 0; i < 4; i++)
+		send_syn(&in, 1003 + i, 3 + i, &v);
+	ring_buffer__consume(rb);
+	CHECK(es.n == 1, "%d events before re-arming, want 1", es.n);
+
+	/* User space refills and re-arms: fires again at the mark. */
+	__atomic_fetch_add(&t->tokens, 5, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&t->lowwater_armed, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < 2; i++)
+		send_syn(&in, 1010 + i, 10 + i, &v);
+	ring_buffer__consume(rb);
+	CHECK(es.n == 1, "%d events above the mark after re-arming, want 1",
+	      es.n);
+	send_syn(&in, 1012, 12, &v);
+	for (i = 0; i < 4; i++)
+		send_syn(&in, 1013 + i, 13 + i, &v);
+	ring_buffer__consume(rb);
+	CHECK(es.n == 2, "%d events after re-arming, want 2", es.n);
+	CHECK(es.last.tokens == 2, "second event tokens %lld, want 2",
+	      (long long)es.last.tokens);
+	tenant_stats_sum(&in.w, 1, &s);
+	CHECK(s.lowwater_events == 2, "lowwater_events %llu, want 2",
+	      (unsigned long long)s.lowwater_events);
+	ring_buffer__free(rb);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Retransmitted SYN: same 4-tuple and ISN, free within the window. */
+static int scen_retransmit(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	struct rl_stats s;
+	bool ok = true;
+	__u32 v[4];
+	__u64 tat;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_standalone(t, RL_ACT_DROP, 0, SEC_NS, 1);
+	if (send_syn(&in, 1000, 0xabcd, &v[0]))
+		ok = false;
+	tat = t->tat;
+	if (send_syn(&in, 1000, 0xabcd, &v[1]) ||
+	    send_syn(&in, 1000, 0xabce, &v[2]) ||
+	    send_syn(&in, 1001, 0xabcd, &v[3]))
+		ok = false;
+	CHECK(v[0] == XDP_PASS, "first SYN: verdict %u, want pass", v[0]);
+	CHECK(v[1] == XDP_PASS, "retransmission with no token left: verdict "
+	      "%u, want pass", v[1]);
+	CHECK(t->tat == tat || !ok, "the retransmission spent a token");
+	CHECK(v[2] == XDP_DROP, "same tuple, new ISN: verdict %u, want drop "
+	      "(charged)", v[2]);
+	CHECK(v[3] == XDP_DROP, "other source port, same ISN: verdict %u, "
+	      "want drop (charged)", v[3]);
+	tenant_stats_sum(&in.w, 1, &s);
+	CHECK(s.admitted == 2 && s.retransmits == 1 && s.denied == 2,
+	      "admitted %llu retransmits %llu denied %llu, want 2, 1, 2",
+	      (unsigned long long)s.admitted,
+	      (unsigned long long)s.retransmits,
+	      (unsigned long long)s.denied);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int scen_retransmit_expired(const void *arg)
+{
+	struct inst in;
+	struct rl_stats s;
+	bool ok = true;
+	__u32 v1 = 0, v2 = 0;
+
+	(void)arg;
+	if (small_world(&in, 50 * 1000000ull))
+		return T_FAIL;
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 10 * SEC_NS, 1);
+	send_syn(&in, 1000, 77, &v1);
+	usleep(100 * 1000);
+	send_syn(&in, 1000, 77, &v2);
+	CHECK(v1 == XDP_PASS, "first SYN: verdict %u, want pass", v1);
+	CHECK(v2 == XDP_DROP, "same SYN after the 50 ms window: verdict %u, "
+	      "want drop (charged)", v2);
+	tenant_stats_sum(&in.w, 1, &s);
+	CHECK(s.retransmits == 0, "retransmits %llu, want 0",
+	      (unsigned long long)s.retransmits);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int scen_retransmit_off(const void *arg)
+{
+	struct inst in;
+	bool ok = true;
+	__u32 v1 = 0, v2 = 0;
+
+	(void)arg;
+	if (small_world(&in, 0))
+		return T_FAIL;
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, SEC_NS, 1);
+	send_syn(&in, 1000, 77, &v1);
+	send_syn(&in, 1000, 77, &v2);
+	CHECK(v1 == XDP_PASS && v2 == XDP_DROP,
+	      "verdicts %u, %u, want pass then drop", v1, v2);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* ------------------------------------------------------------------------
+ * Runner.
+ */
+struct test {
+	char name[192];
+	int (*fn)(const void *arg);
+	const void *arg;
+};
+
+static const struct {
+	const char *name;
+	int (*fn)(const void *arg);
+} scenarios[] = {
+	{ "standalone bucket emptied 3 intervals ago admits exactly 3 SYNs",
+	  scen_refill },
+	{ "standalone bucket idle for twice its burst admits exactly burst",
+	  scen_burst_cap },
+	{ "standalone bucket half an interval past empty admits nothing",
+	  scen_partial_token },
+	{ "standalone bucket refills in real time (empty, 160 ms later 1)",
+	  scen_refill_realtime },
+	{ "leased tokens are spent one by one, refused at zero, never below",
+	  scen_leased_zero },
+	{ "leased tokens spent from two CPUs while granted: none lost or minted",
+	  scen_leased_concurrent },
+	{ "low-water event fires once per arming, again after re-arming",
+	  scen_lowwater },
+	{ "retransmitted SYN (same tuple and ISN) is free; a new ISN is charged",
+	  scen_retransmit },
+	{ "retransmitted SYN after the window is charged", scen_retransmit_expired },
+	{ "retrans_window_ns 0 charges an identical SYN twice",
+	  scen_retransmit_off },
+};
+
+static struct test *tests;
+static int n_tests;
+
+static void add_test(const char *name, int (*fn)(const void *),
+		     const void *arg)
+{
+	struct test *t;
+
+	tests = realloc(tests, (n_tests + 1) * sizeof(*tests));
+	if (!tests) {
+		perror("realloc");
+		exit(1);
+	}
+	t = &tests[n_tests++];
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->fn = fn;
+	t->arg = arg;
+}
+
+static void add_truncations(void)
+{
+	static struct trunc_case tc[256];
+	static int ntc;
+	char name[192];
+	size_t s;
+	int i;
+
+	for (s = 0; s < sizeof(trunc_shapes) / sizeof(trunc_shapes[0]); s++) {
+		struct pkt_layout lay;
+		__u8 buf[PKT_MAX];
+		int last = -1;
+
+		pkt_build(&trunc_shapes[s].pkt, buf, &lay);
+		for (i = 0; i < lay.n; i++) {
+			int start = lay.off[i];
+			int end = i + 1 < lay.n ? lay.off[i + 1] : lay.len;
+			int cuts[2] = { start, start + (end - start) / 2 };
+			const char *where[2] = { "before", "in the middle of" };
+			int k;
+
+			for (k = 0; k < 2; k++) {
+				/* An empty frame says nothing; one short
+				 * Ethernet header is enough. */
+				if (cuts[k] == 0 || cuts[k] <= last ||
+				    (cuts[k] < ETH_HLEN && s > 0))
+					continue;
+				last = cuts[k];
+				tc[ntc] = (struct trunc_case){ s, cuts[k] };
+				snprintf(name, sizeof(name),
+					 "%s cut at %d bytes, %s the %s, passes "
+					 "untouched", trunc_shapes[s].label,
+					 cuts[k], where[k], lay.what[i]);
+				add_test(name, run_trunc, &tc[ntc++]);
+			}
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int i, failed = 0;
+	size_t k;
+
+	if (argc > 1 && !strcmp(argv[1], "--bench"))
+		return bench_main(argc - 1, argv + 1);
+	if (argc > 1) {
+		fprintf(stderr, "usage: %s [--bench]\n", argv[0]);
+		return 2;
+	}
+	harness_quiet_libbpf();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	for (k = 0; k < N_CASES; k++)
+		add_test(cases[k].name, run_case, &cases[k]);
+	add_truncations();
+	for (k = 0; k < sizeof(scenarios) / sizeof(scenarios[0]); k++)
+		add_test(scenarios[k].name, scenarios[k].fn, NULL);
+
+	printf("1..%d\n", n_tests);
+	for (i = 0; i < n_tests; i++) {
+		int rc;
+
+		diag_len = 0;
+		skip_reason[0] = '\0';
+		rc = tests[i].fn(tests[i].arg);
+		diag_buf[diag_len] = '\0';
+		if (rc == T_SKIP) {
+			printf("ok %d - %s # SKIP %s\n", i + 1, tests[i].name,
+			       skip_reason);
+			continue;
+		}
+		printf("%sok %d - %s\n", rc == T_PASS ? "" : "not ",
+		       i + 1, tests[i].name);
+		failed += rc != T_PASS;
+		/* Passing tests may leave a summary worth keeping in a log. */
+		{
+			char *line, *save = NULL;
+
+			for (line = strtok_r(diag_buf, "\n", &save); line;
+			     line = strtok_r(NULL, "\n", &save))
+				printf("# %s\n", line);
+		}
+	}
+	if (failed)
+		printf("# %d of %d failed\n", failed, n_tests);
+	free(tests);
+	return failed ? 1 : 0;
+}
