@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Per-packet benchmark of the XDP program: runs `test_xdp --bench` and prints
+# each figure with its target and PASS/MISS.  A missed target is a result, not
+# an error (exit 0); a benchmark that could not run exits 1.
+#   tools/bench.sh [BUILD_DIR]
+set -uo pipefail
+
+build=${1:-build}
+bin=$build/tests/test_xdp
+
+if [[ ! -x $bin ]]; then
+	echo "Error: $bin not found; build it with 'make $bin'" >&2
+	exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+	echo "Error: the benchmark loads BPF programs; run it as root" >&2
+	exit 1
+fi
+
+out=$("$bin" --bench)
+rc=$?
+if ((rc != 0)); then
+	echo "Error: '$bin --bench' exited $rc" >&2
+	exit 1
+fi
+
+declare -A val unit
+while read -r name value u; do
+	[[ -n $name ]] || continue
+	val[$name]=$value
+	unit[$name]=$u
+done <<<"$out"
+
+# figure            target on its ratio to the floor (empty: none)
+rows=(
+	"xdp_pass_floor_ns  -"
+	"xdp_nonsyn_ns      1.3"
+	"xdp_syn_admit_ns   2.0"
+	"xdp_syn_deny_ns    2.0"
+	"xdp_syn_nomatch_ns 2.0"
+	"xdp_syn_retrans_ns -"
+)
+
+printf '%-20s %10s %8s %8s  %s\n' figure ns ratio target result
+for row in "${rows[@]}"; do
+	read -r name target <<<"$row"
+	if [[ -z ${val[$name]:-} ]]; then
+		echo "Error: the benchmark printed no $name" >&2
+		exit 1
+	fi
+	ratio=${val[${name}_ratio]:-}
+	if [[ $name == xdp_pass_floor_ns ]]; then
+		ratio=1.00
+	elif [[ -z $ratio ]]; then
+		ratio=$(awk -v a="${val[$name]}" -v b="${val[xdp_pass_floor_ns]}" \
+			'BEGIN { printf "%.2f", a / b }')
+	fi
+	if [[ $target == - ]]; then
+		result=-
+		shown=-
+	else
+		shown="<=${target}x"
+		result=$(awk -v r="$ratio" -v t="$target" \
+			'BEGIN { print (r <= t) ? "PASS" : "MISS" }')
+	fi
+	printf '%-20s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
+		"$shown" "$result"
+done
+exit 0
