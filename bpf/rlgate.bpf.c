@@ -227,6 +227,10 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 	l4_len = end_l3 - (void *)tcp;
 	if (tcp->doff * 4 < sizeof(*tcp) || end_l3 < (void *)tcp + tcp->doff * 4)
 		return NULL;
+	/* The options must be in the frame too, not only inside the length
+	 * the IP header claims: a frame cut short is not a SYN to charge. */
+	if ((void *)tcp + tcp->doff * 4 > data_end)
+		return NULL;
 	si->seg_len = 1 + l4_len - tcp->doff * 4;
 	si->flow.sport = tcp->source;
 	si->flow.dport = tcp->dest;

@@ -54,8 +54,10 @@ struct rl_tenant {
 	__u64 _conf_pad[3];
 
 	/* state: every CPU writes */
-	/* standalone, GCRA form of the token bucket: the time at which the
-	 * bucket would be empty.  Tokens now = min(burst, (now + tolerance -
+	/* standalone, GCRA form of the token bucket: the "theoretical arrival
+	 * time" - each admission moves it one interval later, and the bucket
+	 * is full once it lies burst intervals or more in the past (tat <= now
+	 * counts as now).  Tokens now = min(burst, (now + tolerance -
 	 * max(tat, now)) / interval).  One compare-and-swap admits. */
 	__u64 tat;
 	/* leased: whole tokens granted by user space and not yet spent */
