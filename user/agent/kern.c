@@ -612,8 +612,42 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	rt->burst = t->burst;
 	rt->tolerance_ns = t->burst * interval;
 	rt->lowwater = 0;
+	if (k->leased && rt->mode != RL_MODE_LEASED)
+		/* Tokens a standalone bucket held were never leased: a leased
+		 * slot starts empty and arms its first low-water event. */
+		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
+	if (k->leased)
+		__atomic_store_n(&rt->lowwater_armed, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&rt->mode, RL_MODE_STANDALONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&rt->mode, k->leased ? RL_MODE_LEASED : RL_MODE_STANDALONE,
+			 __ATOMIC_RELEASE);
+}
+
+void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+
+	__atomic_store_n(&rt->lowwater, lowwater, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&rt->tokens, (int64_t)n, __ATOMIC_RELEASE);
+	/* After the add: an event sent now is about the new lease. */
+	__atomic_store_n(&rt->lowwater_armed, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+	int64_t old = __atomic_load_n(&rt->tokens, __ATOMIC_ACQUIRE), take;
+
+	/* A compare-and-swap so that only tokens that are there are taken: a
+	 * CPU's transient -1 (a failed spend it is about to put back) is
+	 * never mistaken for a token. */
+	do {
+		if (old <= 0)
+			return 0;
+		take = max && (uint64_t)old > max ? (int64_t)max : old;
+	} while (!__atomic_compare_exchange_n(&rt->tokens, &old, old - take, false,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	return (uint64_t)take;
 }
 
 void kern_tenant_clear(struct kern *k, uint32_t slot)
@@ -637,6 +671,11 @@ uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 	uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_RELAXED);
 	uint64_t interval = rt->interval_ns, base, tokens;
 
+	if (rt->mode == RL_MODE_LEASED) {
+		int64_t t = __atomic_load_n(&rt->tokens, __ATOMIC_RELAXED);
+
+		return t > 0 ? (uint64_t)t : 0;
+	}
 	if (rt->mode != RL_MODE_STANDALONE || !interval)
 		return 0;
 	base = tat > now_ns ? tat : now_ns;

@@ -45,6 +45,7 @@ struct kern {
 	struct kern_iface ifaces[KERN_MAX_IFACES];
 	unsigned int n_ifaces;
 	bool maps_adopted;	/* pinned maps existed and were reused */
+	bool leased;		/* fleet mode: tenants spend leased tokens only */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -87,6 +88,14 @@ int kern_unpin(struct kern *k);
  * half-configured tenant go live. */
 void kern_tenant_configure(struct kern *k, uint32_t slot,
 			   const struct policy_tenant *t, bool fresh);
+
+/* Leased tokens (fleet mode), on the shared memory of the tenant table.
+ * kern_tokens_add adds granted tokens and re-arms the low-water event;
+ * kern_tokens_take takes up to max tokens back (all if max is 0), never
+ * more than are there, and returns how many it took.  Neither can lose or
+ * mint a token however the kernel's CPUs spend concurrently. */
+void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater);
+uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max);
 
 /* Takes slot out of service (mode none).  Call after its rules are gone. */
 void kern_tenant_clear(struct kern *k, uint32_t slot);
