@@ -1,0 +1,108 @@
+# Shared setup for the Lua script tests: a private redis-server per test file
+# (unix socket in a temp dir, no persistence), the scripts loaded into it, and
+# small wrappers.  Sourced by every tests/lua/*.bats.
+
+TOP=${RLGATE_TOP:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
+U=3600000000	# bucket units per token (see docs/redis.md)
+
+# Starts redis-server in a fresh temp dir and loads every lua/*.lua; the SHA
+# of lua/x.lua is exported as SHA_x.  Called from setup_file.
+redis_start() {
+	export RDIR
+	RDIR=$(mktemp -d "${BATS_RUN_TMPDIR:-/tmp}/rlredis.XXXXXX")
+	export RSOCK=$RDIR/redis.sock
+	redis-server --port 0 --unixsocket "$RSOCK" --unixsocketperm 700 \
+		--save '' --appendonly no --dir "$RDIR" \
+		--pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log" \
+		--daemonize yes >/dev/null || return 1
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[[ -S $RSOCK && -s $RDIR/redis.pid ]] &&
+			redis-cli -s "$RSOCK" PING 2>/dev/null | grep -q PONG && break
+		sleep 0.05
+	done
+	redis-cli -s "$RSOCK" PING | grep -q PONG || {
+		echo "redis-server did not start:" >&2
+		cat "$RDIR/redis.log" >&2
+		return 1
+	}
+	local f name sha
+	for f in "$TOP"/lua/*.lua; do
+		name=$(basename "$f" .lua)
+		sha=$(redis-cli -s "$RSOCK" SCRIPT LOAD "$(cat "$f")") || return 1
+		[[ $sha =~ ^[0-9a-f]{40}$ ]] || {
+			echo "SCRIPT LOAD $f: $sha" >&2
+			return 1
+		}
+		export "SHA_$name=$sha"
+	done
+}
+
+# Stops the redis-server started by redis_start, by its PID only.  Called
+# from teardown_file, which bats runs even when tests failed.
+redis_stop() {
+	[[ -n ${RDIR:-} ]] || return 0
+	local pid
+	pid=$(cat "$RDIR/redis.pid" 2>/dev/null)
+	if [[ -n $pid ]] && kill "$pid" 2>/dev/null; then
+		local i
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+	fi
+	rm -rf "$RDIR"
+}
+
+r() { redis-cli -s "$RSOCK" "$@"; }
+
+# Redis's clock in microseconds.
+redis_now_us() {
+	local t
+	t=($(r TIME))
+	echo $((t[0] * 1000000 + 10#${t[1]}))
+}
+
+# lease KEY COUNT PERIOD BURST WANT CHUNK -> "granted remaining wait_ms"
+lease() {
+	local key=$1
+	shift
+	r EVALSHA "$SHA_lease" 1 "$key" "$@" | paste -sd' '
+}
+
+# refund KEY COUNT PERIOD BURST N -> new whole token count
+refund() {
+	local key=$1
+	shift
+	r EVALSHA "$SHA_refund" 1 "$key" "$@"
+}
+
+# field KEY NAME -> the hash field's value
+field() { r HGET "$1" "$2"; }
+
+# Unique key per test, so tests in one file do not share buckets.
+bucket() { echo "rl:{t:test$BATS_TEST_NUMBER${1:-}}:bucket"; }
+
+# Exact reference model of the refill, in 64-bit shell arithmetic written
+# independently of the script (no splitting: callers keep elapsed*k below
+# 2^63).  refill_model TOKENS FRAC ELAPSED_US K BURST -> "tokens frac"
+refill_model() {
+	local t=$1 f=$2 e=$3 k=$4 b=$5 units
+	((e < 0)) && e=0
+	if ((t >= b)); then
+		echo "$b 0"
+		return
+	fi
+	units=$((f + e * k))
+	t=$((t + units / U))
+	f=$((units % U))
+	((t >= b)) && { t=$b; f=0; }
+	echo "$t $f"
+}
+
+# ms_model N FRAC K -> ceil((N*U - FRAC) / (1000*K)), for N*U below 2^63
+ms_model() {
+	local x=$(($1 * U - $2)) d=$((1000 * $3))
+	echo $(((x + d - 1) / d))
+}

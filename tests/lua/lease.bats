@@ -1,0 +1,329 @@
+#!/usr/bin/env bats
+# lease.lua against a real redis-server: whole-token grants, exact refill from
+# Redis's clock, burst bounds, wait_ms, expiry, argument checks, and the total
+# a crowd of concurrent leasers can get.
+
+load helpers
+
+setup_file() { redis_start; }
+teardown_file() { redis_stop; }
+
+@test "a missing bucket starts full, and grants stop at the burst" {
+	k=$(bucket)
+	[ "$(lease "$k" 7 60 10 4 2)" = "4 6 0" ]
+	run lease "$k" 7 60 10 8 2
+	read -r g rem w <<<"$output"
+	[ "$g" = 6 ] && [ "$rem" = 0 ]
+	(( w > 0 ))
+	[ "$(field "$k" tokens)" = 0 ]
+}
+
+@test "want=0 only reports the count and takes nothing" {
+	k=$(bucket)
+	[ "$(lease "$k" 5 1 9 0 1)" = "0 9 0" ]
+	[ "$(lease "$k" 5 1 9 0 1)" = "0 9 0" ]
+}
+
+@test "refill matches an exact integer model for 300 cases (no fraction lost or minted)" {
+	# Each case stores a state, lets an exactly known time pass (the script
+	# writes its own TIME into ts, so elapsed = new ts - stored ts) and
+	# compares tokens and the fractional remainder with the model.  All cases
+	# run in one pipeline; the model is applied to the replies afterwards.
+	RANDOM=4242
+	k=$(bucket)
+	periods=(1 60 3600)
+	now=$(redis_now_us)
+	cases=()
+	for ((i = 0; i < 300; i++)); do
+		p=${periods[RANDOM % 3]}
+		case $((RANDOM % 4)) in
+		0) c=$((RANDOM % 20 + 1)) ;;
+		1) c=$(((RANDOM * 32768 + RANDOM) % (1000000000 * p) + 1)) ;;
+		2) c=$((1000000000 * p - RANDOM)) ;;             # near the top rate
+		3) c=$(((RANDOM * 32768 + RANDOM) * 97 % (1000000000 * p) + 1)) ;;
+		esac
+		kk=$((c * (3600 / p)))
+		b=$(((RANDOM * 32768 + RANDOM) % 100000000 + 1))
+		((RANDOM % 3 == 0)) && b=$((RANDOM % 50 + 1))
+		t0=$(((RANDOM * 32768 + RANDOM) % b))
+		f0=$((((RANDOM * 32768 + RANDOM) * 32768 + RANDOM) % U))
+		# Elapsed up to ~1.5x the time to fill, below 2^62 / k for the model.
+		fill=$((((b - t0) * U - f0) / kk + 1))
+		lim=$((fill + fill / 2 + 1))
+		((lim > 4611686018427387904 / kk)) && lim=$((4611686018427387904 / kk))
+		((lim > 900000000000)) && lim=900000000000
+		d=$((((RANDOM * 32768 + RANDOM) * 32768 + RANDOM) % lim))
+		ts0=$((now - d))
+		cases+=("$c $p $kk $b $t0 $f0 $ts0")
+		echo "HSET $k tokens $t0 frac $f0 ts $ts0"
+		echo "EVALSHA $SHA_lease 1 $k $c $p $b 0 1"
+		echo "HMGET $k tokens frac ts"
+	done >"$BATS_TEST_TMPDIR/cmds"
+	r <"$BATS_TEST_TMPDIR/cmds" | paste -d' ' - - - - - - - >"$BATS_TEST_TMPDIR/out"
+	i=0
+	while read -r _ g rem w tok fr ts1; do
+		read -r c p kk b t0 f0 ts0 <<<"${cases[i]}"
+		want=$(refill_model "$t0" "$f0" $((ts1 - ts0)) "$kk" "$b")
+		if [ "$tok $fr" != "$want" ] || [ "$g $rem $w" != "0 $tok 0" ]; then
+			echo "case $i: $c/$p burst $b from $t0+$f0/U over $((ts1 - ts0)) us"
+			echo "script: $tok $fr (reply $g $rem $w)  model: $want"
+			return 1
+		fi
+		i=$((i + 1))
+	done <"$BATS_TEST_TMPDIR/out"
+	[ "$i" = 300 ]
+}
+
+@test "7/m over 600 simulated seconds in 1 s steps yields exactly 70 tokens (fractions carried)" {
+	k=$(bucket)
+	# One pipeline: create and drain the bucket, then each step moves the
+	# stored timestamp 1 s into the past and leases one token.
+	{
+		echo "EVALSHA $SHA_lease 1 $k 7 60 1000 1000 1"
+		for ((i = 0; i < 600; i++)); do
+			echo "HINCRBY $k ts -1000000"
+			echo "EVALSHA $SHA_lease 1 $k 7 60 1000 1 1"
+		done
+	} >"$BATS_TEST_TMPDIR/cmds"
+	r <"$BATS_TEST_TMPDIR/cmds" >"$BATS_TEST_TMPDIR/out"
+	[ "$(head -1 "$BATS_TEST_TMPDIR/out")" = 1000 ]
+	# Replies: granted / remaining / wait_ms, then ts, granted, ... per step.
+	total=$(awk 'NR > 3 && NR % 4 == 1 { s += $1 } END { print s }' "$BATS_TEST_TMPDIR/out")
+	echo "granted $total"
+	[ "$total" = 70 ]
+}
+
+@test "1/h in 10 s steps grants its token after exactly 3600 simulated seconds, not before" {
+	k=$(bucket)
+	{
+		echo "EVALSHA $SHA_lease 1 $k 1 3600 5 5 1"
+		for ((i = 0; i < 359; i++)); do
+			echo "HINCRBY $k ts -10000000"
+			echo "EVALSHA $SHA_lease 1 $k 1 3600 5 1 1"
+		done
+	} >"$BATS_TEST_TMPDIR/cmds"
+	{
+		echo "HINCRBY $k ts -10000000"
+		echo "EVALSHA $SHA_lease 1 $k 1 3600 5 1 1"
+	} >"$BATS_TEST_TMPDIR/last"
+	r <"$BATS_TEST_TMPDIR/cmds" >"$BATS_TEST_TMPDIR/out"
+	r <"$BATS_TEST_TMPDIR/last" >"$BATS_TEST_TMPDIR/out2"
+	[ "$(head -1 "$BATS_TEST_TMPDIR/out")" = 5 ]
+	before=$(awk 'NR > 3 && NR % 4 == 1 { s += $1 } END { print s }' "$BATS_TEST_TMPDIR/out")
+	echo "granted $before in 359 steps"
+	[ "$before" = 0 ]
+	[ "$(sed -n 2p "$BATS_TEST_TMPDIR/out2")" = 1 ]
+}
+
+@test "3/s leased one at a time for ~1.5 s of real time: burst + floor(3 x elapsed), within 1" {
+	k=$(bucket)
+	start=$(redis_now_us)
+	total=0
+	end=$((start + 1500000))
+	while :; do
+		read -r g _ _ <<<"$(lease "$k" 3 1 2 1 1)"
+		total=$((total + g))
+		(($(redis_now_us) < end)) || break
+		sleep 0.02
+	done
+	stop=$(redis_now_us)
+	# The bucket is created at the first call, after start.
+	max=$((2 + (stop - start) * 3 / 1000000))
+	echo "granted $total, at most $max"
+	((total <= max && total >= max - 1))
+}
+
+@test "a stored timestamp in the future (Redis clock stepped back) refills nothing and keeps the fraction" {
+	k=$(bucket)
+	now=$(redis_now_us)
+	r HSET "$k" tokens 2 frac 123456789 ts $((now + 3600000000)) >/dev/null
+	[ "$(lease "$k" 1000 1 50 0 1)" = "0 2 0" ]
+	[ "$(field "$k" frac)" = 123456789 ]
+	# Counting restarts from the earlier clock: ts no longer in the future.
+	(($(field "$k" ts) <= $(redis_now_us)))
+	[ "$(lease "$k" 1 3600 50 5 1 | cut -d' ' -f1-2)" = "2 0" ]
+	(($(field "$k" tokens) == 0))
+}
+
+@test "a burst lowered below the stored tokens clamps them; a raised burst adds none" {
+	k=$(bucket)
+	lease "$k" 1 60 10 0 1 >/dev/null
+	[ "$(lease "$k" 1 60 4 0 1)" = "0 4 0" ]
+	[ "$(lease "$k" 1 60 20 0 1)" = "0 4 0" ]
+	[ "$(lease "$k" 1 60 20 6 1 | cut -d' ' -f1-2)" = "4 0" ]
+}
+
+@test "a rate change keeps the fractional remainder (stored in rate-independent units)" {
+	k=$(bucket)
+	# Half a token, then 1/s for 0.5 s: exactly one token.
+	now=$(redis_now_us)
+	r HSET "$k" tokens 0 frac $((U / 2)) ts $((now - 500000)) >/dev/null
+	[ "$(lease "$k" 1 1 10 1 1 | cut -d' ' -f1)" = 1 ]
+}
+
+@test "wait_ms is the exact time until min(want, min chunk, burst) tokens, rounded up" {
+	k=$(bucket)
+	far=$(($(redis_now_us) + 3600000000))
+	empty() { r HSET "$k" tokens 0 frac "${1:-0}" ts $far >/dev/null; }
+	# 7/m: one token every 60000/7 = 8571.43 ms.
+	empty; [ "$(lease "$k" 7 60 10 1 1)" = "0 0 8572" ]
+	empty; [ "$(lease "$k" 7 60 10 5 3)" = "0 0 25715" ]        # chunk 3
+	empty; [ "$(lease "$k" 7 60 10 2 3)" = "0 0 17143" ]        # want 2
+	empty; [ "$(lease "$k" 7 60 1 5 3)" = "0 0 8572" ]          # burst 1
+	empty $((U / 2)); [ "$(lease "$k" 7 60 10 1 1)" = "0 0 4286" ]
+	# Partial grant: the rest is counted from an empty bucket.
+	r HSET "$k" tokens 2 frac 0 ts $far >/dev/null
+	[ "$(lease "$k" 7 60 10 5 3)" = "2 0 25715" ]
+	# Top rate: 1e9/s, two tokens are 2 ns away: 1 ms.
+	empty; [ "$(lease "$k" 1000000000 1 100000000 5 2)" = "0 0 1" ]
+	# Slowest rate and largest target: 1e8 hours.
+	empty; [ "$(lease "$k" 1 3600 100000000 100000000 100000000)" = "0 0 360000000000000" ]
+}
+
+@test "after wait_ms the chunk is there, one millisecond earlier it is not" {
+	k=$(bucket)
+	far=$(($(redis_now_us) + 3600000000))
+	# frac chosen so the exact wait is 8570.5 ms: half a ms either side.
+	# Each pipeline empties the bucket (ts in the future: no refill, ts
+	# becomes now), moves ts back by the time to test, and leases.
+	for shift in 8570 8571; do
+		{
+			echo "HSET $k tokens 0 frac 390000 ts $far"
+			echo "EVALSHA $SHA_lease 1 $k 7 60 10 1 1"
+			echo "HINCRBY $k ts -${shift}000"
+			echo "EVALSHA $SHA_lease 1 $k 7 60 10 1 1"
+		} | r >"$BATS_TEST_TMPDIR/$shift"
+		[ "$(sed -n 4p "$BATS_TEST_TMPDIR/$shift")" = 8571 ]
+	done
+	[ "$(sed -n 6p "$BATS_TEST_TMPDIR/8570")" = 0 ]
+	[ "$(sed -n 6p "$BATS_TEST_TMPDIR/8571")" = 1 ]
+}
+
+@test "wait_ms matches the model for random states and rates" {
+	RANDOM=777
+	k=$(bucket)
+	far=$(($(redis_now_us) + 3600000000))
+	periods=(1 60 3600)
+	exp=()
+	for ((i = 0; i < 100; i++)); do
+		p=${periods[RANDOM % 3]}
+		c=$(((RANDOM * 32768 + RANDOM) % (1000000000 * p) + 1))
+		((i % 2)) && c=$((RANDOM % 100 + 1))
+		kk=$((c * (3600 / p)))
+		b=$((RANDOM % 1000 + 1))
+		want=$((RANDOM % 1500 + 1))
+		chunk=$((RANDOM % 1500 + 1))
+		f=$((((RANDOM * 32768 + RANDOM) * 32768 + RANDOM) % U))
+		n=$want; ((chunk < n)) && n=$chunk; ((b < n)) && n=$b
+		exp+=("0 0 $(ms_model "$n" "$f" "$kk") ($c/$p b=$b want=$want chunk=$chunk f=$f)")
+		# An empty bucket whose ts is in the future: no refill at all.
+		echo "HSET $k tokens 0 frac $f ts $far"
+		echo "EVALSHA $SHA_lease 1 $k $c $p $b $want $chunk"
+	done >"$BATS_TEST_TMPDIR/cmds"
+	r <"$BATS_TEST_TMPDIR/cmds" | paste -d' ' - - - - >"$BATS_TEST_TMPDIR/out"
+	i=0
+	while read -r _ g rem w; do
+		[ "$g $rem $w" = "${exp[i]%% (*}" ] ||
+			{ echo "case $i ${exp[i]#* (}: got $g $rem $w, model ${exp[i]%% (*}"; return 1; }
+		i=$((i + 1))
+	done <"$BATS_TEST_TMPDIR/out"
+	[ "$i" = 100 ]
+}
+
+@test "an idle bucket expires when it would be full again (plus 1 s), and reappears full" {
+	k=$(bucket)
+	lease "$k" 7 60 10 10 1 >/dev/null
+	ttl=$(r PTTL "$k")
+	full=$(ms_model 10 "$(field "$k" frac)" 420)
+	echo "pttl $ttl, full in $full ms"
+	((ttl <= full + 1000 && ttl > full + 900))
+	# A full bucket needs no state: it goes after the margin alone.
+	k2=$(bucket b)
+	lease "$k2" 7 60 10 0 1 >/dev/null
+	ttl=$(r PTTL "$k2")
+	((ttl > 0 && ttl <= 1000))
+	k3=$(bucket c)
+	lease "$k3" 1000 1 5 5 1 >/dev/null
+	ttl=$(r PTTL "$k3")
+	((ttl > 900 && ttl <= 1005))
+	sleep 1.1
+	[ "$(r EXISTS "$k3")" = 0 ]
+	[ "$(lease "$k3" 1000 1 5 5 1)" = "5 0 0" ]
+}
+
+@test "bad ARGV is rejected with an error and never grants or writes" {
+	k=$(bucket)
+	bad=(
+		"x 1 10 1 1" "-1 1 10 1 1" "0 1 10 1 1" "1.5 1 10 1 1" "1e3 1 10 1 1"
+		"0x10 1 10 1 1" "1000000001 1 10 1 1" "3600000000001 3600 10 1 1"
+		"10 2 10 1 1" "10 0 10 1 1" "10 s 10 1 1"
+		"10 1 0 1 1" "10 1 100000001 1 1" "10 1 ten 1 1"
+		"10 1 10 -1 1" "10 1 10 100000001 1" "10 1 10 abc 1" "10 1 10 2.0 1"
+		"10 1 10 1 0" "10 1 10 1 -5" "10 1 10 1 z"
+		"10 1 10 1" "10 1 10" ""
+	)
+	for a in "${bad[@]}"; do
+		# shellcheck disable=SC2086
+		out=$(r EVALSHA "$SHA_lease" 1 "$k" $a 2>&1)
+		[[ $out == *"ERR rlgate: bad "* ]] || { echo "ARGV '$a' gave: $out"; return 1; }
+	done
+	[ "$(r EXISTS "$k")" = 0 ]
+	run r EVALSHA "$SHA_lease" 1 "$k" 10 1 10 " 1" 1
+	[[ $output == *"bad want"* ]]
+	run r EVALSHA "$SHA_lease" 0 10 1 10 1 1
+	[[ $output == *"ERR rlgate: lease takes 1 key"* ]]
+	# The top of each range is accepted.
+	[ "$(lease "$k" 3600000000000 3600 100000000 100000000 100000000)" = "100000000 0 0" ]
+}
+
+@test "8 concurrent leasers for 3 s get exactly burst + rate x elapsed, never more" {
+	k=$(bucket)
+	rate=200 burst=100
+	# Drain the bucket first so it is never full (and clamped) during the run.
+	read -r g0 _ _ <<<"$(lease "$k" $rate 1 $burst $burst 5)"
+	[ "$g0" = $burst ]
+	ts0=$(field "$k" ts)
+	end=$((ts0 + 3000000))
+	worker() {
+		local n=0 line i
+		while (($(redis_now_us) < end)); do
+			for ((i = 0; i < 20; i++)); do
+				echo "EVALSHA $SHA_lease 1 $k $rate 1 $burst 5 5"
+			done | r | awk 'NR % 3 == 1' >>"$BATS_TEST_TMPDIR/w$1"
+		done
+	}
+	pids=()
+	for w in 1 2 3 4 5 6 7 8; do
+		worker $w &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+	lease "$k" $rate 1 $burst 0 5 >/dev/null
+	ts1=$(field "$k" ts)
+	left=$(field "$k" tokens)
+	got=$(cat "$BATS_TEST_TMPDIR"/w* | awk '{ s += $1 } END { print s }')
+	total=$((g0 + got))
+	bound=$((burst + (ts1 - ts0) * rate / 1000000))
+	calls=$(cat "$BATS_TEST_TMPDIR"/w* | wc -l)
+	echo "granted $total + left $left, bound $bound, over $((ts1 - ts0)) us, $calls calls"
+	((total <= bound))
+	((total * 10 >= bound * 9))
+	# Conservation: nothing lost or minted across $calls interleaved calls.
+	((total + left == bound))
+}
+
+@test "a leaser that sleeps wait_ms makes about rate/chunk calls, not one per token" {
+	k=$(bucket)
+	lease "$k" 100 1 50 50 10 >/dev/null
+	start=$(redis_now_us)
+	calls=0 total=0
+	while (($(redis_now_us) < start + 1000000)); do
+		read -r g _ w <<<"$(lease "$k" 100 1 50 10 10)"
+		calls=$((calls + 1)) total=$((total + g))
+		((w > 0)) && sleep "$(printf '0.%03d' "$w")"
+	done
+	echo "$calls calls for $total tokens"
+	# 1 s at 100/s in chunks of 10 is ~10 calls.
+	((total >= 90 && total <= 110))
+	((calls <= 16))
+}

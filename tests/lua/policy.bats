@@ -1,0 +1,77 @@
+#!/usr/bin/env bats
+# policy_set.lua / policy_get.lua: the versioned per-tenant policy store
+# (newest version wins, change announced on rl:policy).
+
+load helpers
+
+setup_file() { redis_start; }
+teardown_file() { redis_stop; }
+
+pset() { local n=$1; shift; r EVALSHA "$SHA_policy_set" 2 "rl:{t:$n}:policy" rl:tenants "$n" "$@" | paste -sd' '; }
+pget() { r EVALSHA "$SHA_policy_get" 1 "rl:{t:$1}:policy" | paste -sd' '; }
+
+@test "a missing policy reads as version 0" {
+	[ "$(pget nobody)" = "0 " ]
+}
+
+@test "a stored policy reads back with its version and the tenant is indexed" {
+	[ "$(pset web 3 '{"rate":"100/s"}')" = "1 3" ]
+	[ "$(pget web)" = '3 {"rate":"100/s"}' ]
+	[ "$(r SISMEMBER rl:tenants web)" = 1 ]
+}
+
+@test "an older or equal version never overwrites a newer one (re-seeding keeps the newest)" {
+	pset api 5 '{"v":5}' >/dev/null
+	[ "$(pset api 4 '{"v":4}')" = "0 5" ]
+	[ "$(pset api 5 '{"v":"5b"}')" = "0 5" ]
+	[ "$(pget api)" = '5 {"v":5}' ]
+	[ "$(pset api 6 '{"v":6}')" = "1 6" ]
+	[ "$(pget api)" = '6 {"v":6}' ]
+}
+
+@test "a deletion is a tombstone: an older copy cannot bring the tenant back" {
+	pset gone 2 '{"v":2}' >/dev/null
+	[ "$(pset gone 3 '')" = "1 3" ]
+	[ "$(pget gone)" = "3 " ]
+	[ "$(pset gone 2 '{"v":2}')" = "0 3" ]
+}
+
+@test "a stored change is published on rl:policy with the tenant name, a refused one is not" {
+	redis-cli -s "$RSOCK" SUBSCRIBE rl:policy >"$BATS_TEST_TMPDIR/sub" &
+	sub=$!
+	for ((i = 0; i < 100; i++)); do
+		[ "$(r PUBSUB NUMSUB rl:policy | sed -n 2p)" = 1 ] && break
+		sleep 0.02
+	done
+	pset pub 1 '{}' >/dev/null
+	pset pub 1 '{"again":1}' >/dev/null
+	pset pub2 1 '{}' >/dev/null
+	for ((i = 0; i < 100; i++)); do
+		grep -q pub2 "$BATS_TEST_TMPDIR/sub" && break
+		sleep 0.02
+	done
+	kill "$sub"
+	wait "$sub" 2>/dev/null || true
+	cat "$BATS_TEST_TMPDIR/sub"
+	[ "$(grep -c '^pub$' "$BATS_TEST_TMPDIR/sub")" = 1 ]
+	[ "$(grep -c '^pub2$' "$BATS_TEST_TMPDIR/sub")" = 1 ]
+}
+
+@test "policy_set with the policy key alone (Redis Cluster form) stores without indexing" {
+	[ "$(r EVALSHA "$SHA_policy_set" 1 'rl:{t:solo}:policy' solo 1 '{}' | paste -sd' ')" = "1 1" ]
+	[ "$(r SISMEMBER rl:tenants solo)" = 0 ]
+	[ "$(pget solo)" = "1 {}" ]
+}
+
+@test "bad policy_set input is rejected: wrong key for the name, bad name, bad version" {
+	run r EVALSHA "$SHA_policy_set" 1 'rl:{t:a}:policy' b 1 '{}'
+	[[ $output == *"ERR rlgate: bad key"* ]]
+	for a in "-x 1" "a} 1" "ok 0" "ok -1" "ok 1.5" "ok x" "ok 1000000000000000"; do
+		read -r n v <<<"$a"
+		out=$(r EVALSHA "$SHA_policy_set" 1 "rl:{t:$n}:policy" "$n" "$v" '{}' 2>&1)
+		[[ $out == *"ERR rlgate: bad "* ]] || { echo "'$a' gave: $out"; return 1; }
+	done
+	run r EVALSHA "$SHA_policy_set" 1 'rl:{t:ok}:policy' ok 1
+	[[ $output == *"ERR rlgate: bad json"* ]]
+	[ "$(r EXISTS 'rl:{t:ok}:policy')" = 0 ]
+}
