@@ -1,0 +1,101 @@
+#!/usr/bin/env bats
+# rlagent's life cycle on a real interface: enforcement outlives the agent
+# (SIGTERM, SIGKILL), a restarted agent adopts the pins, `rlctl detach`
+# removes program and pins, and a missing interface stops it at start.
+
+load helpers
+load agent_helpers
+
+setup() { agent_setup; }
+teardown() { agent_teardown; }
+
+# restart_under_load SIGNAL: load at three times the limit for 6 s; at 1.5 s
+# the agent gets SIGNAL, stays away for 1.5 s, then starts again.  The limit
+# holds across the gap (no burst of admissions while no agent runs), and the
+# new agent carries on with the pinned state: same tenants, counters that
+# continue instead of starting from zero.
+restart_under_load() {
+	local sig=$1 out=$BATS_TEST_TMPDIR/load.json pid before tenants connected admitted
+
+	agent_start
+	rl tenant set rs --rate 50/s --burst 10 --match "$(prefixes c1)" --action rst
+	tenants=$(tenants_json)
+	loadgen_bg c1 "$out" --rate 150 --duration 6 "$(lab_target s1 "$PORT" 4)"
+	pid=$LOADGEN_BG_PID
+	sleep 1.5
+	before=$(stat_get rs admitted)
+	expect_between "admitted before SIG$sig" "$before" 1 1000
+
+	agent_stop "$sig"
+	[[ $sig != TERM ]] || expect_eq "exit status after SIGTERM" "$AGENT_RC" 0
+	# no agent: the program and its pins stay
+	xdp_attached || { echo "no XDP program on eth0 after SIG$sig" >&2; return 1; }
+	[[ -e $PIN_DIR/tenants ]] || { echo "pins gone after SIG$sig: $(ls "$PIN_DIR" 2>&1)" >&2; return 1; }
+	sleep 1.5
+
+	agent_start
+	loadgen_wait "$pid" "$out"
+	connected=$(json_get .total.connected)
+	expect_eq attempts "$(json_get .total.attempts)" 900
+	expect_near "connected across the restart" "$connected" "$(expected 50 6 10)" 5
+
+	expect_eq "tenants after the restart" "$(tenants_json)" "$tenants"
+	admitted=$(stat_get rs admitted)
+	expect_between "stats admitted after the restart (continued from $before)" \
+		"$admitted" $((connected - 2)) $((connected + 2))
+	grep -q 'adopted' "$AGENT_LOG" || { echo "restarted agent did not adopt the pins" >&2; return 1; }
+}
+
+@test "SIGTERM and restart under load: the limit holds across the gap, pins adopted, counters continue" {
+	restart_under_load TERM
+}
+
+@test "SIGKILL and restart under load: the limit holds across the gap, pins adopted, counters continue" {
+	restart_under_load KILL
+}
+
+@test "rlctl detach removes the XDP program and the pins; the agent exits; traffic is no longer limited" {
+	agent_start
+	rl tenant set d --rate 1/h --burst 1 --match "$(prefixes c1)" --action rst
+	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	expect_eq "connected while attached" "$(json_get .total.connected)" 1
+	xdp_attached
+	[[ -d $PIN_DIR ]]
+
+	rl detach eth0
+	agent_wait_exit 5
+	expect_eq "agent exit status after the last detach" "$AGENT_RC" 0
+	if xdp_attached; then
+		echo "XDP program still on eth0 after detach:" >&2
+		ip -n "$(lab_ns s1)" link show dev eth0 >&2
+		return 1
+	fi
+	if [[ -e $PIN_DIR ]]; then
+		echo "pin dir $PIN_DIR still there after detach: $(ls "$PIN_DIR")" >&2
+		return 1
+	fi
+	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	expect_eq "connected after detach" "$(json_get .total.connected)" 20
+}
+
+@test "rlagent refuses a missing interface: clear message, exit 1, nothing attached or pinned" {
+	run timeout 10 nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" \
+		--iface nosuch0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
+		--metrics "$METRICS_ADDR"
+	echo "$output"
+	expect_eq "exit status (--iface nosuch0)" "$status" 1
+	[[ $output == *"nosuch0"*"no such interface"* ]] ||
+		{ echo "message does not name the interface and the problem" >&2; return 1; }
+	[[ ! -e $PIN_DIR ]] || { echo "pin dir left behind" >&2; return 1; }
+	[[ ! -e $CTL ]] || { echo "control socket left behind" >&2; return 1; }
+
+	# a good interface next to the missing one is not left attached either
+	run timeout 10 nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" \
+		--iface eth0,nosuch0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
+		--metrics "$METRICS_ADDR"
+	echo "$output"
+	expect_eq "exit status (--iface eth0,nosuch0)" "$status" 1
+	[[ $output == *"nosuch0"* ]] || { echo "message does not name nosuch0" >&2; return 1; }
+	! xdp_attached || { echo "eth0 left with an XDP program" >&2; return 1; }
+	[[ ! -e $PIN_DIR ]] || { echo "pin dir left behind" >&2; return 1; }
+}
