@@ -9,7 +9,7 @@ packages=(
 	libbpf-dev libelf-dev zlib1g-dev bpftool
 	libhiredis-dev liburing-dev libjansson-dev
 	# run and test
-	redis-server bats iproute2 jq curl procps util-linux
+	redis-server bats iproute2 jq curl procps util-linux netcat-openbsd
 )
 
 missing=()
