@@ -23,8 +23,8 @@
 -- bucket that reappears full is in the state it would have reached anyway.
 
 -- common: begin (identical in lease.lua and refund.lua)
--- One token is U units (µs per hour): a rate of k tokens per hour adds
--- exactly k units per µs.
+-- One token is U units (us per hour): a rate of k tokens per hour adds
+-- exactly k units per us.
 local U = 3600000000
 local MARGIN_MS = 1000
 
@@ -104,7 +104,7 @@ local chunk
 chunk, err = arg_int(5, 'min chunk', 1, 100000000)
 if err then return err end
 
-local k = count * (3600 / period)   -- tokens per hour = units per µs
+local k = count * (3600 / period)   -- tokens per hour = units per us
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 

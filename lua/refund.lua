@@ -14,8 +14,8 @@
 -- written, and the burst is returned.
 
 -- common: begin (identical in lease.lua and refund.lua)
--- One token is U units (µs per hour): a rate of k tokens per hour adds
--- exactly k units per µs.
+-- One token is U units (us per hour): a rate of k tokens per hour adds
+-- exactly k units per us.
 local U = 3600000000
 local MARGIN_MS = 1000
 
