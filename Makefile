@@ -51,7 +51,8 @@ LIB_SRCS := $(wildcard user/lib/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/librl.a
 
-AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/agent/*.c))
+AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/agent/*.c)) $(BUILD)/obj/lua_scripts.o
+LUA_SRCS := $(sort $(wildcard lua/*.lua))
 RLCTL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/rlctl/*.c))
 LOADGEN_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/loadgen/*.c))
 PRELOAD_SRCS := $(wildcard user/preload/*.c)
@@ -90,6 +91,13 @@ $(BUILD):
 $(BUILD)/obj/%.o: %.c | $(SKELS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/lua_scripts.c: $(LUA_SRCS) tools/embed-lua.sh | $(BUILD)
+	tools/embed-lua.sh $@ $(LUA_SRCS)
+
+$(BUILD)/obj/lua_scripts.o: $(BUILD)/lua_scripts.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iuser/agent -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(@D)

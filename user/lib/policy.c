@@ -529,6 +529,16 @@ int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err)
 	return policy_check_set(ts, n, keep_first, &fp) ? -EINVAL : 0;
 }
 
+uint64_t policy_overshoot_budget(const struct policy_tenant *t)
+{
+	uint64_t quarter;
+
+	if (t->overshoot)
+		return t->overshoot;
+	quarter = (t->rate.count + 4 * t->rate.period_s - 1) / (4 * t->rate.period_s);
+	return quarter > t->burst ? quarter : t->burst;
+}
+
 json_t *policy_tenant_to_json(const struct policy_tenant *t)
 {
 	char buf[INET6_ADDRSTRLEN + 8];
@@ -543,6 +553,8 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 		      "match", match, "ports", ports,
 		      "action", policy_action_name(t->action),
 		      "shadow", t->shadow);
+	if (j && t->overshoot)
+		json_object_set_new(j, "overshoot", json_integer((json_int_t)t->overshoot));
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -567,6 +579,7 @@ static bool known_key(const char *k)
 {
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
+		"overshoot",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -590,7 +603,7 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 	json_object_foreach((json_t *)j, key, v)
 		if (!known_key(key))
 			return fail(err, "unknown field '" ECHO "': expected name, "
-				    "rate, burst, match, ports, action, shadow", key);
+				    "rate, burst, match, ports, action, shadow, overshoot", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -668,6 +681,17 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 		if (!json_is_boolean(v))
 			return fail(err, "field 'shadow' must be true or false");
 		t->shadow = json_is_true(v);
+	}
+
+	v = json_object_get(j, "overshoot");
+	if (v && !json_is_null(v)) {
+		json_int_t o = json_integer_value(v);
+
+		if (!json_is_integer(v) || o < 0 || (uint64_t)o > POLICY_BURST_MAX)
+			return fail(err, "field 'overshoot' must be a whole number "
+				    "from 0 (automatic) to %llu",
+				    (unsigned long long)POLICY_BURST_MAX);
+		t->overshoot = (uint64_t)o;
 	}
 	return policy_validate(t, err);
 }

@@ -42,6 +42,10 @@ struct policy_tenant {
 	unsigned int n_ports;
 	enum policy_action action;
 	bool shadow;
+	/* Fleet mode: how many connections the whole fleet may admit beyond
+	 * rate x time + burst, at most (tokens leased out and not yet spent).
+	 * 0 means policy_overshoot_budget()'s default. */
+	uint64_t overshoot;
 };
 
 /* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
@@ -60,6 +64,10 @@ void policy_format_prefix(const struct policy_prefix *p, char *buf, size_t len);
 
 /* Default burst for a rate: one second of it, at least 1. */
 uint64_t policy_default_burst(const struct policy_rate *r);
+
+/* The fleet's overshoot budget for t: t->overshoot, or by default the
+ * larger of the burst and a quarter second of the rate. */
+uint64_t policy_overshoot_budget(const struct policy_tenant *t);
 
 /* Nanoseconds per token (at least 1). */
 uint64_t policy_interval_ns(const struct policy_rate *r);

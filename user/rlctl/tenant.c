@@ -20,7 +20,7 @@ static const char usage_tenant[] =
 static const char usage_set[] =
 "Usage: rlctl tenant set NAME [--rate RATE] [--burst N] [--match PREFIX[,...]]\n"
 "                       [--port PORT[,...]|any] [--action drop|rst]\n"
-"                       [--shadow|--enforce]\n"
+"                       [--shadow|--enforce] [--overshoot N|auto]\n"
 "\n"
 "Create tenant NAME, or update it.  On update, options not given keep their\n"
 "current values (except --burst, which follows a new --rate unless given).\n"
@@ -40,6 +40,10 @@ static const char usage_set[] =
 "                       client fails at once)\n"
 "      --shadow         count would-deny but admit everything\n"
 "      --enforce        refuse over the limit (the default on create)\n"
+"      --overshoot N    fleet mode: connections the whole fleet may admit\n"
+"                       beyond the limit, at most (tokens leased out and not\n"
+"                       yet spent); 'auto' (the default): the larger of the\n"
+"                       burst and a quarter second of the rate\n"
 "\n"
 "Example:\n"
 "  rlctl tenant set web --rate 100/s --burst 200 \\\n"
@@ -143,7 +147,7 @@ static int append_list(char **list, const char *item)
 }
 
 struct set_args {
-	const char *rate, *burst, *action;
+	const char *rate, *burst, *action, *overshoot;
 	char *match, *ports;
 	int shadow;		/* -1 not given, 0 --enforce, 1 --shadow */
 };
@@ -171,6 +175,17 @@ static int apply_set_args(const struct set_args *a, struct policy_tenant *t,
 		return -1;
 	if (a->shadow >= 0)
 		t->shadow = a->shadow;
+	if (a->overshoot) {
+		if (!strcmp(a->overshoot, "auto"))
+			t->overshoot = 0;
+		else if (policy_parse_burst(a->overshoot, &t->overshoot, err) < 0) {
+			snprintf(err, POLICY_ERR_MAX, "invalid overshoot '%.32s': "
+				 "expected 'auto' or a whole number of connections "
+				 "from 1 to %llu", a->overshoot,
+				 (unsigned long long)POLICY_BURST_MAX);
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -185,6 +200,7 @@ static int tenant_set(int argc, char **argv)
 		{ "action", required_argument, NULL, 'a' },
 		{ "shadow", no_argument, NULL, 'W' },
 		{ "enforce", no_argument, NULL, 'E' },
+		{ "overshoot", required_argument, NULL, 'O' },
 		RLCTL_COMMON_OPTS
 	};
 	struct set_args a = { .shadow = -1 };
@@ -199,6 +215,7 @@ static int tenant_set(int argc, char **argv)
 		case 'r': a.rate = optarg; break;
 		case 'b': a.burst = optarg; break;
 		case 'a': a.action = optarg; break;
+		case 'O': a.overshoot = optarg; break;
 		case 'm':
 		case 'p':
 			if (append_list(opt == 'm' ? &a.match : &a.ports, optarg) < 0) {
