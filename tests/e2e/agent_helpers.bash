@@ -7,6 +7,7 @@
 # Use from a suite with `load helpers` then `load agent_helpers`, and
 #     setup()    { agent_setup; }
 #     teardown() { agent_teardown; }
+# shellcheck disable=SC2034 # AGENT_RC, LOADGEN_BG_PID, ... are for the suites
 
 PORT=8080
 METRICS_ADDR=127.0.0.1:9464
@@ -59,17 +60,18 @@ rl() {
 	"$RLGATE_BUILD/rlctl" --socket "$CTL" "$@"
 }
 
-# agent_exec ARGS...: rlagent in s1's network namespace, in the foreground.
+# agent_exec ARGS...: rlagent in s1's network namespace, in the foreground,
+# killed after 10 s.
 # nsenter rather than `ip netns exec`: the latter mounts a fresh /sys in a
 # mount namespace of its own, which hides the bpffs at /sys/fs/bpf, so pins
 # would not outlive the process and a restarted agent could not adopt them.
 agent_exec() {
-	nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" "$@"
+	timeout 10 nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" "$@"
 }
 
 # agent_start [rlagent options]: rlagent on s1's eth0 with this test's
 # paths, in the background (AGENT_PID); returns once it answers on its
-# control socket.
+# control socket.  (Not through agent_exec: AGENT_PID must be rlagent's.)
 agent_start() {
 	local i
 

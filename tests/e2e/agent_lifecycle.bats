@@ -79,8 +79,7 @@ restart_under_load() {
 }
 
 @test "rlagent refuses a missing interface: clear message, exit 1, nothing attached or pinned" {
-	run timeout 10 nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" \
-		--iface nosuch0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
+	run agent_exec --iface nosuch0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
 		--metrics "$METRICS_ADDR"
 	echo "$output"
 	expect_eq "exit status (--iface nosuch0)" "$status" 1
@@ -90,8 +89,7 @@ restart_under_load() {
 	[[ ! -e $CTL ]] || { echo "control socket left behind" >&2; return 1; }
 
 	# a good interface next to the missing one is not left attached either
-	run timeout 10 nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" \
-		--iface eth0,nosuch0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
+	run agent_exec --iface eth0,nosuch0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
 		--metrics "$METRICS_ADDR"
 	echo "$output"
 	expect_eq "exit status (--iface eth0,nosuch0)" "$status" 1

@@ -1,0 +1,188 @@
+#!/usr/bin/env bats
+# rlagent's control socket and metrics endpoint on a running agent: bad rlctl
+# input exits 2 and changes nothing, garbage on the socket neither crashes
+# the agent nor changes the policy, and /metrics serves the per-tenant
+# metrics with the same numbers as rlctl stats.
+
+load helpers
+load agent_helpers
+
+setup() { agent_setup; }
+teardown() { agent_teardown; }
+
+# expect_usage_error ARGS...: rlctl ARGS exits 2 and the policy is what it
+# was ($POLICY).
+expect_usage_error() {
+	local out rc=0
+
+	out=$(rl "$@" 2>&1) || rc=$?
+	if ((rc != 2)); then
+		echo "rlctl $*: exit $rc, expected 2; output: $out" >&2
+		return 1
+	fi
+	expect_eq "policy after 'rlctl $*'" "$(tenants_json)" "$POLICY"
+}
+
+@test "bad rlctl input (rate, prefix, port, unknown tenant, conflict) exits 2 and changes nothing" {
+	local c1 file=$BATS_TEST_TMPDIR/policy.json
+
+	agent_start
+	c1=$(prefixes c1)
+	rl tenant set web --rate 50/s --burst 10 --match "$c1" --port 8080 --action rst
+	rl tenant set api --rate 5/s --match 198.51.100.0/24
+	POLICY=$(tenants_json)
+
+	# malformed values, caught by rlctl
+	expect_usage_error tenant set new --rate 10 --match 198.51.100.0/25
+	expect_usage_error tenant set new --rate 0/s --match 198.51.100.0/25
+	expect_usage_error tenant set new --rate 1.5/s --match 198.51.100.0/25
+	expect_usage_error tenant set new --rate 10/d --match 198.51.100.0/25
+	expect_usage_error tenant set new --rate 10/s --match 198.51.100.1/24
+	expect_usage_error tenant set new --rate 10/s --match 300.1.2.0/24
+	expect_usage_error tenant set new --rate 10/s --match 2001:db8::/129
+	expect_usage_error tenant set new --rate 10/s --match nonsense
+	expect_usage_error tenant set new --rate 10/s --match 198.51.100.0/25 --port 0
+	expect_usage_error tenant set new --rate 10/s --match 198.51.100.0/25 --port 65536
+	expect_usage_error tenant set new --rate 10/s --match 198.51.100.0/25 --port 80,80
+	expect_usage_error tenant set new --rate 10/s --match 198.51.100.0/25 --action reject
+	expect_usage_error tenant set new --rate 10/s --match 198.51.100.0/25 --burst 0
+	expect_usage_error tenant set 'bad name' --rate 10/s --match 198.51.100.0/25
+	expect_usage_error tenant set new --match 198.51.100.0/25
+	# an update of an existing tenant with one bad value changes none of it
+	expect_usage_error tenant set web --rate 10/s --port 99999
+	expect_usage_error tenant set web --burst -1
+	# unknown tenant or interface, known only to the agent
+	expect_usage_error tenant get nosuch
+	expect_usage_error tenant del nosuch
+	expect_usage_error stats nosuch
+	expect_usage_error detach nosuch0
+	# conflicts with another tenant's rules, known only to the agent
+	expect_usage_error tenant set other --rate 10/s --match "$c1" --port 8080
+	expect_usage_error tenant set other --rate 10/s --match 198.51.100.0/24
+	expect_usage_error tenant set api --port 8080 --match "$c1"
+	# a policy file with one bad tenant applies none of it
+	cat >"$file" <<EOF
+{"tenants": [{"name": "web", "rate": "1/s", "match": ["$(cut -d, -f1 <<<"$c1")"]},
+             {"name": "x", "rate": "1/s", "match": ["198.51.100.0/24"], "prots": [80]}]}
+EOF
+	expect_usage_error apply "$file"
+
+	# and the program still enforces the untouched policy
+	run_loadgen_json c1 --rate 100 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	expect_near "connected under web (50/s burst 10)" "$(json_get .total.connected)" \
+		"$(expected 50 1 10)" 10
+}
+
+@test "garbage on the control socket (random bytes, oversized line, bad JSON, half lines) leaves the agent serving, policy unchanged" {
+	local i n replies half_pid start conns
+
+	agent_start
+	rl tenant set web --rate 50/s --burst 10 --match "$(prefixes c1)" --action rst
+	POLICY=$(tenants_json)
+
+	# a client that sends half a request and then nothing: the agent must
+	# not wait for it, and drops it after 10 s
+	{ printf '{"cmd":"tenant.del","name":"we'; sleep 20; } | nc -U "$CTL" >/dev/null 3>&- &
+	half_pid=$!
+	start=$SECONDS
+
+	# random bytes, with and without newlines
+	for i in 1 2 3; do
+		head -c 4096 /dev/urandom | timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+	done
+	head -c 100000 /dev/urandom | tr -d '\n' | timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+	# an oversized line, with and without its newline
+	{ head -c 70000 /dev/zero | tr '\0' a; echo; } | timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+	{ printf '{"cmd":"status","pad":"'; head -c 70000 /dev/zero | tr '\0' a; } |
+		timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+	# half a line, then disconnect
+	printf '{"cmd":"tenant.del","name":"web"' | timeout 5 nc -U -N "$CTL" >/dev/null || true
+	printf '{"cmd":"tenant.set","tenant":{"name":"half","rate":"1/s","match":["10.0.0.0/8"]}' |
+		timeout 5 nc -U -N "$CTL" >/dev/null || true
+
+	# well-framed lines with bad content: one error reply each, same connection
+	local bad=(
+		'not json'
+		'[]'
+		'{}'
+		'null'
+		'{"cmd":42}'
+		'{"cmd":"nosuch"}'
+		'{"cmd":"tenant.set"}'
+		'{"cmd":"tenant.set","tenant":"web"}'
+		'{"cmd":"tenant.set","tenant":{"name":"web","rate":"-5/s","match":["192.0.2.64/28"]}}'
+		'{"cmd":"tenant.set","tenant":{"name":"web","rate":"5/s","match":["192.0.2.64/33"]}}'
+		'{"cmd":"tenant.set","tenant":{"name":"web","rate":"5/s","match":"192.0.2.64/28"}}'
+		'{"cmd":"tenant.set","tenant":{"name":"web","rate":"5/s","burst":1e99,"match":["192.0.2.64/28"]}}'
+		'{"cmd":"tenant.set","tenant":{"name":"web","rate":"5/s","match":["192.0.2.64/28"],"ports":[0]}}'
+		'{"cmd":"tenant.del"}'
+		'{"cmd":"tenant.del","name":["web"]}'
+		'{"cmd":"apply","tenants":"all"}'
+		'{"cmd":"apply","tenants":[{"name":"web"}]}'
+		'{"cmd":"detach","iface":"nosuch0"}'
+		'{"cmd":"detach","iface":7}'
+		"$(printf '%.0s[' {1..5000})"
+	)
+	n=${#bad[@]}
+	replies=$(printf '%s\n' "${bad[@]}" | timeout 10 nc -U -q 2 "$CTL") || true
+	echo "replies: $replies"
+	expect_eq "error replies to $n bad lines" "$(jq -s 'map(select(.ok == false)) | length' <<<"$replies")" "$n"
+
+	# still serving, policy untouched, while the half-line client is open
+	kill -0 "$AGENT_PID" || { echo "rlagent died" >&2; return 1; }
+	timeout 3 "$RLGATE_BUILD/rlctl" --socket "$CTL" status >/dev/null ||
+		{ echo "rlctl status failed while a client holds half a line" >&2; return 1; }
+	expect_eq "policy after the garbage" "$(tenants_json)" "$POLICY"
+
+	# the half-line client is disconnected after about 10 s
+	for ((i = 0; i < 150; i++)); do
+		conns=$(in_ns s1 ss -xHp state established 2>/dev/null | grep -c "pid=$AGENT_PID," || true)
+		((conns == 0)) && break
+		sleep 0.1
+	done
+	expect_eq "agent's open client connections at $((SECONDS - start)) s" "$conns" 0
+	expect_between "seconds until the half-line client was dropped" $((SECONDS - start)) 8 15
+	kill "$half_pid" 2>/dev/null || true
+	wait "$half_pid" 2>/dev/null || true
+
+	kill -0 "$AGENT_PID" || { echo "rlagent died" >&2; return 1; }
+	rl status >/dev/null
+	expect_eq "policy at the end" "$(tenants_json)" "$POLICY"
+	run_loadgen_json c1 --rate 100 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	expect_near "still enforcing: connected" "$(json_get .total.connected)" "$(expected 50 1 10)" 10
+}
+
+@test "metrics: per-tenant admitted, denied, shadow_denied, tokens and agent info, equal to rlctl stats" {
+	local page t f m type
+
+	agent_start
+	rl tenant set m1 --rate 10/s --burst 5 --match "$(prefixes c1)" --action rst
+	rl tenant set m2 --rate 10/s --burst 5 --match "$(prefixes c2)" --shadow
+	run_loadgen_json c1 --rate 50 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	run_loadgen_json c2 --rate 50 --duration 1 "$(lab_target s1 "$PORT" 6)"
+
+	page=$(in_ns s1 curl -sfi --max-time 5 "http://$METRICS_ADDR/metrics" | tr -d '\r')
+	echo "$page"
+	grep -q '^HTTP/1\.[01] 200' <<<"$page" || { echo "not HTTP 200" >&2; return 1; }
+	grep -qi '^content-type: text/plain' <<<"$page" || { echo "not text/plain" >&2; return 1; }
+
+	for m in rlgate_admitted_total:counter rlgate_denied_total:counter \
+		rlgate_shadow_denied_total:counter rlgate_tokens:gauge; do
+		type=${m#*:} m=${m%%:*}
+		grep -qx "# TYPE $m $type" <<<"$page" || { echo "no '# TYPE $m $type'" >&2; return 1; }
+	done
+	for t in m1 m2; do
+		for f in admitted:rlgate_admitted_total denied:rlgate_denied_total \
+			shadow_denied:rlgate_shadow_denied_total; do
+			expect_eq "$t ${f#*:} (rlctl stats ${f%%:*})" \
+				"$(metric_get "${f#*:}" "$t" "$page")" "$(stat_get "$t" "${f%%:*}")"
+		done
+		expect_between "$t rlgate_tokens" "$(metric_get rlgate_tokens "$t" "$page")" 0 5
+	done
+	# the numbers are the traffic's, not just present
+	expect_between "m1 denied" "$(metric_get rlgate_denied_total m1 "$page")" 30 45
+	expect_eq "m2 denied (shadow)" "$(metric_get rlgate_denied_total m2 "$page")" 0
+	expect_between "m2 would-deny" "$(metric_get rlgate_shadow_denied_total m2 "$page")" 30 45
+	grep -Eq '^rlgate_agent_info\{.*version="[^"]+".*interfaces="eth0".*\} 1$' <<<"$page" ||
+		{ echo "no rlgate_agent_info with version and interfaces=\"eth0\"" >&2; return 1; }
+}
