@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "broker.h"
 #include "log.h"
 #include "state.h"
 
@@ -39,8 +40,10 @@ json_t *agent_tenant_json(const struct agent_tenant *t)
 {
 	json_t *j = policy_tenant_to_json(&t->pol);
 
-	if (j)
+	if (j) {
 		json_object_set_new(j, "id", json_integer(t->slot));
+		json_object_set_new(j, "version", json_integer((json_int_t)t->version));
+	}
 	return j;
 }
 
@@ -184,6 +187,8 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 		free(next);
 		return AGENT_INTERNAL;
 	}
+	if (a->broker && !a->fleet_update)
+		broker_policy_changed(a->broker, a->tenants, a->n_tenants, next, n);
 	free(a->tenants);
 	a->tenants = next;
 	a->n_tenants = n;
@@ -200,11 +205,24 @@ static struct agent_tenant *copy_set(const struct agent *a, size_t extra)
 	return ts;
 }
 
-enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
-				 char *err)
+uint64_t agent_next_version(const struct agent *a, uint64_t prev)
+{
+	struct timespec ts;
+	uint64_t ms;
+
+	(void)a;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return ms > prev ? ms : prev + 1;
+}
+
+/* tenant set with the version given (the fleet's) or, for 0, a new one. */
+static enum agent_code tenant_set(struct agent *a, const struct policy_tenant *t,
+				  uint64_t version, char *err)
 {
 	struct agent_tenant *next;
 	size_t n = a->n_tenants, i;
+	uint64_t prev = 0;
 
 	if (policy_validate(t, err))
 		return AGENT_INVALID;
@@ -218,9 +236,60 @@ enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
 			break;
 	if (i == n)
 		n++;
+	else
+		prev = next[i].version;
 	memset(&next[i], 0, sizeof(next[i]));
 	next[i].pol = *t;
+	next[i].version = version ? version : agent_next_version(a, prev);
 	return commit(a, next, n, err);
+}
+
+enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
+				 char *err)
+{
+	return tenant_set(a, t, 0, err);
+}
+
+int agent_fleet_update(struct agent *a, const char *name, uint64_t version,
+		       const char *json, char *err)
+{
+	struct agent_tenant *local = agent_find(a, name);
+	struct policy_tenant t;
+	enum agent_code c = AGENT_OK;
+	json_error_t jerr;
+	json_t *j;
+
+	err[0] = '\0';
+	if (local && local->version >= version)
+		return 0;
+	a->fleet_update = true;
+	if (!json[0]) {
+		if (local) {
+			log_info("tenant '%s' deleted by the fleet (version %llu)",
+				 name, (unsigned long long)version);
+			c = agent_tenant_del(a, name, err);
+		}
+	} else {
+		j = json_loads(json, 0, &jerr);
+		if (!j || policy_tenant_from_json(j, &t, err) ||
+		    strcmp(t.name, name) != 0) {
+			if (!j)
+				snprintf(err, POLICY_ERR_MAX, "not JSON: %s", jerr.text);
+			else if (!err[0] || strcmp(t.name, name) != 0)
+				snprintf(err, POLICY_ERR_MAX, "the stored policy "
+					 "names another tenant");
+			json_decref(j);
+			a->fleet_update = false;
+			return -1;
+		}
+		json_decref(j);
+		c = tenant_set(a, &t, version, err);
+		if (c == AGENT_OK)
+			log_info("tenant '%s' set by the fleet (version %llu)", name,
+				 (unsigned long long)version);
+	}
+	a->fleet_update = false;
+	return c == AGENT_OK ? 0 : -1;
 }
 
 enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
@@ -279,10 +348,15 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 		struct agent_tenant *old = agent_find(a, ts[i].name);
 
 		next[i].pol = ts[i];
-		if (!old)
+		if (!old) {
 			added++;
-		else if (!same_policy(&old->pol, &ts[i]))
+			next[i].version = agent_next_version(a, 0);
+		} else if (!same_policy(&old->pol, &ts[i])) {
 			updated++;
+			next[i].version = agent_next_version(a, old->version);
+		} else {
+			next[i].version = old->version;
+		}
 	}
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		bool kept = false;
@@ -358,9 +432,15 @@ static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
 			goto cleanup;
 		}
 		id = json_integer_value(v);
+		v = json_object_get(item, "version");
+		ts[i].version = json_is_integer(v) && json_integer_value(v) > 0 ?
+				(uint64_t)json_integer_value(v) : 0;
 		copy = json_copy(item);
 		json_object_del(copy, "id");
+		json_object_del(copy, "version");
 		r = policy_tenant_from_json(copy, &ts[i].pol, terr);
+		if (!r && !ts[i].version)
+			ts[i].version = 1;
 		json_decref(copy);
 		if (r) {
 			snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);

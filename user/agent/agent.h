@@ -24,6 +24,7 @@
 
 struct ctl;
 struct metrics;
+struct broker;
 
 struct agent_opts {
 	const char *ifaces[KERN_MAX_IFACES];
@@ -43,6 +44,7 @@ struct agent_sample {
 struct agent_tenant {
 	struct policy_tenant pol;
 	uint32_t slot;
+	uint64_t version;	/* of this tenant's policy, for the fleet store */
 	struct agent_sample samples[AGENT_RATE_SAMPLES];
 	unsigned int n_samples;		/* valid samples, oldest first */
 };
@@ -57,6 +59,9 @@ struct agent {
 	struct kern kern;
 	struct ctl *ctl;
 	struct metrics *metrics;
+	struct broker *broker;	/* fleet mode, else NULL */
+	bool fleet_update;	/* applying the fleet's change: do not echo it */
+	bool stopping;		/* a signal came: refunding before exit */
 	struct agent_tenant *tenants;
 	size_t n_tenants;
 	uint64_t policy_version;
@@ -84,7 +89,16 @@ enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err);
 enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			    size_t n, unsigned int counts[3], char *err);
 
-/* A tenant as the protocol returns it: policy plus "id". */
+/* A version for a tenant's next change: milliseconds since the epoch, so
+ * that across the fleet the latest change wins, and always above prev. */
+uint64_t agent_next_version(const struct agent *a, uint64_t prev);
+
+/* Applies the fleet's stored policy of tenant name (json "" deletes it) if
+ * version is newer than the local one.  0, or -1 with the reason in err. */
+int agent_fleet_update(struct agent *a, const char *name, uint64_t version,
+		       const char *json, char *err);
+
+/* A tenant as the protocol returns it: policy plus "id" and "version". */
 json_t *agent_tenant_json(const struct agent_tenant *t);
 
 struct agent_tenant_stats {

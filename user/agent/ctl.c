@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "broker.h"
 #include "ctl.h"
 #include "log.h"
 #include "state.h"
@@ -152,15 +153,30 @@ static void cmd_status(struct ctl_client *cl, const json_t *req)
 		json_array_append_new(ifs, json_pack("{s:s,s:s}", "name",
 			a->kern.ifaces[i].name, "attach",
 			kern_mode_name(a->kern.ifaces[i].mode)));
-	reply(cl, json_pack("{s:b,s:s,s:I,s:s,s:o,s:I,s:s,s:s,s:I}",
-			    "ok", 1, "version", RLGATE_VERSION,
-			    "uptime_s", (json_int_t)((loop_now_ns() -
-						     a->start_mono_ns) / 1000000000ULL),
-			    "mode", "standalone", "interfaces", ifs,
-			    "tenants", (json_int_t)a->n_tenants,
-			    "pin_dir", a->kern.pin_dir,
-			    "state_dir", a->opts.state_dir,
-			    "policy_version", (json_int_t)a->policy_version));
+	json_t *r = json_pack("{s:b,s:s,s:I,s:s,s:o,s:I,s:s,s:s,s:I}",
+			      "ok", 1, "version", RLGATE_VERSION,
+			      "uptime_s", (json_int_t)((loop_now_ns() -
+						       a->start_mono_ns) / 1000000000ULL),
+			      "mode", a->broker ? "fleet" : "standalone",
+			      "interfaces", ifs,
+			      "tenants", (json_int_t)a->n_tenants,
+			      "pin_dir", a->kern.pin_dir,
+			      "state_dir", a->opts.state_dir,
+			      "policy_version", (json_int_t)a->policy_version);
+
+	if (r && a->broker) {
+		struct broker_stats bs;
+
+		broker_stats(a->broker, &bs);
+		json_object_set_new(r, "redis", json_pack("{s:s,s:s,s:I,s:I}",
+				    "address", bs.address, "state", bs.state,
+				    "calls", (json_int_t)bs.redis_calls,
+				    "errors", (json_int_t)bs.redis_errors));
+		json_object_set_new(r, "live_agents", json_integer((json_int_t)bs.live_agents));
+		json_object_set_new(r, "broker", json_string(bs.healthy ? "healthy" :
+							     "degraded"));
+	}
+	reply(cl, r);
 }
 
 static void cmd_tenant_set(struct ctl_client *cl, const json_t *req)
@@ -276,8 +292,10 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 {
 	struct agent_tenant_stats st;
 
+	json_t *j;
+
 	agent_tenant_stats(a, t, &st);
-	return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f}",
+	j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f}",
 			 "tenant", t->pol.name,
 			 "admitted", (json_int_t)st.s.admitted,
 			 "denied", (json_int_t)st.s.denied,
@@ -287,6 +305,18 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 			 "tokens", (json_int_t)st.tokens,
 			 "admit_rate", st.admit_rate,
 			 "deny_rate", st.deny_rate);
+	if (j && a->broker) {
+		struct broker_tenant_stats bt;
+
+		broker_tenant_stats(a->broker, t, &bt);
+		json_object_set_new(j, "leases", json_integer((json_int_t)bt.leases));
+		json_object_set_new(j, "tokens_leased", json_integer((json_int_t)bt.tokens_leased));
+		json_object_set_new(j, "tokens_refunded", json_integer((json_int_t)bt.tokens_refunded));
+		json_object_set_new(j, "redis_calls", json_integer((json_int_t)bt.redis_calls));
+		json_object_set_new(j, "lease_size", json_integer((json_int_t)bt.lease_size));
+		json_object_set_new(j, "overshoot_bound", json_integer((json_int_t)bt.overshoot_bound));
+	}
+	return j;
 }
 
 static void cmd_stats(struct ctl_client *cl, const json_t *req)

@@ -20,6 +20,7 @@
 
 #include "kern.h"
 #include "log.h"
+#include "loop.h"
 #include "rlgate.skel.h"
 
 #ifndef BPF_FS_MAGIC
@@ -587,6 +588,20 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 {
 	struct rl_tenant *rt = &k->tenants[slot];
 	uint64_t interval = policy_interval_ns(&t->rate);
+	/* A new rate or burst on a standalone bucket: keep the tokens it
+	 * holds now (at most the new burst) and re-express them in the new
+	 * units.  Left alone, tat would keep the old rate's meaning: after
+	 * 1/h, a raise to 1000/s would still wait out the hour. */
+	bool rebase = !fresh && rt->mode == RL_MODE_STANDALONE && !k->leased &&
+		      (rt->interval_ns != interval || rt->burst != t->burst);
+	uint64_t now = 0, keep = 0;
+
+	if (rebase) {
+		now = loop_now_ns();
+		keep = kern_tenant_tokens(k, slot, now);
+		if (keep > t->burst)
+			keep = t->burst;
+	}
 
 	if (fresh) {
 		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
@@ -611,6 +626,9 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
 	rt->tolerance_ns = t->burst * interval;
+	if (rebase)
+		__atomic_store_n(&rt->tat, now + rt->tolerance_ns - keep * interval,
+				 __ATOMIC_RELAXED);
 	rt->lowwater = 0;
 	if (k->leased && rt->mode != RL_MODE_LEASED)
 		/* Tokens a standalone bucket held were never leased: a leased

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "broker.h"
 #include "ctl.h"
 #include "log.h"
 #include "metrics.h"
@@ -47,6 +48,15 @@ static void usage(FILE *f)
 "  -s, --state-dir DIR         policy state (default " DEFAULT_STATE_DIR ")\n"
 "  -p, --pin-dir DIR           bpffs pins (default " DEFAULT_PIN_DIR ")\n"
 "  -l, --log-level LEVEL       error, warn, info or debug (default info)\n"
+"\n"
+"Fleet mode (tokens leased from one global bucket per tenant in Redis):\n"
+"  -r, --redis ADDR            HOST:PORT, [IPV6]:PORT or unix:PATH; without it\n"
+"                              the agent runs standalone\n"
+"      --redis-user USER       ACL user name for AUTH\n"
+"      --redis-password-file F AUTH password: the first line of F\n"
+"      --agent-id ID           this agent in the registry (default: host name)\n"
+"      --lease-ttl MS          leased tokens idle this long go back to Redis\n"
+"                              (default 1000)\n"
 "  -h, --help                  this help\n"
 "  -V, --version               print the version\n"
 "\n"
@@ -95,6 +105,13 @@ static void on_tick(struct loop_timer *t, void *arg)
 	metrics_tick(a->metrics, now);
 }
 
+static void stop_loop(void *arg)
+{
+	struct agent *a = arg;
+
+	loop_stop(a->loop);
+}
+
 static void on_signal(struct loop_watch *w, int fd, unsigned int events,
 		      void *arg)
 {
@@ -107,21 +124,30 @@ static void on_signal(struct loop_watch *w, int fd, unsigned int events,
 		log_info("%s: exiting; the program stays attached and enforcing",
 			 strsignal((int)si.ssi_signo));
 		a->exit_code = 0;
-		loop_stop(a->loop);
+		/* Fleet mode gives its leased tokens back first (a second
+		 * signal does not wait for that). */
+		if (a->broker && !a->stopping) {
+			a->stopping = true;
+			broker_shutdown(a->broker, stop_loop, a);
+		} else {
+			loop_stop(a->loop);
+		}
 	}
 }
 
-/* Standalone mode has no events yet; the ring buffer is drained so that a
- * kernel that sends some (a leased tenant left over by another build) does
- * not find it full. */
+/* Low-water events of leased tenants go to the broker; standalone mode has
+ * none, but drains the ring anyway so that leftovers do not fill it. */
 static int on_event(void *ctx, void *data, size_t size)
 {
 	const struct rl_event *ev = data;
+	struct agent *a = ctx;
 
-	(void)ctx;
-	if (size >= sizeof(*ev))
-		log_debug("event %u for slot %u (tokens %lld)", ev->type,
-			  ev->tenant, (long long)ev->tokens);
+	if (size < sizeof(*ev))
+		return 0;
+	log_debug("event %u for slot %u (tokens %lld)", ev->type, ev->tenant,
+		  (long long)ev->tokens);
+	if (a->broker && ev->type == RL_EV_LOWWATER && ev->tenant < RL_MAX_TENANTS)
+		broker_lowwater(a->broker, ev->tenant);
 	return 0;
 }
 
@@ -149,6 +175,11 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "redis", required_argument, NULL, 'r' },
+		{ "redis-user", required_argument, NULL, 'U' },
+		{ "redis-password-file", required_argument, NULL, 'P' },
+		{ "agent-id", required_argument, NULL, 'A' },
+		{ "lease-ttl", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent a = {
@@ -161,6 +192,7 @@ int main(int argc, char **argv)
 		},
 		.exit_code = 1,
 	};
+	struct broker_opts bo = { .lease_ttl_ms = 1000 };
 	struct loop_watch *sig_w = NULL, *ev_w = NULL;
 	struct loop_timer *tick = NULL;
 	bool kern_opened = false;
@@ -171,7 +203,7 @@ int main(int argc, char **argv)
 	int opt, r, sfd = -1;
 
 	log_set_ident("rlagent");
-	while ((opt = getopt_long(argc, argv, "i:m:c:g:M:s:p:l:hV", longopts,
+	while ((opt = getopt_long(argc, argv, "i:m:c:g:M:s:p:l:hVr:", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'i':
@@ -206,6 +238,34 @@ int main(int argc, char **argv)
 						   "debug", optarg);
 			log_set_level(lvl);
 			break;
+		case 'r':
+			bo.redis = optarg;
+			break;
+		case 'U':
+			bo.user = optarg;
+			break;
+		case 'P':
+			bo.password_file = optarg;
+			break;
+		case 'A':
+			if (!optarg[0] || strlen(optarg) > 256)
+				return usage_error("invalid --agent-id '%s': expected "
+						   "1 to 256 characters", optarg);
+			bo.agent_id = optarg;
+			break;
+		case 'T': {
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 10 || v > 3600000)
+				return usage_error("invalid --lease-ttl '%s': expected "
+						   "milliseconds from 10 to 3600000",
+						   optarg);
+			bo.lease_ttl_ms = v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -226,6 +286,18 @@ int main(int argc, char **argv)
 			       sizeof(port)))
 		return usage_error("invalid --metrics '%s': expected HOST:PORT "
 				   "or [IPV6]:PORT, e.g. 127.0.0.1:9464", a.opts.metrics);
+	if (bo.redis) {
+		char h[256], path[256];
+		int port;
+
+		if (broker_parse_address(bo.redis, h, sizeof(h), &port, path,
+					 sizeof(path)))
+			return usage_error("invalid --redis '%s': expected HOST:PORT, "
+					   "[IPV6]:PORT or unix:/PATH", bo.redis);
+	} else if (bo.user || bo.password_file || bo.agent_id) {
+		return usage_error("%s: --redis-user, --redis-password-file and "
+				   "--agent-id need --redis", "invalid options");
+	}
 	if (a.opts.control_group) {
 		struct group *g = getgrnam(a.opts.control_group);
 
@@ -266,6 +338,7 @@ int main(int argc, char **argv)
 	if (kern_open(&a.kern, a.opts.pin_dir, a.opts.mode == KERN_MODE_TC))
 		goto cleanup;
 	kern_opened = true;
+	a.kern.leased = bo.redis != NULL;
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a
 	 * moment. */
@@ -287,6 +360,8 @@ int main(int argc, char **argv)
 		goto cleanup;
 	if (loop_timer_add(a.loop, TICK_MS, TICK_MS, on_tick, &a, &tick))
 		goto cleanup;
+	if (bo.redis && broker_open(&a, &bo, &a.broker))
+		goto cleanup;
 	agent_sample(&a);
 
 	log_info("rlagent %s running: %u interface(s), %zu tenant(s)",
@@ -307,6 +382,7 @@ cleanup:
 		loop_timer_cancel(tick);
 	loop_watch_del(ev_w);
 	loop_watch_del(sig_w);
+	broker_close(a.broker);
 	metrics_close(a.metrics);
 	ctl_close(a.ctl);
 	if (kern_opened)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "broker.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -145,6 +146,70 @@ static const struct {
 	  "RST replies wanted but not possible (packet dropped instead)." },
 };
 
+/* Fleet mode: per tenant leasing, then the broker's own figures. */
+static void render_fleet(FILE *f, struct agent *a)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} per_tenant[] = {
+		{ "rlgate_tokens_leased_total", "counter",
+		  "Tokens leased from the tenant's global bucket in Redis." },
+		{ "rlgate_tokens_refunded_total", "counter",
+		  "Leased tokens given back unspent (idle past the lease TTL, or at shutdown)." },
+		{ "rlgate_leases_total", "counter", "Lease calls that granted tokens." },
+		{ "rlgate_tenant_redis_calls_total", "counter",
+		  "Lease and refund calls to Redis for the tenant." },
+		{ "rlgate_lease_size", "gauge", "Tokens this agent asks for per lease." },
+		{ "rlgate_overshoot_bound", "gauge",
+		  "Most connections the fleet can admit beyond rate x time + burst: "
+		  "live agents x lease cap." },
+	};
+	struct broker_stats bs;
+
+	for (size_t m = 0; m < sizeof(per_tenant) / sizeof(per_tenant[0]); m++) {
+		header(f, per_tenant[m].name, per_tenant[m].type, per_tenant[m].help);
+		for (size_t i = 0; i < a->n_tenants; i++) {
+			struct broker_tenant_stats bt;
+			uint64_t v[] = { 0, 0, 0, 0, 0, 0 };
+
+			broker_tenant_stats(a->broker, &a->tenants[i], &bt);
+			v[0] = bt.tokens_leased;
+			v[1] = bt.tokens_refunded;
+			v[2] = bt.leases;
+			v[3] = bt.redis_calls;
+			v[4] = bt.lease_size;
+			v[5] = bt.overshoot_bound;
+			fprintf(f, "%s{tenant=\"", per_tenant[m].name);
+			put_label(f, a->tenants[i].pol.name);
+			fprintf(f, "\"} %llu\n", (unsigned long long)v[m]);
+		}
+	}
+	broker_stats(a->broker, &bs);
+	header(f, "rlgate_redis_calls_total", "counter",
+	       "Calls to Redis (leases, refunds, heartbeats, policy, script loads).");
+	fprintf(f, "rlgate_redis_calls_total %llu\n", (unsigned long long)bs.redis_calls);
+	header(f, "rlgate_redis_errors_total", "counter",
+	       "Redis calls that failed or returned something unusable.");
+	fprintf(f, "rlgate_redis_errors_total %llu\n", (unsigned long long)bs.redis_errors);
+	header(f, "rlgate_live_agents", "gauge",
+	       "Agents alive in the fleet registry, this one included.");
+	fprintf(f, "rlgate_live_agents %llu\n", (unsigned long long)bs.live_agents);
+	header(f, "rlgate_redis_connected", "gauge",
+	       "1 while connected to Redis with every script loaded.");
+	fprintf(f, "rlgate_redis_connected %d\n", bs.healthy ? 1 : 0);
+	header(f, "rlgate_lease_seconds", "histogram", "Round trip of lease calls.");
+	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++) {
+		if (i == BROKER_LEASE_BUCKETS - 1)
+			fprintf(f, "rlgate_lease_seconds_bucket{le=\"+Inf\"} %llu\n",
+				(unsigned long long)bs.lease_count);
+		else
+			fprintf(f, "rlgate_lease_seconds_bucket{le=\"%g\"} %llu\n",
+				bs.lease_bounds[i], (unsigned long long)bs.lease_buckets[i]);
+	}
+	fprintf(f, "rlgate_lease_seconds_sum %.6f\n", bs.lease_sum_s);
+	fprintf(f, "rlgate_lease_seconds_count %llu\n", (unsigned long long)bs.lease_count);
+}
+
 /* Renders the whole exposition into a malloc'ed buffer. */
 static int render(struct agent *a, char **buf, size_t *len)
 {
@@ -204,6 +269,9 @@ static int render(struct agent *a, char **buf, size_t *len)
 		}
 	}
 
+	if (a->broker)
+		render_fleet(f, a);
+
 	kern_counters(&a->kern, cnt);
 	for (size_t g = 0; g < sizeof(global_metrics) / sizeof(global_metrics[0]); g++) {
 		header(f, global_metrics[g].name, "counter", global_metrics[g].help);
@@ -225,7 +293,8 @@ static int render(struct agent *a, char **buf, size_t *len)
 	       "rlagent build and attachment; always 1.");
 	fprintf(f, "rlgate_agent_info{version=\"%s\",interfaces=\"", RLGATE_VERSION);
 	put_label(f, ifs);
-	fprintf(f, "\",attach_mode=\"%s\",mode=\"standalone\"} 1\n", mode);
+	fprintf(f, "\",attach_mode=\"%s\",mode=\"%s\"} 1\n", mode,
+		a->broker ? "fleet" : "standalone");
 	header(f, "rlgate_agent_start_time_seconds", "gauge",
 	       "Start time of rlagent since the Unix epoch, in seconds.");
 	fprintf(f, "rlgate_agent_start_time_seconds %lld\n",

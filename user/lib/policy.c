@@ -531,12 +531,12 @@ int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err)
 
 uint64_t policy_overshoot_budget(const struct policy_tenant *t)
 {
-	uint64_t quarter;
+	uint64_t half;
 
 	if (t->overshoot)
 		return t->overshoot;
-	quarter = (t->rate.count + 4 * t->rate.period_s - 1) / (4 * t->rate.period_s);
-	return quarter > t->burst ? quarter : t->burst;
+	half = (t->rate.count + 2 * t->rate.period_s - 1) / (2 * t->rate.period_s);
+	return half > t->burst ? half : t->burst;
 }
 
 json_t *policy_tenant_to_json(const struct policy_tenant *t)
@@ -573,7 +573,7 @@ fail:
 
 /* Fields the agent adds to what it returns; accepted (and ignored) on input
  * so that `rlctl --json tenant list` output can be fed back to `apply`. */
-static const char *const read_only_keys[] = { "id" };
+static const char *const read_only_keys[] = { "id", "version" };
 
 static bool known_key(const char *k)
 {

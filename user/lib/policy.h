@@ -66,7 +66,9 @@ void policy_format_prefix(const struct policy_prefix *p, char *buf, size_t len);
 uint64_t policy_default_burst(const struct policy_rate *r);
 
 /* The fleet's overshoot budget for t: t->overshoot, or by default the
- * larger of the burst and a quarter second of the rate. */
+ * larger of the burst and half a second of the rate.  Smaller budgets mean
+ * smaller leases and more Redis calls: with hosts competing for a saturated
+ * bucket, half a second keeps calls near one per ten admissions. */
 uint64_t policy_overshoot_budget(const struct policy_tenant *t);
 
 /* Nanoseconds per token (at least 1). */

@@ -43,7 +43,7 @@ static const char usage_set[] =
 "      --overshoot N    fleet mode: connections the whole fleet may admit\n"
 "                       beyond the limit, at most (tokens leased out and not\n"
 "                       yet spent); 'auto' (the default): the larger of the\n"
-"                       burst and a quarter second of the rate\n"
+"                       burst and half a second of the rate\n"
 "\n"
 "Example:\n"
 "  rlctl tenant set web --rate 100/s --burst 200 \\\n"

@@ -1,0 +1,1146 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Fleet mode's lease broker.  The kernel spends leased tokens; this module
+ * fetches the next lease while the last one is still being spent (low-water
+ * events and a 50 ms check), sizes leases from the host's own traffic within
+ * the tenant's overshoot budget, gives back tokens that sat idle, and keeps
+ * the registry of live agents and the policy store.  Everything runs on the
+ * agent's loop: no connection ever waits for Redis.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "agent.h"
+#include "broker.h"
+#include "log.h"
+#include "redis_loop.h"
+#include "scripts.h"
+
+#define CHECK_MS		50	/* lease check period */
+#define HEARTBEAT_MS		1000
+#define REGISTRY_TTL_MS		3000	/* three missed heartbeats: gone */
+#define CALL_TIMEOUT_NS		(2ULL * 1000000000ULL)
+#define BACKOFF_MIN_MS		100
+#define BACKOFF_MAX_MS		5000
+#define SHUTDOWN_MS		1000
+
+enum script_id { S_LEASE, S_REFUND, S_HEARTBEAT, S_DEREGISTER, S_POLICY_SET,
+		 S_POLICY_GET, S_COUNT };
+
+static const char *const script_names[S_COUNT] = {
+	[S_LEASE] = "lease", [S_REFUND] = "refund",
+	[S_HEARTBEAT] = "heartbeat", [S_DEREGISTER] = "deregister",
+	[S_POLICY_SET] = "policy_set", [S_POLICY_GET] = "policy_get",
+};
+
+enum conn_state { C_DOWN, C_CONNECTING, C_UP };
+
+/* One Redis connection with reconnect and backoff: the command connection
+ * and the subscriber (a subscribed connection takes no other commands). */
+struct conn {
+	struct broker *b;
+	redisAsyncContext *ac;
+	enum conn_state state;
+	uint64_t backoff_ms;
+	struct loop_timer *retry;
+	bool subscriber;
+	const char *name;
+};
+
+/* Lease state of one kernel slot. */
+struct slot {
+	char name[POLICY_NAME_MAX + 1];	/* "" while unused */
+	uint64_t gen;			/* bumped when the slot changes tenant */
+	bool inflight;
+	uint64_t sent_ns;
+	uint64_t wait_until_ns;		/* Redis advised to wait */
+	uint64_t last_grant_ns;
+	uint64_t last_active_ns;	/* last time the tenant's counters moved */
+	uint64_t seen_count;		/* admitted + denied at that time */
+	bool want_lease;		/* a low-water event asked for one */
+	uint64_t lease;			/* current lease size */
+	uint64_t lowwater;		/* prefetch when the kernel holds this few */
+	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
+	struct broker *b;
+	uint32_t idx;
+	struct broker_tenant_stats st;
+};
+
+struct broker {
+	struct agent *a;
+	struct broker_opts o;
+	char host[256], path[256];
+	int port;
+	char address[300];
+	char *password;
+	char agent_id[257];
+	struct conn cmd, sub;
+	char sha[S_COUNT][41];
+	unsigned int scripts_loaded;
+	bool scripts_ok;
+	struct loop_timer *check, *heartbeat;
+	uint64_t live_agents;
+	uint64_t redis_calls, redis_errors;
+	uint64_t lease_buckets[BROKER_LEASE_BUCKETS];
+	double lease_sum_s;
+	uint64_t lease_count;
+	struct slot *slots;		/* RL_MAX_TENANTS */
+	/* clean shutdown */
+	void (*done)(void *arg);
+	void *done_arg;
+	unsigned int pending;
+	struct loop_timer *deadline;
+};
+
+static const double lease_bounds[BROKER_LEASE_BUCKETS] = {
+	0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+	__builtin_inf(),
+};
+
+static void conn_start(struct conn *c);
+
+/* --- addresses and options ------------------------------------------------ */
+
+int broker_parse_address(const char *s, char *host, size_t host_len, int *port,
+			 char *path, size_t path_len)
+{
+	const char *colon;
+	char *end;
+	long p;
+
+	host[0] = path[0] = '\0';
+	*port = 0;
+	if (strncmp(s, "unix:", 5) == 0) {
+		if (s[5] != '/' || strlen(s + 5) >= path_len)
+			return -EINVAL;
+		strcpy(path, s + 5);
+		return 0;
+	}
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close || close[1] != ':' || (size_t)(close - s - 1) >= host_len ||
+		    close == s + 1)
+			return -EINVAL;
+		memcpy(host, s + 1, close - s - 1);
+		host[close - s - 1] = '\0';
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || colon == s || (size_t)(colon - s) >= host_len ||
+		    memchr(s, ':', colon - s))
+			return -EINVAL;
+		memcpy(host, s, colon - s);
+		host[colon - s] = '\0';
+	}
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p < 1 || p > 65535)
+		return -EINVAL;
+	*port = (int)p;
+	return 0;
+}
+
+static int read_password(const char *file, char **out)
+{
+	char buf[1024];
+	FILE *f = fopen(file, "r");
+	size_t n;
+
+	if (!f) {
+		int err = -errno;
+
+		log_error("couldn't open Redis password file on '%s': %s", file,
+			  strerror(-err));
+		return err;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	if (!buf[0]) {
+		log_error("couldn't use Redis password file on '%s': it is empty",
+			  file);
+		return -EINVAL;
+	}
+	*out = strdup(buf);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* --- calls ------------------------------------------------------------------ */
+
+struct call {
+	struct broker *b;
+	enum script_id script;
+	uint32_t slot;
+	uint64_t gen;
+	uint64_t sent_ns;
+	uint64_t n;		/* lease: wanted; refund: tokens */
+	char name[POLICY_NAME_MAX + 1];
+};
+
+static bool reply_is_noscript(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static void load_scripts(struct broker *b);
+
+/* A script error or an unexpected reply: logged, counted; NOSCRIPT (Redis
+ * restarted or flushed) reloads every script. */
+static void call_failed(struct broker *b, enum script_id s, const redisReply *r)
+{
+	b->redis_errors++;
+	if (!r) {
+		log_debug("%s call lost: connection closed", script_names[s]);
+		return;
+	}
+	if (reply_is_noscript(r)) {
+		log_warn("Redis on '%s' lost rlgate's scripts (restarted or "
+			 "flushed): loading them again", b->address);
+		load_scripts(b);
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR)
+		log_warn("couldn't run %s on '%s': %.200s", script_names[s],
+			 b->address, r->str);
+	else
+		log_warn("couldn't use %s's reply from '%s': unexpected type %d",
+			 script_names[s], b->address, r->type);
+}
+
+static bool int_array(const redisReply *r, size_t n)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (r->element[i]->type != REDIS_REPLY_INTEGER ||
+		    r->element[i]->integer < 0)
+			return false;
+	return true;
+}
+
+/* Sends EVALSHA of script s with the key(s) and argv.  The callback gets c
+ * (freed by the callback).  0 or -ENOTCONN. */
+static int eval(struct broker *b, enum script_id s, int nkeys, const char **args,
+		int nargs, redisCallbackFn *fn, struct call *c)
+{
+	const char *argv[16];
+	int argc = 0;
+	char nk[4];
+
+	if (b->cmd.state != C_UP || !b->scripts_ok)
+		return -ENOTCONN;
+	snprintf(nk, sizeof(nk), "%d", nkeys);
+	argv[argc++] = "EVALSHA";
+	argv[argc++] = b->sha[s];
+	argv[argc++] = nk;
+	for (int i = 0; i < nargs && argc < 16; i++)
+		argv[argc++] = args[i];
+	c->b = b;
+	c->script = s;
+	c->sent_ns = loop_now_ns();
+	if (redisAsyncCommandArgv(b->cmd.ac, fn, c, argc, argv, NULL) != REDIS_OK)
+		return -ENOTCONN;
+	b->redis_calls++;
+	return 0;
+}
+
+static void bucket_key(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "rl:{t:%s}:bucket", name);
+}
+
+/* --- leasing ------------------------------------------------------------------ */
+
+/* The lease cap: this agent's share of the tenant's overshoot budget. */
+static uint64_t lease_cap(const struct broker *b, const struct policy_tenant *p)
+{
+	uint64_t agents = b->live_agents ? b->live_agents : 1;
+	uint64_t cap = policy_overshoot_budget(p) / agents;
+
+	return cap ? cap : 1;
+}
+
+#define PREFETCH_MS	50	/* low-water: this much of the host's traffic */
+
+/*
+ * Sizes the next lease and the low-water mark from this host's own traffic
+ * (admitted + refused: refusals are demand too).  The lease is about one
+ * lease TTL of that traffic - fewer calls, and whatever is left unspent for a
+ * TTL goes back anyway - at least 1 and at most the cap.  The low-water mark
+ * is PREFETCH_MS of traffic (at least 1, at most half the lease): enough to
+ * cover a Redis round trip many times over, small enough that a host with
+ * little traffic does not keep asking for crumbs.  Until a rate is known,
+ * the cap: a new tenant or a fresh agent should not start by refusing while
+ * it measures.
+ */
+static void size_lease(const struct broker *b, const struct agent_tenant *t,
+		       struct slot *s)
+{
+	uint64_t cap = lease_cap(b, &t->pol), want, lw;
+	const struct agent_sample *o, *l;
+	struct rl_stats now;
+	double dt, rate = -1;
+
+	/* The larger of the rate over the last few seconds and the rate since
+	 * the last one-second sample: a burst of traffic after a quiet spell
+	 * must get big leases at once, not after the window has caught up. */
+	if (t->n_samples >= 2) {
+		o = &t->samples[0];
+		l = &t->samples[t->n_samples - 1];
+		dt = (double)(l->t_ns - o->t_ns) / 1e9;
+		if (dt > 0 && l->admitted + l->denied >= o->admitted + o->denied)
+			rate = (double)(l->admitted + l->denied - o->admitted -
+					o->denied) / dt;
+	}
+	if (t->n_samples >= 1 && kern_tenant_stats(&b->a->kern, t->slot, &now) == 0) {
+		l = &t->samples[t->n_samples - 1];
+		dt = (double)(loop_now_ns() - l->t_ns) / 1e9;
+		if (dt >= 0.05 && now.admitted + now.denied >= l->admitted + l->denied) {
+			double recent = (double)(now.admitted + now.denied -
+						 l->admitted - l->denied) / dt;
+
+			if (recent > rate)
+				rate = recent;
+		}
+	}
+	if (rate < 0) {
+		s->lease = cap;
+		s->lowwater = cap / 2;
+		return;
+	}
+	want = (uint64_t)(rate * (double)b->o.lease_ttl_ms / 1000.0 + 0.999);
+	s->lease = want < 1 ? 1 : want < cap ? want : cap;
+	lw = (uint64_t)(rate * PREFETCH_MS / 1000.0 + 0.999);
+	if (lw > s->lease / 2)
+		lw = s->lease / 2;
+	s->lowwater = lw ? lw : 1;
+}
+
+static void observe_lease_rtt(struct broker *b, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+
+	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++)
+		if (s <= lease_bounds[i])
+			b->lease_buckets[i]++;
+	b->lease_sum_s += s;
+	b->lease_count++;
+}
+
+static void maybe_lease(struct broker *b, const struct agent_tenant *t,
+			uint64_t now, bool force);
+
+static void on_wait(struct loop_timer *tm, void *arg)
+{
+	struct slot *s = arg;
+	struct broker *b = s->b;
+
+	(void)tm;
+	s->wait_timer = NULL;
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+
+		if (t->slot == s->idx && strcmp(t->pol.name, s->name) == 0 &&
+		    b->cmd.state == C_UP && b->scripts_ok && !b->done)
+			maybe_lease(b, t, loop_now_ns(), false);
+	}
+}
+
+static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+	struct slot *s = &b->slots[c->slot];
+	redisReply *r = reply;
+	uint64_t now = loop_now_ns(), granted, remaining, wait_ms;
+	struct agent_tenant *t;
+
+	(void)ac;
+	if (s->gen == c->gen)
+		s->inflight = false;
+	if (!int_array(r, 3)) {
+		call_failed(b, S_LEASE, r);
+		free(c);
+		return;
+	}
+	observe_lease_rtt(b, now - c->sent_ns);
+	log_debug("lease '%s': asked %llu, granted %lld, bucket %lld, wait %lld ms",
+		  c->name, (unsigned long long)c->n, r->element[0]->integer,
+		  r->element[1]->integer, r->element[2]->integer);
+	granted = (uint64_t)r->element[0]->integer;
+	remaining = (uint64_t)r->element[1]->integer;
+	wait_ms = (uint64_t)r->element[2]->integer;
+	t = agent_find(b->a, c->name);
+	if (s->gen != c->gen || !t || t->slot != c->slot) {
+		/* The tenant went away (or its slot changed) while we asked.
+		 * Its limit is gone with it, so there is nothing to refund
+		 * against: the tokens lapse, erring on the side of fewer
+		 * admissions. */
+		if (granted)
+			log_debug("lease of %llu for departed tenant '%s' dropped",
+				  (unsigned long long)granted, c->name);
+		free(c);
+		return;
+	}
+	if (granted) {
+		s->st.leases++;
+		s->st.tokens_leased += granted;
+		s->last_grant_ns = now;
+		kern_tokens_add(&b->a->kern, c->slot, granted, (int64_t)s->lowwater);
+	}
+	if (granted == c->n && remaining < c->n) {
+		/* Granted in full, but the global bucket cannot serve the
+		 * next lease yet: the fleet is at its limit.  Prefetching
+		 * now would only fetch crumbs; come back when a whole lease
+		 * has refilled (ignoring other hosts, who only make it
+		 * later). */
+		uint64_t per_ms = t->pol.rate.period_s * 1000;
+
+		wait_ms = ((c->n - remaining) * per_ms + t->pol.rate.count - 1) /
+			  t->pol.rate.count;
+	}
+	if (wait_ms) {
+		/* Saturated: come back exactly when a worthwhile chunk is
+		 * there.  Late, the bucket overflows its burst and the fleet
+		 * admits less than the limit; early, it costs a call. */
+		s->wait_until_ns = now + wait_ms * 1000000ULL;
+		if (s->wait_timer)
+			loop_timer_cancel(s->wait_timer);
+		if (loop_timer_add(b->a->loop, wait_ms, 0, on_wait, s, &s->wait_timer))
+			s->wait_timer = NULL;
+	}
+	free(c);
+}
+
+/* Asks for a lease for t unless one is in flight or Redis said to wait. */
+static void maybe_lease(struct broker *b, const struct agent_tenant *t,
+			uint64_t now, bool force)
+{
+	struct slot *s = &b->slots[t->slot];
+	char key[128], cnt[24], per[24], burst[24], want[24], chunk[24];
+	const char *args[] = { key, cnt, per, burst, want, chunk };
+	uint64_t tokens, lease;
+	struct call *c;
+
+	if (s->inflight) {
+		/* A reply that never comes (a hung Redis) must not stop this
+		 * tenant's leasing for good. */
+		if (now - s->sent_ns < CALL_TIMEOUT_NS)
+			return;
+		s->inflight = false;
+		s->gen++;
+	}
+	if (now < s->wait_until_ns)
+		return;
+	size_lease(b, t, s);
+	lease = s->lease;
+	tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
+	if (tokens > s->lowwater && !force)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->slot = t->slot;
+	c->gen = s->gen;
+	c->n = lease;
+	snprintf(c->name, sizeof(c->name), "%s", t->pol.name);
+	bucket_key(t->pol.name, key, sizeof(key));
+	snprintf(cnt, sizeof(cnt), "%llu", (unsigned long long)t->pol.rate.count);
+	snprintf(per, sizeof(per), "%llu", (unsigned long long)t->pol.rate.period_s);
+	snprintf(burst, sizeof(burst), "%llu", (unsigned long long)t->pol.burst);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)lease);
+	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)lease);
+	if (eval(b, S_LEASE, 1, args, 6, on_lease, c)) {
+		free(c);
+		return;
+	}
+	s->inflight = true;
+	s->sent_ns = now;
+	s->want_lease = false;
+	s->st.redis_calls++;
+}
+
+static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_INTEGER)
+		call_failed(b, S_REFUND, r);
+	if (b->done && b->pending && --b->pending == 0) {
+		void (*done)(void *) = b->done;
+
+		b->done = NULL;
+		done(b->done_arg);
+	}
+	free(c);
+}
+
+/* Takes up to max idle tokens (0: all) back from the kernel and refunds them
+ * to the tenant's global bucket.  Returns 0 if a refund is under way. */
+static int refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
+{
+	char key[128], cnt[24], per[24], burst[24], n[24];
+	const char *args[] = { key, cnt, per, burst, n };
+	struct slot *s = &b->slots[t->slot];
+	uint64_t taken;
+	struct call *c;
+
+	if (b->cmd.state != C_UP || !b->scripts_ok)
+		return -ENOTCONN;
+	taken = kern_tokens_take(&b->a->kern, t->slot, max);
+	if (!taken)
+		return -ENOENT;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		kern_tokens_add(&b->a->kern, t->slot, taken, (int64_t)s->lowwater);
+		return -ENOMEM;
+	}
+	c->slot = t->slot;
+	c->n = taken;
+	bucket_key(t->pol.name, key, sizeof(key));
+	snprintf(cnt, sizeof(cnt), "%llu", (unsigned long long)t->pol.rate.count);
+	snprintf(per, sizeof(per), "%llu", (unsigned long long)t->pol.rate.period_s);
+	snprintf(burst, sizeof(burst), "%llu", (unsigned long long)t->pol.burst);
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)taken);
+	if (eval(b, S_REFUND, 1, args, 5, on_refund, c)) {
+		kern_tokens_add(&b->a->kern, t->slot, taken, (int64_t)s->lowwater);
+		free(c);
+		return -ENOTCONN;
+	}
+	s->st.tokens_refunded += taken;
+	s->st.redis_calls++;
+	return 0;
+}
+
+/* Keeps the slot table in step with the tenant set: a slot that changed
+ * tenant starts over. */
+static struct slot *slot_of(struct broker *b, const struct agent_tenant *t)
+{
+	struct slot *s = &b->slots[t->slot];
+
+	if (strcmp(s->name, t->pol.name) != 0) {
+		uint64_t gen = s->gen + 1;
+
+		if (s->wait_timer)
+			loop_timer_cancel(s->wait_timer);
+		memset(s, 0, sizeof(*s));
+		s->gen = gen;
+		s->b = b;
+		s->idx = t->slot;
+		snprintf(s->name, sizeof(s->name), "%s", t->pol.name);
+	}
+	return s;
+}
+
+/*
+ * Every CHECK_MS: for each tenant, fetch a lease if its kernel bucket is at
+ * or below the low-water mark and it has demand (a low-water event, or its
+ * counters moved within the lease TTL; a tenant that never had a lease gets
+ * one so its first connection finds a token); give back what sat idle for
+ * longer than the lease TTL, keeping one token so that the first connection
+ * after a quiet spell is admitted at once.
+ */
+static void on_check(struct loop_timer *tm, void *arg)
+{
+	struct broker *b = arg;
+	uint64_t now = loop_now_ns(), ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+
+	(void)tm;
+	if (b->cmd.state != C_UP || !b->scripts_ok || b->done)
+		return;
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+		struct slot *s = slot_of(b, t);
+		uint64_t count = 0, tokens;
+
+		if (t->n_samples) {
+			const struct agent_sample *l = &t->samples[t->n_samples - 1];
+
+			count = l->admitted + l->denied;
+		}
+		if (count != s->seen_count) {
+			s->seen_count = count;
+			s->last_active_ns = now;
+		}
+		if (s->want_lease || !s->last_grant_ns ||
+		    now - s->last_active_ns < ttl_ns) {
+			maybe_lease(b, t, now, !s->last_grant_ns);
+			continue;
+		}
+		tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
+		if (tokens > 1 && now - s->last_grant_ns > ttl_ns)
+			refund(b, t, tokens - 1);
+	}
+}
+
+void broker_lowwater(struct broker *b, uint32_t slot)
+{
+	struct agent_tenant *t = NULL;
+
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		if (b->a->tenants[i].slot == slot)
+			t = &b->a->tenants[i];
+	if (!t)
+		return;
+	slot_of(b, t)->want_lease = true;
+	slot_of(b, t)->last_active_ns = loop_now_ns();
+	if (b->cmd.state == C_UP && b->scripts_ok && !b->done)
+		maybe_lease(b, t, loop_now_ns(), true);
+}
+
+/* --- registry ------------------------------------------------------------------ */
+
+static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+		if ((uint64_t)r->integer != c->b->live_agents)
+			log_info("live agents: %lld", r->integer);
+		c->b->live_agents = (uint64_t)r->integer;
+	} else {
+		call_failed(c->b, S_HEARTBEAT, r);
+	}
+	free(c);
+}
+
+static void heartbeat(struct broker *b)
+{
+	char ttl[24];
+	const char *args[] = { "rl:agents", b->agent_id, ttl };
+	struct call *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return;
+	snprintf(ttl, sizeof(ttl), "%d", REGISTRY_TTL_MS);
+	if (eval(b, S_HEARTBEAT, 1, args, 3, on_heartbeat, c))
+		free(c);
+}
+
+static void on_heartbeat_timer(struct loop_timer *t, void *arg)
+{
+	(void)t;
+	heartbeat(arg);
+}
+
+/* --- policy store -------------------------------------------------------------- */
+
+static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!int_array(r, 2))
+		call_failed(c->b, S_POLICY_SET, r);
+	else if (r->element[0]->integer == 0)
+		log_debug("policy of '%s': the fleet has a newer version (%lld)",
+			  c->name, r->element[1]->integer);
+	free(c);
+}
+
+/* Stores one tenant's policy (json NULL: a tombstone) with its version. */
+static void policy_publish(struct broker *b, const char *name, uint64_t version,
+			   const struct agent_tenant *t)
+{
+	char key[128], ver[24], *json = NULL;
+	const char *args[] = { key, "rl:tenants", name, ver, "" };
+	struct call *c;
+
+	if (t) {
+		json_t *j = policy_tenant_to_json(&t->pol);
+
+		json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+		if (!json)
+			return;
+		args[4] = json;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		free(json);
+		return;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	snprintf(key, sizeof(key), "rl:{t:%s}:policy", name);
+	snprintf(ver, sizeof(ver), "%llu", (unsigned long long)version);
+	if (eval(b, S_POLICY_SET, 2, args, 5, on_policy_set, c))
+		free(c);
+	free(json);
+}
+
+void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
+			   size_t n_old, const struct agent_tenant *now,
+			   size_t n_now)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < n_now; i++) {
+		const struct agent_tenant *o = NULL;
+
+		for (size_t j = 0; j < n_old; j++)
+			if (strcmp(old[j].pol.name, now[i].pol.name) == 0)
+				o = &old[j];
+		if (!o || o->version != now[i].version)
+			policy_publish(b, now[i].pol.name, now[i].version, &now[i]);
+	}
+	for (size_t j = 0; j < n_old; j++) {
+		bool kept = false;
+
+		for (size_t i = 0; i < n_now && !kept; i++)
+			kept = strcmp(old[j].pol.name, now[i].pol.name) == 0;
+		if (!kept)
+			policy_publish(b, old[j].pol.name,
+				       agent_next_version(b->a, old[j].version), NULL);
+	}
+}
+
+static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+	redisReply *r = reply;
+	char err[POLICY_ERR_MAX];
+	uint64_t version;
+	const char *json;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_STRING) {
+		call_failed(b, S_POLICY_GET, r);
+		free(c);
+		return;
+	}
+	version = (uint64_t)r->element[0]->integer;
+	json = r->element[1]->str;
+	if (version && agent_fleet_update(b->a, c->name, version, json, err))
+		log_warn("couldn't apply the fleet's policy of '%s' (version "
+			 "%llu): %s", c->name, (unsigned long long)version, err);
+	free(c);
+}
+
+static void policy_fetch(struct broker *b, const char *name)
+{
+	char key[128];
+	const char *args[] = { key };
+	struct call *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	snprintf(key, sizeof(key), "rl:{t:%s}:policy", name);
+	if (eval(b, S_POLICY_GET, 1, args, 1, on_policy_get, c))
+		free(c);
+}
+
+static void on_members(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct broker *b = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY) {
+		call_failed(b, S_POLICY_GET, r);
+		return;
+	}
+	for (size_t i = 0; i < r->elements; i++) {
+		char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
+
+		if (r->element[i]->type != REDIS_REPLY_STRING ||
+		    policy_parse_name(r->element[i]->str, name, err))
+			continue;
+		policy_fetch(b, name);
+	}
+}
+
+/* After (re)connecting: offer every local tenant (the store keeps the newest
+ * version, so this re-seeds a Redis that lost its data and changes nothing
+ * otherwise), then read every tenant the fleet has. */
+static void policy_sync(struct broker *b)
+{
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		policy_publish(b, b->a->tenants[i].pol.name,
+			       b->a->tenants[i].version, &b->a->tenants[i]);
+	if (redisAsyncCommand(b->cmd.ac, on_members, b, "SMEMBERS rl:tenants") == REDIS_OK)
+		b->redis_calls++;
+}
+
+static void on_message(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct broker *b = priv;
+	redisReply *r = reply;
+	char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	if (strcmp(r->element[0]->str, "message") != 0) {
+		/* the subscribe confirmation: catch up on what we missed */
+		if (strcmp(r->element[0]->str, "subscribe") == 0 && b->cmd.state == C_UP &&
+		    b->scripts_ok)
+			policy_sync(b);
+		return;
+	}
+	if (r->element[2]->type != REDIS_REPLY_STRING ||
+	    policy_parse_name(r->element[2]->str, name, err))
+		return;
+	policy_fetch(b, name);
+}
+
+/* --- connections ----------------------------------------------------------------- */
+
+static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct broker *b = ac->data ? ((struct conn *)ac->data)->b : NULL;
+	redisReply *r = reply;
+	long idx = (long)(intptr_t)priv;
+
+	if (!b)
+		return;
+	if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
+		call_failed(b, (enum script_id)idx, r);
+		return;
+	}
+	memcpy(b->sha[idx], r->str, 40);
+	b->sha[idx][40] = '\0';
+	if (++b->scripts_loaded == S_COUNT && !b->scripts_ok) {
+		b->scripts_ok = true;
+		log_info("Redis on '%s': scripts loaded, leasing", b->address);
+		heartbeat(b);
+		if (b->sub.state == C_UP)
+			policy_sync(b);
+	}
+}
+
+static void load_scripts(struct broker *b)
+{
+	b->scripts_ok = false;
+	b->scripts_loaded = 0;
+	for (int i = 0; i < S_COUNT; i++) {
+		const char *src = NULL;
+
+		for (unsigned int j = 0; j < lua_scripts_count; j++)
+			if (strcmp(lua_scripts[j].name, script_names[i]) == 0)
+				src = lua_scripts[j].src;
+		if (!src) {
+			log_error("couldn't find script '%s' in this build", script_names[i]);
+			continue;
+		}
+		if (redisAsyncCommand(b->cmd.ac, on_script_load, (void *)(intptr_t)i,
+				      "SCRIPT LOAD %s", src) == REDIS_OK)
+			b->redis_calls++;
+	}
+}
+
+static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct conn *c = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ERROR)
+		log_error("couldn't authenticate to Redis on '%s': %.200s",
+			  c->b->address, r->str);
+}
+
+static void on_retry(struct loop_timer *t, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)t;
+	c->retry = NULL;
+	conn_start(c);
+}
+
+static void conn_retry(struct conn *c)
+{
+	c->state = C_DOWN;
+	c->ac = NULL;
+	if (c->b->done)
+		return;
+	if (loop_timer_add(c->b->a->loop, c->backoff_ms, 0, on_retry, c, &c->retry))
+		c->retry = NULL;
+	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+							    c->backoff_ms * 2;
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	struct conn *c = ac->data;
+	struct broker *b = c->b;
+
+	if (status != REDIS_OK) {
+		if (c->backoff_ms == BACKOFF_MIN_MS)
+			log_warn("couldn't connect to Redis on '%s': %s (retrying)",
+				 b->address, ac->errstr);
+		conn_retry(c);
+		return;
+	}
+	c->state = C_UP;
+	c->backoff_ms = BACKOFF_MIN_MS;
+	log_info("Redis on '%s': %s connection up", b->address, c->name);
+	if (b->password) {
+		if (b->o.user)
+			redisAsyncCommand(c->ac, on_auth, c, "AUTH %s %s", b->o.user,
+					  b->password);
+		else
+			redisAsyncCommand(c->ac, on_auth, c, "AUTH %s", b->password);
+	}
+	if (c->subscriber)
+		redisAsyncCommand(c->ac, on_message, b, "SUBSCRIBE rl:policy");
+	else
+		load_scripts(b);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct conn *c = ac->data;
+	struct broker *b = c->b;
+
+	if (status != REDIS_OK && c->state == C_UP)
+		log_warn("lost Redis on '%s' (%s connection): %s", b->address,
+			 c->name, ac->errstr);
+	if (!c->subscriber) {
+		b->scripts_ok = false;
+		for (int i = 0; i < RL_MAX_TENANTS; i++)
+			b->slots[i].inflight = false;
+	}
+	conn_retry(c);
+}
+
+static void conn_start(struct conn *c)
+{
+	struct broker *b = c->b;
+	redisAsyncContext *ac;
+
+	ac = b->path[0] ? redisAsyncConnectUnix(b->path) :
+			  redisAsyncConnect(b->host, b->port);
+	if (!ac || ac->err) {
+		if (c->backoff_ms == BACKOFF_MIN_MS)
+			log_warn("couldn't connect to Redis on '%s': %s (retrying)",
+				 b->address, ac ? ac->errstr : "out of memory");
+		if (ac)
+			redisAsyncFree(ac);
+		conn_retry(c);
+		return;
+	}
+	ac->data = c;
+	if (redis_loop_attach(ac, b->a->loop)) {
+		redisAsyncFree(ac);
+		conn_retry(c);
+		return;
+	}
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	c->ac = ac;
+	c->state = C_CONNECTING;
+}
+
+/* --- life cycle ------------------------------------------------------------------ */
+
+int broker_open(struct agent *a, const struct broker_opts *o, struct broker **out)
+{
+	struct broker *b;
+	int err;
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->slots = calloc(RL_MAX_TENANTS, sizeof(*b->slots));
+	if (!b->slots) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->a = a;
+	b->o = *o;
+	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++) {
+		b->slots[i].b = b;
+		b->slots[i].idx = i;
+	}
+	if (!b->o.lease_ttl_ms)
+		b->o.lease_ttl_ms = 1000;
+	err = broker_parse_address(o->redis, b->host, sizeof(b->host), &b->port,
+				   b->path, sizeof(b->path));
+	if (err)
+		goto fail;
+	snprintf(b->address, sizeof(b->address), "%s", o->redis);
+	if (o->password_file) {
+		err = read_password(o->password_file, &b->password);
+		if (err)
+			goto fail;
+	}
+	if (o->agent_id) {
+		snprintf(b->agent_id, sizeof(b->agent_id), "%s", o->agent_id);
+	} else if (gethostname(b->agent_id, sizeof(b->agent_id) - 1) < 0) {
+		snprintf(b->agent_id, sizeof(b->agent_id), "rlagent-%d", getpid());
+	}
+	b->live_agents = 1;
+	b->cmd = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "command" };
+	b->sub = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "policy",
+				.subscriber = true };
+	err = loop_timer_add(a->loop, CHECK_MS, CHECK_MS, on_check, b, &b->check);
+	if (!err)
+		err = loop_timer_add(a->loop, HEARTBEAT_MS, HEARTBEAT_MS,
+				     on_heartbeat_timer, b, &b->heartbeat);
+	if (err)
+		goto fail;
+	conn_start(&b->cmd);
+	conn_start(&b->sub);
+	log_info("fleet mode: agent '%s', Redis on '%s', lease TTL %llu ms",
+		 b->agent_id, b->address, (unsigned long long)b->o.lease_ttl_ms);
+	*out = b;
+	return 0;
+fail:
+	if (b->check)
+		loop_timer_cancel(b->check);
+	free(b->password);
+	free(b->slots);
+	free(b);
+	return err;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->retry)
+		loop_timer_cancel(c->retry);
+	c->retry = NULL;
+	if (c->ac) {
+		redisAsyncContext *ac = c->ac;
+
+		c->ac = NULL;
+		ac->data = c;
+		redisAsyncSetDisconnectCallback(ac, NULL);
+		redisAsyncFree(ac);
+	}
+	c->state = C_DOWN;
+}
+
+void broker_close(struct broker *b)
+{
+	if (!b)
+		return;
+	b->done = NULL;
+	if (b->deadline)
+		loop_timer_cancel(b->deadline);
+	if (b->check)
+		loop_timer_cancel(b->check);
+	if (b->heartbeat)
+		loop_timer_cancel(b->heartbeat);
+	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++)
+		if (b->slots[i].wait_timer)
+			loop_timer_cancel(b->slots[i].wait_timer);
+	b->pending = 0;
+	conn_close(&b->sub);
+	conn_close(&b->cmd);
+	free(b->password);
+	free(b->slots);
+	free(b);
+}
+
+static void on_deadline(struct loop_timer *t, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)t;
+	b->deadline = NULL;
+	if (b->done) {
+		void (*done)(void *) = b->done;
+
+		log_warn("Redis on '%s' did not confirm every refund within %d ms",
+			 b->address, SHUTDOWN_MS);
+		b->done = NULL;
+		done(b->done_arg);
+	}
+}
+
+static void on_deregister(redisAsyncContext *ac, void *reply, void *priv)
+{
+	on_refund(ac, reply, priv);
+}
+
+void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
+{
+	uint64_t total = 0;
+
+	b->done = done;
+	b->done_arg = arg;
+	b->pending = 0;
+	if (b->cmd.state != C_UP || !b->scripts_ok) {
+		log_warn("Redis on '%s' is out of reach: leased tokens are not "
+			 "refunded (they return when their bucket refills)", b->address);
+		b->done = NULL;
+		done(arg);
+		return;
+	}
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		uint64_t before = b->slots[b->a->tenants[i].slot].st.tokens_refunded;
+
+		if (refund(b, &b->a->tenants[i], 0) == 0) {
+			b->pending++;
+			total += b->slots[b->a->tenants[i].slot].st.tokens_refunded - before;
+		}
+	}
+	{
+		const char *args[] = { "rl:agents", b->agent_id };
+		struct call *c = calloc(1, sizeof(*c));
+
+		if (c && eval(b, S_DEREGISTER, 1, args, 2, on_deregister, c) == 0)
+			b->pending++;
+		else
+			free(c);
+	}
+	log_info("refunding %llu leased token(s) to Redis on '%s'",
+		 (unsigned long long)total, b->address);
+	if (!b->pending) {
+		b->done = NULL;
+		done(arg);
+		return;
+	}
+	loop_timer_add(b->a->loop, SHUTDOWN_MS, 0, on_deadline, b, &b->deadline);
+}
+
+/* --- stats ------------------------------------------------------------------------- */
+
+void broker_tenant_stats(const struct broker *b, const struct agent_tenant *t,
+			 struct broker_tenant_stats *out)
+{
+	const struct slot *s = &b->slots[t->slot];
+	uint64_t agents = b->live_agents ? b->live_agents : 1;
+
+	memset(out, 0, sizeof(*out));
+	if (strcmp(s->name, t->pol.name) == 0)
+		*out = s->st;
+	out->lease_size = strcmp(s->name, t->pol.name) == 0 && s->lease ? s->lease :
+			  lease_cap(b, &t->pol);
+	out->overshoot_bound = agents * lease_cap(b, &t->pol);
+}
+
+void broker_stats(const struct broker *b, struct broker_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->address = b->address;
+	out->state = b->cmd.state == C_UP ? "connected" :
+		     b->cmd.state == C_CONNECTING ? "connecting" : "down";
+	out->healthy = b->cmd.state == C_UP && b->scripts_ok;
+	out->live_agents = b->live_agents;
+	out->redis_calls = b->redis_calls;
+	out->redis_errors = b->redis_errors;
+	out->lease_bounds = lease_bounds;
+	memcpy(out->lease_buckets, b->lease_buckets, sizeof(out->lease_buckets));
+	out->lease_sum_s = b->lease_sum_s;
+	out->lease_count = b->lease_count;
+}

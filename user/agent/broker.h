@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The lease broker of fleet mode: keeps every tenant's kernel bucket topped up
+ * with tokens leased from the tenant's global bucket in Redis, gives back what
+ * sits idle, registers this agent among the live ones, and keeps the policy in
+ * step with the fleet's policy store.
+ */
+#ifndef RL_BROKER_H
+#define RL_BROKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rlgate.h"
+
+struct agent;
+struct agent_tenant;
+struct broker;
+
+struct broker_opts {
+	const char *redis;		/* HOST:PORT, [V6]:PORT or unix:PATH */
+	const char *user;		/* ACL user for AUTH, or NULL */
+	const char *password_file;	/* AUTH password, or NULL */
+	const char *agent_id;		/* default: the host name */
+	uint64_t lease_ttl_ms;		/* idle leased tokens go back after this */
+};
+
+/* Per tenant, for rlctl stats and metrics. */
+struct broker_tenant_stats {
+	uint64_t leases;		/* lease calls that granted tokens */
+	uint64_t tokens_leased;
+	uint64_t tokens_refunded;
+	uint64_t redis_calls;		/* lease and refund calls */
+	uint64_t lease_size;		/* current lease size */
+	uint64_t overshoot_bound;	/* live agents x lease cap */
+};
+
+#define BROKER_LEASE_BUCKETS	12
+
+struct broker_stats {
+	const char *address;
+	const char *state;		/* "connected", "connecting", "down" */
+	bool healthy;			/* connected with every script loaded */
+	uint64_t live_agents;
+	uint64_t redis_calls;		/* every script call */
+	uint64_t redis_errors;
+	/* lease round trips: cumulative counts per upper bound, then the sum */
+	const double *lease_bounds;	/* BROKER_LEASE_BUCKETS, last is +Inf */
+	uint64_t lease_buckets[BROKER_LEASE_BUCKETS];
+	double lease_sum_s;
+	uint64_t lease_count;
+};
+
+/* Checks --redis without connecting.  0 or -EINVAL. */
+int broker_parse_address(const char *s, char *host, size_t host_len, int *port,
+			 char *path, size_t path_len);
+
+/* Starts the broker: puts the kernel in leased mode and connects (in the
+ * background; failures are retried with backoff).  0 or -errno (a bad
+ * option, an unreadable password file). */
+int broker_open(struct agent *a, const struct broker_opts *o, struct broker **out);
+
+/* Stops at once: nothing is refunded.  NULL is fine. */
+void broker_close(struct broker *b);
+
+/* Clean shutdown: takes back every leased token from the kernel, refunds them
+ * and leaves the registry, then calls done (also after a second at most, or
+ * at once when Redis is out of reach). */
+void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg);
+
+/* A low-water event from the kernel for a slot. */
+void broker_lowwater(struct broker *b, uint32_t slot);
+
+/* The local policy changed through rlctl: publish each changed tenant (and a
+ * tombstone for each removed one) to the fleet's policy store. */
+void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
+			   size_t n_old, const struct agent_tenant *now,
+			   size_t n_now);
+
+void broker_tenant_stats(const struct broker *b, const struct agent_tenant *t,
+			 struct broker_tenant_stats *out);
+void broker_stats(const struct broker *b, struct broker_stats *out);
+
+#endif /* RL_BROKER_H */
