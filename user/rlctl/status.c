@@ -120,6 +120,15 @@ int cmd_status(int argc, char **argv)
 		printf("pin dir:     %s\n", json_string_value(v));
 	if ((v = json_object_get(reply, "state_dir")) && json_is_string(v))
 		printf("state dir:   %s\n", json_string_value(v));
+	if ((v = json_object_get(reply, "redis")) && json_is_object(v)) {
+		printf("redis:       %s (%s)\n",
+		       json_string_value(json_object_get(v, "address")) ?: "?",
+		       json_string_value(json_object_get(v, "state")) ?: "?");
+		printf("live agents: %" JSON_INTEGER_FORMAT "\n",
+		       json_integer_value(json_object_get(reply, "live_agents")));
+		printf("broker:      %s\n",
+		       json_string_value(json_object_get(reply, "broker")) ?: "?");
+	}
 	json_decref(reply);
 	return RLCTL_EXIT_OK;
 }
@@ -156,18 +165,24 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 {
 	static const struct {
 		const char *title, *key;
-		bool rate;
+		bool rate, fleet;
 	} cols[] = {
-		{ "ADMITTED", "admitted", false },
-		{ "DENIED", "denied", false },
-		{ "WOULD-DENY", "shadow_denied", false },
-		{ "RETRANS", "retransmits", false },
-		{ "TOKENS", "tokens", false },
-		{ "ADMIT/S", "admit_rate", true },
-		{ "DENY/S", "deny_rate", true },
+		{ "ADMITTED", "admitted", false, false },
+		{ "DENIED", "denied", false, false },
+		{ "WOULD-DENY", "shadow_denied", false, false },
+		{ "RETRANS", "retransmits", false, false },
+		{ "TOKENS", "tokens", false, false },
+		{ "ADMIT/S", "admit_rate", true, false },
+		{ "DENY/S", "deny_rate", true, false },
+		/* fleet mode only */
+		{ "LEASED", "tokens_leased", false, true },
+		{ "REFUNDED", "tokens_refunded", false, true },
+		{ "REDIS-CALLS", "redis_calls", false, true },
+		{ "OVERSHOOT", "overshoot_bound", false, true },
 	};
 	size_t n = json_array_size(stats), i;
 	json_t **rows = calloc(n + 1, sizeof(*rows));
+	bool fleet = n && json_object_get(json_array_get(stats, 0), "redis_calls");
 	int wname = 6;
 
 	if (!rows)
@@ -184,7 +199,8 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		qsort(rows, n, sizeof(*rows), by_rate);
 	printf("%-*s", wname, "TENANT");
 	for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
-		printf("  %12s", cols[c].title);
+		if (fleet || !cols[c].fleet)
+			printf("  %12s", cols[c].title);
 	printf("\n");
 	for (i = 0; i < n; i++) {
 		printf("%-*s", wname, json_string_value(json_object_get(rows[i],
@@ -192,6 +208,8 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
 			char buf[32];
 
+			if (cols[c].fleet && !fleet)
+				continue;
 			format_num(json_object_get(rows[i], cols[c].key),
 				   cols[c].rate, buf, sizeof(buf));
 			printf("  %12s", buf);
