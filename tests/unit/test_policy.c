@@ -47,6 +47,44 @@ static void test_name(void)
 	}
 }
 
+/* The fleet's overshoot budget: explicit, or the larger of the burst and
+ * half a second of the rate; carried through JSON, rejected when bad. */
+static void test_overshoot(void)
+{
+	struct policy_tenant t = { .name = "web", .rate = { 200, 1 }, .burst = 20 };
+	char err[POLICY_ERR_MAX];
+	json_t *j, *bad;
+
+	t.n_match = 1;
+	policy_parse_prefix("192.0.2.0/24", &t.match[0], err);
+	CHECK(policy_overshoot_budget(&t) == 100, "default budget of 200/s burst "
+	      "20: %llu", (unsigned long long)policy_overshoot_budget(&t));
+	t.burst = 500;
+	CHECK(policy_overshoot_budget(&t) == 500, "burst above half a second");
+	t.rate = (struct policy_rate){ 3, 60 };
+	t.burst = 1;
+	CHECK(policy_overshoot_budget(&t) == 1, "3/m: budget %llu",
+	      (unsigned long long)policy_overshoot_budget(&t));
+	t.overshoot = 7;
+	CHECK(policy_overshoot_budget(&t) == 7, "explicit overshoot ignored");
+
+	j = policy_tenant_to_json(&t);
+	CHECK(json_integer_value(json_object_get(j, "overshoot")) == 7,
+	      "overshoot missing from JSON");
+	memset(&t, 0, sizeof(t));
+	CHECK(policy_tenant_from_json(j, &t, err) == 0 && t.overshoot == 7,
+	      "overshoot lost in a JSON round trip: %s", err);
+	bad = json_deep_copy(j);
+	json_object_set_new(bad, "overshoot", json_integer(-1));
+	CHECK(policy_tenant_from_json(bad, &t, err) == -EINVAL &&
+	      strstr(err, "overshoot"), "overshoot -1 accepted");
+	json_object_set_new(bad, "overshoot", json_string("lots"));
+	CHECK(policy_tenant_from_json(bad, &t, err) == -EINVAL, "overshoot "
+	      "\"lots\" accepted");
+	json_decref(bad);
+	json_decref(j);
+}
+
 static void test_rate(void)
 {
 	static const struct {
@@ -507,6 +545,7 @@ int main(void)
 	test_validate();
 	test_set();
 	test_json();
+	test_overshoot();
 	if (failures) {
 		printf("%d check(s) failed\n", failures);
 		return 1;
