@@ -467,7 +467,7 @@ static void test_json(void)
 	t.shadow = true;
 	j = policy_tenant_to_json(&t);
 	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	CHECK(s && !strcmp(s, "{\"action\":\"rst\",\"burst\":17,\"match\":"
+	CHECK(s && !strcmp(s, "{\"action\":\"rst\",\"burst\":17,\"fail\":\"static\",\"match\":"
 			   "[\"192.0.2.0/24\",\"2001:db8::/32\"],\"name\":\"web\","
 			   "\"ports\":[80,443],\"rate\":\"250/m\",\"shadow\":true}"),
 	      "to_json gave %s", s);

@@ -437,7 +437,7 @@ static void test_tenant_set_create(void)
 	CHECK(request_is(reqs, 1, "{\"cmd\":\"tenant.set\",\"tenant\":{\"name\":"
 			 "\"web\",\"rate\":\"100/s\",\"burst\":100,\"match\":"
 			 "[\"192.0.2.0/24\",\"2001:db8::/32\"],\"ports\":[80,443],"
-			 "\"action\":\"rst\",\"shadow\":false}}"),
+			 "\"action\":\"rst\",\"shadow\":false,\"fail\":\"static\"}}"),
 	      "create: tenant.set request");
 	json_decref(reqs);
 	free_result(&r);
@@ -493,7 +493,7 @@ static void test_tenant_set_update(void)
 	CHECK(request_is(reqs, 1, "{\"cmd\":\"tenant.set\",\"tenant\":{\"name\":"
 			 "\"web\",\"rate\":\"10/m\",\"burst\":1,\"match\":"
 			 "[\"192.0.2.0/24\"],\"ports\":[80],\"action\":\"rst\","
-			 "\"shadow\":true}}"), "update: tenant.set request");
+			 "\"shadow\":true,\"fail\":\"static\"}}"), "update: tenant.set request");
 	CHECK(json_integer_value(json_array_get(json_array_get(reqs, 0), 0)) ==
 	      json_integer_value(json_array_get(json_array_get(reqs, 1), 0)),
 	      "update used two connections");
@@ -507,7 +507,7 @@ static void test_tenant_set_update(void)
 	CHECK(r.rc == 0 && request_is(reqs, 1, "{\"cmd\":\"tenant.set\",\"tenant\":"
 				      "{\"name\":\"web\",\"rate\":\"100/s\",\"burst\":9,"
 				      "\"match\":[\"192.0.2.0/24\"],\"ports\":[],"
-				      "\"action\":\"drop\",\"shadow\":false}}"),
+				      "\"action\":\"drop\",\"shadow\":false,\"fail\":\"static\"}}"),
 	      "update --enforce --port any: exit %d err '%s'", r.rc, r.err);
 	json_decref(reqs);
 	free_result(&r);
@@ -717,10 +717,10 @@ static void test_apply(void)
 	CHECK(json_array_size(reqs) == 1 &&
 	      request_is(reqs, 0, "{\"cmd\":\"apply\",\"tenants\":[{\"name\":\"web\","
 			 "\"rate\":\"100/s\",\"burst\":100,\"match\":[\"192.0.2.0/24\"],"
-			 "\"ports\":[443],\"action\":\"drop\",\"shadow\":false},"
+			 "\"ports\":[443],\"action\":\"drop\",\"shadow\":false,\"fail\":\"static\"},"
 			 "{\"name\":\"api\",\"rate\":\"1/m\",\"burst\":5,\"match\":"
 			 "[\"2001:db8::/32\"],\"ports\":[],\"action\":\"rst\","
-			 "\"shadow\":true}]}"), "apply request");
+			 "\"shadow\":true,\"fail\":\"static\"}]}"), "apply request");
 	json_decref(reqs);
 	free_result(&r);
 

@@ -309,6 +309,32 @@ int policy_parse_action(const char *s, enum policy_action *out, char *err)
 	return 0;
 }
 
+int policy_parse_fail(const char *s, enum policy_fail *out, char *err)
+{
+	if (!strcmp(s, "static"))
+		*out = POLICY_FAIL_STATIC;
+	else if (!strcmp(s, "allow"))
+		*out = POLICY_FAIL_ALLOW;
+	else if (!strcmp(s, "deny"))
+		*out = POLICY_FAIL_DENY;
+	else
+		return fail(err, "invalid fail policy '" ECHO "': expected static "
+			    "(a local share of the rate), allow or deny", s);
+	return 0;
+}
+
+const char *policy_fail_name(enum policy_fail f)
+{
+	switch (f) {
+	case POLICY_FAIL_ALLOW:
+		return "allow";
+	case POLICY_FAIL_DENY:
+		return "deny";
+	default:
+		return "static";
+	}
+}
+
 const char *policy_action_name(enum policy_action a)
 {
 	return a == POLICY_ACT_RST ? "rst" : "drop";
@@ -555,6 +581,8 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 		      "shadow", t->shadow);
 	if (j && t->overshoot)
 		json_object_set_new(j, "overshoot", json_integer((json_int_t)t->overshoot));
+	if (j)
+		json_object_set_new(j, "fail", json_string(policy_fail_name(t->fail)));
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -579,7 +607,7 @@ static bool known_key(const char *k)
 {
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
-		"overshoot",
+		"overshoot", "fail",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -603,7 +631,7 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 	json_object_foreach((json_t *)j, key, v)
 		if (!known_key(key))
 			return fail(err, "unknown field '" ECHO "': expected name, "
-				    "rate, burst, match, ports, action, shadow, overshoot", key);
+				    "rate, burst, match, ports, action, shadow, overshoot, fail", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -692,6 +720,15 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 				    "from 0 (automatic) to %llu",
 				    (unsigned long long)POLICY_BURST_MAX);
 		t->overshoot = (uint64_t)o;
+	}
+
+	v = json_object_get(j, "fail");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return fail(err, "field 'fail' must be \"static\", \"allow\" "
+				    "or \"deny\"");
+		if (policy_parse_fail(json_string_value(v), &t->fail, err) < 0)
+			return -EINVAL;
 	}
 	return policy_validate(t, err);
 }

@@ -20,6 +20,14 @@
 
 enum policy_action { POLICY_ACT_DROP = 0, POLICY_ACT_RST = 1 };
 
+/* Fleet mode: what the kernel does for a tenant once its leased tokens are
+ * gone and Redis or the agent has failed. */
+enum policy_fail {
+	POLICY_FAIL_STATIC = 0,	/* local refill at rate / live agents */
+	POLICY_FAIL_ALLOW = 1,	/* admit everything while degraded */
+	POLICY_FAIL_DENY = 2,	/* refuse every new connection while degraded */
+};
+
 /* A rate as the operator wrote it: count per period. */
 struct policy_rate {
 	uint64_t count;
@@ -46,6 +54,7 @@ struct policy_tenant {
 	 * rate x time + burst, at most (tokens leased out and not yet spent).
 	 * 0 means policy_overshoot_budget()'s default. */
 	uint64_t overshoot;
+	enum policy_fail fail;
 };
 
 /* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
@@ -57,6 +66,8 @@ int policy_parse_prefix(const char *s, struct policy_prefix *out, char *err);
 int policy_parse_prefixes(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_ports(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_action(const char *s, enum policy_action *out, char *err);
+int policy_parse_fail(const char *s, enum policy_fail *out, char *err);
+const char *policy_fail_name(enum policy_fail f);
 
 /* Canonical text forms, for output and JSON: "100/s", "192.0.2.0/24". */
 void policy_format_rate(const struct policy_rate *r, char *buf, size_t len);

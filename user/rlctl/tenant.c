@@ -21,6 +21,7 @@ static const char usage_set[] =
 "Usage: rlctl tenant set NAME [--rate RATE] [--burst N] [--match PREFIX[,...]]\n"
 "                       [--port PORT[,...]|any] [--action drop|rst]\n"
 "                       [--shadow|--enforce] [--overshoot N|auto]\n"
+"                       [--fail static|allow|deny]\n"
 "\n"
 "Create tenant NAME, or update it.  On update, options not given keep their\n"
 "current values (except --burst, which follows a new --rate unless given).\n"
@@ -44,6 +45,9 @@ static const char usage_set[] =
 "                       beyond the limit, at most (tokens leased out and not\n"
 "                       yet spent); 'auto' (the default): the larger of the\n"
 "                       burst and half a second of the rate\n"
+"      --fail POLICY    fleet mode, when Redis or the agent fails and the\n"
+"                       leased tokens are spent: static (the default: a\n"
+"                       local share, rate / live agents), allow or deny\n"
 "\n"
 "Example:\n"
 "  rlctl tenant set web --rate 100/s --burst 200 \\\n"
@@ -114,6 +118,11 @@ static void print_tenant(json_t *t)
 	printf("mode:    %s\n", json_is_true(json_object_get(t, "shadow")) ?
 	       "shadow (would-deny is counted, every connection admitted)" :
 	       "enforce");
+	if (json_is_string(json_object_get(t, "fail")))
+		printf("fail:    %s\n", str_field(t, "fail"));
+	if (json_integer_value(json_object_get(t, "overshoot")) > 0)
+		printf("overshoot: %" JSON_INTEGER_FORMAT "\n",
+		       json_integer_value(json_object_get(t, "overshoot")));
 	if (json_is_integer(id))
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
 }
@@ -147,7 +156,7 @@ static int append_list(char **list, const char *item)
 }
 
 struct set_args {
-	const char *rate, *burst, *action, *overshoot;
+	const char *rate, *burst, *action, *overshoot, *fail;
 	char *match, *ports;
 	int shadow;		/* -1 not given, 0 --enforce, 1 --shadow */
 };
@@ -175,6 +184,8 @@ static int apply_set_args(const struct set_args *a, struct policy_tenant *t,
 		return -1;
 	if (a->shadow >= 0)
 		t->shadow = a->shadow;
+	if (a->fail && policy_parse_fail(a->fail, &t->fail, err) < 0)
+		return -1;
 	if (a->overshoot) {
 		if (!strcmp(a->overshoot, "auto"))
 			t->overshoot = 0;
@@ -201,6 +212,7 @@ static int tenant_set(int argc, char **argv)
 		{ "shadow", no_argument, NULL, 'W' },
 		{ "enforce", no_argument, NULL, 'E' },
 		{ "overshoot", required_argument, NULL, 'O' },
+		{ "fail", required_argument, NULL, 'F' },
 		RLCTL_COMMON_OPTS
 	};
 	struct set_args a = { .shadow = -1 };
@@ -216,6 +228,7 @@ static int tenant_set(int argc, char **argv)
 		case 'b': a.burst = optarg; break;
 		case 'a': a.action = optarg; break;
 		case 'O': a.overshoot = optarg; break;
+		case 'F': a.fail = optarg; break;
 		case 'm':
 		case 'p':
 			if (append_list(opt == 'm' ? &a.match : &a.ports, optarg) < 0) {
