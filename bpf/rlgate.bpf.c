@@ -55,12 +55,17 @@ LPM_MAP(rules4_port, struct rl_lpm4_port);
 LPM_MAP(rules6, struct rl_lpm6);
 LPM_MAP(rules6_port, struct rl_lpm6_port);
 
+/* Direct-mapped rather than an LRU hash: an LRU insert (locking, eviction,
+ * a 48-byte jhash) cost hundreds of ns per admitted SYN; a slot here is one
+ * multiply-hash and one cache line.  Mmapable only for its page-aligned value
+ * area, which keeps every 64-byte slot on one cache line. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, RL_MAX_FLOWS);
-	__type(key, struct rl_flow);
-	__type(value, __u64);
-} flows SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RL_FLOW_SLOTS);
+	__type(key, __u32);
+	__type(value, struct rl_flow_slot);
+} flow_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -100,7 +105,8 @@ struct ipv6_frag_hdr {
 
 #define IPV6_MAX_EXT	6
 
-/* What parsing a SYN leaves behind for classification and the reply. */
+/* What parsing a SYN leaves behind for classification and the reply.  The
+ * flow key comes first and 8-byte aligned, so it is read as whole words. */
 struct syn_info {
 	struct rl_flow flow;	/* addresses, ports, ISN, family */
 	__u32 l3_off;		/* offset of the IP header */
@@ -115,45 +121,54 @@ static __always_inline void count(__u32 idx)
 		*c += 1;
 }
 
+#define TCP_FLAGS_OFF	13	/* the byte holding SYN and ACK */
+#define TCP_FLAG_SYN	0x02
+#define TCP_FLAG_ACK	0x10
+
 /*
  * Finds the TCP header and decides whether this is a new connection.
  * Returns the TCP header for a SYN without ACK, NULL for everything else
  * (which passes).  Bounds are checked against data_end before every read, so
- * a truncated packet is simply "not a SYN".
+ * a truncated packet is simply "not a SYN"; one that the ethertype called
+ * IPv4 or IPv6 is also counted as unparsed.
+ *
+ * The untagged IPv4 non-SYN (the bulk of all traffic) is the path this is
+ * shaped for: it is tested first and touches nothing but the headers - the
+ * flow key is only written once the packet is known to be a SYN.
  */
 static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 						struct syn_info *si)
 {
-	struct ethhdr *eth = data;
 	struct tcphdr *tcp;
 	void *l3, *end_l3;
 	__be16 proto;
 	__u32 l4_len;
 
-	if ((void *)(eth + 1) > data_end)
+	l3 = data + sizeof(struct ethhdr);
+	if (l3 > data_end)
 		return NULL;
-	proto = eth->h_proto;
-	l3 = eth + 1;
+	proto = *(__be16 *)(data + __builtin_offsetof(struct ethhdr, h_proto));
 
+	if (proto != ETH_P_IP_BE && proto != ETH_P_IPV6_BE) {
 #pragma unroll
-	for (int i = 0; i < 2; i++) {
-		struct vlan_hdr *vh = l3;
+		for (int i = 0; i < 2; i++) {
+			struct vlan_hdr *vh = l3;
 
-		if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
-			break;
-		if ((void *)(vh + 1) > data_end)
-			return NULL;
-		proto = vh->proto;
-		l3 = vh + 1;
+			if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
+				break;
+			if ((void *)(vh + 1) > data_end)
+				return NULL;
+			proto = vh->proto;
+			l3 = vh + 1;
+		}
 	}
 
-	si->l3_off = l3 - data;
 	if (proto == ETH_P_IP_BE) {
 		struct iphdr *ip = l3;
 		__u32 ihl;
 
 		if ((void *)(ip + 1) > data_end)
-			return NULL;
+			goto unparsed;
 		if (ip->protocol != IPPROTO_TCP)
 			return NULL;
 		/* A non-first fragment carries no TCP header to judge. */
@@ -163,13 +178,17 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 		}
 		ihl = ip->ihl * 4;
 		if (ihl < sizeof(*ip))
-			return NULL;
+			goto unparsed;
 		tcp = l3 + ihl;
 		if ((void *)(tcp + 1) > data_end)
-			return NULL;
-		if ((tcp->syn == 0) | (tcp->ack != 0))
+			goto unparsed;
+		if ((((__u8 *)tcp)[TCP_FLAGS_OFF] &
+		     (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
 			return NULL;
 		end_l3 = l3 + bpf_ntohs(ip->tot_len);
+		/* The whole key, padding included: it is hashed and compared
+		 * as words. */
+		__builtin_memset(&si->flow, 0, sizeof(si->flow));
 		__builtin_memcpy(si->flow.saddr, &ip->saddr, 4);
 		__builtin_memcpy(si->flow.daddr, &ip->daddr, 4);
 		si->flow.family = 4;
@@ -179,7 +198,7 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 		__u8 nh;
 
 		if ((void *)(ip6 + 1) > data_end)
-			return NULL;
+			goto unparsed;
 		nh = ip6->nexthdr;
 		p = ip6 + 1;
 		for (int i = 0; i < IPV6_MAX_EXT; i++) {
@@ -190,14 +209,14 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 				struct ipv6_opt_hdr *oh = p;
 
 				if ((void *)(oh + 1) > data_end)
-					return NULL;
+					goto unparsed;
 				nh = oh->nexthdr;
 				p += (oh->hdrlen + 1) * 8;
 			} else if (nh == IPPROTO_FRAGMENT) {
 				struct ipv6_frag_hdr *fh = p;
 
 				if ((void *)(fh + 1) > data_end)
-					return NULL;
+					goto unparsed;
 				if (fh->frag_off & bpf_htons(0xfff8)) {
 					count(RL_CNT_FRAGMENT);
 					return NULL;
@@ -208,34 +227,42 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 				return NULL;
 			}
 		}
+		/* More extension headers than we follow: it may be TCP. */
 		if (nh != IPPROTO_TCP)
-			return NULL;
+			goto unparsed;
 		tcp = p;
 		if ((void *)(tcp + 1) > data_end)
-			return NULL;
-		if ((tcp->syn == 0) | (tcp->ack != 0))
+			goto unparsed;
+		if ((((__u8 *)tcp)[TCP_FLAGS_OFF] &
+		     (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
 			return NULL;
 		end_l3 = (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len);
 		__builtin_memcpy(si->flow.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(si->flow.daddr, &ip6->daddr, 16);
 		si->flow.family = 6;
+		si->flow._pad = 0;
 	} else {
 		return NULL;
 	}
+	si->l3_off = l3 - data;
 
 	/* A SYN may carry data (TCP Fast Open); the RST must acknowledge it. */
 	l4_len = end_l3 - (void *)tcp;
 	if (tcp->doff * 4 < sizeof(*tcp) || end_l3 < (void *)tcp + tcp->doff * 4)
-		return NULL;
+		goto unparsed;
 	/* The options must be in the frame too, not only inside the length
 	 * the IP header claims: a frame cut short is not a SYN to charge. */
 	if ((void *)tcp + tcp->doff * 4 > data_end)
-		return NULL;
+		goto unparsed;
 	si->seg_len = 1 + l4_len - tcp->doff * 4;
 	si->flow.sport = tcp->source;
 	si->flow.dport = tcp->dest;
 	si->flow.isn = tcp->seq;
 	return tcp;
+
+unparsed:
+	count(RL_CNT_UNPARSED);
+	return NULL;
 }
 
 /* The tenant a SYN belongs to: the longest prefix wins, and on equal length a
@@ -325,6 +352,78 @@ static __always_inline bool take_leased(struct rl_tenant *t, __u32 id,
 		}
 	}
 	return old > 0;
+}
+
+/* The retransmission check: struct rl_flow is six 64-bit words. */
+#define FLOW_WORDS	(sizeof(struct rl_flow) / sizeof(__u64))
+
+typedef rl_flow_word flow_word;
+
+static __always_inline bool flow_equal(const struct rl_flow *a,
+				       const struct rl_flow *b)
+{
+	const flow_word *x = (const flow_word *)a, *y = (const flow_word *)b;
+
+	return ((READ_ONCE(x[0]) ^ y[0]) | (READ_ONCE(x[1]) ^ y[1]) |
+		(READ_ONCE(x[2]) ^ y[2]) | (READ_ONCE(x[3]) ^ y[3]) |
+		(READ_ONCE(x[4]) ^ y[4]) | (READ_ONCE(x[5]) ^ y[5])) == 0;
+}
+
+/* The slot this flow lives in, if it was admitted. */
+static __always_inline struct rl_flow_slot *flow_slot(const struct rl_flow *f)
+{
+	__u32 idx = rl_flow_hash(f);
+
+	return bpf_map_lookup_elem(&flow_cache, &idx);
+}
+
+/*
+ * True when this very SYN was admitted less than retrans_window_ns ago.
+ * The first, plain reading is all a miss costs, and a miss needs nothing
+ * more: a torn slot can only make a retransmission look new (it is charged).
+ * A match is believed only once the slot has been read again between two
+ * atomic reads of `seq` - full barriers - that saw the same even value: no
+ * writer touched the slot in between, so the key read is one writer's key.
+ * (Wrapping `seq` in between would take 2^31 inserts into one slot during
+ * one SYN's check.)
+ */
+static __always_inline bool flow_recent(struct rl_flow_slot *s,
+					const struct rl_flow *f, __u64 now)
+{
+	__u32 seq;
+
+	if (!flow_equal(&s->flow, f) ||
+	    now - READ_ONCE(s->admitted_ns) >= retrans_window_ns)
+		return false;
+	seq = __sync_fetch_and_add(&s->seq, 0);
+	if (seq & 1)
+		return false;
+	if (!flow_equal(&s->flow, f) ||
+	    now - READ_ONCE(s->admitted_ns) >= retrans_window_ns)
+		return false;
+	return __sync_fetch_and_add(&s->seq, 0) == seq;
+}
+
+/* Remembers an admitted SYN, overwriting whatever held its slot.  Two CPUs
+ * admitting into one slot at once: the one that loses the compare-and-swap
+ * leaves it to the other, and its own retransmission will be charged. */
+static __always_inline void flow_remember(struct rl_flow_slot *s,
+					  const struct rl_flow *f, __u64 now)
+{
+	const flow_word *src = (const flow_word *)f;
+	flow_word *dst = (flow_word *)&s->flow;
+	__u32 seq = READ_ONCE(s->seq);
+
+	if ((seq & 1) ||
+	    __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
+		return;
+	/* The compare-and-swap before and the fetch-and-add after are full
+	 * barriers: no store below is seen outside the odd window. */
+#pragma unroll
+	for (int i = 0; i < (int)FLOW_WORDS; i++)
+		WRITE_ONCE(dst[i], src[i]);
+	WRITE_ONCE(s->admitted_ns, now);
+	__sync_fetch_and_add(&s->seq, 1);
 }
 
 /* Rewrites the SYN in place into a RST|ACK back to its sender and returns the
@@ -422,10 +521,11 @@ static __always_inline int make_rst(void *data, void *data_end,
 static __always_inline enum verdict decide(void *data, void *data_end,
 					   int *reply_len)
 {
-	struct syn_info si = {};
+	struct syn_info si;
+	struct rl_flow_slot *slot = NULL;
 	struct rl_tenant *t;
 	struct rl_stats *st;
-	__u64 now, *seen;
+	__u64 now;
 	bool ok;
 	int id;
 	__u32 key;
@@ -446,9 +546,10 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 		return V_PASS;
 
 	now = bpf_ktime_get_ns();
+	/* Before the bucket: a retransmission must not take a token. */
 	if (retrans_window_ns) {
-		seen = bpf_map_lookup_elem(&flows, &si.flow);
-		if (seen && now - *seen < retrans_window_ns) {
+		slot = flow_slot(&si.flow);
+		if (slot && flow_recent(slot, &si.flow, now)) {
 			st->admitted++;
 			st->retransmits++;
 			return V_PASS;
@@ -466,8 +567,8 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	}
 	if (ok) {
 		st->admitted++;
-		if (retrans_window_ns)
-			bpf_map_update_elem(&flows, &si.flow, &now, BPF_ANY);
+		if (slot)
+			flow_remember(slot, &si.flow, now);
 		return V_PASS;
 	}
 
@@ -488,7 +589,7 @@ int xdp_rlgate(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	int reply_len = 0;
+	int reply_len;
 
 	switch (decide(data, data_end, &reply_len)) {
 	case V_PASS:
@@ -508,7 +609,7 @@ SEC("tc")
 int tc_rlgate(struct __sk_buff *skb)
 {
 	void *data, *data_end;
-	int reply_len = 0;
+	int reply_len;
 
 	/* Headers up to a maximal IPv6 chain must be in the linear area. */
 	bpf_skb_pull_data(skb, skb->len < 256 ? skb->len : 256);

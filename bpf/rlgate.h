@@ -13,7 +13,7 @@
 
 #define RL_MAX_TENANTS		4096
 #define RL_MAX_RULES		16384	/* per trie */
-#define RL_MAX_FLOWS		65536	/* recently admitted SYNs */
+#define RL_FLOW_SLOTS		65536	/* `flow_cache`; a power of two */
 #define RL_EVENTS_BYTES		(64 * 1024)
 
 #define RL_NSEC_PER_SEC		1000000000ULL
@@ -115,10 +115,9 @@ struct rl_rule {
 	__u32 prefixlen;	/* of the address alone, for the tie-break */
 };
 
-/* Key of `flows`, an LRU hash of SYNs admitted in the last
- * retrans_window_ns: a retransmitted SYN carries the same 4-tuple and ISN
- * and is admitted again without a token.  IPv4 addresses use the first four
- * bytes and leave the rest zero. */
+/* A SYN as the retransmission check knows it: the 4-tuple and the ISN.
+ * IPv4 addresses use the first four bytes and leave the rest zero; `_pad` is
+ * always zero, so the key is six whole 64-bit words to hash and compare. */
 struct rl_flow {
 	__u8 saddr[16];
 	__u8 daddr[16];
@@ -126,7 +125,52 @@ struct rl_flow {
 	__u16 dport;
 	__u32 isn;
 	__u32 family;		/* 4 or 6 */
+	__u32 _pad;
+} __attribute__((aligned(8)));
+
+/*
+ * One slot of `flow_cache`, a direct-mapped cache of the SYNs admitted in the
+ * last retrans_window_ns: a SYN whose hash picks this slot and whose whole key
+ * equals `flow` is a retransmission and is admitted without a token.  An
+ * admission simply overwrites its slot, so a flow that shares a slot with a
+ * later admission is forgotten early and its retransmission charged - what an
+ * LRU table does to everything under a flood, here at random.
+ *
+ * `seq` is a sequence lock: odd while one CPU rewrites the slot.  A writer
+ * claims it with compare-and-swap (and skips the insert if another CPU holds
+ * it); a reader that found a match re-reads the slot between two atomic
+ * reads of `seq` and believes it only if `seq` was even and unchanged, so a
+ * key half from one flow and half from another can never pass for a third.
+ * One slot per cache line.
+ */
+struct rl_flow_slot {
+	struct rl_flow flow;
+	__u32 seq;
+	__u32 _pad;
+	__u64 admitted_ns;	/* bpf_ktime_get_ns() at admission */
 };
+
+/*
+ * The slot of `flow_cache` a flow lives in: the top bits of a sum of products
+ * of the key's six words, which depend on every bit of the key.  Shared so
+ * that tests can find flows that collide.  Not keyed: aiming at the slot of
+ * a flow someone else admitted needs its ISN, and filling slots at random
+ * only does what any flood does to a cache of recent flows.
+ */
+typedef __u64 __attribute__((may_alias)) rl_flow_word;
+
+static inline __u32 rl_flow_hash(const struct rl_flow *f)
+{
+	const rl_flow_word *w = (const rl_flow_word *)f;
+	__u64 h;
+
+	h = w[0] * 0x9e3779b97f4a7c15ULL + w[1] * 0xc2b2ae3d27d4eb4fULL +
+	    w[2] * 0x165667b19e3779f9ULL + w[3] * 0xd6e8feb86659fd93ULL +
+	    w[4] * 0xff51afd7ed558ccdULL + w[5];
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h >> (64 - __builtin_ctz(RL_FLOW_SLOTS));
+}
 
 /* Events on the `events` ring buffer. */
 enum rl_event_type {
@@ -144,7 +188,9 @@ struct rl_event {
 enum rl_counter {
 	RL_CNT_SYN = 0,		/* SYNs seen */
 	RL_CNT_NOMATCH,		/* SYNs no rule matched */
-	RL_CNT_UNPARSED,	/* packets passed because they could not be parsed */
+	RL_CNT_UNPARSED,	/* IPv4/IPv6 packets passed because they were cut
+				 * short or malformed before the TCP header
+				 * (with its options) could be read */
 	RL_CNT_FRAGMENT,	/* non-first fragments passed */
 	RL_CNT_RST_FAILED,	/* RST wanted but the packet could not be trimmed */
 	RL_CNT_MAX,

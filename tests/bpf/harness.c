@@ -41,12 +41,12 @@ int world_init(struct world *w, struct bpf_object *obj)
 	w->stats_fd = map_fd(obj, "tenant_stats");
 	w->counters_fd = map_fd(obj, "counters");
 	w->events_fd = map_fd(obj, "events");
-	w->flows_fd = map_fd(obj, "flows");
+	w->flow_cache_fd = map_fd(obj, "flow_cache");
 	for (i = 0; i < 4; i++)
 		w->rules_fd[i] = map_fd(obj, rules[i]);
 	tm = bpf_object__find_map_by_name(obj, "tenants");
 	if (!tm || w->stats_fd < 0 || w->counters_fd < 0 || w->events_fd < 0 ||
-	    w->flows_fd < 0 || w->rules_fd[0] < 0 || w->rules_fd[3] < 0)
+	    w->flow_cache_fd < 0 || w->rules_fd[0] < 0 || w->rules_fd[3] < 0)
 		return -ENOENT;
 
 	/* The kernel rounds an mmapable array's value area up to pages. */

@@ -18,7 +18,7 @@ struct world {
 	struct bpf_object *obj;
 	struct rl_tenant *tenants;	/* the mmap'd `tenants` array */
 	size_t tenants_len;
-	int stats_fd, counters_fd, events_fd, flows_fd;
+	int stats_fd, counters_fd, events_fd, flow_cache_fd;
 	int rules_fd[4];		/* rules4, rules4_port, rules6, rules6_port */
 	int ncpus;
 };
