@@ -72,6 +72,14 @@ struct {
 	__uint(max_entries, RL_EVENTS_BYTES);
 } events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_agent_state);
+} agent_state SEC(".maps");
+
 enum verdict { V_PASS, V_DROP, V_RST };
 
 #ifndef READ_ONCE
@@ -297,26 +305,58 @@ static __always_inline int classify(const struct syn_info *si)
 	return -1;
 }
 
-/* Standalone bucket, GCRA form: one compare-and-swap of the theoretical
- * arrival time admits.  Lazy refill falls out of max(tat, now); the burst cap
- * out of the tolerance.  A lost race retries with the fresh value. */
-static __always_inline bool take_standalone(struct rl_tenant *t, __u64 now)
+/* A bucket in GCRA form (standalone tenants, and the static share of a
+ * degraded leased one): one compare-and-swap of the theoretical arrival time
+ * admits.  Lazy refill falls out of max(tat, now); the burst cap out of the
+ * tolerance.  A lost race retries with the fresh value. */
+static __always_inline bool take_gcra(__u64 *tatp, __u64 interval, __u64 tol,
+				      __u64 now)
 {
-	__u64 interval = t->interval_ns, tol = t->tolerance_ns;
-
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
-		__u64 tat = READ_ONCE(t->tat);
+		__u64 tat = READ_ONCE(*tatp);
 		__u64 base = tat > now ? tat : now;
 		__u64 next = base + interval;
 
 		if (next - now > tol)
 			return false;
-		if (__sync_val_compare_and_swap(&t->tat, tat, next) == tat)
+		if (__sync_val_compare_and_swap(tatp, tat, next) == tat)
 			return true;
 	}
 	/* Four CPUs beat us to it in a row: the bucket is hot, refuse. */
 	return false;
+}
+
+/* Fleet mode is degraded when the agent says so (its Redis breaker is open)
+ * or has stopped saying anything (its heartbeat is stale: it died). */
+static __always_inline bool fleet_degraded(__u64 now)
+{
+	__u32 zero = 0;
+	struct rl_agent_state *a = bpf_map_lookup_elem(&agent_state, &zero);
+
+	if (!a)
+		return false;
+	if (READ_ONCE(a->degraded))
+		return true;
+	return a->stale_ns && now > a->heartbeat_ns &&
+	       now - READ_ONCE(a->heartbeat_ns) > a->stale_ns;
+}
+
+/* A leased tenant whose tokens are spent while the fleet is degraded: its
+ * fail policy decides. */
+static __always_inline bool take_failed(struct rl_tenant *t, struct rl_stats *st,
+					__u64 now)
+{
+	st->degraded++;
+	switch (t->fail) {
+	case RL_FAIL_ALLOW:
+		return true;
+	case RL_FAIL_DENY:
+		return false;
+	default:
+		return take_gcra(&t->fail_tat, t->fail_interval_ns,
+				 t->fail_interval_ns * t->fail_burst, now);
+	}
 }
 
 /* Leased bucket: user space adds whole tokens, the kernel spends them.
@@ -556,10 +596,15 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 		}
 	}
 
-	if (t->mode == RL_MODE_STANDALONE)
-		ok = take_standalone(t, now);
-	else
+	if (t->mode == RL_MODE_STANDALONE) {
+		ok = take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now);
+	} else {
+		/* Leased tokens first, even while degraded: a Redis blip
+		 * shorter than a lease changes nothing. */
 		ok = take_leased(t, key, st, now);
+		if (!ok && fleet_degraded(now))
+			ok = take_failed(t, st, now);
+	}
 
 	if (!ok && (t->flags & RL_F_SHADOW)) {
 		st->shadow_denied++;

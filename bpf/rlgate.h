@@ -34,6 +34,14 @@ enum rl_action {
 
 #define RL_F_SHADOW		(1U << 0)	/* count would-deny, admit anyway */
 
+/* Leased tenants, once their tokens are spent while the fleet is degraded
+ * (the agent's Redis breaker is open, or the agent's heartbeat is stale). */
+enum rl_fail {
+	RL_FAIL_STATIC = 0,	/* refill locally: rate and burst / live agents */
+	RL_FAIL_ALLOW = 1,	/* admit */
+	RL_FAIL_DENY = 2,	/* refuse */
+};
+
 /*
  * One tenant, one slot of the `tenants` array (BPF_F_MMAPABLE, so user space
  * reads and updates it in place with atomics).  The first cache line is
@@ -51,9 +59,11 @@ struct rl_tenant {
 	__u64 burst;		/* bucket capacity in tokens */
 	__u64 tolerance_ns;	/* standalone: burst * interval_ns */
 	__s64 lowwater;		/* leased: notify when tokens fall to this */
-	__u64 _conf_pad[3];
+	__u32 fail;		/* leased: enum rl_fail */
+	__u32 fail_burst;	/* RL_FAIL_STATIC: burst / live agents, >= 1 */
+	__u64 fail_interval_ns;	/* RL_FAIL_STATIC: interval * live agents */
 
-	/* state: every CPU writes */
+	/* state: every CPU writes (its own cache line) */
 	/* standalone, GCRA form of the token bucket: the "theoretical arrival
 	 * time" - each admission moves it one interval later, and the bucket
 	 * is full once it lies burst intervals or more in the past (tat <= now
@@ -66,8 +76,25 @@ struct rl_tenant {
 	 * when it sends one, user space sets it again after a refill */
 	__u32 lowwater_armed;
 	__u32 _state_pad0;
-	__u64 _state_pad[5];
+	/* RL_FAIL_STATIC while degraded: a GCRA bucket like tat */
+	__u64 fail_tat;
+	__u64 _state_pad[4];
 } __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct rl_tenant) == 128 &&
+	       __builtin_offsetof(struct rl_tenant, tat) == 64,
+	       "rl_tenant: one cache line of configuration, one of state");
+
+/* The agent's side of fleet mode, for the kernel (ARRAY `agent_state`, one
+ * entry, mmapable).  The kernel applies each leased tenant's fail policy when
+ * degraded is set or the heartbeat is older than stale_ns: a dead agent
+ * never leaves its tenants without a policy. */
+struct rl_agent_state {
+	__u64 heartbeat_ns;	/* bpf_ktime_get_ns() clock */
+	__u64 stale_ns;		/* 0: no heartbeat expected (standalone) */
+	__u32 degraded;		/* the agent's Redis breaker is open */
+	__u32 _pad;
+};
 
 /* Per tenant, per CPU (BPF_MAP_TYPE_PERCPU_ARRAY `tenant_stats`): counting
  * never makes two CPUs fight over one cache line.  User space sums. */
@@ -78,7 +105,8 @@ struct rl_stats {
 	__u64 retransmits;	/* admitted free: SYN of a flow just admitted */
 	__u64 rst_sent;		/* RST replies sent */
 	__u64 lowwater_events;	/* low-water notifications sent */
-	__u64 _pad[2];
+	__u64 degraded;		/* SYNs decided by the fail policy */
+	__u64 _pad[1];
 };
 
 /*

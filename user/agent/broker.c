@@ -28,6 +28,7 @@
 #define BACKOFF_MIN_MS		100
 #define BACKOFF_MAX_MS		5000
 #define SHUTDOWN_MS		1000
+#define CALL_RING		1024
 
 enum script_id { S_LEASE, S_REFUND, S_HEARTBEAT, S_DEREGISTER, S_POLICY_SET,
 		 S_POLICY_GET, S_COUNT };
@@ -90,6 +91,15 @@ struct broker {
 	double lease_sum_s;
 	uint64_t lease_count;
 	struct slot *slots;		/* RL_MAX_TENANTS */
+	/* circuit breaker */
+	bool open, ever_healthy, tokens_expired;
+	unsigned int failures;
+	uint64_t open_since_ns;
+	time_t degraded_since;
+	char reason[160];
+	uint64_t transitions, redis_timeouts;
+	uint64_t ring[CALL_RING];	/* send times of calls in flight */
+	unsigned int ring_head, ring_len;
 	/* clean shutdown */
 	void (*done)(void *arg);
 	void *done_arg;
@@ -181,8 +191,93 @@ struct call {
 	uint64_t gen;
 	uint64_t sent_ns;
 	uint64_t n;		/* lease: wanted; refund: tokens */
+	redisCallbackFn *fn;	/* the script's own callback */
 	char name[POLICY_NAME_MAX + 1];
 };
+
+/* --- circuit breaker ----------------------------------------------------------
+ *
+ * Closed: leasing.  It opens after BREAKER_FAILURES consecutive failures
+ * (error replies, unusable replies, a call unanswered for the --redis-timeout)
+ * or at once when the connection is lost or cannot be made.  Open: no leases;
+ * the kernel is told the fleet is degraded and applies each tenant's fail
+ * policy once its leased tokens are spent.  The heartbeat, every second, is
+ * the half-open probe: its first good reply closes the breaker.
+ */
+#define BREAKER_FAILURES	3
+
+static void breaker_open(struct broker *b, const char *reason)
+{
+	b->failures = 0;
+	if (b->open)
+		return;
+	b->open = true;
+	b->open_since_ns = loop_now_ns();
+	b->degraded_since = time(NULL);
+	b->tokens_expired = false;
+	snprintf(b->reason, sizeof(b->reason), "%s", reason);
+	if (b->ever_healthy)
+		b->transitions++;
+	log_warn("fleet degraded: %s; each tenant's fail policy applies once its "
+		 "leased tokens are spent", reason);
+	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
+}
+
+static void breaker_failure(struct broker *b, const char *reason)
+{
+	if (++b->failures >= BREAKER_FAILURES)
+		breaker_open(b, reason);
+}
+
+static void breaker_success(struct broker *b)
+{
+	b->failures = 0;
+	if (!b->open || b->cmd.state != C_UP || !b->scripts_ok)
+		return;
+	b->open = false;
+	b->transitions++;
+	if (b->ever_healthy)
+		log_warn("fleet healthy again after %.1f s degraded (%s): leasing",
+			 (double)(loop_now_ns() - b->open_since_ns) / 1e9, b->reason);
+	else
+		log_info("Redis on '%s' ready: leasing", b->address);
+	b->ever_healthy = true;
+	b->reason[0] = '\0';
+	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, false);
+}
+
+/* Leases and refunds go out only while the breaker is closed. */
+static bool leasing(const struct broker *b)
+{
+	return b->cmd.state == C_UP && b->scripts_ok && !b->open && !b->done;
+}
+
+/* Every reply passes here first: it answers the oldest call in flight. */
+static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+
+	if (b->ring_len) {
+		b->ring_head = (b->ring_head + 1) % CALL_RING;
+		b->ring_len--;
+	}
+	c->fn(ac, reply, priv);
+}
+
+/* Called every CHECK_MS: the oldest call unanswered past the timeout counts
+ * as one failure per check for as long as it stays unanswered. */
+static void breaker_check_timeouts(struct broker *b, uint64_t now)
+{
+	char why[96];
+
+	if (!b->ring_len || now - b->ring[b->ring_head] < b->o.timeout_ms * 1000000ULL)
+		return;
+	snprintf(why, sizeof(why), "Redis on '%.40s' did not answer within %llu ms",
+		 b->address, (unsigned long long)b->o.timeout_ms);
+	b->redis_timeouts++;
+	breaker_failure(b, why);
+}
 
 static bool reply_is_noscript(const redisReply *r)
 {
@@ -199,6 +294,13 @@ static void call_failed(struct broker *b, enum script_id s, const redisReply *r)
 	if (!r) {
 		log_debug("%s call lost: connection closed", script_names[s]);
 		return;
+	}
+	{
+		char why[128];
+
+		snprintf(why, sizeof(why), "Redis on '%.60s' gave %s an unusable reply",
+			 b->address, script_names[s]);
+		breaker_failure(b, why);
 	}
 	if (reply_is_noscript(r)) {
 		log_warn("Redis on '%s' lost rlgate's scripts (restarted or "
@@ -245,8 +347,11 @@ static int eval(struct broker *b, enum script_id s, int nkeys, const char **args
 	c->b = b;
 	c->script = s;
 	c->sent_ns = loop_now_ns();
-	if (redisAsyncCommandArgv(b->cmd.ac, fn, c, argc, argv, NULL) != REDIS_OK)
+	c->fn = fn;
+	if (redisAsyncCommandArgv(b->cmd.ac, on_reply, c, argc, argv, NULL) != REDIS_OK)
 		return -ENOTCONN;
+	if (b->ring_len < CALL_RING)
+		b->ring[(b->ring_head + b->ring_len++) % CALL_RING] = c->sent_ns;
 	b->redis_calls++;
 	return 0;
 }
@@ -348,7 +453,7 @@ static void on_wait(struct loop_timer *tm, void *arg)
 		const struct agent_tenant *t = &b->a->tenants[i];
 
 		if (t->slot == s->idx && strcmp(t->pol.name, s->name) == 0 &&
-		    b->cmd.state == C_UP && b->scripts_ok && !b->done)
+		    leasing(b))
 			maybe_lease(b, t, loop_now_ns(), false);
 	}
 }
@@ -370,6 +475,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		free(c);
 		return;
 	}
+	breaker_success(b);
 	observe_lease_rtt(b, now - c->sent_ns);
 	log_debug("lease '%s': asked %llu, granted %lld, bucket %lld, wait %lld ms",
 		  c->name, (unsigned long long)c->n, r->element[0]->integer,
@@ -476,6 +582,8 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (!r || r->type != REDIS_REPLY_INTEGER)
 		call_failed(b, S_REFUND, r);
+	else
+		breaker_success(b);
 	if (b->done && b->pending && --b->pending == 0) {
 		void (*done)(void *) = b->done;
 
@@ -495,7 +603,7 @@ static int refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 	uint64_t taken;
 	struct call *c;
 
-	if (b->cmd.state != C_UP || !b->scripts_ok)
+	if (b->cmd.state != C_UP || !b->scripts_ok || (b->open && !b->done))
 		return -ENOTCONN;
 	taken = kern_tokens_take(&b->a->kern, t->slot, max);
 	if (!taken)
@@ -556,7 +664,23 @@ static void on_check(struct loop_timer *tm, void *arg)
 	uint64_t now = loop_now_ns(), ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
 
 	(void)tm;
-	if (b->cmd.state != C_UP || !b->scripts_ok || b->done)
+	/* The kernel's view of this agent: alive, and whether Redis is. */
+	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
+			 b->open || b->done);
+	breaker_check_timeouts(b, now);
+	if (b->open && !b->tokens_expired && now - b->open_since_ns > ttl_ns) {
+		/* Degraded for longer than a lease TTL: what is left of the
+		 * leases is stale budget; the fail policy takes over now. */
+		uint64_t dropped = 0;
+
+		for (size_t i = 0; i < b->a->n_tenants; i++)
+			dropped += kern_tokens_take(&b->a->kern, b->a->tenants[i].slot, 0);
+		b->tokens_expired = true;
+		if (dropped)
+			log_info("degraded past the lease TTL: %llu leased token(s) "
+				 "expired", (unsigned long long)dropped);
+	}
+	if (!leasing(b))
 		return;
 	for (size_t i = 0; i < b->a->n_tenants; i++) {
 		const struct agent_tenant *t = &b->a->tenants[i];
@@ -594,7 +718,7 @@ void broker_lowwater(struct broker *b, uint32_t slot)
 		return;
 	slot_of(b, t)->want_lease = true;
 	slot_of(b, t)->last_active_ns = loop_now_ns();
-	if (b->cmd.state == C_UP && b->scripts_ok && !b->done)
+	if (leasing(b))
 		maybe_lease(b, t, loop_now_ns(), true);
 }
 
@@ -607,9 +731,18 @@ static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-		if ((uint64_t)r->integer != c->b->live_agents)
+		struct broker *b = c->b;
+
+		if ((uint64_t)r->integer != b->live_agents) {
 			log_info("live agents: %lld", r->integer);
-		c->b->live_agents = (uint64_t)r->integer;
+			b->live_agents = (uint64_t)r->integer;
+			/* The static fail share follows the fleet's size. */
+			b->a->kern.fail_agents = b->live_agents;
+			for (size_t i = 0; i < b->a->n_tenants; i++)
+				kern_tenant_fail(&b->a->kern, b->a->tenants[i].slot,
+						 &b->a->tenants[i].pol);
+		}
+		breaker_success(b);
 	} else {
 		call_failed(c->b, S_HEARTBEAT, r);
 	}
@@ -645,7 +778,9 @@ static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (!int_array(r, 2))
 		call_failed(c->b, S_POLICY_SET, r);
-	else if (r->element[0]->integer == 0)
+	else
+		breaker_success(c->b);
+	if (int_array(r, 2) && r->element[0]->integer == 0)
 		log_debug("policy of '%s': the fleet has a newer version (%lld)",
 			  c->name, r->element[1]->integer);
 	free(c);
@@ -724,6 +859,7 @@ static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
 		free(c);
 		return;
 	}
+	breaker_success(b);
 	version = (uint64_t)r->element[0]->integer;
 	json = r->element[1]->str;
 	if (version && agent_fleet_update(b->a, c->name, version, json, err))
@@ -819,7 +955,7 @@ static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
 	b->sha[idx][40] = '\0';
 	if (++b->scripts_loaded == S_COUNT && !b->scripts_ok) {
 		b->scripts_ok = true;
-		log_info("Redis on '%s': scripts loaded, leasing", b->address);
+		log_debug("Redis on '%s': scripts loaded", b->address);
 		heartbeat(b);
 		if (b->sub.state == C_UP)
 			policy_sync(b);
@@ -884,9 +1020,15 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	struct broker *b = c->b;
 
 	if (status != REDIS_OK) {
+		char why[240];
+
 		if (c->backoff_ms == BACKOFF_MIN_MS)
 			log_warn("couldn't connect to Redis on '%s': %s (retrying)",
 				 b->address, ac->errstr);
+		snprintf(why, sizeof(why), "couldn't connect to Redis on '%.100s': %.80s",
+			 b->address, ac->errstr);
+		if (!c->subscriber)
+			breaker_open(b, why);
 		conn_retry(c);
 		return;
 	}
@@ -915,9 +1057,15 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		log_warn("lost Redis on '%s' (%s connection): %s", b->address,
 			 c->name, ac->errstr);
 	if (!c->subscriber) {
+		char why[240];
+
 		b->scripts_ok = false;
 		for (int i = 0; i < RL_MAX_TENANTS; i++)
 			b->slots[i].inflight = false;
+		b->ring_len = 0;
+		snprintf(why, sizeof(why), "lost Redis on '%.100s': %.80s", b->address,
+			 ac->errstr);
+		breaker_open(b, why);
 	}
 	conn_retry(c);
 }
@@ -930,9 +1078,15 @@ static void conn_start(struct conn *c)
 	ac = b->path[0] ? redisAsyncConnectUnix(b->path) :
 			  redisAsyncConnect(b->host, b->port);
 	if (!ac || ac->err) {
+		char why[240];
+
 		if (c->backoff_ms == BACKOFF_MIN_MS)
 			log_warn("couldn't connect to Redis on '%s': %s (retrying)",
 				 b->address, ac ? ac->errstr : "out of memory");
+		snprintf(why, sizeof(why), "couldn't connect to Redis on '%.100s': %.80s",
+			 b->address, ac ? ac->errstr : "out of memory");
+		if (!c->subscriber)
+			breaker_open(b, why);
 		if (ac)
 			redisAsyncFree(ac);
 		conn_retry(c);
@@ -988,7 +1142,22 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	} else if (gethostname(b->agent_id, sizeof(b->agent_id) - 1) < 0) {
 		snprintf(b->agent_id, sizeof(b->agent_id), "rlagent-%d", getpid());
 	}
-	b->live_agents = 1;
+	if (!b->o.timeout_ms)
+		b->o.timeout_ms = 50;
+	if (!b->o.stale_ms)
+		b->o.stale_ms = 2000;
+	b->live_agents = b->o.expected_agents ? b->o.expected_agents : 1;
+	a->kern.fail_agents = b->live_agents;
+	for (size_t i = 0; i < a->n_tenants; i++)
+		kern_tenant_fail(&a->kern, a->tenants[i].slot, &a->tenants[i].pol);
+	/* Degraded until Redis has answered once: until then the fail
+	 * policies decide, not an empty leased bucket. */
+	b->open = true;
+	b->open_since_ns = loop_now_ns();
+	b->degraded_since = time(NULL);
+	b->tokens_expired = true;
+	snprintf(b->reason, sizeof(b->reason), "not connected to Redis yet");
+	kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
 	b->cmd = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "command" };
 	b->sub = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "policy",
 				.subscriber = true };
@@ -1079,6 +1248,9 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 	b->done = done;
 	b->done_arg = arg;
 	b->pending = 0;
+	/* From here on the kernel runs on the fail policies: the tokens go
+	 * back to Redis, and the next agent may take a while. */
+	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
 	if (b->cmd.state != C_UP || !b->scripts_ok) {
 		log_warn("Redis on '%s' is out of reach: leased tokens are not "
 			 "refunded (they return when their bucket refills)", b->address);
@@ -1135,7 +1307,11 @@ void broker_stats(const struct broker *b, struct broker_stats *out)
 	out->address = b->address;
 	out->state = b->cmd.state == C_UP ? "connected" :
 		     b->cmd.state == C_CONNECTING ? "connecting" : "down";
-	out->healthy = b->cmd.state == C_UP && b->scripts_ok;
+	out->healthy = b->cmd.state == C_UP && b->scripts_ok && !b->open;
+	out->degraded_since = b->open ? b->degraded_since : 0;
+	out->reason = b->open ? b->reason : "";
+	out->transitions = b->transitions;
+	out->timeouts = b->redis_timeouts;
 	out->live_agents = b->live_agents;
 	out->redis_calls = b->redis_calls;
 	out->redis_errors = b->redis_errors;

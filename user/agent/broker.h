@@ -23,6 +23,9 @@ struct broker_opts {
 	const char *password_file;	/* AUTH password, or NULL */
 	const char *agent_id;		/* default: the host name */
 	uint64_t lease_ttl_ms;		/* idle leased tokens go back after this */
+	uint64_t timeout_ms;		/* a Redis call unanswered this long failed */
+	uint64_t stale_ms;		/* the kernel's deadline for our heartbeat */
+	uint64_t expected_agents;	/* static share until the registry answers */
 };
 
 /* Per tenant, for rlctl stats and metrics. */
@@ -40,7 +43,11 @@ struct broker_tenant_stats {
 struct broker_stats {
 	const char *address;
 	const char *state;		/* "connected", "connecting", "down" */
-	bool healthy;			/* connected with every script loaded */
+	bool healthy;			/* leasing: connected, breaker closed */
+	time_t degraded_since;		/* 0 while healthy */
+	const char *reason;		/* why degraded, "" while healthy */
+	uint64_t transitions;		/* into and out of degraded */
+	uint64_t timeouts;		/* calls unanswered past the timeout */
 	uint64_t live_agents;
 	uint64_t redis_calls;		/* every script call */
 	uint64_t redis_errors;

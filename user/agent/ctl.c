@@ -175,6 +175,13 @@ static void cmd_status(struct ctl_client *cl, const json_t *req)
 		json_object_set_new(r, "live_agents", json_integer((json_int_t)bs.live_agents));
 		json_object_set_new(r, "broker", json_string(bs.healthy ? "healthy" :
 							     "degraded"));
+		json_object_set_new(r, "broker_transitions",
+				    json_integer((json_int_t)bs.transitions));
+		if (!bs.healthy) {
+			json_object_set_new(r, "degraded_since",
+					    json_integer((json_int_t)bs.degraded_since));
+			json_object_set_new(r, "degraded_reason", json_string(bs.reason));
+		}
 	}
 	reply(cl, r);
 }
@@ -310,6 +317,7 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 
 		broker_tenant_stats(a->broker, t, &bt);
 		json_object_set_new(j, "leases", json_integer((json_int_t)bt.leases));
+		json_object_set_new(j, "degraded", json_integer((json_int_t)st.s.degraded));
 		json_object_set_new(j, "tokens_leased", json_integer((json_int_t)bt.tokens_leased));
 		json_object_set_new(j, "tokens_refunded", json_integer((json_int_t)bt.tokens_refunded));
 		json_object_set_new(j, "redis_calls", json_integer((json_int_t)bt.redis_calls));

@@ -248,6 +248,18 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
 			  strerror(-err));
 		goto cleanup;
 	}
+	k->agent = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED,
+			bpf_map__fd(k->skel->maps.agent_state), 0);
+	if (k->agent == MAP_FAILED) {
+		err = -errno;
+		k->agent = NULL;
+		log_error("couldn't mmap map on '%s/agent_state': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
+	}
+	k->agent_len = (size_t)page;
+	if (!k->fail_agents)
+		k->fail_agents = 1;
 	k->ncpus = libbpf_num_possible_cpus();
 	if (k->ncpus <= 0) {
 		err = k->ncpus < 0 ? k->ncpus : -EINVAL;
@@ -275,6 +287,9 @@ void kern_close(struct kern *k)
 	if (k->tenants)
 		munmap(k->tenants, k->tenants_len);
 	k->tenants = NULL;
+	if (k->agent)
+		munmap(k->agent, k->agent_len);
+	k->agent = NULL;
 	if (k->skel)
 		rlgate_bpf__destroy(k->skel);
 	k->skel = NULL;
@@ -626,6 +641,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
 	rt->tolerance_ns = t->burst * interval;
+	kern_tenant_fail(k, slot, t);
 	if (rebase)
 		__atomic_store_n(&rt->tat, now + rt->tolerance_ns - keep * interval,
 				 __ATOMIC_RELAXED);
@@ -639,6 +655,29 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&rt->mode, k->leased ? RL_MODE_LEASED : RL_MODE_STANDALONE,
 			 __ATOMIC_RELEASE);
+}
+
+void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+	uint64_t agents = k->fail_agents ? k->fail_agents : 1;
+	uint64_t burst = t->burst / agents;
+
+	rt->fail_interval_ns = policy_interval_ns(&t->rate) * agents;
+	rt->fail_burst = burst ? (uint32_t)(burst < UINT32_MAX ? burst : UINT32_MAX) : 1;
+	__atomic_store_n(&rt->fail, t->fail == POLICY_FAIL_ALLOW ? RL_FAIL_ALLOW :
+			 t->fail == POLICY_FAIL_DENY ? RL_FAIL_DENY : RL_FAIL_STATIC,
+			 __ATOMIC_RELEASE);
+}
+
+void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
+		      bool degraded)
+{
+	if (!k->agent)
+		return;
+	__atomic_store_n(&k->agent->stale_ns, stale_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&k->agent->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&k->agent->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
 }
 
 void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater)
@@ -726,6 +765,7 @@ int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
 		out->retransmits += per[c].retransmits;
 		out->rst_sent += per[c].rst_sent;
 		out->lowwater_events += per[c].lowwater_events;
+		out->degraded += per[c].degraded;
 	}
 cleanup:
 	free(per);

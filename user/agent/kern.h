@@ -46,6 +46,9 @@ struct kern {
 	unsigned int n_ifaces;
 	bool maps_adopted;	/* pinned maps existed and were reused */
 	bool leased;		/* fleet mode: tenants spend leased tokens only */
+	struct rl_agent_state *agent;	/* the mmap'ed `agent_state` map */
+	size_t agent_len;
+	uint64_t fail_agents;	/* divisor of the static fail share (>= 1) */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -88,6 +91,18 @@ int kern_unpin(struct kern *k);
  * half-configured tenant go live. */
 void kern_tenant_configure(struct kern *k, uint32_t slot,
 			   const struct policy_tenant *t, bool fresh);
+
+/* Writes the fail policy of t, and its static share (rate and burst / the
+ * fail_agents last set), into slot.  Called on every configure and whenever
+ * the count of live agents changes. */
+void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t);
+
+/* Fleet mode's word to the kernel: alive at now_ns (a heartbeat older than
+ * stale_ns means the agent died), and whether Redis is failing.  Either way
+ * the kernel applies each leased tenant's fail policy once its tokens are
+ * spent. */
+void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
+		      bool degraded);
 
 /* Leased tokens (fleet mode), on the shared memory of the tenant table.
  * kern_tokens_add adds granted tokens and re-arms the low-water event;

@@ -57,6 +57,13 @@ static void usage(FILE *f)
 "      --agent-id ID           this agent in the registry (default: host name)\n"
 "      --lease-ttl MS          leased tokens idle this long go back to Redis\n"
 "                              (default 1000)\n"
+"      --redis-timeout MS      a Redis call unanswered this long has failed;\n"
+"                              three failures in a row degrade the fleet\n"
+"                              (default 50)\n"
+"      --heartbeat-stale MS    the kernel applies the fail policies when this\n"
+"                              agent has been silent this long (default 2000)\n"
+"      --expected-agents N     fleet size for the static fail share until\n"
+"                              Redis has told the real one (default 1)\n"
 "  -h, --help                  this help\n"
 "  -V, --version               print the version\n"
 "\n"
@@ -91,6 +98,21 @@ static int parse_ifaces(char *list, struct agent_opts *o)
 	}
 	if (o->n_ifaces == 0)
 		return usage_error("invalid --iface '%s': expected IF[,IF...]", "");
+	return 0;
+}
+
+/* A whole number from lo to hi.  0 or -EINVAL. */
+static int parse_ms(const char *s, unsigned long long lo, unsigned long long hi,
+		    uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
 	return 0;
 }
 
@@ -180,6 +202,9 @@ int main(int argc, char **argv)
 		{ "redis-password-file", required_argument, NULL, 'P' },
 		{ "agent-id", required_argument, NULL, 'A' },
 		{ "lease-ttl", required_argument, NULL, 'T' },
+		{ "redis-timeout", required_argument, NULL, 'O' },
+		{ "heartbeat-stale", required_argument, NULL, 'H' },
+		{ "expected-agents", required_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent a = {
@@ -253,19 +278,30 @@ int main(int argc, char **argv)
 						   "1 to 256 characters", optarg);
 			bo.agent_id = optarg;
 			break;
-		case 'T': {
-			char *end;
-			unsigned long long v;
-
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 10 || v > 3600000)
+		case 'T':
+			if (parse_ms(optarg, 10, 3600000, &bo.lease_ttl_ms))
 				return usage_error("invalid --lease-ttl '%s': expected "
 						   "milliseconds from 10 to 3600000",
 						   optarg);
-			bo.lease_ttl_ms = v;
 			break;
-		}
+		case 'O':
+			if (parse_ms(optarg, 1, 60000, &bo.timeout_ms))
+				return usage_error("invalid --redis-timeout '%s': "
+						   "expected milliseconds from 1 to "
+						   "60000", optarg);
+			break;
+		case 'H':
+			if (parse_ms(optarg, 100, 3600000, &bo.stale_ms))
+				return usage_error("invalid --heartbeat-stale '%s': "
+						   "expected milliseconds from 100 to "
+						   "3600000", optarg);
+			break;
+		case 'N':
+			if (parse_ms(optarg, 1, 100000, &bo.expected_agents))
+				return usage_error("invalid --expected-agents '%s': "
+						   "expected a count from 1 to 100000",
+						   optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -294,9 +330,12 @@ int main(int argc, char **argv)
 					 sizeof(path)))
 			return usage_error("invalid --redis '%s': expected HOST:PORT, "
 					   "[IPV6]:PORT or unix:/PATH", bo.redis);
-	} else if (bo.user || bo.password_file || bo.agent_id) {
-		return usage_error("%s: --redis-user, --redis-password-file and "
-				   "--agent-id need --redis", "invalid options");
+	} else if (bo.user || bo.password_file || bo.agent_id || bo.timeout_ms ||
+		   bo.stale_ms || bo.expected_agents) {
+		return usage_error("%s: --redis-user, --redis-password-file, "
+				   "--agent-id, --redis-timeout, --heartbeat-stale "
+				   "and --expected-agents need --redis",
+				   "invalid options");
 	}
 	if (a.opts.control_group) {
 		struct group *g = getgrnam(a.opts.control_group);

@@ -196,7 +196,29 @@ static void render_fleet(FILE *f, struct agent *a)
 	fprintf(f, "rlgate_live_agents %llu\n", (unsigned long long)bs.live_agents);
 	header(f, "rlgate_redis_connected", "gauge",
 	       "1 while connected to Redis with every script loaded.");
-	fprintf(f, "rlgate_redis_connected %d\n", bs.healthy ? 1 : 0);
+	fprintf(f, "rlgate_redis_connected %d\n",
+		strcmp(bs.state, "connected") == 0 ? 1 : 0);
+	header(f, "rlgate_broker_state", "gauge",
+	       "0 healthy (leasing), 1 degraded (fail policies apply once "
+	       "leased tokens are spent).");
+	fprintf(f, "rlgate_broker_state %d\n", bs.healthy ? 0 : 1);
+	header(f, "rlgate_broker_transitions_total", "counter",
+	       "Switches between healthy and degraded.");
+	fprintf(f, "rlgate_broker_transitions_total %llu\n",
+		(unsigned long long)bs.transitions);
+	header(f, "rlgate_redis_timeouts_total", "counter",
+	       "Checks that found a Redis call unanswered past --redis-timeout.");
+	fprintf(f, "rlgate_redis_timeouts_total %llu\n", (unsigned long long)bs.timeouts);
+	header(f, "rlgate_degraded_total", "counter",
+	       "SYNs decided by the tenant's fail policy while degraded.");
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		struct agent_tenant_stats ts;
+
+		agent_tenant_stats(a, &a->tenants[i], &ts);
+		fputs("rlgate_degraded_total{tenant=\"", f);
+		put_label(f, a->tenants[i].pol.name);
+		fprintf(f, "\"} %llu\n", (unsigned long long)ts.s.degraded);
+	}
 	header(f, "rlgate_lease_seconds", "histogram", "Round trip of lease calls.");
 	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++) {
 		if (i == BROKER_LEASE_BUCKETS - 1)

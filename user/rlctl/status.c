@@ -126,8 +126,21 @@ int cmd_status(int argc, char **argv)
 		       json_string_value(json_object_get(v, "state")) ?: "?");
 		printf("live agents: %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(reply, "live_agents")));
-		printf("broker:      %s\n",
-		       json_string_value(json_object_get(reply, "broker")) ?: "?");
+		v = json_object_get(reply, "degraded_since");
+		if (json_is_integer(v)) {
+			time_t since = (time_t)json_integer_value(v);
+			char when[64];
+			struct tm tm;
+
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z",
+				 localtime_r(&since, &tm));
+			printf("broker:      degraded since %s: %s\n", when,
+			       json_string_value(json_object_get(reply,
+					"degraded_reason")) ?: "?");
+		} else {
+			printf("broker:      %s\n",
+			       json_string_value(json_object_get(reply, "broker")) ?: "?");
+		}
 	}
 	json_decref(reply);
 	return RLCTL_EXIT_OK;
