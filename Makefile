@@ -40,7 +40,8 @@ SKELS := $(BPF_OBJS:.bpf.o=.skel.h)
 vpath %.bpf.c bpf tests/bpf
 .SECONDARY: $(BPF_OBJS)
 
-$(BUILD)/%.bpf.o: %.bpf.c bpf/rlgate.h | $(BUILD)
+# Test programs may #include the shipped one: every object depends on it.
+$(BUILD)/%.bpf.o: %.bpf.c bpf/rlgate.h bpf/rlgate.bpf.c | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o

@@ -571,6 +571,12 @@ int kern_detach(struct kern *k, const char *ifname)
 	return 0;
 }
 
+static const char *const legacy_pins[] = {
+	"flows",	/* LRU hash, replaced by flow_cache */
+	"tc_rlgate",	/* a tc-mode program pin when this run is XDP, or... */
+	"xdp_rlgate",	/* ...the other way round */
+};
+
 int kern_unpin(struct kern *k)
 {
 	struct bpf_map *map;
@@ -588,6 +594,13 @@ int kern_unpin(struct kern *k)
 	if (unlink(path) < 0 && errno != ENOENT)
 		log_warn("couldn't unpin program on '%s': %s", path,
 			 strerror(errno));
+	/* Maps that earlier builds pinned and this one no longer has. */
+	for (size_t i = 0; i < sizeof(legacy_pins) / sizeof(legacy_pins[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", k->pin_dir, legacy_pins[i]);
+		if (unlink(path) < 0 && errno != ENOENT)
+			log_warn("couldn't unpin old map on '%s': %s", path,
+				 strerror(errno));
+	}
 	if (rmdir(k->pin_dir) < 0) {
 		err = -errno;
 		log_warn("couldn't remove pin dir on '%s': %s", k->pin_dir,
