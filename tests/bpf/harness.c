@@ -151,6 +151,7 @@ void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)
 		out->retransmits += one.retransmits;
 		out->rst_sent += one.rst_sent;
 		out->lowwater_events += one.lowwater_events;
+		out->degraded += one.degraded;
 	}
 }
 
@@ -221,6 +222,33 @@ void tenant_leased(struct rl_tenant *t, __u32 action, __s64 tokens,
 	t->lowwater_armed = armed;
 	t->tokens = tokens;
 	t->generation++;
+}
+
+void tenant_fail(struct rl_tenant *t, __u32 fail, __u32 fail_burst,
+		 __u64 fail_interval_ns)
+{
+	t->fail = fail;
+	t->fail_burst = fail_burst;
+	t->fail_interval_ns = fail_interval_ns;
+	t->generation++;
+}
+
+int agent_state_set(struct world *w, __u64 heartbeat_ns, __u64 stale_ns,
+		    __u32 degraded)
+{
+	struct rl_agent_state st = {
+		.heartbeat_ns = heartbeat_ns,
+		.stale_ns = stale_ns,
+		.degraded = degraded,
+	};
+	__u32 zero = 0;
+	int fd = map_fd(w->obj, "agent_state");
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_update_elem(fd, &zero, &st, BPF_ANY))
+		return -errno;
+	return 0;
 }
 
 static int quiet_print(enum libbpf_print_level level, const char *fmt,

@@ -64,6 +64,18 @@ void tenant_standalone(struct rl_tenant *t, __u32 action, __u32 flags,
 void tenant_leased(struct rl_tenant *t, __u32 action, __s64 tokens,
 		   __s64 lowwater, bool armed);
 
+/* Sets a leased tenant's fail policy (enum rl_fail) and, for
+ * RL_FAIL_STATIC, its local share: fail_burst tokens, one per
+ * fail_interval_ns.  Bumps the generation; does not touch fail_tat. */
+void tenant_fail(struct rl_tenant *t, __u32 fail, __u32 fail_burst,
+		 __u64 fail_interval_ns);
+
+/* Writes the one `agent_state` entry as the agent does: its heartbeat
+ * (CLOCK_MONOTONIC ns), the staleness deadline (0: none) and the breaker's
+ * degraded flag.  0 or -errno (-ENOENT when the object has no such map). */
+int agent_state_set(struct world *w, __u64 heartbeat_ns, __u64 stale_ns,
+		    __u32 degraded);
+
 /* `test_xdp --bench`: the per-packet benchmark (bench.c). */
 int bench_main(int argc, char **argv);
 

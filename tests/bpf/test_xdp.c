@@ -1283,6 +1283,368 @@ static int scen_flow_slot_locked(const void *arg)
 }
 
 /* ------------------------------------------------------------------------
+ * Fail policy of leased tenants: what decides once the leased tokens are
+ * spent while the fleet is degraded (the agent's breaker is open, or its
+ * heartbeat is stale).  Tenant 1 of a small world, leased, with 0 or a few
+ * tokens; `agent_state` set per scenario.
+ */
+#define STALE_NS	(2 * SEC_NS)
+
+/* A small world whose tenant 1 is leased with `tokens` and the fail policy
+ * given, and `agent_state` as given.  NULL (and a diagnostic) on failure. */
+static struct rl_tenant *fail_world(struct inst *in, __u32 action,
+				    __s64 tokens, __u32 fail, __u32 fail_burst,
+				    __u64 fail_interval_ns, __u64 heartbeat_ns,
+				    __u64 stale_ns, __u32 degraded)
+{
+	struct rl_tenant *t;
+	int err;
+
+	if (small_world(in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return NULL;
+	t = &in->w.tenants[1];
+	tenant_leased(t, action, tokens, -1, false);
+	tenant_fail(t, fail, fail_burst, fail_interval_ns);
+	err = agent_state_set(&in->w, heartbeat_ns, stale_ns, degraded);
+	if (err) {
+		diag("couldn't set agent_state: %s", strerror(-err));
+		inst_close(in);
+		return NULL;
+	}
+	return t;
+}
+
+/* Checks tenant 1's counters: admitted, denied and decided by the fail
+ * policy. */
+static void check_fail_stats(struct inst *in, __u64 admitted, __u64 denied,
+			     __u64 degraded, bool *okp)
+{
+	struct rl_stats s;
+	bool ok = *okp;
+
+	tenant_stats_sum(&in->w, 1, &s);
+	CHECK(s.admitted == admitted && s.denied == denied &&
+	      s.degraded == degraded,
+	      "admitted %llu denied %llu degraded %llu, want %llu %llu %llu",
+	      (unsigned long long)s.admitted, (unsigned long long)s.denied,
+	      (unsigned long long)s.degraded, (unsigned long long)admitted,
+	      (unsigned long long)denied, (unsigned long long)degraded);
+	*okp = ok;
+}
+
+/* Degraded, fail policy deny: the 3 leased tokens still admit 3, and only
+ * the 4th SYN meets the fail policy. */
+static int scen_fail_tokens_first(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 3, RL_FAIL_DENY, 1, SEC_NS,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return T_FAIL;
+	n = count_admits(&in, 3, 1000, &ok);
+	CHECK(n == 3, "3 leased tokens while degraded admitted %d, want 3", n);
+	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
+	check_fail_stats(&in, 3, 0, 0, &ok);
+	n = count_admits(&in, 2, 2000, &ok);
+	CHECK(n == 0, "fail deny after the tokens admitted %d, want 0", n);
+	check_fail_stats(&in, 3, 2, 2, &ok);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Healthy fleet (fresh heartbeat, not degraded), fail policy allow: an
+ * empty leased bucket refuses; the fail policy is not consulted. */
+static int scen_fail_not_degraded(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_ALLOW, 1, SEC_NS,
+		       now_ns(), STALE_NS, 0);
+	if (!t)
+		return T_FAIL;
+	n = count_admits(&in, 3, 1000, &ok);
+	CHECK(n == 0, "empty leased bucket, healthy fleet admitted %d, want 0",
+	      n);
+	check_fail_stats(&in, 0, 3, 0, &ok);
+	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+static int scen_fail_allow(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_ALLOW, 1, SEC_NS,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return T_FAIL;
+	n = count_admits(&in, 5, 1000, &ok);
+	CHECK(n == 5, "degraded, fail allow admitted %d of 5", n);
+	check_fail_stats(&in, 5, 0, 5, &ok);
+	CHECK(t->tokens == 0, "fail allow moved tokens to %lld, want 0",
+	      (long long)t->tokens);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Degraded, fail deny, action rst: refused with the RST|ACK the SYN's
+ * description calls for. */
+static int scen_fail_deny_rst(const void *arg)
+{
+	struct pkt p = { V4, SYN, .src = "10.1.0.10", .sport = 1000,
+			 .seq = 4242 };
+	__u8 buf[PKT_MAX], out[PKT_MAX * 2], want[PKT_MAX];
+	struct run_result r;
+	struct inst in;
+	struct rl_tenant *t;
+	struct rl_stats s;
+	bool ok = true;
+	int len, wlen, err;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_RST, 0, RL_FAIL_DENY, 1, SEC_NS,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return T_FAIL;
+	len = pkt_build(&p, buf, NULL);
+	wlen = pkt_build_rst(&p, want);
+	err = xdp_run(in.prog_fd, buf, len, out, sizeof(out), 1, &r);
+	if (err) {
+		diag("bpf_prog_test_run_opts: %s", strerror(-err));
+		inst_close(&in);
+		return T_FAIL;
+	}
+	CHECK(r.retval == XDP_TX, "verdict %u, want XDP_TX (RST)", r.retval);
+	if (r.retval == XDP_TX && (r.out_len != (__u32)wlen ||
+				   memcmp(out, want, wlen))) {
+		ok = false;
+		diag("the RST differs from the expected reply");
+		diag_hex("got", out, r.out_len, want, wlen);
+		diag_hex("want", want, wlen, out, r.out_len);
+	}
+	tenant_stats_sum(&in.w, 1, &s);
+	CHECK(s.denied == 1 && s.rst_sent == 1 && s.degraded == 1 &&
+	      s.admitted == 0,
+	      "admitted %llu denied %llu rst_sent %llu degraded %llu, want "
+	      "0 1 1 1", (unsigned long long)s.admitted,
+	      (unsigned long long)s.denied, (unsigned long long)s.rst_sent,
+	      (unsigned long long)s.degraded);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Degraded, fail static: a full local share (fail_tat 0) admits exactly
+ * fail_burst, and every SYN it decided counts as degraded. */
+static int scen_fail_static_burst(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	__u64 tat;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_STATIC, 3, SEC_NS,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return T_FAIL;
+	t->fail_tat = 0;
+	n = count_admits(&in, 7, 1000, &ok);
+	CHECK(n == 3, "static share of burst 3 admitted %d, want 3", n);
+	check_fail_stats(&in, 3, 4, 7, &ok);
+	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
+	/* Three admissions from a full share: fail_tat = now + 3 intervals. */
+	tat = t->fail_tat;
+	CHECK(tat > now_ns() + 2 * SEC_NS && tat <= now_ns() + 3 * SEC_NS,
+	      "fail_tat %llu is not now + 3 intervals (now %llu)",
+	      (unsigned long long)tat, (unsigned long long)now_ns());
+	CHECK(t->tat == 0, "the static share moved the standalone tat to %llu",
+	      (unsigned long long)t->tat);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* fail_tat = now + (burst - k) * interval: the share was empty k intervals
+ * ago and admits k; the cap at fail_burst holds after a long idle spell. */
+static int scen_fail_static_refill(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_STATIC, 5, SEC_NS,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return T_FAIL;
+	t->fail_tat = now_ns() + (5 - 3) * SEC_NS;
+	n = count_admits(&in, 8, 1000, &ok);
+	CHECK(n == 3, "share empty 3 intervals ago (burst 5) admitted %d, "
+	      "want 3", n);
+	/* idle for 10 intervals: 10 earned, 5 kept */
+	t->fail_tat = now_ns() + 5 * SEC_NS - 10 * SEC_NS;
+	n = count_admits(&in, 8, 2000, &ok);
+	CHECK(n == 5, "share idle for 2x burst admitted %d, want 5", n);
+	/* half an interval: no whole token */
+	t->fail_tat = now_ns() + 5 * SEC_NS - SEC_NS / 2;
+	n = count_admits(&in, 3, 3000, &ok);
+	CHECK(n == 0, "half a token admitted %d, want 0", n);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Real elapsed time: an empty share of one token per 100 ms. */
+static int scen_fail_static_realtime(const void *arg)
+{
+	const __u64 interval = 100 * 1000000ull;
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	__u32 v1 = 0, v2 = 0, v3 = 0;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_STATIC, 1, interval,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return T_FAIL;
+	t->fail_tat = now_ns() + interval;	/* empty now */
+	if (send_syn(&in, 1000, 1, &v1))
+		ok = false;
+	usleep(160 * 1000);
+	if (send_syn(&in, 1001, 2, &v2) || send_syn(&in, 1002, 3, &v3))
+		ok = false;
+	CHECK(v1 == XDP_DROP, "SYN on an empty share: verdict %u, want drop",
+	      v1);
+	CHECK(v2 == XDP_PASS, "SYN 160 ms later (interval 100 ms): verdict "
+	      "%u, want pass", v2);
+	CHECK(v3 == XDP_DROP, "SYN right after: verdict %u, want drop", v3);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Not degraded, but the heartbeat is 3 s old with a 2 s deadline: the
+ * agent is presumed dead and the fail policy decides.  1 s old: alive. */
+static int scen_fail_stale_heartbeat(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_ALLOW, 1, SEC_NS,
+		       now_ns() - SEC_NS, STALE_NS, 0);
+	if (!t)
+		return T_FAIL;
+	n = count_admits(&in, 2, 1000, &ok);
+	CHECK(n == 0, "heartbeat 1 s old (stale after 2 s) admitted %d, want 0",
+	      n);
+	check_fail_stats(&in, 0, 2, 0, &ok);
+	if (agent_state_set(&in.w, now_ns() - 3 * SEC_NS, STALE_NS, 0))
+		ok = false;
+	n = count_admits(&in, 2, 2000, &ok);
+	CHECK(n == 2, "heartbeat 3 s old (stale after 2 s) admitted %d, want 2",
+	      n);
+	check_fail_stats(&in, 2, 2, 2, &ok);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* A heartbeat ahead of the kernel's clock (written just after the SYN read
+ * the time) is fresh, not 2^64 ns old. */
+static int scen_fail_heartbeat_ahead(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_ALLOW, 1, SEC_NS,
+		       now_ns() + 10 * SEC_NS, STALE_NS, 0);
+	if (!t)
+		return T_FAIL;
+	n = count_admits(&in, 2, 1000, &ok);
+	CHECK(n == 0, "heartbeat 10 s ahead admitted %d, want 0", n);
+	check_fail_stats(&in, 0, 2, 0, &ok);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* stale_ns 0 (a standalone agent expects no heartbeat): an ancient or
+ * absent heartbeat never makes the fleet degraded. */
+static int scen_fail_stale_zero(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_ALLOW, 1, SEC_NS,
+		       0, 0, 0);
+	if (!t)
+		return T_FAIL;
+	n = count_admits(&in, 3, 1000, &ok);
+	CHECK(n == 0, "stale_ns 0, heartbeat 0 admitted %d, want 0", n);
+	check_fail_stats(&in, 0, 3, 0, &ok);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* Standalone tenants never look at agent_state or the fail fields: an
+ * empty bucket still refuses with fail allow and a degraded fleet, and a
+ * bucket with 2 tokens still admits 2 with fail deny. */
+static int scen_fail_standalone_ignores(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	bool ok = true;
+	int n;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	t = &in.w.tenants[1];
+	tenant_standalone(t, RL_ACT_DROP, 0, SEC_NS, 2);
+	tenant_fail(t, RL_FAIL_ALLOW, 5, SEC_NS);
+	t->tat = now_ns() + 3600 * SEC_NS;	/* empty */
+	if (agent_state_set(&in.w, now_ns() - 3 * SEC_NS, STALE_NS, 1)) {
+		inst_close(&in);
+		return T_FAIL;
+	}
+	n = count_admits(&in, 3, 1000, &ok);
+	CHECK(n == 0, "empty standalone bucket, degraded, fail allow admitted "
+	      "%d, want 0", n);
+	check_fail_stats(&in, 0, 3, 0, &ok);
+	tenant_fail(t, RL_FAIL_DENY, 5, SEC_NS);
+	t->tat = 0;				/* full: 2 tokens */
+	n = count_admits(&in, 4, 2000, &ok);
+	CHECK(n == 2, "full standalone bucket of 2, degraded, fail deny "
+	      "admitted %d, want 2", n);
+	check_fail_stats(&in, 2, 5, 0, &ok);
+	CHECK(t->fail_tat == 0, "a standalone tenant moved fail_tat to %llu",
+	      (unsigned long long)t->fail_tat);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+/* ------------------------------------------------------------------------
  * Runner.
  */
 struct test {
@@ -1318,6 +1680,29 @@ static const struct {
 	  "neither flow passes free as the other", scen_flow_collision },
 	{ "flow-cache slot being rewritten (odd seq) never admits free",
 	  scen_flow_slot_locked },
+	{ "fail policy: degraded leased tenant spends its leased tokens first "
+	  "(fail deny, 3 tokens admit 3, none counted degraded)",
+	  scen_fail_tokens_first },
+	{ "fail policy: empty leased bucket on a healthy fleet refuses "
+	  "(fail allow not consulted, degraded 0)", scen_fail_not_degraded },
+	{ "fail policy allow: degraded, empty bucket admits every SYN, each "
+	  "counted degraded", scen_fail_allow },
+	{ "fail policy deny with action rst: degraded, empty bucket answers "
+	  "RST|ACK", scen_fail_deny_rst },
+	{ "fail policy static: full share admits exactly fail_burst (GCRA on "
+	  "fail_tat), the standalone tat untouched", scen_fail_static_burst },
+	{ "fail policy static: share empty 3 intervals ago admits 3, capped at "
+	  "fail_burst, half a token admits 0", scen_fail_static_refill },
+	{ "fail policy static: share refills in real time (empty, 160 ms later "
+	  "1)", scen_fail_static_realtime },
+	{ "fail policy: heartbeat 3 s old with stale_ns 2 s applies it; 1 s old "
+	  "does not", scen_fail_stale_heartbeat },
+	{ "fail policy: heartbeat ahead of the kernel clock is fresh",
+	  scen_fail_heartbeat_ahead },
+	{ "fail policy: stale_ns 0 never makes an old heartbeat stale",
+	  scen_fail_stale_zero },
+	{ "fail policy: standalone tenants ignore agent_state and the fail "
+	  "fields", scen_fail_standalone_ignores },
 };
 
 static struct test *tests;
