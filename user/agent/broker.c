@@ -1192,7 +1192,9 @@ static void conn_close(struct conn *c)
 
 		c->ac = NULL;
 		ac->data = c;
-		redisAsyncSetDisconnectCallback(ac, NULL);
+		/* Not redisAsyncSetDisconnectCallback(): hiredis only sets a
+		 * callback where none is set.  Going away is not an outage. */
+		ac->onDisconnect = NULL;
 		redisAsyncFree(ac);
 	}
 	c->state = C_DOWN;
