@@ -66,4 +66,5 @@ for row in "${rows[@]}"; do
 	printf '%-20s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
 		"$shown" "$result"
 done
+"$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
 exit 0

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Fleet-mode benchmark: three hosts, each with rlagent leasing from one Redis,
+# one client offering 1.5x a tenant's limit skewed 90/5/5 over the hosts.
+# Prints `name value unit` lines: how close the fleet comes to the limit and
+# how many Redis calls each admitted connection costs, with adaptive leases
+# and with leases of one token (one call per connection).  Exits 1 when the
+# benchmark could not run; the figures themselves are results, not errors.
+#   tools/bench-fleet.sh [BUILD_DIR]      (root; FLEET_BENCH_SECONDS, default 10)
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+[[ $build == /* ]] || build=$PWD/$build
+secs=${FLEET_BENCH_SECONDS:-10}
+rate=200		# the tenant's limit, per second
+burst=20
+offered=300		# per second, from one client
+weights=(18 1 1)	# 90/5/5 over s1..s3
+redis_ip=192.0.2.250
+redis_port=6379
+
+die() {
+	echo "Error: $*" >&2
+	exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || die "the fleet benchmark builds network namespaces and attaches XDP; run it as root"
+for f in rlagent rlctl loadgen pass.bpf.o; do
+	[[ -e $build/$f ]] || die "$build/$f not found; build it with 'make'"
+done
+for c in redis-server redis-cli jq nsenter; do
+	command -v "$c" >/dev/null || die "$c not found; run tools/deps.sh"
+done
+if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 2)); then
+	die "FLEET_BENCH_SECONDS '$secs': expected a whole number of seconds, at least 2"
+fi
+
+export RLGATE_BUILD=$build
+lab=bf$$
+work=$(mktemp -d /tmp/rlgate-bench-fleet.XXXXXX) || die "couldn't make a work directory"
+pids=()
+
+cleanup() {
+	local p i
+
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	"$root/tools/lab.sh" down "$lab" >/dev/null 2>&1
+	for i in 1 2 3; do
+		rm -rf "/sys/fs/bpf/rlgate-$lab-s$i"
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+rl() {
+	local i=$1
+
+	shift
+	"$build/rlctl" --socket "$work/s$i/sock" "$@"
+}
+
+"$root/tools/lab.sh" up "$lab" --servers 3 --clients 1 --redis >"$work/lab.log" 2>&1 ||
+	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
+
+ip netns exec "$lab-redis" redis-server --bind "$redis_ip" --port "$redis_port" \
+	--save '' --appendonly no --protected-mode no --daemonize no >"$work/redis.log" 2>&1 &
+pids+=($!)
+disown $!	# killed by PID at exit; no job notices
+for ((n = 0; n < 100; n++)); do
+	[[ $(ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$redis_port" PING 2>/dev/null) == PONG ]] && break
+	sleep 0.05
+done
+((n < 100)) || { cat "$work/redis.log" >&2; die "redis-server does not answer"; }
+
+for i in 1 2 3; do
+	mkdir -p "$work/s$i/state"
+	ip netns exec "$lab-s$i" "$build/loadgen" --serve "192.0.2.1$i:8080" \
+		>/dev/null 2>"$work/s$i/serve.log" &
+	pids+=($!)
+	disown $!
+	# nsenter, not `ip netns exec`: the latter hides /sys/fs/bpf
+	nsenter --net="/run/netns/$lab-s$i" "$build/rlagent" --iface eth0 \
+		--redis "$redis_ip:$redis_port" --agent-id "s$i" --control "$work/s$i/sock" \
+		--state-dir "$work/s$i/state" --pin-dir "/sys/fs/bpf/rlgate-$lab-s$i" \
+		--metrics 127.0.0.1:9464 >"$work/s$i/agent.log" 2>&1 &
+	pids+=($!)
+	disown $!
+done
+for i in 1 2 3; do
+	for ((n = 0; n < 100; n++)); do
+		[[ $(rl "$i" --json status 2>/dev/null | jq -r .live_agents) == 3 ]] && break
+		sleep 0.1
+	done
+	((n < 100)) || { cat "$work/s$i/agent.log" >&2; die "rlagent on s$i did not see 3 live agents"; }
+done
+
+# scenario NAME [tenant options]: a fresh tenant NAME limited to rate/burst
+# for client 1's prefix; after its first leases have idled back (a lease
+# TTL), the skewed load; one lease TTL after it, the fleet's counters.
+# Prints "admitted redis_calls leases overshoot_bound lease_size_s1"
+# (leases: the calls that granted tokens).
+scenario() {
+	local name=$1 i n calls=0 leases=0 admitted out
+
+	shift
+	rl 1 tenant set "$name" --rate "$rate/s" --burst "$burst" --match 192.0.2.64/28 \
+		--action rst "$@" >/dev/null || return 1
+	for i in 2 3; do
+		for ((n = 0; n < 40; n++)); do
+			rl "$i" tenant get "$name" >/dev/null 2>&1 && break
+			sleep 0.05
+		done
+		((n < 40)) || { echo "tenant '$name' did not reach s$i" >&2; return 1; }
+	done
+	sleep 2
+	out=$(ip netns exec "$lab-c1" "$build/loadgen" --json --rate "$offered" --duration "$secs" \
+		"192.0.2.11:8080@${weights[0]}" "192.0.2.12:8080@${weights[1]}" \
+		"192.0.2.13:8080@${weights[2]}" 2>"$work/loadgen.err") ||
+		{ cat "$work/loadgen.err" >&2; return 1; }
+	admitted=$(jq -er .total.connected <<<"$out") || return 1
+	sleep 1.5
+	for i in 1 2 3; do
+		out=$(rl "$i" --json stats "$name") || return 1
+		n=$(jq -er '.[0].redis_calls' <<<"$out") || return 1
+		calls=$((calls + n))
+		n=$(jq -er '.[0].leases' <<<"$out") || return 1
+		leases=$((leases + n))
+	done
+	echo "$admitted $calls $leases $(rl 1 --json stats "$name" | jq -r '.[0] | "\(.overshoot_bound) \(.lease_size)"')"
+	rl 1 tenant del "$name" >/dev/null || return 1
+	for i in 2 3; do
+		for ((n = 0; n < 40; n++)); do
+			rl "$i" tenant get "$name" >/dev/null 2>&1 || break
+			sleep 0.05
+		done
+		((n < 40)) || { echo "tenant '$name' still on s$i after deletion" >&2; return 1; }
+	done
+}
+
+scenario fleet-bench >"$work/adaptive" || die "the adaptive-lease scenario did not run"
+read -r adm calls leases bound lease <"$work/adaptive"
+# Lease size 1 without a special build: an overshoot budget of 3 tokens
+# shared by 3 agents caps every lease at 1 token.
+scenario fleet-bench-1 --overshoot 3 >"$work/lease1" || die "the lease-size-1 scenario did not run"
+read -r adm1 calls1 leases1 bound1 lease1 <"$work/lease1"
+[[ -n ${lease:-} && -n ${lease1:-} ]] || die "a scenario printed no figures"
+((adm > 0 && adm1 > 0 && calls > 0)) || die "nothing admitted or no Redis calls: admitted $adm/$adm1, calls $calls"
+
+limit=$((rate * secs + burst))
+echo "# fleet: 3 hosts, limit $rate/s burst $burst, offered $offered/s for $secs s split" \
+	"${weights[*]}; limit x T + burst = $limit"
+echo "# adaptive leases: admitted $adm, Redis calls $calls ($leases granted tokens)," \
+	"overshoot bound $bound, host 1 lease $lease"
+echo "# lease size 1 (tenant --overshoot 3 = 3 agents x 1 token): admitted $adm1," \
+	"Redis calls $calls1 ($leases1 granted tokens), overshoot bound $bound1, host 1 lease $lease1"
+awk -v a="$adm" -v c="$calls" -v a1="$adm1" -v c1="$calls1" -v l="$limit" 'BEGIN {
+	printf "fleet_accuracy %.3f ratio\n", a / l
+	printf "fleet_redis_calls_per_admit %.3f calls\n", c / a
+	printf "fleet_accuracy_lease1 %.3f ratio\n", a1 / l
+	printf "fleet_redis_calls_per_admit_lease1 %.3f calls\n", c1 / a1
+	printf "fleet_redis_calls_lease1_over_adaptive %.1f ratio\n", (c1 / a1) / (c / a)
+}'
