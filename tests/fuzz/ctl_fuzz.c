@@ -15,7 +15,9 @@
  *   ctl_fuzz --mutate-state SEED FILE
  *       Writes one mutated policy.json (from a valid one) to FILE.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>

@@ -25,7 +25,9 @@
  * those of a healthy Redis with plenty of tokens.  Logs one line per
  * command to stderr.  Exits on SIGTERM.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
