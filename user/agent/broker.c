@@ -369,6 +369,10 @@ static uint64_t lease_cap(const struct broker *b, const struct policy_tenant *p)
 	uint64_t agents = b->live_agents ? b->live_agents : 1;
 	uint64_t cap = policy_overshoot_budget(p) / agents;
 
+	/* The global bucket never holds more than the burst: a bigger lease
+	 * could never be granted in full. */
+	if (cap > p->burst)
+		cap = p->burst;
 	return cap ? cap : 1;
 }
 
@@ -416,8 +420,13 @@ static void size_lease(const struct broker *b, const struct agent_tenant *t,
 		}
 	}
 	if (rate < 0) {
-		s->lease = cap;
-		s->lowwater = cap / 2;
+		/* Nothing measured yet (a new tenant, a fresh agent): one
+		 * token, so that a host without traffic does not drain the
+		 * global bucket that a busy one needs.  The first connection
+		 * spends it, and by then the rate since the last sample is
+		 * there to size the next lease. */
+		s->lease = 1;
+		s->lowwater = 1;
 		return;
 	}
 	want = (uint64_t)(rate * (double)b->o.lease_ttl_ms / 1000.0 + 0.999);
@@ -696,6 +705,14 @@ static void on_check(struct loop_timer *tm, void *arg)
 			s->seen_count = count;
 			s->last_active_ns = now;
 		}
+		/* A lowered limit (or a grown fleet) shrinks the cap: what a
+		 * host holds beyond it goes back at once rather than being
+		 * spent under the old limit. */
+		tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
+		if (tokens > lease_cap(b, &t->pol) + s->lowwater) {
+			refund(b, t, tokens - lease_cap(b, &t->pol));
+			continue;
+		}
 		if (s->want_lease || !s->last_grant_ns ||
 		    now - s->last_active_ns < ttl_ns) {
 			maybe_lease(b, t, now, !s->last_grant_ns);
@@ -926,9 +943,11 @@ static void on_message(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	if (strcmp(r->element[0]->str, "message") != 0) {
 		/* the subscribe confirmation: catch up on what we missed */
-		if (strcmp(r->element[0]->str, "subscribe") == 0 && b->cmd.state == C_UP &&
-		    b->scripts_ok)
-			policy_sync(b);
+		if (strcmp(r->element[0]->str, "subscribe") == 0) {
+			b->sub.backoff_ms = BACKOFF_MIN_MS;
+			if (b->cmd.state == C_UP && b->scripts_ok)
+				policy_sync(b);
+		}
 		return;
 	}
 	if (r->element[2]->type != REDIS_REPLY_STRING ||
@@ -955,6 +974,7 @@ static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
 	b->sha[idx][40] = '\0';
 	if (++b->scripts_loaded == S_COUNT && !b->scripts_ok) {
 		b->scripts_ok = true;
+		b->cmd.backoff_ms = BACKOFF_MIN_MS;
 		log_debug("Redis on '%s': scripts loaded", b->address);
 		heartbeat(b);
 		if (b->sub.state == C_UP)
@@ -1032,9 +1052,14 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		conn_retry(c);
 		return;
 	}
+	/* The backoff is reset only once the connection proved useful (scripts
+	 * loaded, subscription confirmed): a server that accepts and then
+	 * breaks every connection must not be hammered ten times a second. */
 	c->state = C_UP;
-	c->backoff_ms = BACKOFF_MIN_MS;
-	log_info("Redis on '%s': %s connection up", b->address, c->name);
+	if (c->backoff_ms == BACKOFF_MIN_MS)
+		log_info("Redis on '%s': %s connection up", b->address, c->name);
+	else
+		log_debug("Redis on '%s': %s connection up", b->address, c->name);
 	if (b->password) {
 		if (b->o.user)
 			redisAsyncCommand(c->ac, on_auth, c, "AUTH %s %s", b->o.user,
@@ -1053,7 +1078,8 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 	struct conn *c = ac->data;
 	struct broker *b = c->b;
 
-	if (status != REDIS_OK && c->state == C_UP)
+	/* Once per outage: the breaker's transition is the loud message. */
+	if (status != REDIS_OK && c->state == C_UP && c->backoff_ms == BACKOFF_MIN_MS)
 		log_warn("lost Redis on '%s' (%s connection): %s", b->address,
 			 c->name, ac->errstr);
 	if (!c->subscriber) {

@@ -11,7 +11,9 @@
 
 /* Attaches ac to l: from now on the loop drives its socket.  The adapter is
  * released by hiredis' cleanup hook when the context is freed or
- * disconnected.  0, or -errno (-EEXIST if ac already has an adapter). */
+ * disconnected.  It also makes ac drop the connection, instead of aborting
+ * the process, on replies hiredis cannot place (unsolicited, or malformed
+ * pub/sub pushes).  0, or -errno (-EEXIST if ac already has an adapter). */
 int redis_loop_attach(redisAsyncContext *ac, struct loop *l);
 
 #endif /* RL_REDIS_LOOP_H */
