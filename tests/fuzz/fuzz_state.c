@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(ts[i].version >= 1);
 	}
 	/* What the agent writes back must read back the same. */
-	again = policy_doc(ts, n, version);
+	again = policy_doc(ts, n, NULL, 0, version);
 	assert(again);
 	assert(parse_doc(again, &ts2, &n2, &version2, err) == 0);
 	assert(n2 == n && version2 == version);

@@ -48,21 +48,27 @@ json_t *agent_tenant_json(const struct agent_tenant *t)
 }
 
 static json_t *policy_doc(const struct agent_tenant *ts, size_t n,
+			  const struct agent_tomb *tombs, size_t n_tombs,
 			  uint64_t version)
 {
-	json_t *arr = json_array(), *doc;
+	json_t *arr = json_array(), *del = json_array(), *doc;
 
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, agent_tenant_json(&ts[i]));
-	doc = json_pack("{s:I,s:o}", "version", (json_int_t)version, "tenants",
-			arr);
+	for (size_t i = 0; i < n_tombs; i++)
+		json_array_append_new(del, json_pack("{s:s,s:I}", "name",
+				      tombs[i].name, "version",
+				      (json_int_t)tombs[i].version));
+	doc = json_pack("{s:I,s:o,s:o}", "version", (json_int_t)version, "tenants",
+			arr, "deleted", del);
 	return doc;
 }
 
 static int save_policy(struct agent *a, const struct agent_tenant *ts,
-		       size_t n, uint64_t version)
+		       size_t n, const struct agent_tomb *tombs, size_t n_tombs,
+		       uint64_t version)
 {
-	json_t *doc = policy_doc(ts, n, version);
+	json_t *doc = policy_doc(ts, n, tombs, n_tombs, version);
 	int err;
 
 	if (!doc)
@@ -117,9 +123,68 @@ static int kern_apply(struct agent *a, const struct agent_tenant *old,
  * the two re-applies the new policy on start; if the kernel refuses, both
  * are put back.
  */
+const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name)
+{
+	for (size_t i = 0; i < a->n_tombs; i++)
+		if (strcmp(a->tombs[i].name, name) == 0)
+			return &a->tombs[i];
+	return NULL;
+}
+
+/*
+ * The tombstones once `next` replaces the current set: a tenant that comes
+ * back loses its tombstone, a tenant that goes gets one - with the fleet's
+ * version when the fleet deleted it, else a new one.  Past AGENT_MAX_TOMBS
+ * the oldest are forgotten.  NULL when out of memory.
+ */
+static struct agent_tomb *next_tombs(struct agent *a, const struct agent_tenant *next,
+				     size_t n, size_t *n_out)
+{
+	struct agent_tomb *ts = calloc(a->n_tombs + a->n_tenants + 1, sizeof(*ts));
+	size_t k = 0;
+
+	if (!ts)
+		return NULL;
+	for (size_t i = 0; i < a->n_tombs; i++) {
+		bool back = false;
+
+		for (size_t j = 0; j < n && !back; j++)
+			back = strcmp(next[j].pol.name, a->tombs[i].name) == 0;
+		if (!back)
+			ts[k++] = a->tombs[i];
+	}
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		const struct agent_tenant *t = &a->tenants[i];
+		bool kept = false;
+		size_t j;
+
+		for (j = 0; j < n && !kept; j++)
+			kept = strcmp(next[j].pol.name, t->pol.name) == 0;
+		if (kept)
+			continue;
+		for (j = 0; j < k; j++)
+			if (strcmp(ts[j].name, t->pol.name) == 0)
+				break;
+		snprintf(ts[j].name, sizeof(ts[j].name), "%s", t->pol.name);
+		ts[j].version = a->fleet_update ? a->fleet_version :
+				agent_next_version(a, t->version);
+		if (j == k)
+			k++;
+	}
+	if (k > AGENT_MAX_TOMBS) {
+		/* oldest first out: they sit at the front */
+		memmove(ts, ts + (k - AGENT_MAX_TOMBS), AGENT_MAX_TOMBS * sizeof(*ts));
+		k = AGENT_MAX_TOMBS;
+	}
+	*n_out = k;
+	return ts;
+}
+
 static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 			      size_t n, char *err)
 {
+	struct agent_tomb *tombs;
+	size_t n_tombs = 0;
 	struct policy_tenant *flat;
 	uint32_t slot = 0;
 	int e;
@@ -171,9 +236,16 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 		next[i].n_samples = 0;
 	}
 
-	e = save_policy(a, next, n, a->policy_version + 1);
+	tombs = next_tombs(a, next, n, &n_tombs);
+	if (!tombs) {
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	e = save_policy(a, next, n, tombs, n_tombs, a->policy_version + 1);
 	if (e) {
 		free(next);
+		free(tombs);
 		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
 			 "'%s': %s", a->opts.state_dir, strerror(-e));
 		return AGENT_INTERNAL;
@@ -183,10 +255,15 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 		snprintf(err, POLICY_ERR_MAX, "couldn't update the kernel maps: %s",
 			 strerror(-e));
 		kern_apply(a, next, n, a->tenants, a->n_tenants);
-		save_policy(a, a->tenants, a->n_tenants, a->policy_version);
+		save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
+			    a->policy_version);
 		free(next);
+		free(tombs);
 		return AGENT_INTERNAL;
 	}
+	free(a->tombs);
+	a->tombs = tombs;
+	a->n_tombs = n_tombs;
 	if (a->broker && !a->fleet_update)
 		broker_policy_changed(a->broker, a->tenants, a->n_tenants, next, n);
 	free(a->tenants);
@@ -234,10 +311,15 @@ static enum agent_code tenant_set(struct agent *a, const struct policy_tenant *t
 	for (i = 0; i < n; i++)
 		if (strcmp(next[i].pol.name, t->name) == 0)
 			break;
-	if (i == n)
+	if (i == n) {
+		const struct agent_tomb *tomb = agent_find_tomb(a, t->name);
+
+		/* Re-created after a deletion: newer than the deletion. */
+		prev = tomb ? tomb->version : 0;
 		n++;
-	else
+	} else {
 		prev = next[i].version;
+	}
 	memset(&next[i], 0, sizeof(next[i]));
 	next[i].pol = *t;
 	next[i].version = version ? version : agent_next_version(a, prev);
@@ -262,7 +344,17 @@ int agent_fleet_update(struct agent *a, const char *name, uint64_t version,
 	err[0] = '\0';
 	if (local && local->version >= version)
 		return 0;
+	if (!local) {
+		const struct agent_tomb *tomb = agent_find_tomb(a, name);
+
+		/* Deleted here later than the store's copy was written (say,
+		 * while Redis was away): the deletion wins, and is published
+		 * on the next sync. */
+		if (tomb && tomb->version >= version)
+			return 0;
+	}
 	a->fleet_update = true;
+	a->fleet_version = version;
 	if (!json[0]) {
 		if (local) {
 			log_info("tenant '%s' deleted by the fleet (version %llu)",
@@ -349,8 +441,10 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 
 		next[i].pol = ts[i];
 		if (!old) {
+			const struct agent_tomb *tomb = agent_find_tomb(a, ts[i].name);
+
 			added++;
-			next[i].version = agent_next_version(a, 0);
+			next[i].version = agent_next_version(a, tomb ? tomb->version : 0);
 		} else if (!same_policy(&old->pol, &ts[i])) {
 			updated++;
 			next[i].version = agent_next_version(a, old->version);
@@ -466,6 +560,48 @@ cleanup:
 	return e;
 }
 
+/* The "deleted" list of the state document (absent in older files).
+ * 0, or -EINVAL with the problem in err. */
+static int parse_tombs(json_t *doc, struct agent_tomb **out, size_t *n_out,
+		       char *err)
+{
+	json_t *arr = json_object_get(doc, "deleted"), *item;
+	struct agent_tomb *ts;
+	size_t i, n;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!arr)
+		return 0;
+	n = json_array_size(arr);
+	if (!json_is_array(arr) || n > AGENT_MAX_TOMBS) {
+		snprintf(err, POLICY_ERR_MAX, "'deleted' is not an array of at "
+			 "most %d entries", AGENT_MAX_TOMBS);
+		return -EINVAL;
+	}
+	ts = calloc(n + 1, sizeof(*ts));
+	if (!ts)
+		return -ENOMEM;
+	json_array_foreach(arr, i, item) {
+		json_t *name = json_object_get(item, "name");
+		json_t *v = json_object_get(item, "version");
+		char perr[POLICY_ERR_MAX];
+
+		if (!json_is_string(name) || !json_is_integer(v) ||
+		    json_integer_value(v) < 1 ||
+		    policy_parse_name(json_string_value(name), ts[i].name, perr)) {
+			snprintf(err, POLICY_ERR_MAX, "deleted tenant %zu: expected "
+				 "a valid name and a version", i);
+			free(ts);
+			return -EINVAL;
+		}
+		ts[i].version = (uint64_t)json_integer_value(v);
+	}
+	*out = ts;
+	*n_out = n;
+	return 0;
+}
+
 int agent_policy_start(struct agent *a)
 {
 	char err[POLICY_ERR_MAX + STATE_ERR_MAX], bad[4200];
@@ -482,6 +618,14 @@ int agent_policy_start(struct agent *a)
 		       sizeof(err));
 	if (e == 0) {
 		e = parse_doc(doc, &ts, &n, &version, err);
+		if (!e) {
+			e = parse_tombs(doc, &a->tombs, &a->n_tombs, err);
+			if (e) {
+				free(ts);
+				ts = NULL;
+				n = 0;
+			}
+		}
 		json_decref(doc);
 		if (e == -ENOMEM)
 			return e;

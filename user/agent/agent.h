@@ -49,6 +49,17 @@ struct agent_tenant {
 	unsigned int n_samples;		/* valid samples, oldest first */
 };
 
+/* A tenant deleted here, remembered with the version of its deletion so
+ * that the fleet's store cannot bring it back: published whenever Redis is
+ * reachable (a deletion made during an outage is not lost) and weighed
+ * against the store's copies. */
+struct agent_tomb {
+	char name[POLICY_NAME_MAX + 1];
+	uint64_t version;
+};
+
+#define AGENT_MAX_TOMBS		4096
+
 /* Error codes of the control protocol. */
 enum agent_code { AGENT_OK = 0, AGENT_INVALID, AGENT_NOT_FOUND, AGENT_CONFLICT,
 		  AGENT_INTERNAL };
@@ -61,6 +72,9 @@ struct agent {
 	struct metrics *metrics;
 	struct broker *broker;	/* fleet mode, else NULL */
 	bool fleet_update;	/* applying the fleet's change: do not echo it */
+	uint64_t fleet_version;	/* ...and the version of that change */
+	struct agent_tomb *tombs;
+	size_t n_tombs;
 	bool stopping;		/* a signal came: refunding before exit */
 	struct agent_tenant *tenants;
 	size_t n_tenants;
@@ -92,6 +106,9 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 /* A version for a tenant's next change: milliseconds since the epoch, so
  * that across the fleet the latest change wins, and always above prev. */
 uint64_t agent_next_version(const struct agent *a, uint64_t prev);
+
+/* The tombstone of name, or NULL. */
+const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name);
 
 /* Applies the fleet's stored policy of tenant name (json "" deletes it) if
  * version is newer than the local one.  0, or -1 with the reason in err. */

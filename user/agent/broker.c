@@ -853,9 +853,13 @@ void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
 
 		for (size_t i = 0; i < n_now && !kept; i++)
 			kept = strcmp(old[j].pol.name, now[i].pol.name) == 0;
-		if (!kept)
-			policy_publish(b, old[j].pol.name,
+		if (!kept) {
+			const struct agent_tomb *tomb = agent_find_tomb(b->a,
+								       old[j].pol.name);
+
+			policy_publish(b, old[j].pol.name, tomb ? tomb->version :
 				       agent_next_version(b->a, old[j].version), NULL);
+		}
 	}
 }
 
@@ -927,6 +931,8 @@ static void policy_sync(struct broker *b)
 	for (size_t i = 0; i < b->a->n_tenants; i++)
 		policy_publish(b, b->a->tenants[i].pol.name,
 			       b->a->tenants[i].version, &b->a->tenants[i]);
+	for (size_t i = 0; i < b->a->n_tombs; i++)
+		policy_publish(b, b->a->tombs[i].name, b->a->tombs[i].version, NULL);
 	if (redisAsyncCommand(b->cmd.ac, on_members, b, "SMEMBERS rl:tenants") == REDIS_OK)
 		b->redis_calls++;
 }

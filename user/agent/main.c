@@ -430,5 +430,6 @@ cleanup:
 	if (sfd >= 0)
 		close(sfd);
 	free(a.tenants);
+	free(a.tombs);
 	return a.exit_code;
 }
