@@ -93,7 +93,8 @@ struct rl_agent_state {
 	__u64 heartbeat_ns;	/* bpf_ktime_get_ns() clock */
 	__u64 stale_ns;		/* 0: no heartbeat expected (standalone) */
 	__u32 degraded;		/* the agent's Redis breaker is open */
-	__u32 _pad;
+	__u32 live_agents;	/* last fleet size the agent knew: a restarted
+				 * agent keeps the static share it had */
 };
 
 /* Per tenant, per CPU (BPF_MAP_TYPE_PERCPU_ARRAY `tenant_stats`): counting

@@ -26,7 +26,7 @@
 #define REGISTRY_TTL_MS		3000	/* three missed heartbeats: gone */
 #define CALL_TIMEOUT_NS		(2ULL * 1000000000ULL)
 #define BACKOFF_MIN_MS		100
-#define BACKOFF_MAX_MS		5000
+#define BACKOFF_MAX_MS		1000	/* the heartbeat's period: back as soon */
 #define SHUTDOWN_MS		1000
 #define CALL_RING		1024
 
@@ -86,6 +86,7 @@ struct broker {
 	bool scripts_ok;
 	struct loop_timer *check, *heartbeat;
 	uint64_t live_agents;
+	uint64_t live_low_since_ns;	/* a smaller count seen since then */
 	uint64_t redis_calls, redis_errors;
 	uint64_t lease_buckets[BROKER_LEASE_BUCKETS];
 	double lease_sum_s;
@@ -235,7 +236,8 @@ static void breaker_success(struct broker *b)
 	if (!b->open || b->cmd.state != C_UP || !b->scripts_ok)
 		return;
 	b->open = false;
-	b->transitions++;
+	if (b->ever_healthy)
+		b->transitions++;
 	if (b->ever_healthy)
 		log_warn("fleet healthy again after %.1f s degraded (%s): leasing",
 			 (double)(loop_now_ns() - b->open_since_ns) / 1e9, b->reason);
@@ -741,6 +743,37 @@ void broker_lowwater(struct broker *b, uint32_t slot)
 
 /* --- registry ------------------------------------------------------------------ */
 
+/*
+ * The registry's count of live agents.  A larger count is taken at once (the
+ * static share and the lease cap only shrink); a smaller one only once it has
+ * held for the registry's TTL: a Redis restarted empty counts 1, 2, 3 as the
+ * agents' heartbeats come in, and the shares must not jump to the whole limit
+ * meanwhile.
+ */
+static void set_live_agents(struct broker *b, uint64_t n)
+{
+	uint64_t now = loop_now_ns();
+
+	if (n < b->live_agents) {
+		if (!b->live_low_since_ns)
+			b->live_low_since_ns = now;
+		if (now - b->live_low_since_ns < REGISTRY_TTL_MS * 1000000ULL)
+			return;
+	}
+	b->live_low_since_ns = 0;
+	if (n == b->live_agents)
+		return;
+	log_info("live agents: %llu", (unsigned long long)n);
+	b->live_agents = n;
+	/* The static fail share follows the fleet's size, and a restarted
+	 * agent finds it in the kernel. */
+	b->a->kern.fail_agents = n;
+	kern_fleet_agents(&b->a->kern, n);
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		kern_tenant_fail(&b->a->kern, b->a->tenants[i].slot,
+				 &b->a->tenants[i].pol);
+}
+
 static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
@@ -750,15 +783,7 @@ static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
 	if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
 		struct broker *b = c->b;
 
-		if ((uint64_t)r->integer != b->live_agents) {
-			log_info("live agents: %lld", r->integer);
-			b->live_agents = (uint64_t)r->integer;
-			/* The static fail share follows the fleet's size. */
-			b->a->kern.fail_agents = b->live_agents;
-			for (size_t i = 0; i < b->a->n_tenants; i++)
-				kern_tenant_fail(&b->a->kern, b->a->tenants[i].slot,
-						 &b->a->tenants[i].pol);
-		}
+		set_live_agents(b, (uint64_t)r->integer);
 		breaker_success(b);
 	} else {
 		call_failed(c->b, S_HEARTBEAT, r);
@@ -1034,7 +1059,11 @@ static void conn_retry(struct conn *c)
 	c->ac = NULL;
 	if (c->b->done)
 		return;
-	if (loop_timer_add(c->b->a->loop, c->backoff_ms, 0, on_retry, c, &c->retry))
+	/* Up to a quarter more, at random: a fleet that lost Redis together
+	 * does not come back in lockstep. */
+	if (loop_timer_add(c->b->a->loop, c->backoff_ms +
+			   (uint64_t)rand() % (c->backoff_ms / 4 + 1), 0, on_retry, c,
+			   &c->retry))
 		c->retry = NULL;
 	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 							    c->backoff_ms * 2;
@@ -1153,6 +1182,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	}
 	b->a = a;
 	b->o = *o;
+	srand((unsigned int)(getpid() ^ time(NULL)));
 	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++) {
 		b->slots[i].b = b;
 		b->slots[i].idx = i;
@@ -1178,7 +1208,11 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 		b->o.timeout_ms = 50;
 	if (!b->o.stale_ms)
 		b->o.stale_ms = 2000;
-	b->live_agents = b->o.expected_agents ? b->o.expected_agents : 1;
+	/* The fleet size for static shares until the registry answers: what
+	 * the operator said, else what the previous agent knew, else 1. */
+	b->live_agents = b->o.expected_agents ? b->o.expected_agents :
+			 kern_fleet_agents(&a->kern, 0) ? kern_fleet_agents(&a->kern, 0) : 1;
+	kern_fleet_agents(&a->kern, b->live_agents);
 	a->kern.fail_agents = b->live_agents;
 	for (size_t i = 0; i < a->n_tenants; i++)
 		kern_tenant_fail(&a->kern, a->tenants[i].slot, &a->tenants[i].pol);

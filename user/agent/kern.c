@@ -693,6 +693,17 @@ void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 	__atomic_store_n(&k->agent->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
 }
 
+uint64_t kern_fleet_agents(struct kern *k, uint64_t n)
+{
+	if (!k->agent)
+		return 0;
+	if (n)
+		__atomic_store_n(&k->agent->live_agents,
+				 (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX),
+				 __ATOMIC_RELAXED);
+	return __atomic_load_n(&k->agent->live_agents, __ATOMIC_RELAXED);
+}
+
 void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater)
 {
 	struct rl_tenant *rt = &k->tenants[slot];

@@ -104,6 +104,10 @@ void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant 
 void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 		      bool degraded);
 
+/* The fleet size kept in the kernel for the next agent: sets it to n, or
+ * with n 0 only reads it.  Returns the value now stored. */
+uint64_t kern_fleet_agents(struct kern *k, uint64_t n);
+
 /* Leased tokens (fleet mode), on the shared memory of the tenant table.
  * kern_tokens_add adds granted tokens and re-arms the low-water event;
  * kern_tokens_take takes up to max tokens back (all if max is 0), never
