@@ -10,6 +10,7 @@ packages=(
 	libhiredis-dev liburing-dev libjansson-dev
 	# run and test
 	redis-server bats iproute2 jq curl procps util-linux netcat-openbsd
+	libclang-rt-dev		# libFuzzer, for the fuzz tests
 )
 
 missing=()
