@@ -24,6 +24,11 @@ if ((rc != 0)); then
 	exit 1
 fi
 
+# The figures as measured, one `name value unit` line each; the table below
+# puts them against their targets.
+echo "$out"
+echo
+
 declare -A val unit
 while read -r name value u; do
 	[[ -n $name ]] || continue
