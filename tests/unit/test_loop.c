@@ -9,17 +9,9 @@
 
 #include "log.h"
 #include "loop.h"
+#include "check.h"
 
-static int failures;
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		failures++;						\
-	}								\
-} while (0)
 
 static int order[8];
 static int n_order;

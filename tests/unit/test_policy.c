@@ -7,17 +7,9 @@
 #include <sys/socket.h>
 
 #include "policy.h"
+#include "check.h"
 
-static int failures;
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		failures++;						\
-		printf("FAIL %s:%d: ", __FILE__, __LINE__);		\
-		printf(__VA_ARGS__);					\
-		printf("\n");						\
-	}								\
-} while (0)
 
 static void test_name(void)
 {

@@ -17,17 +17,9 @@
 
 #include "loop.h"
 #include "redis_loop.h"
+#include "check.h"
 
-static int failures;
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		failures++;						\
-	}								\
-} while (0)
 
 struct state {
 	struct loop *loop;

@@ -17,19 +17,11 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include "check.h"
 
-static int failures;
 static char rlctl_path[PATH_MAX];
 static char dir[64], sock_path[128], req_path[128];
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		failures++;						\
-		printf("FAIL %s:%d: ", __FILE__, __LINE__);		\
-		printf(__VA_ARGS__);					\
-		printf("\n");						\
-	}								\
-} while (0)
 
 /* What the fake agent answers to each cmd. */
 struct canned {

@@ -12,17 +12,9 @@
 
 #include "log.h"
 #include "state.h"
+#include "check.h"
 
-static int failures;
 
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);	\
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		failures++;						\
-	}								\
-} while (0)
 
 static int count_entries(const char *dir, const char *prefix)
 {
