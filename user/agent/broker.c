@@ -358,9 +358,18 @@ static int eval(struct broker *b, enum script_id s, int nkeys, const char **args
 	return 0;
 }
 
-static void bucket_key(const char *name, char *buf, size_t len)
+/* The key and the limit arguments every bucket script takes first. */
+struct bucket_args {
+	char key[128], count[24], period[24], burst[24];
+};
+
+static void bucket_args(const struct policy_tenant *p, struct bucket_args *ba)
 {
-	snprintf(buf, len, "rl:{t:%s}:bucket", name);
+	snprintf(ba->key, sizeof(ba->key), "rl:{t:%s}:bucket", p->name);
+	snprintf(ba->count, sizeof(ba->count), "%llu", (unsigned long long)p->rate.count);
+	snprintf(ba->period, sizeof(ba->period), "%llu",
+		 (unsigned long long)p->rate.period_s);
+	snprintf(ba->burst, sizeof(ba->burst), "%llu", (unsigned long long)p->burst);
 }
 
 /* --- leasing ------------------------------------------------------------------ */
@@ -541,8 +550,9 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 			uint64_t now, bool force)
 {
 	struct slot *s = &b->slots[t->slot];
-	char key[128], cnt[24], per[24], burst[24], want[24], chunk[24];
-	const char *args[] = { key, cnt, per, burst, want, chunk };
+	struct bucket_args ba;
+	char want[24], chunk[24];
+	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, chunk };
 	uint64_t tokens, lease;
 	struct call *c;
 
@@ -556,11 +566,12 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	}
 	if (now < s->wait_until_ns)
 		return;
-	size_lease(b, t, s);
-	lease = s->lease;
+	/* Cheap test first: sizing reads the kernel's counters. */
 	tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
 	if (tokens > s->lowwater && !force)
 		return;
+	size_lease(b, t, s);
+	lease = s->lease;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return;
@@ -568,10 +579,7 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	c->gen = s->gen;
 	c->n = lease;
 	snprintf(c->name, sizeof(c->name), "%s", t->pol.name);
-	bucket_key(t->pol.name, key, sizeof(key));
-	snprintf(cnt, sizeof(cnt), "%llu", (unsigned long long)t->pol.rate.count);
-	snprintf(per, sizeof(per), "%llu", (unsigned long long)t->pol.rate.period_s);
-	snprintf(burst, sizeof(burst), "%llu", (unsigned long long)t->pol.burst);
+	bucket_args(&t->pol, &ba);
 	snprintf(want, sizeof(want), "%llu", (unsigned long long)lease);
 	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)lease);
 	if (eval(b, S_LEASE, 1, args, 6, on_lease, c)) {
@@ -608,8 +616,9 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
  * to the tenant's global bucket.  Returns 0 if a refund is under way. */
 static int refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 {
-	char key[128], cnt[24], per[24], burst[24], n[24];
-	const char *args[] = { key, cnt, per, burst, n };
+	struct bucket_args ba;
+	char n[24];
+	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, n };
 	struct slot *s = &b->slots[t->slot];
 	uint64_t taken;
 	struct call *c;
@@ -626,10 +635,7 @@ static int refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 	}
 	c->slot = t->slot;
 	c->n = taken;
-	bucket_key(t->pol.name, key, sizeof(key));
-	snprintf(cnt, sizeof(cnt), "%llu", (unsigned long long)t->pol.rate.count);
-	snprintf(per, sizeof(per), "%llu", (unsigned long long)t->pol.rate.period_s);
-	snprintf(burst, sizeof(burst), "%llu", (unsigned long long)t->pol.burst);
+	bucket_args(&t->pol, &ba);
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)taken);
 	if (eval(b, S_REFUND, 1, args, 5, on_refund, c)) {
 		kern_tokens_add(&b->a->kern, t->slot, taken, (int64_t)s->lowwater);
