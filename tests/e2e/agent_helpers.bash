@@ -1,8 +1,9 @@
-# agent_helpers.bash: what the rlagent end-to-end suites (agent_*.bats)
-# share on top of helpers.bash - a lab per test with an accept-and-close
-# server on s1, rlagent on s1's eth0 with its own pin dir, control socket and
-# state dir, rlctl against it, metrics read from inside s1, loadgen in the
-# background.
+# agent_helpers.bash: what every suite that runs rlagent shares on top of
+# helpers.bash - processes stopped and awaited by PID, rlagent started in a
+# lab host and awaited on its control socket, its stats and metrics read
+# back, loadgen in the background; and the single-agent lab of the
+# agent_*.bats suites (one server s1, rlagent on its eth0, rlctl against it).
+# fleet_helpers.bash builds its several agents on the same functions.
 #
 # Use from a suite with `load helpers` then `load agent_helpers`, and
 #     setup()    { agent_setup; }
@@ -10,7 +11,140 @@
 # shellcheck disable=SC2034 # AGENT_RC, LOADGEN_BG_PID, ... are for the suites
 
 PORT=8080
-METRICS_ADDR=127.0.0.1:9464
+METRICS_ADDR=127.0.0.1:9464	# every agent's, inside its own namespace
+
+# --- processes by PID ----------------------------------------------------------------
+
+# proc_running PID: the process exists and is not a zombie (a child killed
+# from a subshell stays one until this shell reaps it, and kill -0 still
+# succeeds on it).
+proc_running() {
+	local st
+
+	[[ -n $1 ]] || return 1
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	[[ $st != Z* ]]
+}
+
+# proc_wait_exit PID SECONDS [WHAT]: waits until PID is gone; fails after
+# SECONDS.  When PID is this shell's child its exit status is left in
+# PROC_RC (otherwise 127: the status went to its parent).
+proc_wait_exit() {
+	local n
+
+	for ((n = 0; n < $2 * 20; n++)); do
+		proc_running "$1" || break
+		sleep 0.05
+	done
+	if proc_running "$1"; then
+		echo "process $1 still runs ${3:-after $2 s}" >&2
+		return 1
+	fi
+	PROC_RC=0
+	wait "$1" 2>/dev/null || PROC_RC=$?
+}
+
+# proc_stop PID SIGNAL: sends SIGNAL and waits (5 s at most) until PID is
+# gone; PROC_RC as for proc_wait_exit.  Nothing to do without a PID.
+proc_stop() {
+	[[ -n $1 ]] || return 0
+	kill "-$2" "$1" 2>/dev/null || true
+	proc_wait_exit "$1" 5 "5 s after SIG$2"
+}
+
+# --- rlagent -------------------------------------------------------------------------
+
+# rlagent_start HOST SOCKET STATE_DIR PIN_DIR LOG [rlagent options]: rlagent
+# on HOST's eth0 in the background (RLAGENT_PID), its output appended to
+# LOG; returns once it answers on its control SOCKET.  Not disowned, so
+# that proc_stop can read its exit status.
+# nsenter rather than `ip netns exec`: the latter mounts a fresh /sys in a
+# mount namespace of its own, which hides the bpffs at /sys/fs/bpf, so pins
+# would not outlive the process and a restarted agent could not adopt them.
+rlagent_start() {
+	local host=$1 sock=$2 log=$5 n rc
+
+	nsenter --net="/run/netns/$(lab_ns "$host")" "$RLGATE_BUILD/rlagent" --iface eth0 \
+		--control "$sock" --state-dir "$3" --pin-dir "$4" --metrics "$METRICS_ADDR" \
+		"${@:6}" >>"$log" 2>&1 3>&- &
+	RLAGENT_PID=$!
+	for ((n = 0; n < 100; n++)); do
+		"$RLGATE_BUILD/rlctl" --socket "$sock" status >/dev/null 2>&1 && return 0
+		if ! proc_running "$RLAGENT_PID"; then
+			rc=0
+			wait "$RLAGENT_PID" 2>/dev/null || rc=$?
+			echo "rlagent on $host exited with status $rc before answering:" >&2
+			tail -n 30 "$log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "rlagent on $host does not answer on $sock after 10 s:" >&2
+	tail -n 30 "$log" >&2
+	return 1
+}
+
+# rlctl_stat SOCKET TENANT FIELD: one field of `rlctl --json stats TENANT`
+# from the agent on SOCKET.
+rlctl_stat() {
+	local out
+
+	out=$("$RLGATE_BUILD/rlctl" --socket "$1" --json stats "$2") ||
+		{ echo "rlctl stats $2 on $1 failed: $out" >&2; return 1; }
+	json_get ".[] | select(.tenant == \"$2\") | .$3" "$out"
+}
+
+# metrics HOST: the Prometheus page of the agent in HOST, fetched from
+# inside HOST.
+metrics() {
+	in_ns "$1" curl -sf --max-time 5 "http://$METRICS_ADDR/metrics"
+}
+
+# metric_value KEY PAGE: the value of the metric line whose name, labels
+# included, is KEY (e.g. 'rlgate_degraded_total{tenant="x"}') on PAGE.
+metric_value() {
+	local v
+
+	v=$(awk -v k="$1" '$1 == k { print $2; exit }' <<<"$2")
+	[[ -n $v ]] || { echo "metric $1 missing" >&2; return 1; }
+	echo "$v"
+}
+
+# --- load ----------------------------------------------------------------------------
+
+# loadgen_bg HOST OUT ARGS...: loadgen --json ARGS in HOST in the
+# background, report to OUT; LOADGEN_BG_PID is the job to pass to
+# loadgen_wait (loadgen itself: `ip netns exec` execs it).
+loadgen_bg() {
+	local host=$1 out=$2
+
+	shift 2
+	ip netns exec "$(lab_ns "$host")" "$LOADGEN" --json "$@" >"$out" 2>"$out.err" 3>&- &
+	LOADGEN_BG_PID=$!
+}
+
+# loadgen_wait PID OUT: waits for a loadgen_bg run; its report lands in
+# LOADGEN_JSON.
+loadgen_wait() {
+	local rc=0
+
+	wait "$1" || rc=$?
+	LOADGEN_JSON=$(cat "$2")
+	if ((rc)) || ! jq -e . >/dev/null 2>&1 <<<"$LOADGEN_JSON"; then
+		echo "background loadgen failed (exit $rc):" >&2
+		cat "$2.err" >&2
+		echo "stdout: $LOADGEN_JSON" >&2
+		return 1
+	fi
+	echo "loadgen (background) -> $LOADGEN_JSON"
+}
+
+# client_prefix cN: the IPv4 prefix client N owns alone (see docs/lab.md).
+client_prefix() {
+	echo "192.0.2.$((64 + 16 * (${1#c} - 1)))/28"
+}
+
+# --- one agent on s1 (agent_*.bats) --------------------------------------------------
 
 # agent_setup: a fresh lab (1 server, 2 clients) for the test, the paths of
 # this test's agent, and a server on s1:$PORT (IPv4 and IPv6).
@@ -61,137 +195,63 @@ rl() {
 }
 
 # agent_exec ARGS...: rlagent in s1's network namespace, in the foreground,
-# killed after 10 s.
-# nsenter rather than `ip netns exec`: the latter mounts a fresh /sys in a
-# mount namespace of its own, which hides the bpffs at /sys/fs/bpf, so pins
-# would not outlive the process and a restarted agent could not adopt them.
+# killed after 10 s (nsenter for the reason given at rlagent_start).
 agent_exec() {
 	timeout 10 nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" "$@"
 }
 
 # agent_start [rlagent options]: rlagent on s1's eth0 with this test's
 # paths, in the background (AGENT_PID); returns once it answers on its
-# control socket.  (Not through agent_exec: AGENT_PID must be rlagent's.)
+# control socket.
 agent_start() {
-	local i
+	local rc=0
 
-	nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" --iface eth0 \
-		--control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
-		--metrics "$METRICS_ADDR" "$@" >>"$AGENT_LOG" 2>&1 3>&- &
-	AGENT_PID=$!
-	for ((i = 0; i < 100; i++)); do
-		rl status >/dev/null 2>&1 && return 0
-		if ! kill -0 "$AGENT_PID" 2>/dev/null; then
-			wait "$AGENT_PID"
-			echo "rlagent exited with status $? before answering:" >&2
-			cat "$AGENT_LOG" >&2
-			AGENT_PID=
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "rlagent does not answer on $CTL after 10 s:" >&2
-	cat "$AGENT_LOG" >&2
-	return 1
+	rlagent_start s1 "$CTL" "$STATE_DIR" "$PIN_DIR" "$AGENT_LOG" "$@" || rc=$?
+	# kept even when it did not answer: the teardown kills it
+	AGENT_PID=$RLAGENT_PID
+	return $rc
 }
 
 # agent_stop SIGNAL: sends SIGNAL to the agent, waits for it to exit and
 # leaves its exit status in AGENT_RC.
 agent_stop() {
-	local i
-
-	kill "-$1" "$AGENT_PID"
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$AGENT_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$AGENT_PID" 2>/dev/null; then
-		echo "rlagent $AGENT_PID still runs 5 s after SIG$1" >&2
-		return 1
-	fi
-	AGENT_RC=0
-	wait "$AGENT_PID" || AGENT_RC=$?
+	proc_running "$AGENT_PID" || { echo "rlagent ${AGENT_PID:-(none)} does not run" >&2; return 1; }
+	proc_stop "$AGENT_PID" "$1" || return 1
+	AGENT_RC=$PROC_RC
 	AGENT_PID=
 }
 
 # agent_wait_exit SECONDS: waits for the agent to exit on its own; its
 # status in AGENT_RC.
 agent_wait_exit() {
-	local i
-
-	for ((i = 0; i < $1 * 20; i++)); do
-		kill -0 "$AGENT_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$AGENT_PID" 2>/dev/null; then
-		echo "rlagent $AGENT_PID still runs after $1 s" >&2
-		return 1
-	fi
-	AGENT_RC=0
-	wait "$AGENT_PID" || AGENT_RC=$?
+	proc_wait_exit "$AGENT_PID" "$1" || return 1
+	AGENT_RC=$PROC_RC
 	AGENT_PID=
 }
 
 # prefixes HOST...: the client prefixes of HOSTs (their /28 and /80), as
 # one comma list for --match.
 prefixes() {
-	local h n out=
+	local h out=
 
 	for h in "$@"; do
-		n=${h#c}
-		out+=${out:+,}192.0.2.$((64 + 16 * (n - 1)))/28,2001:db8:1:0:$n::/80
+		out+=${out:+,}$(client_prefix "$h"),2001:db8:1:0:${h#c}::/80
 	done
 	echo "$out"
 }
 
 # stat_get TENANT FIELD: one field of `rlctl --json stats TENANT`.
 stat_get() {
-	local out
-
-	out=$(rl --json stats "$1") || { echo "rlctl stats $1 failed: $out" >&2; return 1; }
-	json_get ".[] | select(.tenant == \"$1\") | .$2" "$out"
+	rlctl_stat "$CTL" "$@"
 }
 
-# metrics: the agent's Prometheus page, fetched from inside s1.
-metrics() {
-	in_ns s1 curl -sf --max-time 5 "http://$METRICS_ADDR/metrics"
-}
-
-# metric_get NAME TENANT [PAGE]: the value of NAME{tenant="TENANT"}.
+# metric_get NAME TENANT [PAGE]: the value of NAME{tenant="TENANT"} on PAGE
+# (default: fetched now).
 metric_get() {
-	local page=${3-} v
+	local page=${3-}
 
-	[[ -n $page ]] || page=$(metrics) || { echo "couldn't fetch metrics" >&2; return 1; }
-	v=$(awk -v k="$1{tenant=\"$2\"}" '$1 == k { print $2; exit }' <<<"$page")
-	[[ -n $v ]] || { echo "metric $1{tenant=\"$2\"} missing" >&2; return 1; }
-	echo "$v"
-}
-
-# loadgen_bg HOST OUT ARGS...: loadgen --json ARGS in HOST in the
-# background, report to OUT; LOADGEN_BG_PID is the job to pass to
-# loadgen_wait.
-loadgen_bg() {
-	local host=$1 out=$2
-
-	shift 2
-	in_ns "$host" "$LOADGEN" --json "$@" >"$out" 2>"$out.err" 3>&- &
-	LOADGEN_BG_PID=$!
-}
-
-# loadgen_wait PID OUT: waits for a loadgen_bg run; its report lands in
-# LOADGEN_JSON.
-loadgen_wait() {
-	local rc=0
-
-	wait "$1" || rc=$?
-	LOADGEN_JSON=$(cat "$2")
-	if ((rc)) || ! jq -e . >/dev/null 2>&1 <<<"$LOADGEN_JSON"; then
-		echo "background loadgen failed (exit $rc):" >&2
-		cat "$2.err" >&2
-		echo "stdout: $LOADGEN_JSON" >&2
-		return 1
-	fi
-	echo "loadgen (background) -> $LOADGEN_JSON"
+	[[ -n $page ]] || page=$(metrics s1) || { echo "couldn't fetch metrics" >&2; return 1; }
+	metric_value "$1{tenant=\"$2\"}" "$page"
 }
 
 # expected RATE DURATION BURST: what a token bucket admits from an offer
