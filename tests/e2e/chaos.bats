@@ -10,13 +10,15 @@
 # One lab, one Redis and three agents for the file; each test makes its own
 # tenants, and the teardown puts back whatever the test broke (Redis
 # running, agents running, routes removed) before the next one starts.
-# shellcheck disable=SC2046 # ch_targets' output is meant to split into targets
+# shellcheck disable=SC2046 # fleet_targets' output is meant to split into targets
 
 load helpers
+load agent_helpers
+load fleet_helpers
 load chaos_helpers
 
 setup_file() { chaos_setup_file; }
-teardown_file() { chaos_teardown_file; }
+teardown_file() { fleet_teardown_file; }
 setup() { chaos_setup; }
 teardown() { chaos_teardown; }
 
@@ -36,7 +38,7 @@ settle() {
 	local t
 
 	for t in "$@"; do
-		ch_wait_tenant "$t" 2
+		fleet_wait_tenant "$t" 2
 	done
 	sleep 1.5
 }
@@ -62,20 +64,20 @@ mean_secs() {
 	local out=$BATS_TEST_TMPDIR/load.json t0 i a_st a_al a_dn b_st b_al b_dn
 	local warn0=() j since m n
 
-	ch_tenant_set 1 k-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+	fleet_tenant_set 1 k-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
 		--action rst --fail static
-	ch_tenant_set 2 k-al --rate 60/s --burst 10 --match "$C1" --port 8081 \
+	fleet_tenant_set 2 k-al --rate 60/s --burst 10 --match "$C1" --port 8081 \
 		--action rst --fail allow
-	ch_tenant_set 3 k-dn --rate 60/s --burst 10 --match "$C1" --port 8082 \
+	fleet_tenant_set 3 k-dn --rate 60/s --burst 10 --match "$C1" --port 8082 \
 		--action rst --fail deny
 	settle k-st k-al k-dn
 	for i in 1 2 3; do
-		warn0[i]=$(grep -c 'warn: fleet degraded: ' "$(ch_log "$i")" || true)
+		warn0[i]=$(grep -c 'warn: fleet degraded: ' "$(fleet_log "$i")" || true)
 	done
 
 	# 100/s per host on k-st (2x its share of the limit), 30/s on the others
-	ch_load_bg c1 "$out" --rate 480 --duration 10 $(ch_targets 8080 10 10 10) \
-		$(ch_targets 8081 3 3 3) $(ch_targets 8082 3 3 3)
+	fleet_loadgen_bg c1 "$out" --rate 480 --duration 10 $(fleet_targets 8080 10 10 10) \
+		$(fleet_targets 8081 3 3 3) $(fleet_targets 8082 3 3 3)
 	sleep 2
 	t0=$(ch_redis_kill)
 	ch_wait_broker "$t0" degraded 5 1 2 3
@@ -86,7 +88,7 @@ mean_secs() {
 
 	# Past the lease TTL (1 s) every leased token is spent or expired: from
 	# here on the fail policies alone decide.
-	ch_sleep_until $((t0 + 1500))
+	sleep_until $((t0 + 1500))
 	a_st=$(ch_snap k-st) a_al=$(ch_snap k-al) a_dn=$(ch_snap k-dn)
 	sleep 4
 	b_st=$(ch_snap k-st) b_al=$(ch_snap k-al) b_dn=$(ch_snap k-dn)
@@ -107,35 +109,35 @@ mean_secs() {
 
 	# what an operator sees
 	for i in 1 2 3; do
-		j=$(rlc "$i" --json status)
+		j=$(rls "$i" --json status)
 		expect_eq "s$i broker" "$(json_get .broker "$j")" degraded
 		[[ $(json_get .redis.state "$j") == @(down|connecting) ]] ||
 			{ echo "s$i redis.state: $(json_get .redis.state "$j"), expected down or connecting" >&2; return 1; }
 		since=$(json_get .degraded_since "$j")
 		expect_between "s$i degraded_since (unix time; killed at $((t0 / 1000)))" "$since" \
 			$((t0 / 1000 - 1)) $((t0 / 1000 + 2))
-		[[ $(json_get .degraded_reason "$j") == *"$CH_REDIS"* ]] ||
+		[[ $(json_get .degraded_reason "$j") == *"$REDIS_ADDR"* ]] ||
 			{ echo "s$i degraded_reason does not name Redis: $j" >&2; return 1; }
-		rlc "$i" status | grep -q "^broker: *degraded since .*: lost Redis on '$CH_REDIS'" ||
-			{ echo "s$i rlctl status: no 'broker: degraded since': $(rlc "$i" status)" >&2; return 1; }
-		expect_eq "s$i rlgate_broker_state" "$(ch_metric "$i" rlgate_broker_state)" 1
+		rls "$i" status | grep -q "^broker: *degraded since .*: lost Redis on '$REDIS_ADDR'" ||
+			{ echo "s$i rlctl status: no 'broker: degraded since': $(rls "$i" status)" >&2; return 1; }
+		expect_eq "s$i rlgate_broker_state" "$(fleet_metric "$i" rlgate_broker_state)" 1
 		# the metric, then rlctl stats: the count only grows in between
-		m=$(ch_metric "$i" 'rlgate_degraded_total{tenant="k-dn"}')
-		n=$(rlc "$i" --json stats k-dn | jq '.[0].degraded')
+		m=$(fleet_metric "$i" 'rlgate_degraded_total{tenant="k-dn"}')
+		n=$(rls "$i" --json stats k-dn | jq '.[0].degraded')
 		expect_between "s$i rlgate_degraded_total{tenant=\"k-dn\"} (rlctl stats a moment later: $n)" \
 			"$m" $((n - 30)) "$n"
 		expect_eq "s$i 'warn: fleet degraded' log lines" \
-			"$(grep -c 'warn: fleet degraded: ' "$(ch_log "$i")")" $((warn0[i] + 1))
+			"$(grep -c 'warn: fleet degraded: ' "$(fleet_log "$i")")" $((warn0[i] + 1))
 	done
 
 	# The clients: every connection answered at once (admitted, or a RST),
 	# and each host's kernel counted exactly what its clients saw.
-	ch_load_wait "$CH_LOAD_PID" "$out"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
 	expect_eq "connections failed" "$(jq .total.errors "$out")" 0
 	for i in 1 2 3; do
 		expect_eq "s$i: k-st admitted by the kernel vs connected by the client" \
-			"$(rlc "$i" --json stats k-st | jq '.[0].admitted')" \
+			"$(rls "$i" --json stats k-st | jq '.[0].admitted')" \
 			"$(ch_target_get "$out" "$(lab_target "s$i" 8080)" connected)"
 	done
 }
@@ -143,25 +145,25 @@ mean_secs() {
 @test "Redis back after an outage: every agent healthy within 5 s, the policy re-seeded into the new Redis, the global limit holds again" {
 	local out=$BATS_TEST_TMPDIR/load.json t0 t1 i json a b sum w bound
 
-	ch_tenant_set 1 b-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+	fleet_tenant_set 1 b-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
 		--action rst --fail static
 	settle b-st
 	# 300/s, twice the limit, evenly over the hosts
-	ch_load_bg c1 "$out" --rate 300 --duration 15 $(ch_targets 8080 1 1 1)
+	fleet_loadgen_bg c1 "$out" --rate 300 --duration 15 $(fleet_targets 8080 1 1 1)
 	sleep 1.5
 	t0=$(ch_redis_kill)
 	ch_wait_broker "$t0" degraded 5 1 2 3
-	ch_sleep_until $((t0 + 3000))
+	sleep_until $((t0 + 3000))
 
-	t1=$(ch_now_ms)
-	ch_redis_start
+	t1=$(now_ms)
+	redis_start
 	ch_wait_broker "$t1" healthy 10 1 2 3
 	for i in 1 2 3; do
 		echo "s$i healthy ${CH_MS[$i]} ms after Redis was started again"
 		expect_between "s$i: ms from Redis started to broker healthy" "${CH_MS[$i]}" 0 "$HEALTHY_MS"
 	done
 	# the new Redis started empty; the agents put the policy back
-	json=$(ch_rcli HGET 'rl:{t:b-st}:policy' json)
+	json=$(rcli HGET 'rl:{t:b-st}:policy' json)
 	echo "policy in the new Redis: $json"
 	expect_eq "rate in the re-seeded policy" "$(json_get .rate "$json")" "$RATE/s"
 	expect_eq "fail policy in the re-seeded policy" "$(json_get .fail "$json")" static
@@ -174,7 +176,7 @@ mean_secs() {
 	b=$(ch_snap b-st)
 	sum=$(ch_sum_delta "$a" "$b" admitted)
 	w=$(mean_secs "$a" "$b")
-	bound=$(rlc 1 --json stats b-st | jq '.[0].overshoot_bound')
+	bound=$(rls 1 --json stats b-st | jq '.[0].overshoot_bound')
 	echo "admitted over the fleet: $sum in $w s (limit $RATE/s, overshoot bound $bound)"
 	expect_between "admitted over the fleet in $w s after recovery (limit $RATE/s)" "$sum" \
 		"$(ch_calc "(1 - $TOL / 100) * $RATE * $w")" "$(ch_calc "$RATE * $w + $BURST + $bound")"
@@ -183,28 +185,28 @@ mean_secs() {
 		expect_eq "s$i SYNs decided by the fail policy while healthy" \
 			"$(ch_delta "$a" "$b" "$i" degraded)" 0
 	done
-	ch_load_wait "$CH_LOAD_PID" "$out"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
 }
 
 @test "one host cut off from Redis: it alone is degraded and admits its static share; the other two keep leasing the global limit" {
 	local out=$BATS_TEST_TMPDIR/load.json t0 t1 i a b w rest lim bound
 
-	ch_tenant_set 1 c-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+	fleet_tenant_set 1 c-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
 		--action rst --fail static
 	settle c-st
-	ch_load_bg c1 "$out" --rate 300 --duration 10 $(ch_targets 8080 1 1 1)
+	fleet_loadgen_bg c1 "$out" --rate 300 --duration 10 $(fleet_targets 8080 1 1 1)
 	sleep 1.5
 	# s1's packets to Redis vanish; its clients still reach it
-	t0=$(ch_now_ms)
+	t0=$(now_ms)
 	ch_cut 1
 	ch_wait_broker "$t0" degraded 5 1
 	echo "s1 degraded ${CH_MS[1]} ms after the cut"
 	expect_between "s1: ms from cut off to broker degraded" "${CH_MS[1]}" 0 "$DEGRADED_MS"
-	[[ $(rlc 1 --json status | jq -r .degraded_reason) == *"did not answer within 50 ms"* ]] ||
-		{ echo "s1 degraded_reason: $(rlc 1 --json status | jq -r .degraded_reason)" >&2; return 1; }
+	[[ $(rls 1 --json status | jq -r .degraded_reason) == *"did not answer within 50 ms"* ]] ||
+		{ echo "s1 degraded_reason: $(rls 1 --json status | jq -r .degraded_reason)" >&2; return 1; }
 
-	ch_sleep_until $((t0 + 1500))
+	sleep_until $((t0 + 1500))
 	a=$(ch_snap c-st)
 	sleep 4
 	b=$(ch_snap c-st)
@@ -217,7 +219,7 @@ mean_secs() {
 	# s2 and s3 share the global bucket between them (200/s offered)
 	rest=$(($(ch_delta "$a" "$b" 2 admitted) + $(ch_delta "$a" "$b" 3 admitted)))
 	w=$(mean_secs "$a" "$b")
-	bound=$(rlc 2 --json stats c-st | jq '.[0].overshoot_bound')
+	bound=$(rls 2 --json stats c-st | jq '.[0].overshoot_bound')
 	echo "s2 + s3 admitted $rest in $w s (limit $RATE/s, overshoot bound $bound)"
 	expect_between "s2 + s3 admitted in $w s (limit $RATE/s)" "$rest" \
 		"$(ch_calc "(1 - $TOL / 100) * $RATE * $w")" "$(ch_calc "$RATE * $w + $BURST + $bound")"
@@ -226,40 +228,40 @@ mean_secs() {
 	expect_between "fleet admitted in $w s (limit + s1's static share)" \
 		"$(ch_sum_delta "$a" "$b" admitted)" "$(ch_calc "(1 - $TOL / 100) * ($RATE + $SHARE) * $w")" "$lim"
 
-	t1=$(ch_now_ms)
+	t1=$(now_ms)
 	ch_uncut 1
 	ch_wait_broker "$t1" healthy 10 1
 	echo "s1 healthy ${CH_MS[1]} ms after the route was removed"
 	expect_between "s1: ms from route back to broker healthy" "${CH_MS[1]}" 0 "$HEALTHY_MS"
-	ch_load_wait "$CH_LOAD_PID" "$out"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
 }
 
 @test "agent SIGKILLed under load: after the heartbeat goes stale its kernel admits the static share on its own; a new agent on the same pins leases again and its stats continue" {
 	local out=$BATS_TEST_TMPDIR/load.json id t0 t1 g0 g1 ma mb aa ab ga gb before st a b
 
-	ch_tenant_set 1 d-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+	fleet_tenant_set 1 d-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
 		--action rst --fail static
 	settle d-st
 	id=$(ch_id 1 d-st)
-	ch_load_bg c1 "$out" --rate 300 --duration 12 $(ch_targets 8080 1 1 1)
+	fleet_loadgen_bg c1 "$out" --rate 300 --duration 12 $(fleet_targets 8080 1 1 1)
 	sleep 1.5
-	t0=$(ch_now_ms)
-	ch_kill "$(ch_agent_pid 1)" KILL
+	t0=$(now_ms)
+	fleet_agent_stop 1 KILL
 
 	# While the heartbeat is fresh (--heartbeat-stale, 2 s) the kernel does
 	# not apply the fail policy: the agent may only be busy.
-	ch_sleep_until $((t0 + 300))
+	sleep_until $((t0 + 300))
 	g0=$(ch_kstat 1 "$id" degraded)
-	ch_sleep_until $((t0 + 1500))
+	sleep_until $((t0 + 1500))
 	g1=$(ch_kstat 1 "$id" degraded)
 	expect_eq "s1 SYNs decided by the fail policy 0.3-1.5 s after the kill" $((g1 - g0)) 0
 
 	# Stale: the kernel falls back to the static share by itself.
-	ch_sleep_until $((t0 + 2500))
-	ma=$(ch_now_ms) aa=$(ch_kstat 1 "$id" admitted) ga=$(ch_kstat 1 "$id" degraded)
+	sleep_until $((t0 + 2500))
+	ma=$(now_ms) aa=$(ch_kstat 1 "$id" admitted) ga=$(ch_kstat 1 "$id" degraded)
 	sleep 3
-	mb=$(ch_now_ms) ab=$(ch_kstat 1 "$id" admitted) gb=$(ch_kstat 1 "$id" degraded)
+	mb=$(now_ms) ab=$(ch_kstat 1 "$id" admitted) gb=$(ch_kstat 1 "$id" degraded)
 	echo "s1 kernel, agent dead: admitted $aa -> $ab, fail policy $ga -> $gb in $((mb - ma)) ms"
 	expect_near "s1 admitted by its kernel alone in $((mb - ma)) ms" $((ab - aa)) \
 		"$(ch_calc "$SHARE * ($mb - $ma) / 1000")" "$TOL"
@@ -270,12 +272,12 @@ mean_secs() {
 	done
 
 	before=$(ch_kstat 1 "$id" admitted)
-	t1=$(ch_now_ms)
-	ch_agent_start 1
+	t1=$(now_ms)
+	fleet_agent_start 1
 	ch_wait_broker "$t1" healthy 10 1
 	echo "new agent on s1 healthy ${CH_MS[1]} ms after it was started"
 	expect_between "s1: ms from agent started to broker healthy" "${CH_MS[1]}" 0 "$HEALTHY_MS"
-	st=$(rlc 1 --json stats d-st)
+	st=$(rls 1 --json stats d-st)
 	echo "s1 stats after the restart: $(jq -c .[0] <<<"$st")"
 	expect_between "s1 admitted after the restart (the kernel had $before)" \
 		"$(jq '.[0].admitted' <<<"$st")" "$before" $((before + 1000))
@@ -287,72 +289,72 @@ mean_secs() {
 		"$(ch_delta "$a" "$b" 1 admitted)" 1 100000
 	expect_eq "s1 SYNs decided by the fail policy with the new agent" \
 		"$(ch_delta "$a" "$b" 1 degraded)" 0
-	ch_load_wait "$CH_LOAD_PID" "$out"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
 }
 
 @test "Redis restarted empty: every tenant's policy is back in Redis within 5 s, a change made during the outage wins, every agent lists every tenant" {
 	local t0 t1 t n json want i
 
-	ch_tenant_set 1 e-one --rate 10/s --match 198.51.100.1/32 --fail deny
-	ch_tenant_set 2 e-two --rate 20/s --match 198.51.100.2/32 --fail allow
-	ch_tenant_set 3 e-three --rate 30/s --match 198.51.100.3/32
+	fleet_tenant_set 1 e-one --rate 10/s --match 198.51.100.1/32 --fail deny
+	fleet_tenant_set 2 e-two --rate 20/s --match 198.51.100.2/32 --fail allow
+	fleet_tenant_set 3 e-three --rate 30/s --match 198.51.100.3/32
 	for t in e-one e-two e-three; do
-		ch_wait_tenant "$t" 2
+		fleet_wait_tenant "$t" 2
 	done
 	t0=$(ch_redis_kill)
 	ch_wait_broker "$t0" degraded 5 1 2 3
 	# made on s3 alone while Redis is away: the newest version
-	rlc 3 tenant set e-two --rate 25/s >/dev/null
+	rls 3 tenant set e-two --rate 25/s >/dev/null
 
-	t1=$(ch_now_ms)
-	ch_redis_start
+	t1=$(now_ms)
+	redis_start
 	for t in e-one e-two e-three; do
 		for ((n = 0; n < 100; n++)); do
-			json=$(ch_rcli HGET "rl:{t:$t}:policy" json)
+			json=$(rcli HGET "rl:{t:$t}:policy" json)
 			[[ -n $json ]] && break
 			sleep 0.05
 		done
-		echo "$t back in Redis $(($(ch_now_ms) - t1)) ms after it started: $json"
+		echo "$t back in Redis $(($(now_ms) - t1)) ms after it started: $json"
 		[[ -n $json ]] || { echo "policy of $t not back in Redis after 5 s" >&2; return 1; }
 	done
-	[[ $(ch_rcli SMEMBERS rl:tenants | sort | tr '\n' ' ') == *"e-one e-three e-two "* ]] ||
-		{ echo "rl:tenants: $(ch_rcli SMEMBERS rl:tenants | tr '\n' ' ')" >&2; return 1; }
+	[[ $(rcli SMEMBERS rl:tenants | sort | tr '\n' ' ') == *"e-one e-three e-two "* ]] ||
+		{ echo "rl:tenants: $(rcli SMEMBERS rl:tenants | tr '\n' ' ')" >&2; return 1; }
 	for ((n = 0; n < 60; n++)); do
-		[[ $(ch_rcli HGET 'rl:{t:e-two}:policy' json | jq -r .rate) == 25/s &&
-			$(ch_policy 1) == "$(ch_policy 3)" && $(ch_policy 2) == "$(ch_policy 3)" ]] && break
+		[[ $(rcli HGET 'rl:{t:e-two}:policy' json | jq -r .rate) == 25/s &&
+			$(fleet_policy 1) == "$(fleet_policy 3)" && $(fleet_policy 2) == "$(fleet_policy 3)" ]] && break
 		sleep 0.05
 	done
 	expect_eq "e-two's rate in Redis (changed on s3 during the outage)" \
-		"$(ch_rcli HGET 'rl:{t:e-two}:policy' json | jq -r .rate)" 25/s
-	want=$(ch_policy 3)
+		"$(rcli HGET 'rl:{t:e-two}:policy' json | jq -r .rate)" 25/s
+	want=$(fleet_policy 3)
 	for i in 1 2 3; do
-		expect_eq "s$i's policy (s3 has $want)" "$(ch_policy "$i")" "$want"
+		expect_eq "s$i's policy (s3 has $want)" "$(fleet_policy "$i")" "$want"
 		expect_eq "s$i lists e-one e-two e-three" \
-			"$(rlc "$i" --json tenant list | jq -r '[.[].name | select(startswith("e-"))] | sort | join(" ")')" \
+			"$(rls "$i" --json tenant list | jq -r '[.[].name | select(startswith("e-"))] | sort | join(" ")')" \
 			"e-one e-three e-two"
-		expect_eq "s$i e-two rate" "$(rlc "$i" --json tenant get e-two | jq -r .rate)" 25/s
+		expect_eq "s$i e-two rate" "$(rls "$i" --json tenant get e-two | jq -r .rate)" 25/s
 	done
 }
 
 @test "a tenant deleted on one host while Redis is down stays deleted once Redis is back" {
 	local t0 i json
 
-	ch_tenant_set 1 z-gone --rate 10/s --match 198.51.100.9/32
-	ch_wait_tenant z-gone 2
+	fleet_tenant_set 1 z-gone --rate 10/s --match 198.51.100.9/32
+	fleet_wait_tenant z-gone 2
 	t0=$(ch_redis_kill)
 	ch_wait_broker "$t0" degraded 5 1
-	rlc 1 tenant del z-gone >/dev/null
-	ch_lists 1 z-gone && { echo "s1 still lists z-gone after tenant del" >&2; return 1; }
+	rls 1 tenant del z-gone >/dev/null
+	fleet_lists 1 z-gone && { echo "s1 still lists z-gone after tenant del" >&2; return 1; }
 
-	ch_redis_start
-	ch_wait_steady 10
+	redis_start
+	fleet_wait_steady 10
 	# a policy round: every agent has offered its copy and read the others'
 	sleep 1.5
-	json=$(ch_rcli HGET 'rl:{t:z-gone}:policy' json)
+	json=$(rcli HGET 'rl:{t:z-gone}:policy' json)
 	echo "z-gone in Redis: '$json'"
 	for i in 1 2 3; do
-		if ch_lists "$i" z-gone; then
+		if fleet_lists "$i" z-gone; then
 			echo "s$i lists z-gone again (deleted on s1 while Redis was down);" \
 				"Redis has: '$json'" >&2
 			return 1
@@ -363,39 +365,39 @@ mean_secs() {
 @test "Redis frozen (SIGSTOP) for 3 s: the breaker trips within 1 s, client connect latency stays where it was, healthy again after SIGCONT" {
 	local out=$BATS_TEST_TMPDIR/load.json base p99 pid t0 t1 i to0=() to1
 
-	ch_tenant_set 1 p-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+	fleet_tenant_set 1 p-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
 		--action rst --fail static
 	settle p-st
-	run_loadgen_json c1 --rate 300 --duration 3 $(ch_targets 8080 1 1 1)
+	run_loadgen_json c1 --rate 300 --duration 3 $(fleet_targets 8080 1 1 1)
 	base=$(json_get .total.connect_p99_us)
 	expect_eq "connections timed out before the freeze" "$(json_get .total.timed_out)" 0
 	for i in 1 2 3; do
-		to0[i]=$(ch_metric "$i" rlgate_redis_timeouts_total)
+		to0[i]=$(fleet_metric "$i" rlgate_redis_timeouts_total)
 	done
 
-	ch_load_bg c1 "$out" --rate 300 --duration 3.5 $(ch_targets 8080 1 1 1)
+	fleet_loadgen_bg c1 "$out" --rate 300 --duration 3.5 $(fleet_targets 8080 1 1 1)
 	sleep 0.3
-	pid=$(ch_redis_pid)
-	t0=$(ch_now_ms)
+	pid=$(redis_pid)
+	t0=$(now_ms)
 	kill -STOP "$pid"
 	ch_wait_broker "$t0" degraded 5 1 2 3
 	for i in 1 2 3; do
 		echo "s$i degraded ${CH_MS[$i]} ms after SIGSTOP"
 		expect_between "s$i: ms from SIGSTOP to broker degraded" "${CH_MS[$i]}" 0 "$DEGRADED_MS"
 	done
-	ch_sleep_until $((t0 + 3000))
-	t1=$(ch_now_ms)
+	sleep_until $((t0 + 3000))
+	t1=$(now_ms)
 	kill -CONT "$pid"
 	ch_wait_broker "$t1" healthy 10 1 2 3
 	for i in 1 2 3; do
 		echo "s$i healthy ${CH_MS[$i]} ms after SIGCONT"
 		expect_between "s$i: ms from SIGCONT to broker healthy" "${CH_MS[$i]}" 0 "$HEALTHY_MS"
-		to1=$(ch_metric "$i" rlgate_redis_timeouts_total)
+		to1=$(fleet_metric "$i" rlgate_redis_timeouts_total)
 		expect_between "s$i rlgate_redis_timeouts_total (was ${to0[i]})" "$to1" \
 			$((to0[i] + 1)) $((to0[i] + 100000))
 	done
 
-	ch_load_wait "$CH_LOAD_PID" "$out"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	p99=$(jq .total.connect_p99_us "$out")
 	echo "connect p99: $base us before, $p99 us while Redis was frozen"
 	expect_between "connect p99 (us) while Redis was frozen (before: $base us)" "$p99" 0 $((base + 2000))

@@ -9,9 +9,10 @@
 # One lab and three agents for the file; each test makes its own tenants
 # (deleted again at teardown) so that buckets and counters start at zero.
 
-# shellcheck disable=SC2046 # $(targets ...) is several loadgen targets
+# shellcheck disable=SC2046 # $(fleet_targets ...) is several loadgen targets
 
 load helpers
+load agent_helpers
 load fleet_helpers
 
 setup_file() { fleet_setup_file; }
@@ -31,7 +32,7 @@ settle() {
 
 	for t in "$@"; do
 		for i in 2 3; do
-			wait_tenant "$i" "$t" 1 >/dev/null
+			fleet_wait_tenant "$t" 1 "$i" >/dev/null
 		done
 	done
 	sleep 2
@@ -57,7 +58,7 @@ settle() {
 	fleet_tenant_set 1 skew --rate "$RATE/s" --burst "$BURST" \
 		--match "$(client_prefix c1)" --action rst
 	settle skew
-	run_loadgen_json c1 --rate 300 --duration "$DUR" $(targets 18 1 1)
+	run_loadgen_json c1 --rate 300 --duration "$DUR" $(fleet_targets "$PORT" 18 1 1)
 	expect_eq attempts "$(json_get .total.attempts)" 3000
 	admitted=$(json_get .total.connected)
 	h1=$(json_get '.targets[0].connected')
@@ -80,7 +81,7 @@ settle() {
 	fleet_tenant_set 1 light --rate "$RATE/s" --burst "$BURST" \
 		--match "$(client_prefix c1)" --action rst
 	settle light
-	run_loadgen_json c1 --rate 150 --duration "$DUR" $(targets 1 1 1)
+	run_loadgen_json c1 --rate 150 --duration "$DUR" $(fleet_targets "$PORT" 1 1 1)
 	expect_eq attempts "$(json_get .total.attempts)" 1500
 	admitted=$(json_get .total.connected)
 	expect_between "admitted of 1500 offered at 150/s (limit $RATE/s)" "$admitted" 1485 1500
@@ -96,12 +97,12 @@ settle() {
 	fleet_tenant_set 1 calls-lo --rate "$RATE/s" --burst "$BURST" \
 		--match "$(client_prefix c2)" --action rst
 	settle calls-hi calls-lo
-	load_bg c1 "$hi" --rate 300 --duration "$DUR" $(targets 18 1 1)
-	pid_hi=$LOAD_PID
-	load_bg c2 "$lo" --rate 150 --duration "$DUR" $(targets 1 1 1)
-	pid_lo=$LOAD_PID
-	load_wait "$pid_hi" "$hi"
-	load_wait "$pid_lo" "$lo"
+	fleet_loadgen_bg c1 "$hi" --rate 300 --duration "$DUR" $(fleet_targets "$PORT" 18 1 1)
+	pid_hi=$LOADGEN_BG_PID
+	fleet_loadgen_bg c2 "$lo" --rate 150 --duration "$DUR" $(fleet_targets "$PORT" 1 1 1)
+	pid_lo=$LOADGEN_BG_PID
+	loadgen_wait "$pid_hi" "$hi"
+	loadgen_wait "$pid_lo" "$lo"
 	# every call counts, from the first lease to the refunds of what was
 	# left after the load (one lease TTL later)
 	sleep 1.5
@@ -125,12 +126,12 @@ settle() {
 	local out=$BATS_TEST_TMPDIR/load.json ms t0 a0 d0 a1 d1 a2 d2 left
 
 	fleet_tenant_set 1 pp --rate 100/s --burst 10 --match "$(client_prefix c1)" --action rst
-	ms=$(wait_tenant 3 pp 1)
+	ms=$(fleet_wait_tenant pp 1 3)
 	echo "tenant set on s1 listed by s3 after $ms ms"
 	settle pp
 
 	# 50/s to host 3, under the limit: everything gets through
-	load_bg c1 "$out" --rate 50 --duration 5 "$(lab_target s3 "$PORT")"
+	fleet_loadgen_bg c1 "$out" --rate 50 --duration 5 "$(lab_target s3 "$PORT")"
 	sleep 1.5
 	a0=$(fleet_stat 3 pp admitted)
 	d0=$(fleet_stat 3 pp denied)
@@ -143,8 +144,7 @@ settle() {
 	# second it refuses everything.
 	t0=$(now_ms)
 	rls 1 tenant set pp --rate 1/h --burst 1 >/dev/null
-	ms=$((t0 + 1000 - $(now_ms)))
-	((ms <= 0)) || sleep "$(calc "$ms / 1000")"
+	sleep_until $((t0 + 1000))
 	a1=$(fleet_stat 3 pp admitted)
 	d1=$(fleet_stat 3 pp denied)
 	expect_eq "s3's rate 1 s after the change" \
@@ -156,7 +156,7 @@ settle() {
 	expect_between "s3 admitted from 1 s to 3 s after the change" $((a2 - a1)) 0 1
 	expect_between "s3 refused from 1 s to 3 s after the change (50/s offered)" \
 		$((d2 - d1)) 80 120
-	load_wait "$LOAD_PID" "$out"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	left=$(jq .total.connected "$out")
 	expect_between "connected in total (5 s at 50/s, lowered after 1.5 s)" "$left" \
 		$((a0)) $((a0 + 30))
@@ -168,16 +168,16 @@ settle() {
 	fleet_tenant_set 1 np-a --rate 10/s --match 198.51.100.0/24 --port 9001
 	fleet_tenant_set 2 np-b --rate 5/m --burst 3 --match 203.0.113.0/24 \
 		--action rst --overshoot 7
-	wait_tenant 1 np-b 1 >/dev/null
-	wait_tenant 3 np-a 1 >/dev/null
-	want=$(tenants_canon 1)
-	expect_eq "policy on s3" "$(tenants_canon 3)" "$want"
+	fleet_wait_tenant np-b 1 1 >/dev/null
+	fleet_wait_tenant np-a 1 3 >/dev/null
+	want=$(fleet_policy 1)
+	expect_eq "policy on s3" "$(fleet_policy 3)" "$want"
 	[[ $(jq length <<<"$want") -ge 2 ]]
 
 	fleet_agent_wipe 4	# new: no state file, no pins
 	fleet_agent_start 4
 	t0=$(now_ms)
-	while got=$(tenants_canon 4) && [[ $got != "$want" ]]; do
+	while got=$(fleet_policy 4) && [[ $got != "$want" ]]; do
 		if (($(now_ms) - t0 > 2000)); then
 			echo "s1 has: $want" >&2
 			echo "s4 has: $got" >&2
@@ -199,10 +199,10 @@ settle() {
 	fleet_agent_wipe 4
 	fleet_agent_start 4 --lease-ttl 30000
 	fleet_tenant_set 1 rf --rate 1/h --burst 100 --match "$(client_prefix c2)" --action rst
-	wait_tenant 4 rf 2 >/dev/null
+	fleet_wait_tenant rf 2 4 >/dev/null
 	# an agent with no traffic yet holds a single token; the load below
 	# makes it lease for real
-	wait_stat 4 rf tokens 1 2
+	fleet_wait_stat 4 rf tokens 1 2
 	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 "$PORT")"
 	expect_eq "connected through s4" "$(json_get .total.connected)" 10
 	# hosts 1-3 return their first leases after their 1 s TTL (keeping one

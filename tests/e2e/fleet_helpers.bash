@@ -1,10 +1,13 @@
-# fleet_helpers.bash: what the fleet-mode end-to-end suite shares on top of
-# helpers.bash - one lab for the file (servers s1-s4, clients c1-c2, a Redis
-# host), redis-server in it, an accept-and-close server on every server host,
-# rlagent in fleet mode on s1-s3 (s4 is left for agents a test starts
-# itself), rlctl against any of them, and cleanup by PID even on failure.
+# fleet_helpers.bash: the fleet lab the fleet-mode suites (fleet.bats,
+# chaos.bats) share on top of helpers.bash and agent_helpers.bash - one lab
+# for the file (servers s1..s$FLEET_SERVERS, clients c1-c2, a Redis host),
+# redis-server in it, accept-and-close servers on every server host, rlagent
+# in fleet mode on s1..s$FLEET_AGENTS (the hosts beyond are left for agents a
+# test starts itself), rlctl against any of them, fleet-wide tenants and
+# stats, and cleanup by PID even on failure.
 #
-# Use from a suite with `load helpers` then `load fleet_helpers`, and
+# Use from a suite with `load helpers`, `load agent_helpers`, then
+# `load fleet_helpers`, and
 #     setup_file()    { fleet_setup_file; }
 #     teardown_file() { fleet_teardown_file; }
 #     setup()         { fleet_setup; }
@@ -13,15 +16,16 @@
 # fleet-wide at teardown, so tenants with the same match never meet.
 # shellcheck disable=SC2034 # FLEET_RC is for the suites
 
-PORT=8080
 REDIS_ADDR=192.0.2.250:6379
+FLEET_SERVERS=4		# server hosts in the lab
 FLEET_AGENTS=3		# agents started for the whole file, on s1..s3
+FLEET_PORTS=("$PORT")	# every server host listens on all of them
 
 # --- per host paths -----------------------------------------------------------------
 
 # Everything of agent I lives in $FLEET_DIR/sI; its pins in a dir unique to
 # the lab (bpffs is not per network namespace).
-_fa_dir() { echo "$FLEET_DIR/s$1"; }
+fleet_dir() { echo "$FLEET_DIR/s$1"; }
 fleet_ctl() { echo "$FLEET_DIR/s$1/sock"; }
 fleet_log() { echo "$FLEET_DIR/s$1/log"; }
 fleet_pin_dir() { echo "/sys/fs/bpf/rlgate-$LAB-s$1"; }
@@ -32,7 +36,7 @@ fleet_pid() {
 
 	[[ -s $f ]] || return 0
 	pid=$(<"$f")
-	kill -0 "$pid" 2>/dev/null && echo "$pid"
+	proc_running "$pid" && echo "$pid"
 	return 0
 }
 
@@ -44,6 +48,29 @@ rls() {
 	"$RLGATE_BUILD/rlctl" --socket "$(fleet_ctl "$i")" "$@"
 }
 
+# --- small things --------------------------------------------------------------------
+
+# now_ms: monotonic enough for measuring a second.
+now_ms() {
+	echo $(($(date +%s%N) / 1000000))
+}
+
+# calc EXPR [FORMAT]: awk arithmetic, printed with the printf FORMAT
+# (default: as awk prints numbers, whole ones whole).
+calc() {
+	awk "BEGIN { printf \"${2:-%s}\\n\", $1 }"
+}
+
+# sleep_until T_MS: sleeps until now_ms reaches T_MS (at once if past).
+sleep_until() {
+	local left=$(($1 - $(now_ms)))
+
+	((left <= 0)) || sleep "$(calc "$left / 1000" %.3f)"
+}
+
+# fleet_bg_track PID: a background job killed at teardown if still running.
+fleet_bg_track() { echo "$1" >>"$BATS_TEST_TMPDIR/bg.pids"; }
+
 # --- Redis -------------------------------------------------------------------------
 
 # rcli ARGS...: redis-cli against the lab's Redis, from inside its host.
@@ -51,128 +78,133 @@ rcli() {
 	in_ns redis redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" "$@"
 }
 
-# redis_start: redis-server on the Redis host, no persistence; returns when
-# it answers.  Its PID goes to $FLEET_DIR/redis.pid.
+redis_pid() { cat "$FLEET_DIR/redis.pid" 2>/dev/null || true; }
+
+# redis_start: a new, empty redis-server on the Redis host (no
+# persistence); returns once it answers.  Its PID goes to
+# $FLEET_DIR/redis.pid.
 redis_start() {
-	local i
+	local n
 
 	ip netns exec "$(lab_ns redis)" redis-server --bind "${REDIS_ADDR%:*}" \
 		--port "${REDIS_ADDR##*:}" --save '' --appendonly no --protected-mode no \
-		--daemonize no >"$FLEET_DIR/redis.log" 2>&1 3>&- &
+		--daemonize no >>"$FLEET_DIR/redis.log" 2>&1 3>&- &
 	echo $! >"$FLEET_DIR/redis.pid"
-	for ((i = 0; i < 100; i++)); do
+	# not a job of this shell: no "Killed" notice when a test kills it
+	disown $!
+	for ((n = 0; n < 100; n++)); do
 		[[ $(rcli PING 2>/dev/null) == PONG ]] && return 0
-		kill -0 "$(<"$FLEET_DIR/redis.pid")" 2>/dev/null || break
+		proc_running "$(redis_pid)" || break
 		sleep 0.05
 	done
 	echo "redis-server does not answer on $REDIS_ADDR:" >&2
-	cat "$FLEET_DIR/redis.log" >&2
+	tail -n 20 "$FLEET_DIR/redis.log" >&2
 	return 1
 }
 
 # --- agents ------------------------------------------------------------------------
 
 # fleet_agent_start I [rlagent options]: rlagent in fleet mode on sI's eth0,
-# agent id sI, in the background; returns once it answers on its control
-# socket.  nsenter rather than `ip netns exec`, which would hide /sys/fs/bpf.
+# agent id sI, its own pins, socket, state and metrics, in the background;
+# returns once it answers on its control socket.
 fleet_agent_start() {
-	local i=$1 dir pid n
+	local i=$1 dir rc=0
 
 	shift
-	dir=$(_fa_dir "$i")
+	dir=$(fleet_dir "$i")
 	mkdir -p "$dir/state"
-	nsenter --net="/run/netns/$(lab_ns "s$i")" "$RLGATE_BUILD/rlagent" --iface eth0 \
-		--redis "$REDIS_ADDR" --agent-id "s$i" --control "$(fleet_ctl "$i")" \
-		--state-dir "$dir/state" --pin-dir "$(fleet_pin_dir "$i")" \
-		--metrics 127.0.0.1:9464 "$@" >>"$(fleet_log "$i")" 2>&1 3>&- &
-	pid=$!
-	echo "$pid" >"$dir/pid"
-	for ((n = 0; n < 100; n++)); do
-		rls "$i" status >/dev/null 2>&1 && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			echo "rlagent on s$i exited before answering:" >&2
-			cat "$(fleet_log "$i")" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "rlagent on s$i does not answer after 10 s:" >&2
-	cat "$(fleet_log "$i")" >&2
-	return 1
+	rlagent_start "s$i" "$(fleet_ctl "$i")" "$dir/state" "$(fleet_pin_dir "$i")" \
+		"$(fleet_log "$i")" --redis "$REDIS_ADDR" --agent-id "s$i" "$@" || rc=$?
+	# kept even when it did not answer: the teardown kills it
+	echo "$RLAGENT_PID" >"$dir/pid"
+	return $rc
 }
 
 # fleet_agent_stop I SIGNAL: sends SIGNAL to agent I and waits (5 s at most)
 # for it to exit.  When the agent is this shell's child its exit status is
 # left in FLEET_RC.
 fleet_agent_stop() {
-	local pid n
+	local pid
 
 	pid=$(fleet_pid "$1")
 	[[ -n $pid ]] || return 0
-	kill "-$2" "$pid" 2>/dev/null || true
-	for ((n = 0; n < 100; n++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		echo "rlagent on s$1 ($pid) still runs 5 s after SIG$2" >&2
-		return 1
-	fi
-	FLEET_RC=0
-	wait "$pid" 2>/dev/null || FLEET_RC=$?
-	rm -f "$(_fa_dir "$1")/pid"
+	proc_stop "$pid" "$2" || return 1
+	FLEET_RC=$PROC_RC
+	rm -f "$(fleet_dir "$1")/pid"
 }
 
 # fleet_agent_wipe I: after agent I stopped, removes what it leaves behind
 # on purpose (XDP program, pins, state), so the next agent there is new.
 fleet_agent_wipe() {
 	ip -n "$(lab_ns "s$1")" link set dev eth0 xdp off 2>/dev/null || true
-	rm -rf "$(fleet_pin_dir "$1")" "$(_fa_dir "$1")/state"
+	rm -rf "$(fleet_pin_dir "$1")" "$(fleet_dir "$1")/state"
+}
+
+# fleet_wait_steady SECONDS: every agent s1..s$FLEET_AGENTS healthy and
+# counting $FLEET_AGENTS live agents (the count follows heartbeats, once a
+# second; after a Redis restart the registry fills within a heartbeat).
+fleet_wait_steady() {
+	local n i s
+
+	for ((n = 0; n < $1 * 10; n++)); do
+		s=
+		for ((i = 1; i <= FLEET_AGENTS; i++)); do
+			s+=$(rls "$i" --json status 2>/dev/null | jq -r '"\(.broker)/\(.live_agents)"')" "
+		done
+		[[ $s == "$(printf "healthy/$FLEET_AGENTS %.0s" $(seq "$FLEET_AGENTS"))" ]] && return 0
+		sleep 0.1
+	done
+	echo "agents not steady after $1 s (broker/live agents of s1..s$FLEET_AGENTS): $s" >&2
+	return 1
 }
 
 # --- file and test scope -------------------------------------------------------------
 
+# fleet_setup_file [TOOL...]: the lab, Redis, the servers and the agents;
+# TOOLs are commands the suite needs besides Redis's and jq.
 fleet_setup_file() {
-	local i
+	local i p t
 
 	e2e_require_root || return 0
 	e2e_require_build rlagent rlctl loadgen pass.bpf.o
-	if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-		echo "redis-server and redis-cli are needed (tools/deps.sh)" >&2
-		return 1
-	fi
-	lab_up --servers 4 --clients 2 --redis
+	for t in redis-server redis-cli jq "$@"; do
+		command -v "$t" >/dev/null || { echo "$t is needed (tools/deps.sh)" >&2; return 1; }
+	done
+	lab_up --servers "$FLEET_SERVERS" --clients 2 --redis
 	export FLEET_DIR=$BATS_FILE_TMPDIR/fleet
 	mkdir -p "$FLEET_DIR"
 	redis_start
-	for i in 1 2 3 4; do
-		serve_start "s$i" "$PORT"
+	for ((i = 1; i <= FLEET_SERVERS; i++)); do
+		for p in "${FLEET_PORTS[@]}"; do
+			serve_start "s$i" "$p"
+		done
 	done
 	for ((i = 1; i <= FLEET_AGENTS; i++)); do
 		fleet_agent_start "$i"
+		# Tests kill them from their own processes: not jobs of this
+		# shell, which would print a "Killed" notice into the TAP output.
+		disown "$RLAGENT_PID"
 	done
-	fleet_wait_live "$FLEET_AGENTS"
+	fleet_wait_steady 10
 }
 
 # Agents and Redis by PID, then the lab, then the pins; never fails.
 fleet_teardown_file() {
-	local i pid
+	local i
 
 	if [[ -n ${FLEET_DIR:-} ]]; then
-		for i in 1 2 3 4; do
-			fleet_agent_stop "$i" KILL || true
+		for ((i = 1; i <= FLEET_SERVERS; i++)); do
+			fleet_agent_stop "$i" KILL 2>/dev/null || true
 		done
-		if [[ -s $FLEET_DIR/redis.pid ]]; then
-			pid=$(<"$FLEET_DIR/redis.pid")
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
+		proc_stop "$(redis_pid)" KILL 2>/dev/null || true
 	fi
 	e2e_teardown_file
 	if [[ -n ${LAB:-} ]]; then
-		for i in 1 2 3 4; do
+		for ((i = 1; i <= FLEET_SERVERS; i++)); do
 			rm -rf "$(fleet_pin_dir "$i")" || true
 		done
 	fi
+	return 0
 }
 
 fleet_setup() {
@@ -181,42 +213,52 @@ fleet_setup() {
 	: >"$BATS_TEST_TMPDIR/bg.pids"
 }
 
-# Stops this test's loads, deletes its tenants on the whole fleet (and waits
-# until every running agent has dropped them), stops an agent it started on
-# s4; shows the agents' logs when the test failed.
+# fleet_teardown [REPAIR...]: stops this test's loads; runs the command
+# REPAIR when given (what the suite puts back after a test broke it: its
+# failure fails the teardown, after the cleanup); stops the agents the test
+# started beyond s$FLEET_AGENTS and wipes them; deletes the test's tenants on
+# the whole fleet (and waits until every agent has dropped them); shows the
+# agents' logs when the test or the repair failed.
 fleet_teardown() {
-	local pid name i n
+	local pid name i n rc=0
 
 	while read -r pid; do
 		[[ -n $pid ]] || continue
 		kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done <"$BATS_TEST_TMPDIR/bg.pids"
-	# SIGTERM: deregistered at once, the others count 3 again
-	if [[ -n $(fleet_pid 4) ]]; then
-		fleet_agent_stop 4 TERM || fleet_agent_stop 4 KILL || true
+	if (($#)); then
+		"$@" || rc=1
 	fi
-	[[ -n ${LAB:-} ]] && fleet_agent_wipe 4
+	for ((i = FLEET_AGENTS + 1; i <= FLEET_SERVERS; i++)); do
+		# SIGTERM: deregistered at once, the others count $FLEET_AGENTS again
+		if [[ -n $(fleet_pid "$i") ]]; then
+			fleet_agent_stop "$i" TERM || fleet_agent_stop "$i" KILL || true
+		fi
+		[[ -n ${LAB:-} ]] && fleet_agent_wipe "$i"
+	done
 	while read -r name; do
 		[[ -n $name ]] || continue
 		rls 1 tenant del "$name" >/dev/null 2>&1 || true
 		for ((i = 1; i <= FLEET_AGENTS; i++)); do
 			for ((n = 0; n < 60; n++)); do
-				rls "$i" tenant get "$name" >/dev/null 2>&1 || break
+				fleet_lists "$i" "$name" || break
+				# a copy that came back (a lost delete): delete it here too
+				((n % 20 == 19)) && rls "$i" tenant del "$name" >/dev/null 2>&1
 				sleep 0.05
 			done
 		done
 	done <"$BATS_TEST_TMPDIR/tenants"
-	if [[ ${BATS_TEST_COMPLETED:-} != 1 && -n ${FLEET_DIR:-} ]]; then
-		for i in 1 2 3 4; do
+	if [[ ${BATS_TEST_COMPLETED:-} != 1 || $rc != 0 ]] && [[ -n ${FLEET_DIR:-} ]]; then
+		for ((i = 1; i <= FLEET_SERVERS; i++)); do
 			[[ -s $(fleet_log "$i") ]] || continue
 			echo "--- rlagent s$i log (last 30 lines) ---" >&2
 			tail -n 30 "$(fleet_log "$i")" >&2
 		done
 	fi
-	return 0
+	return $rc
 }
 
-# --- policy and stats ---------------------------------------------------------------
+# --- policy --------------------------------------------------------------------------
 
 # fleet_tenant_set HOST NAME ARGS...: `rlctl tenant set NAME ARGS` on agent
 # HOST; NAME is deleted fleet-wide at teardown.
@@ -228,35 +270,53 @@ fleet_tenant_set() {
 	rls "$i" tenant set "$name" "$@" >/dev/null
 }
 
-# now_ms: monotonic enough for measuring a second.
-now_ms() {
-	echo $(($(date +%s%N) / 1000000))
+# fleet_lists I NAME: whether agent I lists tenant NAME.
+fleet_lists() {
+	[[ $(rls "$1" --json tenant list 2>/dev/null |
+		jq --arg n "$2" '[.[] | select(.name == $n)] | length' 2>/dev/null) == 1 ]]
 }
 
-# wait_tenant HOST NAME SECONDS: waits until agent HOST lists NAME; prints
-# how many ms that took.  Fails after SECONDS.
-wait_tenant() {
-	local t0 n
+# fleet_wait_tenant NAME SECONDS [HOST...]: waits until every HOST (default:
+# every agent s1..s$FLEET_AGENTS) lists NAME; prints how many ms that took.
+# Fails after SECONDS.
+fleet_wait_tenant() {
+	local name=$1 limit=$(($2 * 1000)) hosts=("${@:3}") t0 h left
 
+	((${#hosts[@]})) || mapfile -t hosts < <(seq "$FLEET_AGENTS")
 	t0=$(now_ms)
 	while :; do
-		n=$(rls "$1" --json tenant list 2>/dev/null |
-			jq --arg n "$2" '[.[] | select(.name == $n)] | length' 2>/dev/null)
-		if [[ $n == 1 ]]; then
+		left=
+		for h in "${hosts[@]}"; do
+			fleet_lists "$h" "$name" || left+=" s$h"
+		done
+		if [[ -z $left ]]; then
 			echo $(($(now_ms) - t0))
 			return 0
 		fi
-		if (($(now_ms) - t0 > $3 * 1000)); then
-			echo "tenant '$2' not on s$1 after $3 s" >&2
+		if (($(now_ms) - t0 > limit)); then
+			echo "tenant '$name' not on$left after $((limit / 1000)) s" >&2
 			return 1
 		fi
 		sleep 0.02
 	done
 }
 
-# wait_stat HOST TENANT FIELD MIN SECONDS: waits until FIELD of agent
+# fleet_policy I: agent I's policy, comparable across hosts (without the
+# per-host kernel slot).
+fleet_policy() {
+	rls "$1" --json tenant list | jq -cS 'map(del(.id)) | sort_by(.name)'
+}
+
+# --- stats ---------------------------------------------------------------------------
+
+# fleet_stat HOST TENANT FIELD: one field of agent HOST's stats of TENANT.
+fleet_stat() {
+	rlctl_stat "$(fleet_ctl "$1")" "$2" "$3"
+}
+
+# fleet_wait_stat HOST TENANT FIELD MIN SECONDS: waits until FIELD of agent
 # HOST's stats of TENANT is at least MIN.
-wait_stat() {
+fleet_wait_stat() {
 	local n v
 
 	for ((n = 0; n < $5 * 20; n++)); do
@@ -267,15 +327,7 @@ wait_stat() {
 	return 1
 }
 
-# fleet_stat HOST TENANT FIELD: one field of agent HOST's stats of TENANT.
-fleet_stat() {
-	local out
-
-	out=$(rls "$1" --json stats "$2") || { echo "rlctl stats $2 on s$1 failed: $out" >&2; return 1; }
-	json_get ".[] | select(.tenant == \"$2\") | .$3" "$out"
-}
-
-# fleet_sum TENANT FIELD: FIELD of TENANT summed over agents s1..s3.
+# fleet_sum TENANT FIELD: FIELD of TENANT summed over agents s1..s$FLEET_AGENTS.
 fleet_sum() {
 	local i v sum=0
 
@@ -286,66 +338,34 @@ fleet_sum() {
 	echo "$sum"
 }
 
-# fleet_wait_live N: waits (5 s at most) until every agent s1..s3 counts N
-# live agents (the count follows heartbeats, once a second).
-fleet_wait_live() {
-	local i n live
+# fleet_metric I KEY: the value of the metric line KEY (labels included,
+# e.g. 'rlgate_degraded_total{tenant="x"}') on agent I.
+fleet_metric() {
+	local page
 
-	for ((n = 0; n < 100; n++)); do
-		live=
-		for ((i = 1; i <= FLEET_AGENTS; i++)); do
-			live+=$(rls "$i" --json status 2>/dev/null | jq -r .live_agents)" "
-		done
-		[[ $live == "$(printf "$1 %.0s" $(seq "$FLEET_AGENTS"))" ]] && return 0
-		sleep 0.05
+	page=$(metrics "s$1") || { echo "couldn't fetch s$1's metrics" >&2; return 1; }
+	metric_value "$2" "$page"
+}
+
+# --- load ----------------------------------------------------------------------------
+
+# fleet_targets PORT W1 W2 ...: loadgen targets PORT on s1, s2, ... with
+# weights (a weight 0 leaves the host out).
+fleet_targets() {
+	local port=$1 i=0 w out=
+
+	shift
+	for w in "$@"; do
+		((++i))
+		((w)) || continue
+		out+=" $(lab_target "s$i" "$port")@$w"
 	done
-	echo "live agents seen by s1..s$FLEET_AGENTS: $live(expected $1 each)" >&2
-	return 1
+	echo "$out"
 }
 
-# tenants_canon HOST: agent HOST's policy in a form comparable across hosts
-# (without the per-host kernel slot).
-tenants_canon() {
-	rls "$1" --json tenant list | jq -cS 'map(del(.id)) | sort_by(.name)'
-}
-
-# --- load --------------------------------------------------------------------------
-
-# load_bg HOST OUT ARGS...: loadgen --json ARGS in HOST in the background,
-# report to OUT; its PID in LOAD_PID (and killed at teardown).
-load_bg() {
-	local host=$1 out=$2
-
-	shift 2
-	ip netns exec "$(lab_ns "$host")" "$LOADGEN" --json "$@" >"$out" 2>"$out.err" 3>&- &
-	LOAD_PID=$!
-	echo "$LOAD_PID" >>"$BATS_TEST_TMPDIR/bg.pids"
-}
-
-# load_wait PID OUT: waits for a load_bg run; prints its report.
-load_wait() {
-	local rc=0
-
-	wait "$1" || rc=$?
-	if ((rc)) || ! jq -e . "$2" >/dev/null 2>&1; then
-		echo "background loadgen failed (exit $rc):" >&2
-		cat "$2.err" "$2" >&2
-		return 1
-	fi
-	cat "$2"
-}
-
-# targets WEIGHT1 WEIGHT2 WEIGHT3: loadgen targets s1..s3 with weights.
-targets() {
-	echo "$(lab_target s1 "$PORT")@$1 $(lab_target s2 "$PORT")@$2 $(lab_target s3 "$PORT")@$3"
-}
-
-# calc EXPR: awk arithmetic.
-calc() {
-	awk "BEGIN { print $1 }"
-}
-
-# client_prefix cN: the IPv4 prefix client N owns alone (see docs/lab.md).
-client_prefix() {
-	echo "192.0.2.$((64 + 16 * (${1#c} - 1)))/28"
+# fleet_loadgen_bg HOST OUT ARGS...: loadgen_bg, and the run killed at
+# teardown if still running.
+fleet_loadgen_bg() {
+	loadgen_bg "$@"
+	fleet_bg_track "$LOADGEN_BG_PID"
 }
