@@ -4,6 +4,7 @@
 # with a wrong password it says so, stays up and runs degraded.
 
 load helpers
+load agent_helpers
 
 REDIS_ADDR=192.0.2.250:6379
 
@@ -35,38 +36,24 @@ teardown_file() {
 }
 
 teardown() {
-	if [[ -n ${AGENT_PID:-} ]]; then
-		kill "$AGENT_PID" 2>/dev/null
-		for ((i = 0; i < 50; i++)); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$AGENT_PID" 2>/dev/null
-	fi
+	proc_stop "${RLAGENT_PID:-}" TERM || proc_stop "$RLAGENT_PID" KILL
 	ip -n "$(lab_ns s1)" link set dev eth0 xdp off 2>/dev/null
 	rm -rf "/sys/fs/bpf/rlgate-$LAB-auth"
 	e2e_teardown
 }
 
-# agent_start PASSWORD [rlagent options]: a fleet agent on s1 whose password
-# file holds PASSWORD.
-agent_start() {
-	local pw=$1 dir=$BATS_TEST_TMPDIR/agent i
+# auth_agent_start PASSWORD [rlagent options]: a fleet agent on s1 whose
+# password file holds PASSWORD.
+auth_agent_start() {
+	local pw=$1 dir=$BATS_TEST_TMPDIR/agent
 
 	shift
 	mkdir -p "$dir"
 	printf '%s\n' "$pw" >"$dir/password"
 	chmod 600 "$dir/password"
-	nsenter --net="/run/netns/$(lab_ns s1)" "$RLGATE_BUILD/rlagent" --iface eth0 \
-		--redis "$REDIS_ADDR" --redis-password-file "$dir/password" "$@" \
-		--pin-dir "/sys/fs/bpf/rlgate-$LAB-auth" --control "$dir/sock" \
-		--state-dir "$dir/state" --metrics 127.0.0.1:9464 >"$dir/log" 2>&1 3>&- &
-	AGENT_PID=$!
 	AGENT_DIR=$dir
-	for ((i = 0; i < 100; i++)); do
-		[[ -S $dir/sock ]] && return 0
-		kill -0 "$AGENT_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$dir/log" >&2
-	return 1
+	rlagent_start s1 "$dir/sock" "$dir/state" "/sys/fs/bpf/rlgate-$LAB-auth" \
+		"$dir/log" --redis "$REDIS_ADDR" --redis-password-file "$dir/password" "$@"
 }
 
 # broker_within SECONDS STATE: the agent's broker reaches STATE in time.
@@ -85,19 +72,19 @@ broker_within() {
 }
 
 @test "the default user's password from --redis-password-file: the agent authenticates and leases" {
-	agent_start default-secret
+	auth_agent_start default-secret
 	broker_within 3 healthy
 }
 
 @test "an ACL user (--redis-user) with its password: the agent authenticates and leases" {
-	agent_start acl-secret --redis-user rlgate
+	auth_agent_start acl-secret --redis-user rlgate
 	broker_within 3 healthy
 }
 
 @test "a wrong password: the agent logs the refusal, keeps running and stays degraded" {
-	agent_start not-the-password
+	auth_agent_start not-the-password
 	sleep 1.5
-	kill -0 "$AGENT_PID"
+	proc_running "$RLAGENT_PID"
 	broker_within 1 degraded
 	grep -q "couldn't authenticate to Redis" "$AGENT_DIR/log" ||
 		{ cat "$AGENT_DIR/log" >&2; return 1; }
