@@ -39,6 +39,36 @@ static void test_name(void)
 	}
 }
 
+/* Error messages quote user input cut to a length: what reaches JSON must be
+ * UTF-8, so broken characters become '?' and whole ones stay. */
+static void test_clean_utf8(void)
+{
+	char cut[] = "name 'ab\xe9\x88'", lone[] = "x\x80y\xffz",
+	     whole[] = "\xe9\x88\xa3 ok \xf0\x9f\x98\x80", overlong[] = "\xc0\xaf";
+	char err[POLICY_ERR_MAX], name[POLICY_NAME_MAX + 1], *s;
+	json_t *j;
+
+	policy_clean_utf8(cut);
+	CHECK(!strcmp(cut, "name 'ab?" "?'"), "cut character: '%s'", cut);
+	policy_clean_utf8(lone);
+	CHECK(!strcmp(lone, "x?y?z"), "lone bytes: '%s'", lone);
+	policy_clean_utf8(whole);
+	CHECK(!strcmp(whole, "\xe9\x88\xa3 ok \xf0\x9f\x98\x80"), "whole characters "
+	      "changed: '%s'", whole);
+	policy_clean_utf8(overlong);
+	CHECK(!strcmp(overlong, "??"), "overlong form kept: '%s'", overlong);
+
+	/* A name of 63 'e' then a CJK character: the message cuts it. */
+	s = malloc(200);
+	memset(s, 'e', 63);
+	strcpy(s + 63, "\xe9\x88\xa3tail");
+	CHECK(policy_parse_name(s, name, err) == -EINVAL, "bad name accepted");
+	j = json_string(err);
+	CHECK(j != NULL, "message is not UTF-8: '%s'", err);
+	json_decref(j);
+	free(s);
+}
+
 /* The fleet's overshoot budget: explicit, or the larger of the burst and
  * half a second of the rate; carried through JSON, rejected when bad. */
 static void test_overshoot(void)
@@ -538,6 +568,7 @@ int main(void)
 	test_set();
 	test_json();
 	test_overshoot();
+	test_clean_utf8();
 	if (failures) {
 		printf("%d check(s) failed\n", failures);
 		return 1;

@@ -82,7 +82,14 @@ static int queue(struct ctl_client *cl, const char *data, size_t len)
 
 static void reply(struct ctl_client *cl, json_t *r)
 {
-	char *s = json_dumps(r, JSON_COMPACT);
+	char *s;
+
+	/* A reply jansson could not build (say, a string that is not UTF-8)
+	 * still gets an answer rather than a silent close. */
+	if (!r)
+		r = json_pack("{s:b,s:s,s:s}", "ok", 0, "error", "couldn't encode "
+			      "the reply", "code", "internal");
+	s = json_dumps(r, JSON_COMPACT);
 
 	json_decref(r);
 	if (!s || queue(cl, s, strlen(s)) || queue(cl, "\n", 1))
@@ -93,7 +100,13 @@ static void reply(struct ctl_client *cl, json_t *r)
 static void reply_err(struct ctl_client *cl, enum agent_code code,
 		      const char *msg)
 {
-	reply(cl, json_pack("{s:b,s:s,s:s}", "ok", 0, "error", msg, "code",
+	char clean[POLICY_ERR_MAX * 2];
+
+	/* Every message gets an answer: one quoting a cut-off character of
+	 * the client's input would not be a JSON string otherwise. */
+	snprintf(clean, sizeof(clean), "%s", msg);
+	policy_clean_utf8(clean);
+	reply(cl, json_pack("{s:b,s:s,s:s}", "ok", 0, "error", clean, "code",
 			    agent_code_name(code)));
 }
 

@@ -20,6 +20,27 @@
 static int fail(char *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+void policy_clean_utf8(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		size_t n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 :
+			   (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+		size_t i;
+
+		for (i = 1; i < n && (p[i] & 0xc0) == 0x80; i++)
+			;
+		/* Overlong two-byte forms and lone continuation bytes are
+		 * as invalid as a sequence cut short. */
+		if (!n || i < n || (n == 2 && *p < 0xc2)) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
 static int fail(char *err, const char *fmt, ...)
 {
 	va_list ap;
@@ -28,6 +49,9 @@ static int fail(char *err, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err, POLICY_ERR_MAX, fmt, ap);
 		va_end(ap);
+		/* Messages quote the offending value, cut to a length that may
+		 * split a character; they end up in JSON, which must be UTF-8. */
+		policy_clean_utf8(err);
 	}
 	return -EINVAL;
 }

@@ -69,6 +69,11 @@ int policy_parse_action(const char *s, enum policy_action *out, char *err);
 int policy_parse_fail(const char *s, enum policy_fail *out, char *err);
 const char *policy_fail_name(enum policy_fail f);
 
+/* Replaces, in place, every byte of s that is not part of a whole UTF-8
+ * character with '?': error messages quote user input, cut to a length, and
+ * travel as JSON strings, which must be valid UTF-8. */
+void policy_clean_utf8(char *s);
+
 /* Canonical text forms, for output and JSON: "100/s", "192.0.2.0/24". */
 void policy_format_rate(const struct policy_rate *r, char *buf, size_t len);
 void policy_format_prefix(const struct policy_prefix *p, char *buf, size_t len);
