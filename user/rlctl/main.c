@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy.h"
 #include "rlctl.h"
 
 struct rlctl rlctl = { .timeout_ms = CTL_CLIENT_TIMEOUT_MS };
@@ -48,7 +49,10 @@ void rlctl_error(const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (rlctl.json) {
-		json_t *j = json_pack("{s:s}", "error", msg);
+		json_t *j;
+
+		policy_clean_utf8(msg);	/* it may quote any bytes of argv */
+		j = json_pack("{s:s}", "error", msg);
 
 		if (j) {
 			json_dumpf(j, stdout, JSON_COMPACT);
