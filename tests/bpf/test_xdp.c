@@ -820,33 +820,42 @@ static int scen_partial_token(const void *arg)
 	return ok ? T_PASS : T_FAIL;
 }
 
-/* Real elapsed time, with margins of tens of milliseconds. */
+#define REALTIME_INTERVAL_NS	(100 * 1000000ull)
+
+/* Real elapsed time, with margins of tens of milliseconds: a GCRA bucket
+ * (*tatp) of one token per REALTIME_INTERVAL_NS and burst 1, empty now,
+ * refuses, admits one SYN 160 ms later, and refuses the next.  Closes in. */
+static bool refill_realtime(struct inst *in, __u64 *tatp, const char *what)
+{
+	__u32 v1 = 0, v2 = 0, v3 = 0;
+	bool ok = true;
+
+	*tatp = now_ns() + REALTIME_INTERVAL_NS;	/* empty now */
+	if (send_syn(in, 1000, 1, &v1))
+		ok = false;
+	usleep(160 * 1000);
+	if (send_syn(in, 1001, 2, &v2) || send_syn(in, 1002, 3, &v3))
+		ok = false;
+	CHECK(v1 == XDP_DROP, "SYN on an empty %s: verdict %u, want drop", what,
+	      v1);
+	CHECK(v2 == XDP_PASS, "SYN 160 ms later (interval 100 ms): verdict "
+	      "%u, want pass", v2);
+	CHECK(v3 == XDP_DROP, "SYN right after: verdict %u, want drop", v3);
+	inst_close(in);
+	return ok;
+}
+
 static int scen_refill_realtime(const void *arg)
 {
-	const __u64 interval = 100 * 1000000ull;
 	struct inst in;
 	struct rl_tenant *t;
-	bool ok = true;
-	__u32 v1 = 0, v2 = 0, v3 = 0;
 
 	(void)arg;
 	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
 		return T_FAIL;
 	t = &in.w.tenants[1];
-	tenant_standalone(t, RL_ACT_DROP, 0, interval, 1);
-	t->tat = now_ns() + interval;	/* empty now */
-	if (send_syn(&in, 1000, 1, &v1))
-		ok = false;
-	usleep(160 * 1000);
-	if (send_syn(&in, 1001, 2, &v2) || send_syn(&in, 1002, 3, &v3))
-		ok = false;
-	CHECK(v1 == XDP_DROP, "SYN on an empty bucket: verdict %u, want drop",
-	      v1);
-	CHECK(v2 == XDP_PASS, "SYN 160 ms later (interval 100 ms): verdict "
-	      "%u, want pass", v2);
-	CHECK(v3 == XDP_DROP, "SYN right after: verdict %u, want drop", v3);
-	inst_close(&in);
-	return ok ? T_PASS : T_FAIL;
+	tenant_standalone(t, RL_ACT_DROP, 0, REALTIME_INTERVAL_NS, 1);
+	return refill_realtime(&in, &t->tat, "bucket") ? T_PASS : T_FAIL;
 }
 
 static int scen_leased_zero(const void *arg)
@@ -1511,30 +1520,15 @@ static int scen_fail_static_refill(const void *arg)
 /* Real elapsed time: an empty share of one token per 100 ms. */
 static int scen_fail_static_realtime(const void *arg)
 {
-	const __u64 interval = 100 * 1000000ull;
 	struct inst in;
 	struct rl_tenant *t;
-	bool ok = true;
-	__u32 v1 = 0, v2 = 0, v3 = 0;
 
 	(void)arg;
-	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_STATIC, 1, interval,
+	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_STATIC, 1, REALTIME_INTERVAL_NS,
 		       now_ns(), STALE_NS, 1);
 	if (!t)
 		return T_FAIL;
-	t->fail_tat = now_ns() + interval;	/* empty now */
-	if (send_syn(&in, 1000, 1, &v1))
-		ok = false;
-	usleep(160 * 1000);
-	if (send_syn(&in, 1001, 2, &v2) || send_syn(&in, 1002, 3, &v3))
-		ok = false;
-	CHECK(v1 == XDP_DROP, "SYN on an empty share: verdict %u, want drop",
-	      v1);
-	CHECK(v2 == XDP_PASS, "SYN 160 ms later (interval 100 ms): verdict "
-	      "%u, want pass", v2);
-	CHECK(v3 == XDP_DROP, "SYN right after: verdict %u, want drop", v3);
-	inst_close(&in);
-	return ok ? T_PASS : T_FAIL;
+	return refill_realtime(&in, &t->fail_tat, "share") ? T_PASS : T_FAIL;
 }
 
 /* Not degraded, but the heartbeat is 3 s old with a 2 s deadline: the
