@@ -97,3 +97,19 @@ restart_under_load() {
 	! xdp_attached || { echo "eth0 left with an XDP program" >&2; return 1; }
 	[[ ! -e $PIN_DIR ]] || { echo "pin dir left behind" >&2; return 1; }
 }
+
+@test "pins of an incompatible build: rlagent says which map and what to do, exits 1, touches nothing" {
+	# a 'tenants' map as a build with another tenant layout would have pinned
+	mkdir -p "$PIN_DIR"
+	bpftool map create "$PIN_DIR/tenants" type array key 4 value 192 entries 4096 \
+		name tenants flags 1024
+	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
+		--pin-dir "$PIN_DIR" --metrics "$METRICS_ADDR"
+	echo "$output"
+	expect_eq "exit status" "$status" 1
+	[[ $output == *"$PIN_DIR/tenants"*"incompatible rlgate build"*"rlctl detach"* ]] ||
+		{ echo "message does not name the map and the way out" >&2; return 1; }
+	[[ -e $PIN_DIR/tenants ]] || { echo "the old pin was removed" >&2; return 1; }
+	! xdp_attached || { echo "something was attached" >&2; return 1; }
+	rm -rf "$PIN_DIR"
+}

@@ -166,6 +166,40 @@ static int pin_prog(struct kern *k)
 	return 0;
 }
 
+/*
+ * A pinned map left by another rlgate build whose layout differs: libbpf
+ * would only say "Invalid argument".  Names the map, what differs, and what
+ * to do.  0 if compatible (or not pinned), -EINVAL otherwise.
+ */
+static int check_pinned(const struct kern *k, const struct bpf_map *map,
+			const char *path)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path), err = 0;
+
+	if (fd < 0)
+		return 0;	/* libbpf will say what is wrong with it */
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+	    (info.type != bpf_map__type(map) ||
+	     info.key_size != bpf_map__key_size(map) ||
+	     info.value_size != bpf_map__value_size(map) ||
+	     info.max_entries != bpf_map__max_entries(map))) {
+		log_error("couldn't adopt pinned map on '%s': it was made by an "
+			  "incompatible rlgate build (type %u, key %u, value %u, "
+			  "%u entries; this build needs %u, %u, %u, %u). The old "
+			  "program keeps enforcing; to switch, detach it with the "
+			  "rlctl of its own build (rlctl detach IF) or remove '%s', "
+			  "then start this agent", path, info.type, info.key_size,
+			  info.value_size, info.max_entries, bpf_map__type(map),
+			  bpf_map__key_size(map), bpf_map__value_size(map),
+			  bpf_map__max_entries(map), k->pin_dir);
+		err = -EINVAL;
+	}
+	close(fd);
+	return err;
+}
+
 int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
 {
 	struct bpf_map *map;
@@ -204,8 +238,12 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", k->pin_dir,
 			 bpf_map__name(map));
-		if (access(path, F_OK) == 0)
+		if (access(path, F_OK) == 0) {
 			k->maps_adopted = true;
+			err = check_pinned(k, map, path);
+			if (err)
+				goto cleanup;
+		}
 		err = bpf_map__set_pin_path(map, path);
 		if (err) {
 			log_error("couldn't set pin path on '%s': %s", path,
