@@ -41,19 +41,23 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-#define LPM_MAP(name, keytype)					\
-	struct {						\
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);		\
-		__uint(map_flags, BPF_F_NO_PREALLOC);		\
-		__uint(max_entries, RL_MAX_RULES);		\
-		__type(key, keytype);				\
-		__type(value, struct rl_rule);			\
-	} name SEC(".maps")
+/* The compiled classifier (see rlgate.h): 2 x 8 MiB, written through
+ * mmap by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2 * RL_CLS_GROUPS);
+	__type(key, __u32);
+	__type(value, struct rl_cls_group);
+} cls SEC(".maps");
 
-LPM_MAP(rules4, struct rl_lpm4);
-LPM_MAP(rules4_port, struct rl_lpm4_port);
-LPM_MAP(rules6, struct rl_lpm6);
-LPM_MAP(rules6_port, struct rl_lpm6_port);
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_cls_state);
+} cls_state SEC(".maps");
 
 /* Direct-mapped rather than an LRU hash: an LRU insert (locking, eviction,
  * a 48-byte jhash) cost hundreds of ns per admitted SYN; a slot here is one
@@ -273,36 +277,50 @@ unparsed:
 	return NULL;
 }
 
+/* One entry of the classifier: an inlined array lookup and a load. */
+static __always_inline __u32 cls_entry(__u32 group, __u32 idx)
+{
+	struct rl_cls_group *g = bpf_map_lookup_elem(&cls, &group);
+
+	return g ? g->e[idx & (RL_CLS_FANOUT - 1)] : RL_CLS_NONE;
+}
+
 /* The tenant a SYN belongs to: the longest prefix wins, and on equal length a
- * rule for this port beats an any-port rule.  -1 when nothing matches. */
+ * rule for this port beats an any-port rule (the compiler has worked that
+ * out; this only walks).  -1 when nothing matches. */
 static __always_inline int classify(const struct syn_info *si)
 {
-	struct rl_rule *any, *port;
+	const __u8 *a = si->flow.saddr;
+	struct rl_cls_state *st;
+	__u32 zero = 0, base, e;
+
+	st = bpf_map_lookup_elem(&cls_state, &zero);
+	if (!st)
+		return -1;
+	base = (READ_ONCE(st->active) & 1) * RL_CLS_GROUPS;
 
 	if (si->flow.family == 4) {
-		struct rl_lpm4 k = { .prefixlen = 32 };
-		struct rl_lpm4_port kp = { .prefixlen = 48 };
-
-		__builtin_memcpy(k.addr, si->flow.saddr, 4);
-		__builtin_memcpy(kp.addr, si->flow.saddr, 4);
-		__builtin_memcpy(kp.port, &si->flow.dport, 2);
-		any = bpf_map_lookup_elem(&rules4, &k);
-		port = bpf_map_lookup_elem(&rules4_port, &kp);
+		e = cls_entry(base + RL_CLS_ROOT4 + a[0], a[1]);
+		if (RL_CLS_TYPE(e) == RL_CLS_T_GROUP) {
+			e = cls_entry(base + RL_CLS_VAL(e), a[2]);
+			if (RL_CLS_TYPE(e) == RL_CLS_T_GROUP)
+				e = cls_entry(base + RL_CLS_VAL(e), a[3]);
+		}
 	} else {
-		struct rl_lpm6 k = { .prefixlen = 128 };
-		struct rl_lpm6_port kp = { .prefixlen = 144 };
-
-		__builtin_memcpy(k.addr, si->flow.saddr, 16);
-		__builtin_memcpy(kp.addr, si->flow.saddr, 16);
-		__builtin_memcpy(kp.port, &si->flow.dport, 2);
-		any = bpf_map_lookup_elem(&rules6, &k);
-		port = bpf_map_lookup_elem(&rules6_port, &kp);
+		e = cls_entry(base + RL_CLS_ROOT6 + a[0], a[1]);
+		for (int i = 2; i < 16; i++) {
+			if (RL_CLS_TYPE(e) != RL_CLS_T_GROUP)
+				break;
+			e = cls_entry(base + RL_CLS_VAL(e), a[i]);
+		}
 	}
-	if (port && (!any || port->prefixlen >= any->prefixlen))
-		return port->tenant;
-	if (any)
-		return any->tenant;
-	return -1;
+	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
+		__u32 port = bpf_ntohs(si->flow.dport);
+		__u32 col = cls_entry(base + RL_CLS_PORTS + (port >> 8), port);
+
+		e = cls_entry(base + RL_CLS_VAL(e) + (col >> 8), col);
+	}
+	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
 }
 
 /* A bucket in GCRA form (standalone tenants, and the static share of a
@@ -312,6 +330,9 @@ static __always_inline int classify(const struct syn_info *si)
 static __always_inline bool take_gcra(__u64 *tatp, __u64 interval, __u64 tol,
 				      __u64 now)
 {
+	/* now is the coarse clock; see RL_FINE_CLOCK_NS for when it won't do */
+	if (tol < RL_FINE_CLOCK_NS)
+		now = bpf_ktime_get_ns();
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		__u64 tat = READ_ONCE(*tatp);
@@ -585,7 +606,10 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	if (!t || !st || t->mode == RL_MODE_NONE)
 		return V_PASS;
 
-	now = bpf_ktime_get_ns();
+	/* The coarse clock: a few ns where the precise one can cost tens.
+	 * Recent flows and a stale heartbeat are judged in seconds; the
+	 * buckets that need better re-read it (take_gcra()). */
+	now = bpf_ktime_get_coarse_ns();
 	/* Before the bucket: a retransmission must not take a token. */
 	if (retrans_window_ns) {
 		slot = flow_slot(&si.flow);

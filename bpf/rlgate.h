@@ -12,7 +12,6 @@
 #endif
 
 #define RL_MAX_TENANTS		4096
-#define RL_MAX_RULES		16384	/* per trie */
 #define RL_FLOW_SLOTS		65536	/* `flow_cache`; a power of two */
 #define RL_EVENTS_BYTES		(64 * 1024)
 
@@ -111,38 +110,66 @@ struct rl_stats {
 };
 
 /*
- * Classification.  Four LPM tries: any-port and port-specific rules, IPv4 and
- * IPv6.  The port-specific tries put the destination port in front of the
- * address, so their prefix length is 16 + the address prefix length.  The
- * kernel looks up both tries of the family; the longer address prefix wins and
- * a port-specific rule wins a tie.
+ * Classification: a multibit trie that user space compiles from the rules
+ * and the kernel walks with plain array lookups (which the verifier inlines),
+ * in place of LPM tries whose every lookup is a pointer-chasing walk.
+ *
+ * `cls` is an array of 256-entry groups, in two halves of RL_CLS_GROUPS
+ * groups; `cls_state.active` names the half the kernel reads.  User space
+ * writes the other half, flips `active`, then waits for an RCU grace period
+ * before it may write the old half again, so a walk never sees a half-built
+ * table.  Within a half:
+ *
+ *   groups   0..255  IPv4 root: group = first address byte, entry = second
+ *   groups 256..511  IPv6 root, the same
+ *   groups 512..767  ports: group = port >> 8, entry = port & 255 gives the
+ *                    port's column (0: no rule names this port)
+ *   groups 768..     the rest of the trie (8 address bits per level), then
+ *                    the port rows
+ *
+ * An entry is RL_CLS_NONE (no rule matches), a tenant, a group one level
+ * deeper, or a port row: for addresses whose rules differ by port, a row of
+ * one tenant-or-NONE per column (column 0 for every other port), spread over
+ * as many consecutive groups as the columns need.  Every entry already holds
+ * the final answer for its addresses (the longest prefix; a rule for the
+ * port beats an any-port rule of the same length): the compiler pushes the
+ * result of shorter prefixes down into the groups below them.
  */
-struct rl_lpm4 {
-	__u32 prefixlen;
-	__u8 addr[4];
+#define RL_CLS_FANOUT		256
+#define RL_CLS_GROUPS		8192	/* per half: 8 MiB */
+#define RL_CLS_ROOT4		0
+#define RL_CLS_ROOT6		256
+#define RL_CLS_PORTS		512
+#define RL_CLS_POOL		768
+
+#define RL_CLS_NONE		0u
+#define RL_CLS_T_TENANT		1u
+#define RL_CLS_T_GROUP		2u
+#define RL_CLS_T_PORTS		3u
+#define RL_CLS_TYPE(e)		((e) >> 30)
+#define RL_CLS_VAL(e)		((e) & 0x3fffffffu)
+#define RL_CLS_ENTRY(t, v)	(((__u32)(t) << 30) | (__u32)(v))
+
+struct rl_cls_group {
+	__u32 e[RL_CLS_FANOUT];
 };
 
-struct rl_lpm4_port {
-	__u32 prefixlen;	/* 16 + address prefix length */
-	__u8 port[2];		/* network byte order */
-	__u8 addr[4];
+/* `cls_state`, one entry, mmapable. */
+struct rl_cls_state {
+	__u32 active;		/* the half the kernel reads: 0 or 1 */
+	__u32 generation;	/* bumped on every publish */
 };
 
-struct rl_lpm6 {
-	__u32 prefixlen;
-	__u8 addr[16];
-};
-
-struct rl_lpm6_port {
-	__u32 prefixlen;	/* 16 + address prefix length */
-	__u8 port[2];
-	__u8 addr[16];
-};
-
-struct rl_rule {
-	__u32 tenant;		/* index into `tenants` */
-	__u32 prefixlen;	/* of the address alone, for the tie-break */
-};
+/*
+ * The bucket clock.  Reading the precise clock costs several times what the
+ * rest of a SYN's decision does on some machines (tens of ns in a VM), so
+ * buckets run on the tick-granular coarse clock, which lags the precise one
+ * by at most a tick.  That only ever delays a token (never grants an extra
+ * one), and loses none as long as a tick's worth of tokens fits in the
+ * bucket; a bucket whose whole capacity refills faster than
+ * RL_FINE_CLOCK_NS (twice the longest tick, HZ=100) reads the precise clock.
+ */
+#define RL_FINE_CLOCK_NS	(20ULL * 1000 * 1000)
 
 /* A SYN as the retransmission check knows it: the 4-tuple and the ISN.
  * IPv4 addresses use the first four bytes and leave the rest zero; `_pad` is

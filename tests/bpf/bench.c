@@ -51,9 +51,11 @@ static int load_rules(struct world *w)
 	for (i = 0; i < 50; i++)
 		tenant_standalone(&w->tenants[T_BACKGROUND + i], RL_ACT_DROP, 0,
 				  1000, 1000);
+	w->rules_batch = true;
 	while (n < BENCH_RULES) {
+		static __u32 seen[BENCH_RULES];
 		__u32 a, mask;
-		int plen = plens[n % 10];
+		int plen = plens[n % 10], k;
 
 		x = x * 1664525u + 1013904223u;	/* LCG: repeatable */
 		a = x;
@@ -61,6 +63,12 @@ static int load_rules(struct world *w)
 			continue;
 		mask = plen == 32 ? ~0u : ~(~0u >> plen);
 		a &= mask;
+		/* one tenant per prefix: the same /8 twice is a conflict */
+		for (k = 0; k < n && !(seen[k] == a && plens[k % 10] == plen); k++)
+			;
+		if (k < n)
+			continue;
+		seen[n] = a;
 		snprintf(cidr, sizeof(cidr), "%u.%u.%u.%u/%d", a >> 24,
 			 (a >> 16) & 255, (a >> 8) & 255, a & 255, plen);
 		err = rule_add(w, cidr, n % 4 == 3 ? 1024 + n : 0,
@@ -82,7 +90,8 @@ static int load_rules(struct world *w)
 	err = rule_add(w, "10.1.0.0/16", 0, T_ADMIT);
 	if (!err)
 		err = rule_add(w, "10.2.0.0/16", 0, T_DENY);
-	return err;
+	w->rules_batch = false;
+	return err ? err : rules_publish(w);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 
 #include "harness.h"
+#include "policy.h"
 
 static int map_fd(struct bpf_object *obj, const char *name)
 {
@@ -25,13 +26,10 @@ static int map_fd(struct bpf_object *obj, const char *name)
 
 int world_init(struct world *w, struct bpf_object *obj)
 {
-	static const char *const rules[4] = {
-		"rules4", "rules4_port", "rules6", "rules6_port",
-	};
 	struct bpf_map *tm;
 	long page = sysconf(_SC_PAGESIZE);
+	int cls_fd, cls_state_fd, err;
 	void *p;
-	int i;
 
 	memset(w, 0, sizeof(*w));
 	w->obj = obj;
@@ -42,12 +40,17 @@ int world_init(struct world *w, struct bpf_object *obj)
 	w->counters_fd = map_fd(obj, "counters");
 	w->events_fd = map_fd(obj, "events");
 	w->flow_cache_fd = map_fd(obj, "flow_cache");
-	for (i = 0; i < 4; i++)
-		w->rules_fd[i] = map_fd(obj, rules[i]);
+	cls_fd = map_fd(obj, "cls");
+	cls_state_fd = map_fd(obj, "cls_state");
 	tm = bpf_object__find_map_by_name(obj, "tenants");
 	if (!tm || w->stats_fd < 0 || w->counters_fd < 0 || w->events_fd < 0 ||
-	    w->flow_cache_fd < 0 || w->rules_fd[0] < 0 || w->rules_fd[3] < 0)
+	    w->flow_cache_fd < 0 || cls_fd < 0 || cls_state_fd < 0)
 		return -ENOENT;
+	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd);
+	if (err) {
+		fprintf(stderr, "couldn't mmap map 'cls': %s\n", strerror(-err));
+		return err;
+	}
 
 	/* The kernel rounds an mmapable array's value area up to pages. */
 	w->tenants_len = (size_t)bpf_map__max_entries(tm) *
@@ -71,6 +74,10 @@ void world_fini(struct world *w)
 	if (w->tenants)
 		munmap(w->tenants, w->tenants_len);
 	w->tenants = NULL;
+	rl_cls_map_close(&w->cls);
+	free(w->rules);
+	w->rules = NULL;
+	w->n_rules = w->cap_rules = 0;
 }
 
 __u64 now_ns(void)
@@ -81,41 +88,43 @@ __u64 now_ns(void)
 	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+__u64 now_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
 int rule_add(struct world *w, const char *cidr, __u16 port, __u32 tenant)
 {
-	char buf[64], *slash;
-	__u8 key[4 + 2 + 16] = { 0 };
-	__u8 a[16];
-	struct rl_rule val = { .tenant = tenant };
-	int plen, six, fd;
-	__u32 klen;
+	struct policy_tenant t = { .n_ports = port ? 1 : 0 };
+	char err[POLICY_ERR_MAX];
 
-	snprintf(buf, sizeof(buf), "%s", cidr);
-	slash = strchr(buf, '/');
-	if (!slash)
+	if (policy_parse_prefixes(cidr, &t, err)) {
+		fprintf(stderr, "rule_add: %s\n", err);
 		return -EINVAL;
-	*slash = '\0';
-	plen = atoi(slash + 1);
-	six = strchr(buf, ':') != NULL;
-	if (inet_pton(six ? AF_INET6 : AF_INET, buf, a) != 1)
-		return -EINVAL;
-	val.prefixlen = plen;
-
-	/* struct rl_lpm*{,_port} laid out by hand: prefixlen, [port], addr */
-	klen = plen + (port ? 16 : 0);
-	memcpy(key, &klen, 4);
-	if (port) {
-		__u16 be = htons(port);
-
-		memcpy(key + 4, &be, 2);
-		memcpy(key + 6, a, six ? 16 : 4);
-	} else {
-		memcpy(key + 4, a, six ? 16 : 4);
 	}
-	fd = w->rules_fd[(six ? 2 : 0) + (port ? 1 : 0)];
-	if (bpf_map_update_elem(fd, key, &val, BPF_ANY))
-		return -errno;
-	return 0;
+	t.ports[0] = port;
+	if (rl_cls_rules_add(&w->rules, &w->n_rules, &w->cap_rules, &t, tenant))
+		return -ENOMEM;
+	return w->rules_batch ? 0 : rules_publish(w);
+}
+
+int rules_publish(struct world *w)
+{
+	struct rl_cls_image img;
+	char err[256];
+	int ret;
+
+	ret = rl_cls_compile(w->rules, w->n_rules, &img, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "couldn't compile the rules: %s\n", err);
+		return ret;
+	}
+	ret = rl_cls_publish(&w->cls, &img);
+	rl_cls_image_free(&img);
+	return ret;
 }
 
 int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,

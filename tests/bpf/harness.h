@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "rlgate.h"
+#include "classify.h"
 
 /* The maps of one loaded object: rlgate_bpf or bench_bpf. */
 struct world {
@@ -19,7 +20,11 @@ struct world {
 	struct rl_tenant *tenants;	/* the mmap'd `tenants` array */
 	size_t tenants_len;
 	int stats_fd, counters_fd, events_fd, flow_cache_fd;
-	int rules_fd[4];		/* rules4, rules4_port, rules6, rules6_port */
+	struct rl_cls_map cls;		/* the mmap'd classifier */
+	struct rl_cls_rule *rules;	/* every rule added so far */
+	size_t n_rules, cap_rules;
+	bool rules_batch;		/* rule_add() leaves publishing to
+					 * rules_publish() */
 	int ncpus;
 };
 
@@ -29,13 +34,19 @@ void world_fini(struct world *w);
 
 /* CLOCK_MONOTONIC in ns: the clock bpf_ktime_get_ns() reads. */
 __u64 now_ns(void);
+/* CLOCK_MONOTONIC_COARSE in ns: the clock bpf_ktime_get_coarse_ns() reads,
+ * which the buckets run on (RL_FINE_CLOCK_NS); never ahead of now_ns(). */
+__u64 now_coarse_ns(void);
 
 /*
  * Adds one rule: source prefix `cidr` ("10.1.0.0/16", "2001:db8::/32"),
- * destination port `port` (host order, 0 for any port) -> tenant.
+ * destination port `port` (host order, 0 for any port) -> tenant, and
+ * compiles and publishes every rule so far (unless w->rules_batch).
  * 0 or -errno.
  */
 int rule_add(struct world *w, const char *cidr, __u16 port, __u32 tenant);
+/* Compiles and publishes every rule added so far.  0 or -errno. */
+int rules_publish(struct world *w);
 
 /* Per-CPU sums. */
 void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out);

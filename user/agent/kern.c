@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* rlagent's side of the kernel (see kern.h): load with pinned maps, attach
  * by netlink (XDP) or tc, write tenants in place through the mmap'ed array
- * and rules through the LPM tries.
+ * and rules by compiling them into the classifier and publishing it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -296,6 +296,13 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
 		goto cleanup;
 	}
 	k->agent_len = (size_t)page;
+	err = rl_cls_map_open(&k->cls, bpf_map__fd(k->skel->maps.cls),
+			      bpf_map__fd(k->skel->maps.cls_state));
+	if (err) {
+		log_error("couldn't mmap map on '%s/cls': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
+	}
 	if (!k->fail_agents)
 		k->fail_agents = 1;
 	k->ncpus = libbpf_num_possible_cpus();
@@ -328,6 +335,7 @@ void kern_close(struct kern *k)
 	if (k->agent)
 		munmap(k->agent, k->agent_len);
 	k->agent = NULL;
+	rl_cls_map_close(&k->cls);
 	if (k->skel)
 		rlgate_bpf__destroy(k->skel);
 	k->skel = NULL;
@@ -855,182 +863,36 @@ int kern_counters(struct kern *k, uint64_t *out)
 
 /* --- rules --------------------------------------------------------------- */
 
-/* The four tries in one table, so that sync is one loop.  Keys are built
- * zeroed, so their padding compares equal to what the kernel hands back. */
-enum { TRIE4, TRIE4_PORT, TRIE6, TRIE6_PORT, N_TRIES };
-
-struct rule {
-	int trie;
-	union {
-		struct rl_lpm4 k4;
-		struct rl_lpm4_port k4p;
-		struct rl_lpm6 k6;
-		struct rl_lpm6_port k6p;
-		unsigned char raw[32];
-	} key;
-	struct rl_rule val;
-};
-
-static const size_t key_size[N_TRIES] = {
-	sizeof(struct rl_lpm4), sizeof(struct rl_lpm4_port),
-	sizeof(struct rl_lpm6), sizeof(struct rl_lpm6_port),
-};
-
-static int trie_fd(struct kern *k, int trie)
-{
-	switch (trie) {
-	case TRIE4:
-		return bpf_map__fd(k->skel->maps.rules4);
-	case TRIE4_PORT:
-		return bpf_map__fd(k->skel->maps.rules4_port);
-	case TRIE6:
-		return bpf_map__fd(k->skel->maps.rules6);
-	default:
-		return bpf_map__fd(k->skel->maps.rules6_port);
-	}
-}
-
-static const char *trie_name(int trie)
-{
-	static const char *const names[] = { "rules4", "rules4_port", "rules6",
-					     "rules6_port" };
-	return names[trie];
-}
-
-/* Expands bindings into rules: one per prefix, times each port if any. */
-static int build_rules(const struct kern_binding *bs, size_t n,
-		       struct rule **out, size_t *n_out)
-{
-	struct rule *rs;
-	size_t total = 0, i = 0;
-
-	for (size_t b = 0; b < n; b++)
-		total += (size_t)bs[b].t->n_match *
-			 (bs[b].t->n_ports ? bs[b].t->n_ports : 1);
-	rs = calloc(total ? total : 1, sizeof(*rs));
-	if (!rs)
-		return -ENOMEM;
-	for (size_t b = 0; b < n; b++) {
-		const struct policy_tenant *t = bs[b].t;
-		unsigned int np = t->n_ports ? t->n_ports : 1;
-
-		for (unsigned int m = 0; m < t->n_match; m++) {
-			const struct policy_prefix *p = &t->match[m];
-			bool v4 = p->family == AF_INET;
-
-			for (unsigned int pi = 0; pi < np; pi++) {
-				struct rule *r = &rs[i++];
-				uint8_t port[2];
-
-				port[0] = t->n_ports ? t->ports[pi] >> 8 : 0;
-				port[1] = t->n_ports ? t->ports[pi] & 0xff : 0;
-				r->val.tenant = bs[b].slot;
-				r->val.prefixlen = p->len;
-				if (v4 && !t->n_ports) {
-					r->trie = TRIE4;
-					r->key.k4.prefixlen = p->len;
-					memcpy(r->key.k4.addr, p->addr, 4);
-				} else if (v4) {
-					r->trie = TRIE4_PORT;
-					r->key.k4p.prefixlen = 16 + p->len;
-					memcpy(r->key.k4p.port, port, 2);
-					memcpy(r->key.k4p.addr, p->addr, 4);
-				} else if (!t->n_ports) {
-					r->trie = TRIE6;
-					r->key.k6.prefixlen = p->len;
-					memcpy(r->key.k6.addr, p->addr, 16);
-				} else {
-					r->trie = TRIE6_PORT;
-					r->key.k6p.prefixlen = 16 + p->len;
-					memcpy(r->key.k6p.port, port, 2);
-					memcpy(r->key.k6p.addr, p->addr, 16);
-				}
-			}
-		}
-	}
-	*out = rs;
-	*n_out = i;
-	return 0;
-}
-
-static bool rule_wanted(const struct rule *rs, size_t n, int trie,
-			const void *key)
-{
-	for (size_t i = 0; i < n; i++)
-		if (rs[i].trie == trie &&
-		    memcmp(rs[i].key.raw, key, key_size[trie]) == 0)
-			return true;
-	return false;
-}
-
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 {
-	unsigned char key[32], next[32];
-	struct rule *rs = NULL, *stale = NULL;
-	size_t n_rs = 0, n_stale = 0, cap_stale = 0;
-	int err;
+	struct rl_cls_rule *rules = NULL;
+	struct rl_cls_image img;
+	size_t n_rules = 0, cap = 0;
+	char msg[256];
+	int err = 0;
 
-	err = build_rules(bs, n, &rs, &n_rs);
-	if (err)
+	for (size_t b = 0; b < n && !err; b++)
+		err = rl_cls_rules_add(&rules, &n_rules, &cap, bs[b].t,
+				       bs[b].slot);
+	if (!err)
+		err = rl_cls_compile(rules, n_rules, &img, msg, sizeof(msg));
+	else
+		snprintf(msg, sizeof(msg), "out of memory");
+	free(rules);
+	if (err) {
+		log_error("couldn't compile %zu rules for '%s/cls': %s", n_rules,
+			  k->pin_dir, msg);
 		return err;
-	/* Writes first: a rule that moves to another tenant or another
-	 * prefix length is overwritten in place, never missing. */
-	for (size_t i = 0; i < n_rs; i++) {
-		struct rl_rule cur;
-		int fd = trie_fd(k, rs[i].trie);
-
-		if (bpf_map_lookup_elem(fd, rs[i].key.raw, &cur) == 0 &&
-		    memcmp(&cur, &rs[i].val, sizeof(cur)) == 0)
-			continue;
-		if (bpf_map_update_elem(fd, rs[i].key.raw, &rs[i].val, BPF_ANY) < 0) {
-			err = -errno;
-			log_error("couldn't insert rule on '%s/%s': %s", k->pin_dir,
-				  trie_name(rs[i].trie), strerror(-err));
-			goto cleanup;
-		}
 	}
-	/* Then the stale ones: collected first, since deleting while
-	 * walking a trie with get_next_key can skip entries. */
-	for (int trie = 0; trie < N_TRIES; trie++) {
-		int fd = trie_fd(k, trie);
-		void *prev = NULL;
-
-		while (bpf_map_get_next_key(fd, prev, next) == 0) {
-			memcpy(key, next, key_size[trie]);
-			prev = key;
-			if (rule_wanted(rs, n_rs, trie, key))
-				continue;
-			if (n_stale == cap_stale) {
-				size_t cap = cap_stale ? cap_stale * 2 : 64;
-				struct rule *s = realloc(stale, cap * sizeof(*s));
-
-				if (!s) {
-					err = -ENOMEM;
-					goto cleanup;
-				}
-				stale = s;
-				cap_stale = cap;
-			}
-			memset(&stale[n_stale], 0, sizeof(stale[n_stale]));
-			stale[n_stale].trie = trie;
-			memcpy(stale[n_stale].key.raw, key, key_size[trie]);
-			n_stale++;
-		}
-	}
-	for (size_t i = 0; i < n_stale; i++) {
-		if (bpf_map_delete_elem(trie_fd(k, stale[i].trie),
-					stale[i].key.raw) < 0 && errno != ENOENT) {
-			err = -errno;
-			log_error("couldn't delete rule on '%s/%s': %s", k->pin_dir,
-				  trie_name(stale[i].trie), strerror(-err));
-			goto cleanup;
-		}
-	}
-	if (n_stale)
-		log_debug("removed %zu stale rules", n_stale);
-cleanup:
-	free(stale);
-	free(rs);
+	err = rl_cls_publish(&k->cls, &img);
+	if (err)
+		log_error("couldn't publish rules on '%s/cls': %s", k->pin_dir,
+			  strerror(-err));
+	else
+		log_debug("published %zu rules (%u tables, %u port columns, %u "
+			  "port rows)", n_rules, img.n_groups, img.n_columns,
+			  img.n_rows);
+	rl_cls_image_free(&img);
 	return err;
 }
 

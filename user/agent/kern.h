@@ -13,6 +13,7 @@
 
 #include "policy.h"
 #include "rlgate.h"
+#include "classify.h"
 
 #define KERN_MAX_IFACES	32
 
@@ -49,6 +50,7 @@ struct kern {
 	struct rl_agent_state *agent;	/* the mmap'ed `agent_state` map */
 	size_t agent_len;
 	uint64_t fail_agents;	/* divisor of the static fail share (>= 1) */
+	struct rl_cls_map cls;	/* the mmap'ed classifier */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */

@@ -21,6 +21,7 @@
 #include "rlgate.h"
 #include "rlgate.skel.h"
 #include "policy.h"
+#include "classify.h"
 
 static volatile sig_atomic_t stop;
 
@@ -39,45 +40,39 @@ static void usage(FILE *f)
 		"SIGINT/SIGTERM and detaches.\n");
 }
 
-/* Inserts one rule per prefix (and per port, when ports are given). */
+/* Compiles the tenant's rules (each prefix, times each port) into the
+ * classifier and publishes them. */
 static int add_rules(struct rlgate_bpf *skel, const struct policy_tenant *t,
 		     __u32 slot)
 {
-	for (unsigned int i = 0; i < t->n_match; i++) {
-		const struct policy_prefix *p = &t->match[i];
-		struct rl_rule val = { .tenant = slot, .prefixlen = p->len };
-		unsigned int n = t->n_ports ? t->n_ports : 1;
+	struct rl_cls_rule *rules = NULL;
+	struct rl_cls_map cls = { 0 };
+	struct rl_cls_image img;
+	size_t n = 0, cap = 0;
+	char msg[256];
+	int err;
 
-		for (unsigned int j = 0; j < n; j++) {
-			__u8 key[4 + 2 + 16] = {};
-			__u32 plen = p->len;
-			size_t alen = p->family == AF_INET ? 4 : 16;
-			struct bpf_map *map;
-			int err;
-
-			if (t->n_ports) {
-				__u16 port = htons(t->ports[j]);
-
-				plen += 16;
-				memcpy(key + 4, &port, 2);
-				memcpy(key + 6, p->addr, alen);
-				map = p->family == AF_INET ? skel->maps.rules4_port :
-							     skel->maps.rules6_port;
-			} else {
-				memcpy(key + 4, p->addr, alen);
-				map = p->family == AF_INET ? skel->maps.rules4 :
-							     skel->maps.rules6;
-			}
-			memcpy(key, &plen, 4);
-			err = bpf_map_update_elem(bpf_map__fd(map), key, &val, BPF_ANY);
-			if (err) {
-				fprintf(stderr, "Error: couldn't add rule: %s\n",
-					strerror(errno));
-				return -errno;
-			}
-		}
+	err = rl_cls_rules_add(&rules, &n, &cap, t, slot);
+	if (err) {
+		fprintf(stderr, "Error: couldn't add rules: %s\n", strerror(-err));
+		return err;
 	}
-	return 0;
+	err = rl_cls_compile(rules, n, &img, msg, sizeof(msg));
+	free(rules);
+	if (err) {
+		fprintf(stderr, "Error: couldn't compile rules: %s\n", msg);
+		return err;
+	}
+	err = rl_cls_map_open(&cls, bpf_map__fd(skel->maps.cls),
+			      bpf_map__fd(skel->maps.cls_state));
+	if (!err)
+		err = rl_cls_publish(&cls, &img);
+	if (err)
+		fprintf(stderr, "Error: couldn't publish rules: %s\n",
+			strerror(-err));
+	rl_cls_map_close(&cls);
+	rl_cls_image_free(&img);
+	return err;
 }
 
 int main(int argc, char **argv)

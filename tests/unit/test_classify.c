@@ -1,0 +1,261 @@
+/* test_classify: the rule compiler against a brute-force reference.  Random
+ * rule sets (IPv4 and IPv6, nested prefixes, port and any-port rules) are
+ * compiled, and random addresses and ports - chosen near the rules, where
+ * the answers differ - must get the same tenant from the compiled table as
+ * from reading the rules directly: the longest prefix wins, and on equal
+ * length a rule for the port beats an any-port rule.  Then the errors: a
+ * conflict, a bad rule, a full table.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "classify.h"
+#include "check.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint32_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 11);
+}
+
+static bool in_prefix(const struct rl_cls_rule *r, int family,
+		      const uint8_t *a)
+{
+	if (r->family != family)
+		return false;
+	for (unsigned int b = 0; b < r->plen; b++) {
+		uint8_t m = 0x80 >> (b % 8);
+
+		if ((r->addr[b / 8] & m) != (a[b / 8] & m))
+			return false;
+	}
+	return true;
+}
+
+/* The definition, read straight off the rules. */
+static int reference(const struct rl_cls_rule *rules, size_t n, int family,
+		     const uint8_t *a, uint16_t port)
+{
+	int best = -1, best_len = -1;
+	bool best_port = false;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rl_cls_rule *r = &rules[i];
+		bool is_port = r->port != 0;
+
+		if (!in_prefix(r, family, a) || (is_port && r->port != port))
+			continue;
+		if ((int)r->plen > best_len ||
+		    ((int)r->plen == best_len && is_port && !best_port)) {
+			best = (int)r->tenant;
+			best_len = (int)r->plen;
+			best_port = is_port;
+		}
+	}
+	return best;
+}
+
+static const uint16_t ports[] = { 22, 80, 443, 5432, 8080, 65535 };
+
+/* A rule set where prefixes nest: each new prefix is, half the time, a
+ * longer prefix inside an earlier one. */
+static size_t make_rules(struct rl_cls_rule *rules, size_t max, int family)
+{
+	unsigned int bits = family == AF_INET ? 32 : 128;
+	size_t n = 0;
+
+	while (n < max) {
+		struct rl_cls_rule r = { .family = family };
+		bool dup = false;
+
+		if (n && rnd() % 2) {
+			const struct rl_cls_rule *p = &rules[rnd() % n];
+
+			memcpy(r.addr, p->addr, 16);
+			r.plen = p->plen + rnd() % (bits - p->plen + 1);
+			for (unsigned int b = p->plen; b < bits; b++)
+				if (rnd() % 2)
+					r.addr[b / 8] ^= 0x80 >> (b % 8);
+		} else {
+			for (unsigned int i = 0; i < bits / 8; i++)
+				r.addr[i] = rnd();
+			r.addr[0] = 10 + rnd() % 3;	/* keep them close */
+			r.plen = rnd() % (bits + 1);
+		}
+		for (unsigned int b = r.plen; b < bits; b++)
+			r.addr[b / 8] &= ~(0x80 >> (b % 8));
+		r.port = rnd() % 3 ? 0 : ports[rnd() % 6];
+		r.tenant = 1 + rnd() % 200;
+		for (size_t i = 0; i < n && !dup; i++)
+			dup = rules[i].plen == r.plen && rules[i].port == r.port &&
+			      !memcmp(rules[i].addr, r.addr, 16);
+		if (!dup)
+			rules[n++] = r;
+	}
+	return n;
+}
+
+static void check_random(int family, size_t n_rules, int rounds)
+{
+	struct rl_cls_rule rules[400];
+	unsigned int bytes = family == AF_INET ? 4 : 16;
+	struct rl_cls_image img;
+	char err[256];
+	int bad = 0;
+
+	n_rules = make_rules(rules, n_rules, family);
+	CHECK(rl_cls_compile(rules, n_rules, &img, err, sizeof(err)) == 0,
+	      "compile %zu rules: %s", n_rules, err);
+	if (!img.groups)
+		return;
+	for (int k = 0; k < rounds; k++) {
+		const struct rl_cls_rule *near = &rules[rnd() % n_rules];
+		uint8_t a[16];
+		uint16_t port = rnd() % 4 ? ports[rnd() % 6] : rnd();
+		int want, got;
+
+		/* an address inside a rule's prefix, the rest random */
+		memcpy(a, near->addr, 16);
+		for (unsigned int b = near->plen; b < bytes * 8; b++)
+			if (rnd() % 2)
+				a[b / 8] ^= 0x80 >> (b % 8);
+		if (rnd() % 8 == 0)
+			a[rnd() % bytes] ^= 1 << (rnd() % 8);
+		want = reference(rules, n_rules, family, a, port);
+		got = rl_cls_lookup(img.groups, family, a, port);
+		if (got != want && bad++ < 5)
+			CHECK(got == want, "IPv%d lookup port %u: got tenant %d, "
+			      "want %d", family == AF_INET ? 4 : 6, port, got,
+			      want);
+	}
+	CHECK(bad == 0, "%d of %d IPv%d lookups differ from the reference",
+	      bad, rounds, family == AF_INET ? 4 : 6);
+	rl_cls_image_free(&img);
+}
+
+static struct rl_cls_rule v4(const char *a, unsigned int plen, uint16_t port,
+			     uint32_t tenant)
+{
+	struct rl_cls_rule r = { .family = AF_INET, .plen = plen,
+				 .port = port, .tenant = tenant };
+	unsigned int x[4];
+
+	sscanf(a, "%u.%u.%u.%u", &x[0], &x[1], &x[2], &x[3]);
+	for (int i = 0; i < 4; i++)
+		r.addr[i] = x[i];
+	return r;
+}
+
+static void check_cases(void)
+{
+	struct rl_cls_rule rules[] = {
+		v4("10.0.0.0", 8, 0, 1),
+		v4("10.1.0.0", 16, 443, 2),	/* shorter port rule */
+		v4("10.1.2.0", 24, 0, 3),	/* longer any-port rule */
+		v4("10.1.2.0", 24, 22, 4),	/* equal length, port wins */
+		v4("0.0.0.0", 0, 80, 5),	/* a default for port 80 */
+	};
+	static const struct { const char *a; uint16_t port; int want; } q[] = {
+		{ "10.9.9.9", 443, 1 },
+		{ "10.1.9.9", 443, 2 },
+		{ "10.1.9.9", 444, 1 },
+		{ "10.1.2.3", 443, 3 },	/* the /24 beats the /16 port rule */
+		{ "10.1.2.3", 22, 4 },
+		{ "10.1.2.3", 80, 3 },
+		{ "192.0.2.1", 80, 5 },
+		{ "192.0.2.1", 81, -1 },
+	};
+	struct rl_cls_image img;
+	char err[256];
+
+	CHECK(rl_cls_compile(rules, 5, &img, err, sizeof(err)) == 0,
+	      "compile: %s", err);
+	for (size_t i = 0; img.groups && i < sizeof(q) / sizeof(q[0]); i++) {
+		struct rl_cls_rule r = v4(q[i].a, 32, 0, 0);
+		int got = rl_cls_lookup(img.groups, AF_INET, r.addr, q[i].port);
+
+		CHECK(got == q[i].want, "%s port %u: tenant %d, want %d",
+		      q[i].a, q[i].port, got, q[i].want);
+	}
+	CHECK(img.n_columns == 3, "%u port columns, want 3 (22, 80, 443)",
+	      img.n_columns);
+	rl_cls_image_free(&img);
+
+	/* no rules: everything passes */
+	CHECK(rl_cls_compile(NULL, 0, &img, err, sizeof(err)) == 0,
+	      "compile nothing: %s", err);
+	if (img.groups) {
+		struct rl_cls_rule r = v4("10.0.0.1", 32, 0, 0);
+
+		CHECK(rl_cls_lookup(img.groups, AF_INET, r.addr, 80) == -1,
+		      "an empty table matched");
+	}
+	rl_cls_image_free(&img);
+}
+
+static void check_errors(void)
+{
+	struct rl_cls_rule r[2] = { v4("10.1.0.0", 16, 0, 1),
+				    v4("10.1.0.0", 16, 0, 2) };
+	struct rl_cls_rule *many;
+	struct rl_cls_image img;
+	char err[256];
+	int ret;
+
+	ret = rl_cls_compile(r, 2, &img, err, sizeof(err));
+	CHECK(ret == -EEXIST && strstr(err, "10.1.0.0/16"),
+	      "one prefix, two tenants: %d '%s'", ret, err);
+	/* host bits do not make it another prefix */
+	r[1] = v4("10.1.7.7", 16, 0, 2);
+	ret = rl_cls_compile(r, 2, &img, err, sizeof(err));
+	CHECK(ret == -EEXIST, "host bits hid a conflict: %d '%s'", ret, err);
+	/* the same rule twice is harmless */
+	r[1] = r[0];
+	ret = rl_cls_compile(r, 2, &img, err, sizeof(err));
+	CHECK(ret == 0, "a repeated rule: %d '%s'", ret, err);
+	rl_cls_image_free(&img);
+
+	r[0].plen = 33;
+	ret = rl_cls_compile(r, 1, &img, err, sizeof(err));
+	CHECK(ret == -EINVAL && strstr(err, "33"), "/33: %d '%s'", ret, err);
+	r[0] = v4("10.0.0.0", 8, 0, RL_MAX_TENANTS);
+	ret = rl_cls_compile(r, 1, &img, err, sizeof(err));
+	CHECK(ret == -EINVAL, "tenant slot out of range: %d '%s'", ret, err);
+
+	/* /32s spread so that each needs two tables of its own: the pool
+	 * runs out, and the error says so instead of truncating */
+	many = calloc(RL_CLS_GROUPS, sizeof(*many));
+	if (!many)
+		return;
+	for (int i = 0; i < RL_CLS_GROUPS; i++) {
+		many[i] = v4("10.0.0.1", 32, 0, 1);
+		many[i].addr[1] = i >> 8;
+		many[i].addr[2] = i & 0xff;
+	}
+	ret = rl_cls_compile(many, RL_CLS_GROUPS, &img, err, sizeof(err));
+	CHECK(ret == -ENOSPC && strstr(err, "full"), "a full table: %d '%s'",
+	      ret, err);
+	free(many);
+}
+
+int main(void)
+{
+	check_cases();
+	check_errors();
+	for (int i = 0; i < 20; i++) {
+		check_random(AF_INET, 20 + rnd() % 300, 5000);
+		check_random(AF_INET6, 20 + rnd() % 300, 5000);
+	}
+	if (failures)
+		fprintf(stderr, "test_classify: %d failures\n", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The rule compiler.  Rules are painted into the trie shortest prefix first,
+ * so each entry always holds the answer for the longest prefix painted over
+ * it so far.  What an entry holds while compiling is a "class": the any-port
+ * tenant and the port rules that still beat it.  Classes are interned, so
+ * the many entries one prefix covers share one; at the end each class
+ * becomes a tenant, NONE, or a port row.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <linux/membarrier.h>
+
+#include "classify.h"
+#include "policy.h"
+
+struct cport {
+	uint16_t port;
+	uint8_t plen;
+	uint32_t tenant;
+};
+
+struct cclass {
+	int64_t any;		/* tenant, or -1 */
+	uint32_t n_ports;
+	struct cport *ports;	/* sorted by port */
+	uint32_t enc;		/* the final entry */
+	bool used;
+};
+
+struct compiler {
+	struct rl_cls_group *g;
+	uint32_t n_groups;
+	struct cclass *cls;
+	uint32_t n_cls, cap_cls;
+	uint32_t *index;	/* open addressing: class id + 1, 0 empty */
+	uint32_t index_cap;	/* a power of two */
+	char *err;
+	size_t errlen;
+};
+
+static int fail(struct compiler *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->err && c->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(c->err, c->errlen, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+static uint32_t class_hash(int64_t any, const struct cport *p, uint32_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)(any + 1);
+
+	for (uint32_t i = 0; i < n; i++) {
+		h = (h ^ p[i].port) * 0x100000001b3ULL;
+		h = (h ^ p[i].plen) * 0x100000001b3ULL;
+		h = (h ^ p[i].tenant) * 0x100000001b3ULL;
+	}
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool class_equal(const struct cclass *k, int64_t any,
+			const struct cport *p, uint32_t n)
+{
+	return k->any == any && k->n_ports == n &&
+	       (!n || !memcmp(k->ports, p, n * sizeof(*p)));
+}
+
+static int index_grow(struct compiler *c)
+{
+	uint32_t cap = c->index_cap ? c->index_cap * 2 : 1024;
+	uint32_t *idx = calloc(cap, sizeof(*idx));
+
+	if (!idx)
+		return -ENOMEM;
+	for (uint32_t id = 0; id < c->n_cls; id++) {
+		const struct cclass *k = &c->cls[id];
+		uint32_t h = class_hash(k->any, k->ports, k->n_ports);
+
+		while (idx[h & (cap - 1)])
+			h++;
+		idx[h & (cap - 1)] = id + 1;
+	}
+	free(c->index);
+	c->index = idx;
+	c->index_cap = cap;
+	return 0;
+}
+
+/* The id of the class (any, p[0..n)), made if new; p is copied.  < 0: -errno */
+static int64_t intern(struct compiler *c, int64_t any, const struct cport *p,
+		      uint32_t n)
+{
+	uint32_t h, slot;
+	struct cclass *k;
+
+	if ((c->n_cls + 1) * 2 > c->index_cap && index_grow(c))
+		return -ENOMEM;
+	h = class_hash(any, p, n);
+	for (;; h++) {
+		slot = c->index[h & (c->index_cap - 1)];
+		if (!slot)
+			break;
+		if (class_equal(&c->cls[slot - 1], any, p, n))
+			return slot - 1;
+	}
+	if (c->n_cls >= (1u << 30))
+		return -ENOSPC;
+	if (c->n_cls == c->cap_cls) {
+		uint32_t cap = c->cap_cls ? c->cap_cls * 2 : 256;
+		struct cclass *cls = realloc(c->cls, cap * sizeof(*cls));
+
+		if (!cls)
+			return -ENOMEM;
+		c->cls = cls;
+		c->cap_cls = cap;
+	}
+	k = &c->cls[c->n_cls];
+	memset(k, 0, sizeof(*k));
+	k->any = any;
+	k->n_ports = n;
+	if (n) {
+		k->ports = malloc(n * sizeof(*p));
+		if (!k->ports)
+			return -ENOMEM;
+		memcpy(k->ports, p, n * sizeof(*p));
+	}
+	c->index[h & (c->index_cap - 1)] = c->n_cls + 1;
+	return c->n_cls++;
+}
+
+/* The class an entry of class `id` becomes once rule r, no shorter than any
+ * rule painted before it, is painted over it.  < 0: -errno */
+static int64_t merge(struct compiler *c, uint32_t id,
+		     const struct rl_cls_rule *r)
+{
+	const struct cclass *k = &c->cls[id];
+	uint32_t n = 0, kn = k->n_ports;
+	struct cport *p;
+	int64_t out;
+
+	p = malloc((kn + 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	if (!r->port) {
+		/* Only port rules as long as this one still beat it. */
+		for (uint32_t i = 0; i < kn; i++)
+			if (k->ports[i].plen >= r->plen)
+				p[n++] = k->ports[i];
+		out = intern(c, r->tenant, p, n);
+	} else {
+		uint32_t i = 0;
+
+		while (i < kn && k->ports[i].port < r->port)
+			p[n++] = k->ports[i++];
+		p[n++] = (struct cport){ r->port, (uint8_t)r->plen, r->tenant };
+		if (i < kn && k->ports[i].port == r->port)
+			i++;
+		while (i < kn)
+			p[n++] = k->ports[i++];
+		out = intern(c, k->any, p, n);
+	}
+	free(p);
+	return out;
+}
+
+struct painter {
+	const struct rl_cls_rule *rule;
+	uint32_t last_in, last_out;	/* neighbouring entries share classes */
+	bool have_last;
+};
+
+static int paint(struct compiler *c, struct painter *pt, uint32_t group,
+		 uint32_t idx)
+{
+	uint32_t *e = &c->g[group].e[idx];
+	int64_t out;
+
+	if (RL_CLS_TYPE(*e) == RL_CLS_T_GROUP) {
+		uint32_t child = RL_CLS_VAL(*e);
+
+		for (uint32_t j = 0; j < RL_CLS_FANOUT; j++) {
+			int err = paint(c, pt, child, j);
+
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	if (pt->have_last && pt->last_in == *e) {
+		*e = pt->last_out;
+		return 0;
+	}
+	out = merge(c, *e, pt->rule);
+	if (out < 0)
+		return (int)out;
+	pt->last_in = *e;
+	pt->last_out = (uint32_t)out;
+	pt->have_last = true;
+	*e = (uint32_t)out;
+	return 0;
+}
+
+static int64_t alloc_groups(struct compiler *c, uint32_t n)
+{
+	uint32_t first = c->n_groups;
+
+	if (n > RL_CLS_GROUPS - c->n_groups)
+		return -ENOSPC;
+	c->n_groups += n;
+	return first;
+}
+
+/* The group below entry e, made (holding e's class everywhere) if e is a
+ * class.  < 0: -errno */
+static int64_t descend(struct compiler *c, uint32_t group, uint32_t idx)
+{
+	uint32_t e = c->g[group].e[idx];
+	int64_t g;
+
+	if (RL_CLS_TYPE(e) == RL_CLS_T_GROUP)
+		return RL_CLS_VAL(e);
+	g = alloc_groups(c, 1);
+	if (g < 0)
+		return g;
+	for (uint32_t j = 0; j < RL_CLS_FANOUT; j++)
+		c->g[g].e[j] = e;
+	c->g[group].e[idx] = RL_CLS_ENTRY(RL_CLS_T_GROUP, g);
+	return g;
+}
+
+static const char *rule_str(const struct rl_cls_rule *r, char *buf, size_t len)
+{
+	char a[64];
+	int n;
+
+	if (!inet_ntop(r->family, r->addr, a, sizeof(a)))
+		snprintf(a, sizeof(a), "?");
+	n = snprintf(buf, len, "%s/%u", a, r->plen);
+	if (r->port && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - n, " port %u", r->port);
+	return buf;
+}
+
+static int insert(struct compiler *c, const struct rl_cls_rule *r)
+{
+	struct painter pt = { .rule = r };
+	uint32_t root = r->family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6;
+	const uint8_t *a = r->addr;
+	unsigned int depth;
+	int64_t g;
+	int err;
+
+	if (r->plen <= 16) {
+		uint32_t v = (uint32_t)a[0] << 8 | a[1];
+		uint32_t cnt = 1u << (16 - r->plen);
+
+		for (uint32_t k = 0; k < cnt; k++) {
+			err = paint(c, &pt, root + ((v + k) >> 8), (v + k) & 0xff);
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	g = descend(c, root + a[0], a[1]);
+	for (depth = 16; g >= 0; depth += 8) {
+		if (r->plen <= depth + 8) {
+			uint32_t cnt = 1u << (depth + 8 - r->plen);
+
+			for (uint32_t k = 0; k < cnt; k++) {
+				err = paint(c, &pt, g, a[depth / 8] + k);
+				if (err)
+					return err;
+			}
+			return 0;
+		}
+		g = descend(c, g, a[depth / 8]);
+	}
+	return (int)g;
+}
+
+/* Rules shortest first (merge() relies on it); then in any stable order:
+ * the result does not depend on it. */
+static int rule_cmp(const void *x, const void *y)
+{
+	const struct rl_cls_rule *a = *(const struct rl_cls_rule *const *)x;
+	const struct rl_cls_rule *b = *(const struct rl_cls_rule *const *)y;
+
+	if (a->plen != b->plen)
+		return a->plen < b->plen ? -1 : 1;
+	if (a->family != b->family)
+		return a->family < b->family ? -1 : 1;
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	return memcmp(a->addr, b->addr, 16);
+}
+
+static int port_cmp(const void *x, const void *y)
+{
+	uint16_t a = *(const uint16_t *)x, b = *(const uint16_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* Class ids become entries: tenants, NONE, or port rows. */
+static int finish(struct compiler *c, struct rl_cls_image *img)
+{
+	uint32_t trie_end = c->n_groups, n_cols = 0, width, per_row;
+	uint16_t *cols = NULL;
+	uint32_t n_all = 0;
+	int err = 0;
+
+	for (uint32_t g = 0; g < trie_end; g++) {
+		if (g >= RL_CLS_PORTS && g < RL_CLS_POOL)
+			continue;
+		for (uint32_t j = 0; j < RL_CLS_FANOUT; j++) {
+			uint32_t e = c->g[g].e[j];
+
+			if (RL_CLS_TYPE(e) != RL_CLS_T_GROUP && !c->cls[e].used) {
+				c->cls[e].used = true;
+				n_all += c->cls[e].n_ports;
+			}
+		}
+	}
+	/* The columns: every port a used class names. */
+	if (n_all) {
+		cols = malloc(n_all * sizeof(*cols));
+		if (!cols)
+			return -ENOMEM;
+		for (uint32_t id = 0; id < c->n_cls; id++)
+			for (uint32_t i = 0; c->cls[id].used &&
+					     i < c->cls[id].n_ports; i++)
+				cols[n_cols++] = c->cls[id].ports[i].port;
+		qsort(cols, n_cols, sizeof(*cols), port_cmp);
+		width = 0;
+		for (uint32_t i = 0; i < n_cols; i++)
+			if (!width || cols[width - 1] != cols[i])
+				cols[width++] = cols[i];
+		n_cols = width;
+	}
+	width = n_cols + 1;
+	per_row = (width + RL_CLS_FANOUT - 1) / RL_CLS_FANOUT;
+
+	for (uint32_t id = 0; id < c->n_cls; id++) {
+		struct cclass *k = &c->cls[id];
+		uint32_t any = k->any < 0 ? RL_CLS_NONE :
+			       RL_CLS_ENTRY(RL_CLS_T_TENANT, k->any);
+		int64_t row;
+
+		if (!k->used)
+			continue;
+		if (!k->n_ports) {
+			k->enc = any;
+			continue;
+		}
+		row = alloc_groups(c, per_row);
+		if (row < 0) {
+			err = fail(c, -ENOSPC, "the classifier is full: the rules "
+				   "need more than %u tables of %u entries (%u "
+				   "distinct ports)", RL_CLS_GROUPS,
+				   RL_CLS_FANOUT, n_cols);
+			goto out;
+		}
+		img->n_rows++;
+		for (uint32_t col = 0; col < width; col++) {
+			uint32_t v = any;
+
+			if (col) {
+				for (uint32_t i = 0; i < k->n_ports; i++)
+					if (k->ports[i].port == cols[col - 1])
+						v = RL_CLS_ENTRY(RL_CLS_T_TENANT,
+								 k->ports[i].tenant);
+			}
+			c->g[row + col / RL_CLS_FANOUT].e[col % RL_CLS_FANOUT] = v;
+		}
+		k->enc = RL_CLS_ENTRY(RL_CLS_T_PORTS, row);
+	}
+	for (uint32_t g = 0; g < trie_end; g++) {
+		if (g >= RL_CLS_PORTS && g < RL_CLS_POOL)
+			continue;
+		for (uint32_t j = 0; j < RL_CLS_FANOUT; j++) {
+			uint32_t *e = &c->g[g].e[j];
+
+			if (RL_CLS_TYPE(*e) != RL_CLS_T_GROUP)
+				*e = c->cls[*e].enc;
+		}
+	}
+	for (uint32_t col = 1; col <= n_cols; col++) {
+		uint16_t p = cols[col - 1];
+
+		c->g[RL_CLS_PORTS + (p >> 8)].e[p & 0xff] = col;
+	}
+	img->n_columns = n_cols;
+out:
+	free(cols);
+	return err;
+}
+
+int rl_cls_compile(const struct rl_cls_rule *rules, size_t n,
+		   struct rl_cls_image *img, char *err, size_t errlen)
+{
+	struct compiler c = { .err = err, .errlen = errlen };
+	const struct rl_cls_rule **order = NULL;
+	struct rl_cls_rule *norm = NULL;
+	char buf[96], buf2[96];
+	int ret;
+
+	memset(img, 0, sizeof(*img));
+	if (err && errlen)
+		err[0] = '\0';
+	c.g = calloc(RL_CLS_GROUPS, sizeof(*c.g));
+	norm = calloc(n ? n : 1, sizeof(*norm));
+	order = calloc(n ? n : 1, sizeof(*order));
+	if (!c.g || !norm || !order) {
+		ret = fail(&c, -ENOMEM, "out of memory");
+		goto out;
+	}
+	c.n_groups = RL_CLS_POOL;
+	/* class 0: no rule; every entry starts there */
+	if (intern(&c, -1, NULL, 0) != 0) {
+		ret = fail(&c, -ENOMEM, "out of memory");
+		goto out;
+	}
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rl_cls_rule *r = &rules[i];
+		unsigned int bits = r->family == AF_INET ? 32 :
+				    r->family == AF_INET6 ? 128 : 0;
+
+		if (!bits || r->plen > bits) {
+			ret = fail(&c, -EINVAL, "rule %zu: bad family %d or "
+				   "prefix length %u", i, r->family, r->plen);
+			goto out;
+		}
+		if (r->tenant >= RL_MAX_TENANTS) {
+			ret = fail(&c, -EINVAL, "rule %zu: tenant slot %u is "
+				   "not below %u", i, r->tenant, RL_MAX_TENANTS);
+			goto out;
+		}
+		norm[i] = *r;
+		memset(norm[i].addr, 0, sizeof(norm[i].addr));
+		for (unsigned int b = 0; b < r->plen; b++)
+			if (r->addr[b / 8] & (0x80 >> (b % 8)))
+				norm[i].addr[b / 8] |= 0x80 >> (b % 8);
+		order[i] = &norm[i];
+	}
+	qsort(order, n, sizeof(*order), rule_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i && !rule_cmp(&order[i - 1], &order[i])) {
+			if (order[i - 1]->tenant == order[i]->tenant)
+				continue;
+			ret = fail(&c, -EEXIST, "%s is claimed by tenant slots "
+				   "%u and %u", rule_str(order[i], buf, sizeof(buf)),
+				   order[i - 1]->tenant, order[i]->tenant);
+			goto out;
+		}
+		ret = insert(&c, order[i]);
+		if (ret == -ENOSPC) {
+			fail(&c, ret, "the classifier is full at %s: the rules "
+			     "need more than %u tables of %u entries",
+			     rule_str(order[i], buf2, sizeof(buf2)),
+			     RL_CLS_GROUPS, RL_CLS_FANOUT);
+			goto out;
+		}
+		if (ret) {
+			fail(&c, ret, "out of memory");
+			goto out;
+		}
+	}
+	ret = finish(&c, img);
+	if (ret == -ENOMEM)
+		fail(&c, ret, "out of memory");
+out:
+	if (!ret) {
+		img->groups = c.g;
+		img->n_groups = c.n_groups;
+		c.g = NULL;
+	}
+	for (uint32_t id = 0; id < c.n_cls; id++)
+		free(c.cls[id].ports);
+	free(c.cls);
+	free(c.index);
+	free(c.g);
+	free(norm);
+	free(order);
+	return ret;
+}
+
+int rl_cls_rules_add(struct rl_cls_rule **rules, size_t *n, size_t *cap,
+		     const struct policy_tenant *t, uint32_t slot)
+{
+	unsigned int np = t->n_ports ? t->n_ports : 1;
+	size_t need = *n + (size_t)t->n_match * np;
+
+	if (need > *cap) {
+		size_t c = *cap ? *cap : 64;
+		struct rl_cls_rule *r;
+
+		while (c < need)
+			c *= 2;
+		r = realloc(*rules, c * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		*rules = r;
+		*cap = c;
+	}
+	for (unsigned int m = 0; m < t->n_match; m++) {
+		for (unsigned int pi = 0; pi < np; pi++) {
+			struct rl_cls_rule *r = &(*rules)[(*n)++];
+
+			memset(r, 0, sizeof(*r));
+			r->family = t->match[m].family;
+			memcpy(r->addr, t->match[m].addr, sizeof(r->addr));
+			r->plen = t->match[m].len;
+			r->port = t->n_ports ? t->ports[pi] : 0;
+			r->tenant = slot;
+		}
+	}
+	return 0;
+}
+
+void rl_cls_image_free(struct rl_cls_image *img)
+{
+	free(img->groups);
+	memset(img, 0, sizeof(*img));
+}
+
+static uint32_t entry(const struct rl_cls_group *half, uint32_t group,
+		      uint32_t idx)
+{
+	return group < RL_CLS_GROUPS ? half[group].e[idx & 0xff] : RL_CLS_NONE;
+}
+
+int rl_cls_lookup(const struct rl_cls_group *half, int family,
+		  const uint8_t *a, uint16_t port)
+{
+	int bytes = family == AF_INET ? 4 : 16;
+	uint32_t e;
+
+	e = entry(half, (family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + a[0],
+		  a[1]);
+	for (int i = 2; i < bytes && RL_CLS_TYPE(e) == RL_CLS_T_GROUP; i++)
+		e = entry(half, RL_CLS_VAL(e), a[i]);
+	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
+		uint32_t col = entry(half, RL_CLS_PORTS + (port >> 8), port);
+
+		e = entry(half, RL_CLS_VAL(e) + (col >> 8), col);
+	}
+	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
+}
+
+#define CLS_MAP_BYTES	(2ul * RL_CLS_GROUPS * sizeof(struct rl_cls_group))
+
+int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *g, *s;
+
+	g = mmap(NULL, CLS_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 cls_fd, 0);
+	if (g == MAP_FAILED)
+		return -errno;
+	s = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, state_fd, 0);
+	if (s == MAP_FAILED) {
+		int err = -errno;
+
+		munmap(g, CLS_MAP_BYTES);
+		return err;
+	}
+	m->groups = g;
+	m->state = s;
+	return 0;
+}
+
+void rl_cls_map_close(struct rl_cls_map *m)
+{
+	if (m->groups)
+		munmap(m->groups, CLS_MAP_BYTES);
+	if (m->state)
+		munmap(m->state, sysconf(_SC_PAGESIZE));
+	m->groups = NULL;
+	m->state = NULL;
+}
+
+/* Waits until every BPF program that started before now has returned: XDP
+ * and tc programs run inside RCU read-side sections, and a global membarrier
+ * is a synchronize_rcu().  Where it is not available (nohz_full kernels), a
+ * pause far longer than any program runs. */
+static void grace_period(void)
+{
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		usleep(100 * 1000);
+}
+
+int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
+{
+	uint32_t cur, next;
+
+	if (!m->groups || !img->groups || img->n_groups < RL_CLS_POOL ||
+	    img->n_groups > RL_CLS_GROUPS)
+		return -EINVAL;
+	cur = __atomic_load_n(&m->state->active, __ATOMIC_ACQUIRE) & 1;
+	next = cur ^ 1;
+	memcpy(m->groups + (size_t)next * RL_CLS_GROUPS, img->groups,
+	       (size_t)img->n_groups * sizeof(*img->groups));
+	__atomic_fetch_add(&m->state->generation, 1, __ATOMIC_RELAXED);
+	/* The release store orders the table before the switch to it. */
+	__atomic_store_n(&m->state->active, next, __ATOMIC_RELEASE);
+	grace_period();
+	return 0;
+}

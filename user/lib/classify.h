@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The rule compiler: turns the rules (prefix, port or any, tenant) into the
+ * multibit trie the kernel walks (see "Classification" in rlgate.h), and
+ * publishes it into the pinned `cls` map without the kernel ever seeing a
+ * half-written table.
+ */
+#ifndef RL_CLASSIFY_H
+#define RL_CLASSIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rlgate.h"
+
+struct rl_cls_rule {
+	int family;		/* AF_INET or AF_INET6 */
+	uint8_t addr[16];	/* network order; bits past plen are ignored */
+	unsigned int plen;
+	uint16_t port;		/* host order; 0: any port */
+	uint32_t tenant;
+};
+
+/* One half of `cls`, as the compiler built it: groups[0..n_groups). */
+struct rl_cls_image {
+	struct rl_cls_group *groups;
+	uint32_t n_groups;
+	uint32_t n_columns;	/* distinct ports named by rules that matter */
+	uint32_t n_rows;	/* address ranges whose tenant depends on the port */
+};
+
+/*
+ * Compiles n rules.  Two rules for the same prefix and port (or both any
+ * port) must name the same tenant.  0, or -EINVAL (a bad rule) / -EEXIST (a
+ * conflict) / -ENOSPC (the table is full) / -ENOMEM with a message in err.
+ */
+int rl_cls_compile(const struct rl_cls_rule *rules, size_t n,
+		   struct rl_cls_image *img, char *err, size_t errlen);
+void rl_cls_image_free(struct rl_cls_image *img);
+
+struct policy_tenant;
+
+/*
+ * Appends tenant t's rules (each prefix, times each port if it names any)
+ * for tenant slot `slot` to *rules, growing it; *n and *cap count entries.
+ * 0 or -ENOMEM.
+ */
+int rl_cls_rules_add(struct rl_cls_rule **rules, size_t *n, size_t *cap,
+		     const struct policy_tenant *t, uint32_t slot);
+
+/* The kernel's walk over one half, in user space: the tenant, or -1. */
+int rl_cls_lookup(const struct rl_cls_group *half, int family,
+		  const uint8_t *addr, uint16_t port);
+
+/* The `cls` and `cls_state` maps, mapped into this process. */
+struct rl_cls_map {
+	struct rl_cls_group *groups;	/* both halves */
+	struct rl_cls_state *state;
+};
+
+int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd);
+void rl_cls_map_close(struct rl_cls_map *m);
+
+/*
+ * Writes img into the half the kernel does not read, makes it the one it
+ * reads, and waits until no program can still be walking the old one (an
+ * RCU grace period), so that the next publish may overwrite it.  One
+ * publisher at a time per map.  0 or -errno.
+ */
+int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img);
+
+#endif /* RL_CLASSIFY_H */
