@@ -61,15 +61,13 @@ struct {
 
 /* Direct-mapped rather than an LRU hash: an LRU insert (locking, eviction,
  * a 48-byte jhash) cost hundreds of ns per admitted SYN; a slot here is one
- * multiply-hash and one cache line.  Mmapable only for its page-aligned value
- * area, which keeps every 64-byte slot on one cache line. */
+ * multiply-hash and one cache line, on this CPU only (see rlgate.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, RL_FLOW_SLOTS);
 	__type(key, __u32);
 	__type(value, struct rl_flow_slot);
-} flow_cache SEC(".maps");
+} flow_cache_cpu SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -118,11 +116,15 @@ struct ipv6_frag_hdr {
 #define IPV6_MAX_EXT	6
 
 /* What parsing a SYN leaves behind for classification and the reply.  The
- * flow key comes first and 8-byte aligned, so it is read as whole words. */
+ * flow key comes first and 8-byte aligned, so it is read as whole words;
+ * it is only built (build_flow()) once a rule has matched. */
 struct syn_info {
 	struct rl_flow flow;	/* addresses, ports, ISN, family */
+	void *l3;		/* the IP header, bounds-checked */
+	struct tcphdr *tcp;	/* the TCP header, bounds-checked */
 	__u32 l3_off;		/* offset of the IP header */
 	__u32 seg_len;		/* SYN (1) + TCP payload, for the RST's ack */
+	__u32 family;		/* 4 or 6 */
 };
 
 static __always_inline void count(__u32 idx)
@@ -198,12 +200,7 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 		     (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
 			return NULL;
 		end_l3 = l3 + bpf_ntohs(ip->tot_len);
-		/* The whole key, padding included: it is hashed and compared
-		 * as words. */
-		__builtin_memset(&si->flow, 0, sizeof(si->flow));
-		__builtin_memcpy(si->flow.saddr, &ip->saddr, 4);
-		__builtin_memcpy(si->flow.daddr, &ip->daddr, 4);
-		si->flow.family = 4;
+		si->family = 4;
 	} else if (proto == ETH_P_IPV6_BE) {
 		struct ipv6hdr *ip6 = l3;
 		void *p;
@@ -249,14 +246,12 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 		     (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
 			return NULL;
 		end_l3 = (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len);
-		__builtin_memcpy(si->flow.saddr, &ip6->saddr, 16);
-		__builtin_memcpy(si->flow.daddr, &ip6->daddr, 16);
-		si->flow.family = 6;
-		si->flow._pad = 0;
+		si->family = 6;
 	} else {
 		return NULL;
 	}
 	si->l3_off = l3 - data;
+	si->l3 = l3;
 
 	/* A SYN may carry data (TCP Fast Open); the RST must acknowledge it. */
 	l4_len = end_l3 - (void *)tcp;
@@ -267,14 +262,34 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 	if ((void *)tcp + tcp->doff * 4 > data_end)
 		goto unparsed;
 	si->seg_len = 1 + l4_len - tcp->doff * 4;
-	si->flow.sport = tcp->source;
-	si->flow.dport = tcp->dest;
-	si->flow.isn = tcp->seq;
+	si->tcp = tcp;
 	return tcp;
 
 unparsed:
 	count(RL_CNT_UNPARSED);
 	return NULL;
+}
+
+/* The flow key of a SYN that matched a rule: the whole key, padding
+ * included, since it is hashed and compared as words. */
+static __always_inline void build_flow(struct syn_info *si)
+{
+	__builtin_memset(&si->flow, 0, sizeof(si->flow));
+	if (si->family == 4) {
+		struct iphdr *ip = si->l3;
+
+		__builtin_memcpy(si->flow.saddr, &ip->saddr, 4);
+		__builtin_memcpy(si->flow.daddr, &ip->daddr, 4);
+	} else {
+		struct ipv6hdr *ip6 = si->l3;
+
+		__builtin_memcpy(si->flow.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(si->flow.daddr, &ip6->daddr, 16);
+	}
+	si->flow.family = si->family;
+	si->flow.sport = si->tcp->source;
+	si->flow.dport = si->tcp->dest;
+	si->flow.isn = si->tcp->seq;
 }
 
 /* One entry of the classifier: an inlined array lookup and a load. */
@@ -290,7 +305,6 @@ static __always_inline __u32 cls_entry(__u32 group, __u32 idx)
  * out; this only walks).  -1 when nothing matches. */
 static __always_inline int classify(const struct syn_info *si)
 {
-	const __u8 *a = si->flow.saddr;
 	struct rl_cls_state *st;
 	__u32 zero = 0, base, e;
 
@@ -299,7 +313,9 @@ static __always_inline int classify(const struct syn_info *si)
 		return -1;
 	base = (READ_ONCE(st->active) & 1) * RL_CLS_GROUPS;
 
-	if (si->flow.family == 4) {
+	if (si->family == 4) {
+		const __u8 *a = (const __u8 *)&((struct iphdr *)si->l3)->saddr;
+
 		e = cls_entry(base + RL_CLS_ROOT4 + a[0], a[1]);
 		if (RL_CLS_TYPE(e) == RL_CLS_T_GROUP) {
 			e = cls_entry(base + RL_CLS_VAL(e), a[2]);
@@ -307,6 +323,9 @@ static __always_inline int classify(const struct syn_info *si)
 				e = cls_entry(base + RL_CLS_VAL(e), a[3]);
 		}
 	} else {
+		__u8 a[16];
+
+		__builtin_memcpy(a, &((struct ipv6hdr *)si->l3)->saddr, 16);
 		e = cls_entry(base + RL_CLS_ROOT6 + a[0], a[1]);
 		for (int i = 2; i < 16; i++) {
 			if (RL_CLS_TYPE(e) != RL_CLS_T_GROUP)
@@ -315,7 +334,7 @@ static __always_inline int classify(const struct syn_info *si)
 		}
 	}
 	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
-		__u32 port = bpf_ntohs(si->flow.dport);
+		__u32 port = bpf_ntohs(si->tcp->dest);
 		__u32 col = cls_entry(base + RL_CLS_PORTS + (port >> 8), port);
 
 		e = cls_entry(base + RL_CLS_VAL(e) + (col >> 8), col);
@@ -425,66 +444,38 @@ static __always_inline bool flow_equal(const struct rl_flow *a,
 {
 	const flow_word *x = (const flow_word *)a, *y = (const flow_word *)b;
 
-	return ((READ_ONCE(x[0]) ^ y[0]) | (READ_ONCE(x[1]) ^ y[1]) |
-		(READ_ONCE(x[2]) ^ y[2]) | (READ_ONCE(x[3]) ^ y[3]) |
-		(READ_ONCE(x[4]) ^ y[4]) | (READ_ONCE(x[5]) ^ y[5])) == 0;
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) |
+		(x[3] ^ y[3]) | (x[4] ^ y[4]) | (x[5] ^ y[5])) == 0;
 }
 
-/* The slot this flow lives in, if it was admitted. */
+/* The slot this flow lives in on this CPU, if it was admitted here. */
 static __always_inline struct rl_flow_slot *flow_slot(const struct rl_flow *f)
 {
 	__u32 idx = rl_flow_hash(f);
 
-	return bpf_map_lookup_elem(&flow_cache, &idx);
+	return bpf_map_lookup_elem(&flow_cache_cpu, &idx);
 }
 
-/*
- * True when this very SYN was admitted less than retrans_window_ns ago.
- * The first, plain reading is all a miss costs, and a miss needs nothing
- * more: a torn slot can only make a retransmission look new (it is charged).
- * A match is believed only once the slot has been read again between two
- * atomic reads of `seq` - full barriers - that saw the same even value: no
- * writer touched the slot in between, so the key read is one writer's key.
- * (Wrapping `seq` in between would take 2^31 inserts into one slot during
- * one SYN's check.)
- */
+/* True when this very SYN was admitted less than retrans_window_ns ago.
+ * Only this CPU writes the slot, and not while this runs: plain reads. */
 static __always_inline bool flow_recent(struct rl_flow_slot *s,
 					const struct rl_flow *f, __u64 now)
 {
-	__u32 seq;
-
-	if (!flow_equal(&s->flow, f) ||
-	    now - READ_ONCE(s->admitted_ns) >= retrans_window_ns)
-		return false;
-	seq = __sync_fetch_and_add(&s->seq, 0);
-	if (seq & 1)
-		return false;
-	if (!flow_equal(&s->flow, f) ||
-	    now - READ_ONCE(s->admitted_ns) >= retrans_window_ns)
-		return false;
-	return __sync_fetch_and_add(&s->seq, 0) == seq;
+	return flow_equal(&s->flow, f) &&
+	       now - s->admitted_ns < retrans_window_ns;
 }
 
-/* Remembers an admitted SYN, overwriting whatever held its slot.  Two CPUs
- * admitting into one slot at once: the one that loses the compare-and-swap
- * leaves it to the other, and its own retransmission will be charged. */
+/* Remembers an admitted SYN, overwriting whatever held its slot. */
 static __always_inline void flow_remember(struct rl_flow_slot *s,
 					  const struct rl_flow *f, __u64 now)
 {
 	const flow_word *src = (const flow_word *)f;
 	flow_word *dst = (flow_word *)&s->flow;
-	__u32 seq = READ_ONCE(s->seq);
 
-	if ((seq & 1) ||
-	    __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
-		return;
-	/* The compare-and-swap before and the fetch-and-add after are full
-	 * barriers: no store below is seen outside the odd window. */
 #pragma unroll
 	for (int i = 0; i < (int)FLOW_WORDS; i++)
-		WRITE_ONCE(dst[i], src[i]);
-	WRITE_ONCE(s->admitted_ns, now);
-	__sync_fetch_and_add(&s->seq, 1);
+		dst[i] = src[i];
+	s->admitted_ns = now;
 }
 
 /* Rewrites the SYN in place into a RST|ACK back to its sender and returns the
@@ -605,6 +596,7 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	st = bpf_map_lookup_elem(&tenant_stats, &key);
 	if (!t || !st || t->mode == RL_MODE_NONE)
 		return V_PASS;
+	build_flow(&si);
 
 	/* The coarse clock: a few ns where the precise one can cost tens.
 	 * Recent flows and a stale heartbeat are judged in seconds; the

@@ -12,7 +12,7 @@
 #endif
 
 #define RL_MAX_TENANTS		4096
-#define RL_FLOW_SLOTS		65536	/* `flow_cache`; a power of two */
+#define RL_FLOW_SLOTS		16384	/* `flow_cache_cpu`, per CPU; a power of two */
 #define RL_EVENTS_BYTES		(64 * 1024)
 
 #define RL_NSEC_PER_SEC		1000000000ULL
@@ -185,29 +185,29 @@ struct rl_flow {
 } __attribute__((aligned(8)));
 
 /*
- * One slot of `flow_cache`, a direct-mapped cache of the SYNs admitted in the
- * last retrans_window_ns: a SYN whose hash picks this slot and whose whole key
- * equals `flow` is a retransmission and is admitted without a token.  An
- * admission simply overwrites its slot, so a flow that shares a slot with a
- * later admission is forgotten early and its retransmission charged - what an
- * LRU table does to everything under a flood, here at random.
+ * One slot of `flow_cache_cpu`, a direct-mapped cache per CPU of the SYNs
+ * admitted in the last retrans_window_ns: a SYN whose hash picks this slot
+ * and whose whole key equals `flow` is a retransmission and is admitted
+ * without a token.  An admission simply overwrites its slot, so a flow that
+ * shares a slot with a later admission is forgotten early and its
+ * retransmission charged - what an LRU table does to everything under a
+ * flood, here at random.
  *
- * `seq` is a sequence lock: odd while one CPU rewrites the slot.  A writer
- * claims it with compare-and-swap (and skips the insert if another CPU holds
- * it); a reader that found a match re-reads the slot between two atomic
- * reads of `seq` and believes it only if `seq` was even and unchanged, so a
- * key half from one flow and half from another can never pass for a third.
- * One slot per cache line.
+ * Per CPU, because a retransmission arrives where its SYN did: the NIC's
+ * receive hash (and RPS) send one 4-tuple to one queue and so one CPU.  No
+ * other CPU ever writes a slot, so a slot needs no lock and no atomic, and
+ * no cache line moves between CPUs.  (When the queue's interrupt moves to
+ * another CPU, flows admitted just before are forgotten: a retransmission
+ * then takes a token.)
  */
 struct rl_flow_slot {
 	struct rl_flow flow;
-	__u32 seq;
-	__u32 _pad;
-	__u64 admitted_ns;	/* bpf_ktime_get_ns() at admission */
+	__u64 admitted_ns;	/* the coarse clock at admission */
+	__u64 _pad;
 };
 
 /*
- * The slot of `flow_cache` a flow lives in: the top bits of a sum of products
+ * The slot of `flow_cache_cpu` a flow lives in: the top bits of a sum of products
  * of the key's six words, which depend on every bit of the key.  Shared so
  * that tests can find flows that collide.  Not keyed: aiming at the slot of
  * a flow someone else admitted needs its ISN, and filling slots at random

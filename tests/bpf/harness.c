@@ -39,7 +39,7 @@ int world_init(struct world *w, struct bpf_object *obj)
 	w->stats_fd = map_fd(obj, "tenant_stats");
 	w->counters_fd = map_fd(obj, "counters");
 	w->events_fd = map_fd(obj, "events");
-	w->flow_cache_fd = map_fd(obj, "flow_cache");
+	w->flow_cache_fd = map_fd(obj, "flow_cache_cpu");
 	cls_fd = map_fd(obj, "cls");
 	cls_state_fd = map_fd(obj, "cls_state");
 	tm = bpf_object__find_map_by_name(obj, "tenants");
@@ -143,6 +143,24 @@ int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
 	*out = v[cpu];
 	free(v);
 	return 0;
+}
+
+int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
+		  struct rl_flow_slot *out)
+{
+	struct rl_flow_slot *v = calloc(w->ncpus, sizeof(*v));
+	int err = 0;
+
+	if (!v)
+		return -ENOMEM;
+	if (cpu < 0 || cpu >= w->ncpus)
+		err = -EINVAL;
+	else if (bpf_map_lookup_elem(w->flow_cache_fd, &idx, v))
+		err = -errno;
+	else
+		*out = v[cpu];
+	free(v);
+	return err;
 }
 
 void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)

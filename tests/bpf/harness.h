@@ -52,6 +52,9 @@ int rules_publish(struct world *w);
 void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out);
 int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
 		     struct rl_stats *out);
+/* Slot idx of `flow_cache_cpu` as CPU cpu holds it.  0 or -errno. */
+int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
+		  struct rl_flow_slot *out);
 void counters_sum(struct world *w, __u64 out[RL_CNT_MAX]);
 
 /* One test run.  *out_len is the buffer size on entry and the length of the

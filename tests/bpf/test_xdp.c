@@ -29,6 +29,7 @@
 static char diag_buf[16384];
 static size_t diag_len;
 static char skip_reason[128];
+static int test_cpu;		/* every test runs pinned here */
 
 static void diag(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
@@ -1234,9 +1235,9 @@ static int scen_flow_collision(const void *arg)
 	      v[0], v[1]);
 	/* The collision happened in the kernel, not only in our copy of the
 	 * hash: the slot now holds the second flow. */
-	CHECK(!bpf_map_lookup_elem(in.w.flow_cache_fd, &idx, &slot) &&
-	      !memcmp(&slot.flow, &b, sizeof(b)) && !(slot.seq & 1),
-	      "slot %u does not hold the second flow (seq %u)", idx, slot.seq);
+	CHECK(!flow_slot_cpu(&in.w, idx, test_cpu, &slot) &&
+	      !memcmp(&slot.flow, &b, sizeof(b)),
+	      "slot %u of CPU %d does not hold the second flow", idx, test_cpu);
 
 	if (send_syn(&in, 1000, 0xabcd, &v[2]) ||
 	    send_syn(&in, 1001, seq, &v[3]))
@@ -1255,46 +1256,49 @@ static int scen_flow_collision(const void *arg)
 	return ok ? T_PASS : T_FAIL;
 }
 
-/* A slot caught while another CPU rewrites it (odd seq) is not believed,
- * even though its key matches; once the writer is done it is. */
-static int scen_flow_slot_locked(const void *arg)
+/* A retransmission that reaches another CPU than its SYN did finds that
+ * CPU's cache empty and is charged: the caches are per CPU, with no
+ * cross-CPU traffic.  On this CPU it is free. */
+static int scen_flow_per_cpu(const void *arg)
 {
 	struct inst in;
-	struct rl_flow a;
 	struct rl_flow_slot slot;
+	struct rl_flow a;
 	__u32 idx, v[3] = { 0 };
+	int other;
 	bool ok = true;
 
 	(void)arg;
+	if (libbpf_num_possible_cpus() < 2) {
+		snprintf(skip_reason, sizeof(skip_reason), "one CPU");
+		return T_SKIP;
+	}
+	other = test_cpu == 0 ? 1 : 0;
 	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
 		return T_FAIL;
-	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 1);
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 2);
 	syn_flow(1000, 77, &a);
 	idx = rl_flow_hash(&a);
 
 	if (send_syn(&in, 1000, 77, &v[0]))
 		ok = false;
-	if (bpf_map_lookup_elem(in.w.flow_cache_fd, &idx, &slot) ||
-	    memcmp(&slot.flow, &a, sizeof(a))) {
-		diag("slot %u does not hold the admitted flow", idx);
-		inst_close(&in);
-		return T_FAIL;
-	}
-	slot.seq |= 1;
-	if (bpf_map_update_elem(in.w.flow_cache_fd, &idx, &slot, BPF_ANY))
-		ok = false;
-	if (send_syn(&in, 1000, 77, &v[1]))
-		ok = false;
-	slot.seq += 1;
-	if (bpf_map_update_elem(in.w.flow_cache_fd, &idx, &slot, BPF_ANY))
-		ok = false;
-	if (send_syn(&in, 1000, 77, &v[2]))
+	CHECK(!flow_slot_cpu(&in.w, idx, test_cpu, &slot) &&
+	      !memcmp(&slot.flow, &a, sizeof(a)),
+	      "slot %u of CPU %d does not hold the admitted flow", idx,
+	      test_cpu);
+	CHECK(!flow_slot_cpu(&in.w, idx, other, &slot) &&
+	      memcmp(&slot.flow, &a, sizeof(a)),
+	      "the flow was written on CPU %d too", other);
+	if (pin_to_cpu(other) || send_syn(&in, 1000, 77, &v[1]) ||
+	    pin_to_cpu(test_cpu) || send_syn(&in, 1000, 77, &v[2]))
 		ok = false;
 	CHECK(v[0] == XDP_PASS, "first SYN: verdict %u, want pass", v[0]);
-	CHECK(v[1] == XDP_DROP, "retransmission while the slot is being "
-	      "written: verdict %u, want drop (charged, no token left)", v[1]);
-	CHECK(v[2] == XDP_PASS, "retransmission once the write is done: "
-	      "verdict %u, want pass (free)", v[2]);
+	CHECK(v[1] == XDP_PASS, "on CPU %d: verdict %u, want pass (charged, "
+	      "the last token)", other, v[1]);
+	CHECK(v[2] == XDP_PASS, "back on CPU %d: verdict %u, want pass "
+	      "(free, no token left)", test_cpu, v[2]);
+	CHECK(in.w.tenants[1].tat > now_ns() + 3600 * SEC_NS,
+	      "the tenant was charged fewer than two tokens");
 	inst_close(&in);
 	return ok ? T_PASS : T_FAIL;
 }
@@ -1680,8 +1684,8 @@ static const struct {
 	  scen_retransmit_off },
 	{ "flow-cache collision: the overwritten flow is charged again, "
 	  "neither flow passes free as the other", scen_flow_collision },
-	{ "flow-cache slot being rewritten (odd seq) never admits free",
-	  scen_flow_slot_locked },
+	{ "flow cache is per CPU: a retransmission on another CPU is charged",
+	  scen_flow_per_cpu },
 	{ "fail policy: degraded leased tenant spends its leased tokens first "
 	  "(fail deny, 3 tokens admit 3, none counted degraded)",
 	  scen_fail_tokens_first },
@@ -1778,6 +1782,14 @@ int main(int argc, char **argv)
 	}
 	harness_quiet_libbpf();
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* The flow cache is per CPU, as a NIC queue's flows are: a
+	 * retransmission must be run where its SYN was. */
+	test_cpu = sched_getcpu();
+	if (test_cpu < 0 || pin_to_cpu(test_cpu)) {
+		fprintf(stderr, "Error: couldn't pin to a CPU: %s\n",
+			strerror(errno));
+		return 1;
+	}
 
 	for (k = 0; k < N_CASES; k++)
 		add_test(cases[k].name, run_case, &cases[k]);

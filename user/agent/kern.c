@@ -619,6 +619,11 @@ int kern_detach(struct kern *k, const char *ifname)
 
 static const char *const legacy_pins[] = {
 	"flows",	/* LRU hash, replaced by flow_cache */
+	"flow_cache",	/* shared array, replaced by flow_cache_cpu */
+	"rules4",	/* LPM tries, replaced by cls */
+	"rules4_port",
+	"rules6",
+	"rules6_port",
 	"tc_rlgate",	/* a tc-mode program pin when this run is XDP, or... */
 	"xdp_rlgate",	/* ...the other way round */
 };
