@@ -122,6 +122,7 @@ struct syn_info {
 	struct rl_flow flow;	/* addresses, ports, ISN, family */
 	void *l3;		/* the IP header, bounds-checked */
 	struct tcphdr *tcp;	/* the TCP header, bounds-checked */
+	void *end_l3;		/* where the IP header says the packet ends */
 	__u32 l3_off;		/* offset of the IP header */
 	__u32 seg_len;		/* SYN (1) + TCP payload, for the RST's ack */
 	__u32 family;		/* 4 or 6 */
@@ -139,31 +140,122 @@ static __always_inline void count(__u32 idx)
 #define TCP_FLAG_SYN	0x02
 #define TCP_FLAG_ACK	0x10
 
+/* Results of the parsing helpers below, besides a header pointer. */
+enum parse { P_SYN, P_OTHER, P_UNPARSED };
+
+/* The TCP header of an IPv4 packet at l3, if it is a SYN without ACK. */
+static __always_inline enum parse parse_ipv4(void *l3, void *data_end,
+					     struct syn_info *si)
+{
+	struct iphdr *ip = l3;
+	struct tcphdr *tcp;
+	__u32 ihl;
+
+	if ((void *)(ip + 1) > data_end)
+		return P_UNPARSED;
+	if (ip->protocol != IPPROTO_TCP)
+		return P_OTHER;
+	/* A non-first fragment carries no TCP header to judge. */
+	if (ip->frag_off & bpf_htons(0x1fff)) {
+		count(RL_CNT_FRAGMENT);
+		return P_OTHER;
+	}
+	ihl = ip->ihl * 4;
+	if (ihl < sizeof(*ip))
+		return P_UNPARSED;
+	tcp = l3 + ihl;
+	if ((void *)(tcp + 1) > data_end)
+		return P_UNPARSED;
+	if ((((__u8 *)tcp)[TCP_FLAGS_OFF] & (TCP_FLAG_SYN | TCP_FLAG_ACK)) !=
+	    TCP_FLAG_SYN)
+		return P_OTHER;
+	si->tcp = tcp;
+	si->end_l3 = l3 + bpf_ntohs(ip->tot_len);
+	si->family = 4;
+	return P_SYN;
+}
+
+static __always_inline enum parse parse_ipv6(void *l3, void *data_end,
+					     struct syn_info *si)
+{
+	struct ipv6hdr *ip6 = l3;
+	struct tcphdr *tcp;
+	void *p;
+	__u8 nh;
+
+	if ((void *)(ip6 + 1) > data_end)
+		return P_UNPARSED;
+	nh = ip6->nexthdr;
+	p = ip6 + 1;
+	for (int i = 0; i < IPV6_MAX_EXT; i++) {
+		if (nh == IPPROTO_TCP)
+			break;
+		if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING ||
+		    nh == IPPROTO_DSTOPTS) {
+			struct ipv6_opt_hdr *oh = p;
+
+			if ((void *)(oh + 1) > data_end)
+				return P_UNPARSED;
+			nh = oh->nexthdr;
+			p += (oh->hdrlen + 1) * 8;
+		} else if (nh == IPPROTO_FRAGMENT) {
+			struct ipv6_frag_hdr *fh = p;
+
+			if ((void *)(fh + 1) > data_end)
+				return P_UNPARSED;
+			if (fh->frag_off & bpf_htons(0xfff8)) {
+				count(RL_CNT_FRAGMENT);
+				return P_OTHER;
+			}
+			nh = fh->nexthdr;
+			p = fh + 1;
+		} else {
+			return P_OTHER;
+		}
+	}
+	/* More extension headers than we follow: it may be TCP. */
+	if (nh != IPPROTO_TCP)
+		return P_UNPARSED;
+	tcp = p;
+	if ((void *)(tcp + 1) > data_end)
+		return P_UNPARSED;
+	if ((((__u8 *)tcp)[TCP_FLAGS_OFF] & (TCP_FLAG_SYN | TCP_FLAG_ACK)) !=
+	    TCP_FLAG_SYN)
+		return P_OTHER;
+	si->tcp = tcp;
+	si->end_l3 = (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len);
+	si->family = 6;
+	return P_SYN;
+}
+
 /*
  * Finds the TCP header and decides whether this is a new connection.
- * Returns the TCP header for a SYN without ACK, NULL for everything else
- * (which passes).  Bounds are checked against data_end before every read, so
- * a truncated packet is simply "not a SYN"; one that the ethertype called
+ * Returns true for a SYN without ACK, false for everything else (which
+ * passes).  Bounds are checked against data_end before every read, so a
+ * truncated packet is simply "not a SYN"; one that the ethertype called
  * IPv4 or IPv6 is also counted as unparsed.
  *
  * The untagged IPv4 non-SYN (the bulk of all traffic) is the path this is
- * shaped for: it is tested first and touches nothing but the headers - the
- * flow key is only written once the packet is known to be a SYN.
+ * shaped for: its ethertype is tested first, and it touches nothing but the
+ * headers - the flow key is only written once a SYN matched a rule.
  */
-static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
-						struct syn_info *si)
+static __always_inline bool parse_syn(void *data, void *data_end,
+				      struct syn_info *si)
 {
 	struct tcphdr *tcp;
-	void *l3, *end_l3;
+	enum parse r;
+	void *l3;
 	__be16 proto;
 	__u32 l4_len;
 
 	l3 = data + sizeof(struct ethhdr);
 	if (l3 > data_end)
-		return NULL;
+		return false;
 	proto = *(__be16 *)(data + __builtin_offsetof(struct ethhdr, h_proto));
 
-	if (proto != ETH_P_IP_BE && proto != ETH_P_IPV6_BE) {
+	if (proto == ETH_P_IP_BE) {
+		r = parse_ipv4(l3, data_end, si);
+	} else {
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
 			struct vlan_hdr *vh = l3;
@@ -171,103 +263,40 @@ static __always_inline struct tcphdr *parse_syn(void *data, void *data_end,
 			if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
 				break;
 			if ((void *)(vh + 1) > data_end)
-				return NULL;
+				return false;
 			proto = vh->proto;
 			l3 = vh + 1;
 		}
+		if (proto == ETH_P_IP_BE)
+			r = parse_ipv4(l3, data_end, si);
+		else if (proto == ETH_P_IPV6_BE)
+			r = parse_ipv6(l3, data_end, si);
+		else
+			return false;
 	}
+	if (r == P_OTHER)
+		return false;
+	if (r == P_UNPARSED)
+		goto unparsed;
 
-	if (proto == ETH_P_IP_BE) {
-		struct iphdr *ip = l3;
-		__u32 ihl;
-
-		if ((void *)(ip + 1) > data_end)
-			goto unparsed;
-		if (ip->protocol != IPPROTO_TCP)
-			return NULL;
-		/* A non-first fragment carries no TCP header to judge. */
-		if (ip->frag_off & bpf_htons(0x1fff)) {
-			count(RL_CNT_FRAGMENT);
-			return NULL;
-		}
-		ihl = ip->ihl * 4;
-		if (ihl < sizeof(*ip))
-			goto unparsed;
-		tcp = l3 + ihl;
-		if ((void *)(tcp + 1) > data_end)
-			goto unparsed;
-		if ((((__u8 *)tcp)[TCP_FLAGS_OFF] &
-		     (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
-			return NULL;
-		end_l3 = l3 + bpf_ntohs(ip->tot_len);
-		si->family = 4;
-	} else if (proto == ETH_P_IPV6_BE) {
-		struct ipv6hdr *ip6 = l3;
-		void *p;
-		__u8 nh;
-
-		if ((void *)(ip6 + 1) > data_end)
-			goto unparsed;
-		nh = ip6->nexthdr;
-		p = ip6 + 1;
-		for (int i = 0; i < IPV6_MAX_EXT; i++) {
-			if (nh == IPPROTO_TCP)
-				break;
-			if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING ||
-			    nh == IPPROTO_DSTOPTS) {
-				struct ipv6_opt_hdr *oh = p;
-
-				if ((void *)(oh + 1) > data_end)
-					goto unparsed;
-				nh = oh->nexthdr;
-				p += (oh->hdrlen + 1) * 8;
-			} else if (nh == IPPROTO_FRAGMENT) {
-				struct ipv6_frag_hdr *fh = p;
-
-				if ((void *)(fh + 1) > data_end)
-					goto unparsed;
-				if (fh->frag_off & bpf_htons(0xfff8)) {
-					count(RL_CNT_FRAGMENT);
-					return NULL;
-				}
-				nh = fh->nexthdr;
-				p = fh + 1;
-			} else {
-				return NULL;
-			}
-		}
-		/* More extension headers than we follow: it may be TCP. */
-		if (nh != IPPROTO_TCP)
-			goto unparsed;
-		tcp = p;
-		if ((void *)(tcp + 1) > data_end)
-			goto unparsed;
-		if ((((__u8 *)tcp)[TCP_FLAGS_OFF] &
-		     (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
-			return NULL;
-		end_l3 = (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len);
-		si->family = 6;
-	} else {
-		return NULL;
-	}
+	tcp = si->tcp;
 	si->l3_off = l3 - data;
 	si->l3 = l3;
-
 	/* A SYN may carry data (TCP Fast Open); the RST must acknowledge it. */
-	l4_len = end_l3 - (void *)tcp;
-	if (tcp->doff * 4 < sizeof(*tcp) || end_l3 < (void *)tcp + tcp->doff * 4)
+	l4_len = si->end_l3 - (void *)tcp;
+	if (tcp->doff * 4 < sizeof(*tcp) ||
+	    si->end_l3 < (void *)tcp + tcp->doff * 4)
 		goto unparsed;
 	/* The options must be in the frame too, not only inside the length
 	 * the IP header claims: a frame cut short is not a SYN to charge. */
 	if ((void *)tcp + tcp->doff * 4 > data_end)
 		goto unparsed;
 	si->seg_len = 1 + l4_len - tcp->doff * 4;
-	si->tcp = tcp;
-	return tcp;
+	return true;
 
 unparsed:
 	count(RL_CNT_UNPARSED);
-	return NULL;
+	return false;
 }
 
 /* The flow key of a SYN that matched a rule: the whole key, padding
