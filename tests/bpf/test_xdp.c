@@ -854,6 +854,46 @@ static bool refill_realtime(struct inst *in, __u64 *tatp, const char *what)
 	return ok;
 }
 
+/*
+ * A bucket that one tick's worth of tokens would overflow (burst 1 at
+ * 1,000/s: on the coarse clock it could admit at most one SYN per tick,
+ * 250/s at HZ=250) reads the precise clock (RL_FINE_CLOCK_NS) and keeps its
+ * rate.  SYNs back to back for 200 ms: never more than rate x time + burst,
+ * and at least 60 % of rate x time (a tick-bound bucket gets 25 %).
+ */
+static int scen_fine_clock(const void *arg)
+{
+	const __u64 interval = 1000000, span = 200 * 1000000ull;
+	__u64 t0, elapsed, admits = 0, bound;
+	struct inst in;
+	bool ok = true;
+	__u32 v, i;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return T_FAIL;
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, interval, 1);
+	t0 = now_ns();
+	for (i = 0; i < 2000000 && now_ns() - t0 < span; i++) {
+		if (send_syn(&in, 1000 + (i & 0x3fff), i, &v)) {
+			ok = false;
+			break;
+		}
+		admits += v == XDP_PASS;
+	}
+	elapsed = now_ns() - t0;
+	bound = elapsed / interval + 1;
+	CHECK(admits <= bound, "admitted %llu in %llu ms, more than rate x "
+	      "time + burst = %llu", (unsigned long long)admits,
+	      (unsigned long long)(elapsed / 1000000), (unsigned long long)bound);
+	CHECK(admits * 10 >= (elapsed / interval) * 6, "admitted %llu in %llu "
+	      "ms at 1,000/s (%u SYNs sent): the bucket ran on the tick",
+	      (unsigned long long)admits,
+	      (unsigned long long)(elapsed / 1000000), i);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
 static int scen_refill_realtime(const void *arg)
 {
 	struct inst in;
@@ -1671,6 +1711,8 @@ static const struct {
 	  scen_partial_token },
 	{ "standalone bucket refills in real time (empty, 160 ms later 1)",
 	  scen_refill_realtime },
+	{ "a bucket smaller than a tick of tokens keeps its rate (precise clock)",
+	  scen_fine_clock },
 	{ "leased tokens are spent one by one, refused at zero, never below",
 	  scen_leased_zero },
 	{ "leased tokens spent from two CPUs while granted: none lost or minted",
