@@ -20,7 +20,7 @@
 #include "pkt.h"
 
 #define BENCH_REPEAT	1000000
-#define BENCH_RUNS	5
+#define BENCH_RUNS	9
 #define BENCH_RULES	1000
 
 #define T_ADMIT		1	/* never denies */
@@ -109,7 +109,7 @@ static int cmp_double(const void *a, const void *b)
  * so a run is sized to last about BENCH_RUN_NS, and at least BENCH_REPEAT
  * repetitions, to keep its own noise below that step.
  */
-#define BENCH_RUN_NS	200000000ull
+#define BENCH_RUN_NS	100000000ull
 
 struct figure {
 	const char *name;
@@ -119,7 +119,9 @@ struct figure {
 	int len;
 	__u64 repeat;
 	double runs[BENCH_RUNS];
+	double ratios[BENCH_RUNS];	/* this round's figure / floor */
 	double median;
+	double ratio;			/* the median of ratios */
 };
 
 static int run_once(struct figure *f, __u64 repeat, __u32 *ns)
@@ -158,8 +160,10 @@ static int prepare(struct figure *f)
 
 /*
  * BENCH_RUNS rounds, each measuring every figure once, then the median per
- * figure: the floor and the figures divided by it see the same moments of a
- * machine that may be doing other work.
+ * figure.  A ratio is the median of each round's figure / floor, not the
+ * ratio of medians: on a shared machine the cost of memory work drifts by
+ * up to 2x over seconds, and a round's figure and floor are measured within
+ * a fraction of a second of each other.
  */
 static int measure_all(struct figure *f, int n)
 {
@@ -180,8 +184,15 @@ static int measure_all(struct figure *f, int n)
 		}
 	}
 	for (k = 0; k < n; k++) {
+		for (i = 0; i < BENCH_RUNS; i++)
+			f[k].ratios[i] = f[0].runs[i] > 0 ?
+					 f[k].runs[i] / f[0].runs[i] : 0;
+	}
+	for (k = 0; k < n; k++) {
 		qsort(f[k].runs, BENCH_RUNS, sizeof(double), cmp_double);
+		qsort(f[k].ratios, BENCH_RUNS, sizeof(double), cmp_double);
 		f[k].median = f[k].runs[BENCH_RUNS / 2];
+		f[k].ratio = f[k].ratios[BENCH_RUNS / 2];
 	}
 	return 0;
 }
@@ -200,7 +211,8 @@ static int expect_path(const char *what, __u64 on_path, __u64 elsewhere,
 	return 0;
 }
 
-enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_NOMATCH, F_RETRANS, F_MAX };
+enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_NOMATCH, F_RETRANS, F_KTIME,
+       F_CAS, F_MAX };
 
 int bench_main(int argc, char **argv)
 {
@@ -254,6 +266,10 @@ int bench_main(int argc, char **argv)
 	 * one (rlgate's) admits once and then sees only retransmissions */
 	f[F_RETRANS] = (struct figure){ .name = "xdp_syn_retrans_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_admit };
+	f[F_KTIME] = (struct figure){ .name = "xdp_ref_ktime_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_ref_ktime), .pkt = &ack };
+	f[F_CAS] = (struct figure){ .name = "xdp_ref_cas_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_ref_cas), .pkt = &ack };
 	if (measure_all(f, F_MAX))
 		goto cleanup;
 
@@ -271,8 +287,11 @@ int bench_main(int argc, char **argv)
 	for (k = 0; k < F_MAX; k++)
 		printf("%s %.1f ns\n", f[k].name, f[k].median);
 	for (k = F_NONSYN; k <= F_NOMATCH; k++)
-		printf("%s_ratio %.2f x\n", f[k].name,
-		       f[k].median / f[F_FLOOR].median);
+		printf("%s_ratio %.2f x\n", f[k].name, f[k].ratio);
+	/* what one clock read and one compare-and-swap add to the floor */
+	for (k = F_KTIME; k <= F_CAS; k++)
+		printf("%s_over_floor %.1f ns\n", f[k].name,
+		       f[k].median - f[F_FLOOR].median);
 	err = 0;
 
 cleanup:
