@@ -143,12 +143,27 @@ static __always_inline void count(__u32 idx)
 /* Results of the parsing helpers below, besides a header pointer. */
 enum parse { P_SYN, P_OTHER, P_UNPARSED };
 
+/* Whether the TCP header at tcp is a SYN without ACK; records it if so. */
+static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
+					    struct syn_info *si, __u32 family,
+					    void *end_l3)
+{
+	if ((void *)(tcp + 1) > data_end)
+		return P_UNPARSED;
+	if ((((__u8 *)tcp)[TCP_FLAGS_OFF] & (TCP_FLAG_SYN | TCP_FLAG_ACK)) !=
+	    TCP_FLAG_SYN)
+		return P_OTHER;
+	si->tcp = tcp;
+	si->end_l3 = end_l3;
+	si->family = family;
+	return P_SYN;
+}
+
 /* The TCP header of an IPv4 packet at l3, if it is a SYN without ACK. */
 static __always_inline enum parse parse_ipv4(void *l3, void *data_end,
 					     struct syn_info *si)
 {
 	struct iphdr *ip = l3;
-	struct tcphdr *tcp;
 	__u32 ihl;
 
 	if ((void *)(ip + 1) > data_end)
@@ -163,23 +178,14 @@ static __always_inline enum parse parse_ipv4(void *l3, void *data_end,
 	ihl = ip->ihl * 4;
 	if (ihl < sizeof(*ip))
 		return P_UNPARSED;
-	tcp = l3 + ihl;
-	if ((void *)(tcp + 1) > data_end)
-		return P_UNPARSED;
-	if ((((__u8 *)tcp)[TCP_FLAGS_OFF] & (TCP_FLAG_SYN | TCP_FLAG_ACK)) !=
-	    TCP_FLAG_SYN)
-		return P_OTHER;
-	si->tcp = tcp;
-	si->end_l3 = l3 + bpf_ntohs(ip->tot_len);
-	si->family = 4;
-	return P_SYN;
+	return parse_tcp(l3 + ihl, data_end, si, 4,
+			 l3 + bpf_ntohs(ip->tot_len));
 }
 
 static __always_inline enum parse parse_ipv6(void *l3, void *data_end,
 					     struct syn_info *si)
 {
 	struct ipv6hdr *ip6 = l3;
-	struct tcphdr *tcp;
 	void *p;
 	__u8 nh;
 
@@ -216,16 +222,8 @@ static __always_inline enum parse parse_ipv6(void *l3, void *data_end,
 	/* More extension headers than we follow: it may be TCP. */
 	if (nh != IPPROTO_TCP)
 		return P_UNPARSED;
-	tcp = p;
-	if ((void *)(tcp + 1) > data_end)
-		return P_UNPARSED;
-	if ((((__u8 *)tcp)[TCP_FLAGS_OFF] & (TCP_FLAG_SYN | TCP_FLAG_ACK)) !=
-	    TCP_FLAG_SYN)
-		return P_OTHER;
-	si->tcp = tcp;
-	si->end_l3 = (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len);
-	si->family = 6;
-	return P_SYN;
+	return parse_tcp(p, data_end, si, 6,
+			 (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len));
 }
 
 /*
