@@ -44,6 +44,8 @@ rows=(
 	"xdp_syn_deny_ns    2.0"
 	"xdp_syn_nomatch_ns 2.0"
 	"xdp_syn_retrans_ns -"
+	"xdp_ref_ktime_ns   -"
+	"xdp_ref_cas_ns     -"
 )
 
 printf '%-20s %10s %8s %8s  %s\n' figure ns ratio target result
