@@ -18,6 +18,8 @@
 
 /* Set by the loader between open and load. */
 const volatile __u64 retrans_window_ns = RL_DEFAULT_RETRANS_WINDOW_NS;
+/* Groups per half of `cls`, whose max_entries the loader sets to twice it. */
+const volatile __u32 cls_half = RL_CLS_GROUPS;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -41,8 +43,8 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* The compiled classifier (see rlgate.h): 2 x 8 MiB, written through
- * mmap by user space. */
+/* The compiled classifier (see rlgate.h): 2 x 8 MiB by default, written
+ * through mmap by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -338,7 +340,7 @@ static __always_inline int classify(const struct syn_info *si)
 	st = bpf_map_lookup_elem(&cls_state, &zero);
 	if (!st)
 		return -1;
-	base = (READ_ONCE(st->active) & 1) * RL_CLS_GROUPS;
+	base = (READ_ONCE(st->active) & 1) * cls_half;
 
 	if (si->family == 4) {
 		const __u8 *a = (const __u8 *)&((struct iphdr *)si->l3)->saddr;

@@ -114,8 +114,9 @@ struct rl_stats {
  * and the kernel walks with plain array lookups (which the verifier inlines),
  * in place of LPM tries whose every lookup is a pointer-chasing walk.
  *
- * `cls` is an array of 256-entry groups, in two halves of RL_CLS_GROUPS
- * groups; `cls_state.active` names the half the kernel reads.  User space
+ * `cls` is an array of 256-entry groups, in two halves of `cls_half` groups
+ * (RL_CLS_GROUPS unless the loader sets another size, which it must also
+ * give the map); `cls_state.active` names the half the kernel reads.  User space
  * writes the other half, flips `active`, then waits for an RCU grace period
  * before it may write the old half again, so a walk never sees a half-built
  * table.  Within a half:
@@ -136,7 +137,9 @@ struct rl_stats {
  * result of shorter prefixes down into the groups below them.
  */
 #define RL_CLS_FANOUT		256
-#define RL_CLS_GROUPS		8192	/* per half: 8 MiB */
+#define RL_CLS_GROUPS		8192	/* per half by default: 8 MiB */
+#define RL_CLS_GROUPS_MIN	1024	/* per half: room past RL_CLS_POOL */
+#define RL_CLS_GROUPS_MAX	(512 * 1024)	/* per half: 512 MiB */
 #define RL_CLS_ROOT4		0
 #define RL_CLS_ROOT6		256
 #define RL_CLS_PORTS		512

@@ -46,7 +46,7 @@ int world_init(struct world *w, struct bpf_object *obj)
 	if (!tm || w->stats_fd < 0 || w->counters_fd < 0 || w->events_fd < 0 ||
 	    w->flow_cache_fd < 0 || cls_fd < 0 || cls_state_fd < 0)
 		return -ENOENT;
-	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd);
+	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd, 0);
 	if (err) {
 		fprintf(stderr, "couldn't mmap map 'cls': %s\n", strerror(-err));
 		return err;
@@ -117,7 +117,7 @@ int rules_publish(struct world *w)
 	char err[256];
 	int ret;
 
-	ret = rl_cls_compile(w->rules, w->n_rules, &img, err, sizeof(err));
+	ret = rl_cls_compile(w->rules, w->n_rules, 0, &img, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "couldn't compile the rules: %s\n", err);
 		return ret;

@@ -186,3 +186,40 @@ EOF
 	grep -Eq '^rlgate_agent_info\{.*version="[^"]+".*interfaces="eth0".*\} 1$' <<<"$page" ||
 		{ echo "no rlgate_agent_info with version and interfaces=\"eth0\"" >&2; return 1; }
 }
+
+@test "rules beyond --rule-memory are refused whole, naming the rule; earlier rules keep enforcing; another size on restart is refused" {
+	local out rc=0 list
+
+	agent_start --rule-memory 2
+	rl tenant set act --rate 1/h --burst 3 --match "$(prefixes c1)" --action rst
+	POLICY=$(tenants_json)
+
+	# 64 IPv6 /128s under distinct /48s: about 12 tables of 256 entries
+	# each, more than the 256 a 2 MiB classifier has besides its roots
+	list=$(for i in $(seq 1 64); do printf '2001:db8:%x::1/128,' "$i"; done)
+	out=$(rl tenant set big --rate 10/s --match "${list%,}" 2>&1) || rc=$?
+	echo "$out"
+	expect_eq "rlctl exit status" "$rc" 2
+	[[ $out == *"classifier is full at 2001:db8:"*"/128"*"--rule-memory"* ]] ||
+		{ echo "the error does not name the rule and the option" >&2; return 1; }
+	expect_eq "policy after the refused set" "$(tenants_json)" "$POLICY"
+
+	# the tenant set before it still classifies and limits
+	run_loadgen_json c1 --rate 20 --duration 0.5 --timeout 500 "$(lab_target s1 "$PORT" 4)"
+	expect_eq "connected" "$(json_get .total.connected)" 3
+	expect_eq "refused" "$(json_get .total.refused)" 7
+	expect_eq "stats admitted" "$(stat_get act admitted)" 3
+
+	# a restart asking for another size would not fit the pinned rules
+	agent_stop TERM
+	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
+		--pin-dir "$PIN_DIR" --metrics "$METRICS_ADDR" --rule-memory 4
+	echo "$output"
+	expect_eq "restart exit status" "$status" 1
+	[[ $output == *"$PIN_DIR/cls"*"2 MiB"*"4 MiB"*"--rule-memory 2"* ]] ||
+		{ echo "message does not name both sizes and the way out" >&2; return 1; }
+	xdp_attached || { echo "the running program was detached" >&2; return 1; }
+	# the same size adopts them
+	agent_start --rule-memory 2
+	expect_eq "policy after restart" "$(tenants_json)" "$POLICY"
+}

@@ -113,7 +113,7 @@ static void check_random(int family, size_t n_rules, int rounds)
 	int bad = 0;
 
 	n_rules = make_rules(rules, n_rules, family);
-	CHECK(rl_cls_compile(rules, n_rules, &img, err, sizeof(err)) == 0,
+	CHECK(rl_cls_compile(rules, n_rules, 0, &img, err, sizeof(err)) == 0,
 	      "compile %zu rules: %s", n_rules, err);
 	if (!img.groups)
 		return;
@@ -131,7 +131,7 @@ static void check_random(int family, size_t n_rules, int rounds)
 		if (rnd() % 8 == 0)
 			a[rnd() % bytes] ^= 1 << (rnd() % 8);
 		want = reference(rules, n_rules, family, a, port);
-		got = rl_cls_lookup(img.groups, family, a, port);
+		got = rl_cls_lookup(&img, family, a, port);
 		if (got != want && bad++ < 5)
 			CHECK(got == want, "IPv%d lookup port %u: got tenant %d, "
 			      "want %d", family == AF_INET ? 4 : 6, port, got,
@@ -177,11 +177,11 @@ static void check_cases(void)
 	struct rl_cls_image img;
 	char err[256];
 
-	CHECK(rl_cls_compile(rules, 5, &img, err, sizeof(err)) == 0,
+	CHECK(rl_cls_compile(rules, 5, 0, &img, err, sizeof(err)) == 0,
 	      "compile: %s", err);
 	for (size_t i = 0; img.groups && i < sizeof(q) / sizeof(q[0]); i++) {
 		struct rl_cls_rule r = v4(q[i].a, 32, 0, 0);
-		int got = rl_cls_lookup(img.groups, AF_INET, r.addr, q[i].port);
+		int got = rl_cls_lookup(&img, AF_INET, r.addr, q[i].port);
 
 		CHECK(got == q[i].want, "%s port %u: tenant %d, want %d",
 		      q[i].a, q[i].port, got, q[i].want);
@@ -191,12 +191,12 @@ static void check_cases(void)
 	rl_cls_image_free(&img);
 
 	/* no rules: everything passes */
-	CHECK(rl_cls_compile(NULL, 0, &img, err, sizeof(err)) == 0,
+	CHECK(rl_cls_compile(NULL, 0, 0, &img, err, sizeof(err)) == 0,
 	      "compile nothing: %s", err);
 	if (img.groups) {
 		struct rl_cls_rule r = v4("10.0.0.1", 32, 0, 0);
 
-		CHECK(rl_cls_lookup(img.groups, AF_INET, r.addr, 80) == -1,
+		CHECK(rl_cls_lookup(&img, AF_INET, r.addr, 80) == -1,
 		      "an empty table matched");
 	}
 	rl_cls_image_free(&img);
@@ -211,24 +211,24 @@ static void check_errors(void)
 	char err[256];
 	int ret;
 
-	ret = rl_cls_compile(r, 2, &img, err, sizeof(err));
+	ret = rl_cls_compile(r, 2, 0, &img, err, sizeof(err));
 	CHECK(ret == -EEXIST && strstr(err, "10.1.0.0/16"),
 	      "one prefix, two tenants: %d '%s'", ret, err);
 	/* host bits do not make it another prefix */
 	r[1] = v4("10.1.7.7", 16, 0, 2);
-	ret = rl_cls_compile(r, 2, &img, err, sizeof(err));
+	ret = rl_cls_compile(r, 2, 0, &img, err, sizeof(err));
 	CHECK(ret == -EEXIST, "host bits hid a conflict: %d '%s'", ret, err);
 	/* the same rule twice is harmless */
 	r[1] = r[0];
-	ret = rl_cls_compile(r, 2, &img, err, sizeof(err));
+	ret = rl_cls_compile(r, 2, 0, &img, err, sizeof(err));
 	CHECK(ret == 0, "a repeated rule: %d '%s'", ret, err);
 	rl_cls_image_free(&img);
 
 	r[0].plen = 33;
-	ret = rl_cls_compile(r, 1, &img, err, sizeof(err));
+	ret = rl_cls_compile(r, 1, 0, &img, err, sizeof(err));
 	CHECK(ret == -EINVAL && strstr(err, "33"), "/33: %d '%s'", ret, err);
 	r[0] = v4("10.0.0.0", 8, 0, RL_MAX_TENANTS);
-	ret = rl_cls_compile(r, 1, &img, err, sizeof(err));
+	ret = rl_cls_compile(r, 1, 0, &img, err, sizeof(err));
 	CHECK(ret == -EINVAL, "tenant slot out of range: %d '%s'", ret, err);
 
 	/* /32s spread so that each needs two tables of its own: the pool
@@ -241,9 +241,27 @@ static void check_errors(void)
 		many[i].addr[1] = i >> 8;
 		many[i].addr[2] = i & 0xff;
 	}
-	ret = rl_cls_compile(many, RL_CLS_GROUPS, &img, err, sizeof(err));
-	CHECK(ret == -ENOSPC && strstr(err, "full"), "a full table: %d '%s'",
-	      ret, err);
+	ret = rl_cls_compile(many, RL_CLS_GROUPS, 0, &img, err, sizeof(err));
+	CHECK(ret == -ENOSPC && strstr(err, "full") && strstr(err, "8 MiB"),
+	      "a full table: %d '%s'", ret, err);
+	/* a smaller classifier fills sooner; the same rules fit a bigger one */
+	ret = rl_cls_compile(many, 300, RL_CLS_GROUPS_MIN, &img, err,
+			     sizeof(err));
+	CHECK(ret == -ENOSPC && strstr(err, "1 MiB"),
+	      "300 spread /32s in the smallest classifier: %d '%s'", ret, err);
+	ret = rl_cls_compile(many, RL_CLS_GROUPS, 4 * RL_CLS_GROUPS, &img, err,
+			     sizeof(err));
+	CHECK(ret == 0, "a classifier four times the default: %d '%s'", ret,
+	      err);
+	if (!ret) {
+		CHECK(rl_cls_lookup(&img, AF_INET, many[RL_CLS_GROUPS - 1].addr,
+				    80) == 1, "the last /32 is not matched");
+		rl_cls_image_free(&img);
+	}
+	ret = rl_cls_compile(many, 1, RL_CLS_GROUPS_MIN - 1, &img, err,
+			     sizeof(err));
+	CHECK(ret == -EINVAL, "a classifier below the minimum: %d '%s'", ret,
+	      err);
 	free(many);
 }
 

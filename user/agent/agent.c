@@ -252,14 +252,22 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	}
 	e = kern_apply(a, a->tenants, a->n_tenants, next, n);
 	if (e) {
-		snprintf(err, POLICY_ERR_MAX, "couldn't update the kernel maps: %s",
-			 strerror(-e));
+		enum agent_code code = AGENT_INTERNAL;
+
+		if (e == -ENOSPC) {
+			/* too many rules: the operator's to fix, not ours */
+			snprintf(err, POLICY_ERR_MAX, "%s", a->kern.rules_err);
+			code = AGENT_INVALID;
+		} else {
+			snprintf(err, POLICY_ERR_MAX, "couldn't update the "
+				 "kernel maps: %s", strerror(-e));
+		}
 		kern_apply(a, next, n, a->tenants, a->n_tenants);
 		save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
 			    a->policy_version);
 		free(next);
 		free(tombs);
-		return AGENT_INTERNAL;
+		return code;
 	}
 	free(a->tombs);
 	a->tombs = tombs;

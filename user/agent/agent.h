@@ -35,6 +35,7 @@ struct agent_opts {
 	const char *metrics;
 	const char *state_dir;
 	const char *pin_dir;
+	uint32_t rule_memory_mib;	/* the classifier, both halves */
 };
 
 struct agent_sample {

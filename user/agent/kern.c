@@ -181,6 +181,18 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 	if (fd < 0)
 		return 0;	/* libbpf will say what is wrong with it */
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+	    map == k->skel->maps.cls && info.type == bpf_map__type(map) &&
+	    info.value_size == bpf_map__value_size(map) &&
+	    info.max_entries != bpf_map__max_entries(map)) {
+		log_error("couldn't adopt pinned map on '%s': the rules there "
+			  "have %u MiB and this agent was asked for %u MiB "
+			  "(--rule-memory). Start it with --rule-memory %u, or "
+			  "detach (rlctl detach IF) and start it again to resize",
+			  path, info.max_entries / 1024,
+			  bpf_map__max_entries(map) / 1024,
+			  info.max_entries / 1024);
+		err = -EINVAL;
+	} else if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
 	    (info.type != bpf_map__type(map) ||
 	     info.key_size != bpf_map__key_size(map) ||
 	     info.value_size != bpf_map__value_size(map) ||
@@ -200,8 +212,10 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 	return err;
 }
 
-int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
+int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
+	      uint32_t rule_memory_mib)
 {
+	uint32_t half = rule_memory_mib ? rule_memory_mib * 512 : RL_CLS_GROUPS;
 	struct bpf_map *map;
 	char path[PATH_MAX + 64];
 	char *vlog = NULL;
@@ -227,6 +241,14 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
 	if (!k->skel) {
 		err = -errno;
 		log_error("couldn't open BPF object on '%s': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
+	}
+	/* 1 KiB a group, two halves */
+	k->skel->rodata->cls_half = half;
+	err = bpf_map__set_max_entries(k->skel->maps.cls, 2 * half);
+	if (err) {
+		log_error("couldn't size map on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
 		goto cleanup;
 	}
@@ -297,7 +319,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc)
 	}
 	k->agent_len = (size_t)page;
 	err = rl_cls_map_open(&k->cls, bpf_map__fd(k->skel->maps.cls),
-			      bpf_map__fd(k->skel->maps.cls_state));
+			      bpf_map__fd(k->skel->maps.cls_state), half);
 	if (err) {
 		log_error("couldn't mmap map on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
@@ -873,26 +895,37 @@ int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 	struct rl_cls_rule *rules = NULL;
 	struct rl_cls_image img;
 	size_t n_rules = 0, cap = 0;
-	char msg[256];
+	char *msg = k->rules_err;
+	size_t msg_len = sizeof(k->rules_err);
 	int err = 0;
 
 	for (size_t b = 0; b < n && !err; b++)
 		err = rl_cls_rules_add(&rules, &n_rules, &cap, bs[b].t,
 				       bs[b].slot);
 	if (!err)
-		err = rl_cls_compile(rules, n_rules, &img, msg, sizeof(msg));
+		err = rl_cls_compile(rules, n_rules, k->cls.half, &img, msg,
+				     msg_len);
 	else
-		snprintf(msg, sizeof(msg), "out of memory");
+		snprintf(msg, msg_len, "out of memory");
 	free(rules);
+	if (err == -ENOSPC) {
+		size_t len = strlen(msg);
+
+		snprintf(msg + len, msg_len - len, "; the agent's --rule-memory "
+			 "sets the size");
+	}
 	if (err) {
 		log_error("couldn't compile %zu rules for '%s/cls': %s", n_rules,
 			  k->pin_dir, msg);
 		return err;
 	}
 	err = rl_cls_publish(&k->cls, &img);
-	if (err)
+	if (err) {
+		snprintf(msg, msg_len, "couldn't publish the rules: %s",
+			 strerror(-err));
 		log_error("couldn't publish rules on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
+	}
 	else
 		log_debug("published %zu rules (%u tables, %u port columns, %u "
 			  "port rows)", n_rules, img.n_groups, img.n_columns,

@@ -51,6 +51,7 @@ struct kern {
 	size_t agent_len;
 	uint64_t fail_agents;	/* divisor of the static fail share (>= 1) */
 	struct rl_cls_map cls;	/* the mmap'ed classifier */
+	char rules_err[256];	/* why kern_rules_sync() last failed */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -66,10 +67,13 @@ int kern_parse_mode(const char *s, enum kern_mode *out);
  * Locks pin_dir (creating it on bpffs), opens and loads the program,
  * reusing every map already pinned there and pinning the ones that were
  * not, pins the program, maps the tenant table.  Nothing is attached yet.
+ * The classifier gets rule_memory_mib MiB (both halves; 0: the default);
+ * pinned maps of another size are refused, naming both.
  * On a verifier rejection the tail of the verifier log is logged at error
  * level.  0 or -errno (logged); on failure k is left closed.
  */
-int kern_open(struct kern *k, const char *pin_dir, bool use_tc);
+int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
+	      uint32_t rule_memory_mib);
 
 /* Releases what kern_open took.  Attachments and pins stay: the kernel
  * keeps enforcing after the agent is gone. */
@@ -124,9 +128,11 @@ void kern_tenant_clear(struct kern *k, uint32_t slot);
 /* True if the kernel's slot is configured (mode not none). */
 bool kern_slot_live(const struct kern *k, uint32_t slot);
 
-/* Makes the four rule tries hold exactly the rules of bs[0..n): missing and
- * changed rules are written first, stale ones removed after, so a rule that
- * moves never leaves a gap.  0 or -errno (logged). */
+/* Makes the kernel classify by exactly the rules of bs[0..n): compiles them
+ * and publishes the result in one switch, so no SYN sees a mix of the old
+ * and new rules.  0 or -errno (logged, and worded for the operator in
+ * k->rules_err); on failure the previous rules stay in force.  -ENOSPC: the
+ * rules do not fit the classifier. */
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n);
 
 /* Sum over CPUs of a tenant's counters.  0 or -errno. */

@@ -48,6 +48,8 @@ static void usage(FILE *f)
 "  -s, --state-dir DIR         policy state (default " DEFAULT_STATE_DIR ")\n"
 "  -p, --pin-dir DIR           bpffs pins (default " DEFAULT_PIN_DIR ")\n"
 "  -l, --log-level LEVEL       error, warn, info or debug (default info)\n"
+"      --rule-memory MIB       kernel memory for the compiled rules, 2 to\n"
+"                              1024 (default 16); a change needs a detach\n"
 "\n"
 "Fleet mode (tokens leased from one global bucket per tenant in Redis):\n"
 "  -r, --redis ADDR            HOST:PORT, [IPV6]:PORT or unix:PATH; without it\n"
@@ -102,7 +104,7 @@ static int parse_ifaces(char *list, struct agent_opts *o)
 }
 
 /* A whole number from lo to hi.  0 or -EINVAL. */
-static int parse_ms(const char *s, unsigned long long lo, unsigned long long hi,
+static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
 		    uint64_t *out)
 {
 	unsigned long long v;
@@ -205,6 +207,7 @@ int main(int argc, char **argv)
 		{ "redis-timeout", required_argument, NULL, 'O' },
 		{ "heartbeat-stale", required_argument, NULL, 'H' },
 		{ "expected-agents", required_argument, NULL, 'N' },
+		{ "rule-memory", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent a = {
@@ -279,29 +282,39 @@ int main(int argc, char **argv)
 			bo.agent_id = optarg;
 			break;
 		case 'T':
-			if (parse_ms(optarg, 10, 3600000, &bo.lease_ttl_ms))
+			if (parse_uint(optarg, 10, 3600000, &bo.lease_ttl_ms))
 				return usage_error("invalid --lease-ttl '%s': expected "
 						   "milliseconds from 10 to 3600000",
 						   optarg);
 			break;
 		case 'O':
-			if (parse_ms(optarg, 1, 60000, &bo.timeout_ms))
+			if (parse_uint(optarg, 1, 60000, &bo.timeout_ms))
 				return usage_error("invalid --redis-timeout '%s': "
 						   "expected milliseconds from 1 to "
 						   "60000", optarg);
 			break;
 		case 'H':
-			if (parse_ms(optarg, 100, 3600000, &bo.stale_ms))
+			if (parse_uint(optarg, 100, 3600000, &bo.stale_ms))
 				return usage_error("invalid --heartbeat-stale '%s': "
 						   "expected milliseconds from 100 to "
 						   "3600000", optarg);
 			break;
 		case 'N':
-			if (parse_ms(optarg, 1, 100000, &bo.expected_agents))
+			if (parse_uint(optarg, 1, 100000, &bo.expected_agents))
 				return usage_error("invalid --expected-agents '%s': "
 						   "expected a count from 1 to 100000",
 						   optarg);
 			break;
+		case 'R': {
+			uint64_t mib;
+
+			if (parse_uint(optarg, 2, 1024, &mib))
+				return usage_error("invalid --rule-memory '%s': "
+						   "expected MiB from 2 to 1024",
+						   optarg);
+			a.opts.rule_memory_mib = (uint32_t)mib;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -374,7 +387,8 @@ int main(int argc, char **argv)
 	if (loop_new(0, &a.loop))
 		goto cleanup;
 
-	if (kern_open(&a.kern, a.opts.pin_dir, a.opts.mode == KERN_MODE_TC))
+	if (kern_open(&a.kern, a.opts.pin_dir, a.opts.mode == KERN_MODE_TC,
+		      a.opts.rule_memory_mib))
 		goto cleanup;
 	kern_opened = true;
 	a.kern.leased = bo.redis != NULL;

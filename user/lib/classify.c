@@ -39,7 +39,7 @@ struct cclass {
 
 struct compiler {
 	struct rl_cls_group *g;
-	uint32_t n_groups;
+	uint32_t n_groups, max_groups;
 	struct cclass *cls;
 	uint32_t n_cls, cap_cls;
 	uint32_t *index;	/* open addressing: class id + 1, 0 empty */
@@ -218,7 +218,7 @@ static int64_t alloc_groups(struct compiler *c, uint32_t n)
 {
 	uint32_t first = c->n_groups;
 
-	if (n > RL_CLS_GROUPS - c->n_groups)
+	if (n > c->max_groups - c->n_groups)
 		return -ENOSPC;
 	c->n_groups += n;
 	return first;
@@ -370,8 +370,8 @@ static int finish(struct compiler *c, struct rl_cls_image *img)
 		if (row < 0) {
 			err = fail(c, -ENOSPC, "the classifier is full: the rules "
 				   "need more than %u tables of %u entries (%u "
-				   "distinct ports)", RL_CLS_GROUPS,
-				   RL_CLS_FANOUT, n_cols);
+				   "MiB; %u distinct ports)", c->max_groups,
+				   RL_CLS_FANOUT, c->max_groups / 1024, n_cols);
 			goto out;
 		}
 		img->n_rows++;
@@ -409,10 +409,11 @@ out:
 	return err;
 }
 
-int rl_cls_compile(const struct rl_cls_rule *rules, size_t n,
+int rl_cls_compile(const struct rl_cls_rule *rules, size_t n, uint32_t half,
 		   struct rl_cls_image *img, char *err, size_t errlen)
 {
-	struct compiler c = { .err = err, .errlen = errlen };
+	struct compiler c = { .err = err, .errlen = errlen,
+			      .max_groups = half ? half : RL_CLS_GROUPS };
 	const struct rl_cls_rule **order = NULL;
 	struct rl_cls_rule *norm = NULL;
 	char buf[96], buf2[96];
@@ -421,7 +422,13 @@ int rl_cls_compile(const struct rl_cls_rule *rules, size_t n,
 	memset(img, 0, sizeof(*img));
 	if (err && errlen)
 		err[0] = '\0';
-	c.g = calloc(RL_CLS_GROUPS, sizeof(*c.g));
+	if (c.max_groups < RL_CLS_GROUPS_MIN || c.max_groups > RL_CLS_GROUPS_MAX) {
+		ret = fail(&c, -EINVAL, "%u tables is not a classifier size "
+			   "(%u to %u)", c.max_groups, RL_CLS_GROUPS_MIN,
+			   RL_CLS_GROUPS_MAX);
+		goto out;
+	}
+	c.g = calloc(c.max_groups, sizeof(*c.g));
 	norm = calloc(n ? n : 1, sizeof(*norm));
 	order = calloc(n ? n : 1, sizeof(*order));
 	if (!c.g || !norm || !order) {
@@ -470,9 +477,9 @@ int rl_cls_compile(const struct rl_cls_rule *rules, size_t n,
 		ret = insert(&c, order[i]);
 		if (ret == -ENOSPC) {
 			fail(&c, ret, "the classifier is full at %s: the rules "
-			     "need more than %u tables of %u entries",
+			     "need more than %u tables of %u entries (%u MiB)",
 			     rule_str(order[i], buf2, sizeof(buf2)),
-			     RL_CLS_GROUPS, RL_CLS_FANOUT);
+			     c.max_groups, RL_CLS_FANOUT, c.max_groups / 1024);
 			goto out;
 		}
 		if (ret) {
@@ -538,38 +545,45 @@ void rl_cls_image_free(struct rl_cls_image *img)
 	memset(img, 0, sizeof(*img));
 }
 
-static uint32_t entry(const struct rl_cls_group *half, uint32_t group,
+static uint32_t entry(const struct rl_cls_image *img, uint32_t group,
 		      uint32_t idx)
 {
-	return group < RL_CLS_GROUPS ? half[group].e[idx & 0xff] : RL_CLS_NONE;
+	return group < img->n_groups ? img->groups[group].e[idx & 0xff] :
+				       RL_CLS_NONE;
 }
 
-int rl_cls_lookup(const struct rl_cls_group *half, int family,
+int rl_cls_lookup(const struct rl_cls_image *img, int family,
 		  const uint8_t *a, uint16_t port)
 {
 	int bytes = family == AF_INET ? 4 : 16;
 	uint32_t e;
 
-	e = entry(half, (family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + a[0],
+	e = entry(img, (family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + a[0],
 		  a[1]);
 	for (int i = 2; i < bytes && RL_CLS_TYPE(e) == RL_CLS_T_GROUP; i++)
-		e = entry(half, RL_CLS_VAL(e), a[i]);
+		e = entry(img, RL_CLS_VAL(e), a[i]);
 	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
-		uint32_t col = entry(half, RL_CLS_PORTS + (port >> 8), port);
+		uint32_t col = entry(img, RL_CLS_PORTS + (port >> 8), port);
 
-		e = entry(half, RL_CLS_VAL(e) + (col >> 8), col);
+		e = entry(img, RL_CLS_VAL(e) + (col >> 8), col);
 	}
 	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
 }
 
-#define CLS_MAP_BYTES	(2ul * RL_CLS_GROUPS * sizeof(struct rl_cls_group))
+static size_t map_bytes(uint32_t half)
+{
+	return 2ul * half * sizeof(struct rl_cls_group);
+}
 
-int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd)
+int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd,
+		    uint32_t half)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *g, *s;
 
-	g = mmap(NULL, CLS_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+	if (!half)
+		half = RL_CLS_GROUPS;
+	g = mmap(NULL, map_bytes(half), PROT_READ | PROT_WRITE, MAP_SHARED,
 		 cls_fd, 0);
 	if (g == MAP_FAILED)
 		return -errno;
@@ -577,18 +591,19 @@ int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd)
 	if (s == MAP_FAILED) {
 		int err = -errno;
 
-		munmap(g, CLS_MAP_BYTES);
+		munmap(g, map_bytes(half));
 		return err;
 	}
 	m->groups = g;
 	m->state = s;
+	m->half = half;
 	return 0;
 }
 
 void rl_cls_map_close(struct rl_cls_map *m)
 {
 	if (m->groups)
-		munmap(m->groups, CLS_MAP_BYTES);
+		munmap(m->groups, map_bytes(m->half));
 	if (m->state)
 		munmap(m->state, sysconf(_SC_PAGESIZE));
 	m->groups = NULL;
@@ -610,11 +625,11 @@ int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
 	uint32_t cur, next;
 
 	if (!m->groups || !img->groups || img->n_groups < RL_CLS_POOL ||
-	    img->n_groups > RL_CLS_GROUPS)
+	    img->n_groups > m->half)
 		return -EINVAL;
 	cur = __atomic_load_n(&m->state->active, __ATOMIC_ACQUIRE) & 1;
 	next = cur ^ 1;
-	memcpy(m->groups + (size_t)next * RL_CLS_GROUPS, img->groups,
+	memcpy(m->groups + (size_t)next * m->half, img->groups,
 	       (size_t)img->n_groups * sizeof(*img->groups));
 	__atomic_fetch_add(&m->state->generation, 1, __ATOMIC_RELAXED);
 	/* The release store orders the table before the switch to it. */

@@ -29,11 +29,12 @@ struct rl_cls_image {
 };
 
 /*
- * Compiles n rules.  Two rules for the same prefix and port (or both any
- * port) must name the same tenant.  0, or -EINVAL (a bad rule) / -EEXIST (a
- * conflict) / -ENOSPC (the table is full) / -ENOMEM with a message in err.
+ * Compiles n rules into at most `half` groups (0: RL_CLS_GROUPS).  Two rules
+ * for the same prefix and port (or both any port) must name the same tenant.
+ * 0, or -EINVAL (a bad rule) / -EEXIST (a conflict) / -ENOSPC (the table is
+ * full) / -ENOMEM with a message in err.
  */
-int rl_cls_compile(const struct rl_cls_rule *rules, size_t n,
+int rl_cls_compile(const struct rl_cls_rule *rules, size_t n, uint32_t half,
 		   struct rl_cls_image *img, char *err, size_t errlen);
 void rl_cls_image_free(struct rl_cls_image *img);
 
@@ -47,17 +48,22 @@ struct policy_tenant;
 int rl_cls_rules_add(struct rl_cls_rule **rules, size_t *n, size_t *cap,
 		     const struct policy_tenant *t, uint32_t slot);
 
-/* The kernel's walk over one half, in user space: the tenant, or -1. */
-int rl_cls_lookup(const struct rl_cls_group *half, int family,
+/* The kernel's walk over a compiled image, in user space: the tenant, or
+ * -1. */
+int rl_cls_lookup(const struct rl_cls_image *img, int family,
 		  const uint8_t *addr, uint16_t port);
 
 /* The `cls` and `cls_state` maps, mapped into this process. */
 struct rl_cls_map {
 	struct rl_cls_group *groups;	/* both halves */
 	struct rl_cls_state *state;
+	uint32_t half;			/* groups per half */
 };
 
-int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd);
+/* Maps `cls` (2 x half groups, half as the program was loaded with; 0:
+ * RL_CLS_GROUPS) and `cls_state`.  0 or -errno. */
+int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd,
+		    uint32_t half);
 void rl_cls_map_close(struct rl_cls_map *m);
 
 /*

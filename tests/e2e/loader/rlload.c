@@ -57,14 +57,14 @@ static int add_rules(struct rlgate_bpf *skel, const struct policy_tenant *t,
 		fprintf(stderr, "Error: couldn't add rules: %s\n", strerror(-err));
 		return err;
 	}
-	err = rl_cls_compile(rules, n, &img, msg, sizeof(msg));
+	err = rl_cls_compile(rules, n, 0, &img, msg, sizeof(msg));
 	free(rules);
 	if (err) {
 		fprintf(stderr, "Error: couldn't compile rules: %s\n", msg);
 		return err;
 	}
 	err = rl_cls_map_open(&cls, bpf_map__fd(skel->maps.cls),
-			      bpf_map__fd(skel->maps.cls_state));
+			      bpf_map__fd(skel->maps.cls_state), 0);
 	if (!err)
 		err = rl_cls_publish(&cls, &img);
 	if (err)
