@@ -188,7 +188,7 @@ EOF
 }
 
 @test "rules beyond --rule-memory are refused whole, naming the rule; earlier rules keep enforcing; another size on restart is refused" {
-	local out rc=0 list
+	local out rc=0 list page
 
 	agent_start --rule-memory 2
 	rl tenant set act --rate 1/h --burst 3 --match "$(prefixes c1)" --action rst
@@ -203,6 +203,11 @@ EOF
 	[[ $out == *"classifier is full at 2001:db8:"*"/128"*"--rule-memory"* ]] ||
 		{ echo "the error does not name the rule and the option" >&2; return 1; }
 	expect_eq "policy after the refused set" "$(tenants_json)" "$POLICY"
+	# the metrics say how full the classifier is: the fixed 768 tables and
+	# the few the one tenant's rule takes, of 1,024
+	page=$(metrics s1)
+	expect_eq "rlgate_rule_tables_max" "$(metric_value rlgate_rule_tables_max "$page")" 1024
+	expect_between "rlgate_rule_tables" "$(metric_value rlgate_rule_tables "$page")" 768 800
 
 	# the tenant set before it still classifies and limits
 	run_loadgen_json c1 --rate 20 --duration 0.5 --timeout 500 "$(lab_target s1 "$PORT" 4)"

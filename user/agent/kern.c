@@ -926,10 +926,12 @@ int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 		log_error("couldn't publish rules on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
 	}
-	else
+	else {
+		k->cls_used = img.n_groups;
 		log_debug("published %zu rules (%u tables, %u port columns, %u "
 			  "port rows)", n_rules, img.n_groups, img.n_columns,
 			  img.n_rows);
+	}
 	rl_cls_image_free(&img);
 	return err;
 }

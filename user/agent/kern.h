@@ -52,6 +52,7 @@ struct kern {
 	uint64_t fail_agents;	/* divisor of the static fail share (>= 1) */
 	struct rl_cls_map cls;	/* the mmap'ed classifier */
 	char rules_err[256];	/* why kern_rules_sync() last failed */
+	uint32_t cls_used;	/* groups the rules in force take */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */

@@ -303,6 +303,12 @@ static int render(struct agent *a, char **buf, size_t *len)
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");
 	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);
+	header(f, "rlgate_rule_tables", "gauge",
+	       "Tables of 256 entries the compiled rules take.");
+	fprintf(f, "rlgate_rule_tables %u\n", a->kern.cls_used);
+	header(f, "rlgate_rule_tables_max", "gauge",
+	       "Tables the classifier holds (--rule-memory).");
+	fprintf(f, "rlgate_rule_tables_max %u\n", a->kern.cls.half);
 
 	for (unsigned int i = 0; i < a->kern.n_ifaces; i++) {
 		if (i)
