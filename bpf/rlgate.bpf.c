@@ -20,6 +20,9 @@
 const volatile __u64 retrans_window_ns = RL_DEFAULT_RETRANS_WINDOW_NS;
 /* Groups per half of `cls`, whose max_entries the loader sets to twice it. */
 const volatile __u32 cls_half = RL_CLS_GROUPS;
+/* log2 of `flow_cache_cpu`'s slots, whose max_entries the loader sets to
+ * match (rl_flow_bits()). */
+const volatile __u32 flow_bits = RL_FLOW_BITS;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -66,7 +69,7 @@ struct {
  * multiply-hash and one cache line, on this CPU only (see rlgate.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, RL_FLOW_SLOTS);
+	__uint(max_entries, 1u << RL_FLOW_BITS);
 	__type(key, __u32);
 	__type(value, struct rl_flow_slot);
 } flow_cache_cpu SEC(".maps");
@@ -480,7 +483,7 @@ static __always_inline bool flow_equal(const struct rl_flow *a,
 /* The slot this flow lives in on this CPU, if it was admitted here. */
 static __always_inline struct rl_flow_slot *flow_slot(const struct rl_flow *f)
 {
-	__u32 idx = rl_flow_hash(f);
+	__u32 idx = rl_flow_hash(f, flow_bits);
 
 	return bpf_map_lookup_elem(&flow_cache_cpu, &idx);
 }

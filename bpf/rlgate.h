@@ -12,7 +12,11 @@
 #endif
 
 #define RL_MAX_TENANTS		4096
-#define RL_FLOW_SLOTS		16384	/* `flow_cache_cpu`, per CPU; a power of two */
+/* `flow_cache_cpu` holds 2^bits slots per CPU: RL_FLOW_BITS unless the
+ * loader picks fewer for a machine with many CPUs (rl_flow_bits()). */
+#define RL_FLOW_BITS		14	/* 16,384 slots, 1 MiB per CPU */
+#define RL_FLOW_BITS_MIN	11	/* 2,048 slots, 128 KiB per CPU */
+#define RL_FLOW_SLOTS_TOTAL	(1u << 17)	/* what rl_flow_bits() aims at */
 #define RL_EVENTS_BYTES		(64 * 1024)
 
 #define RL_NSEC_PER_SEC		1000000000ULL
@@ -210,15 +214,15 @@ struct rl_flow_slot {
 };
 
 /*
- * The slot of `flow_cache_cpu` a flow lives in: the top bits of a sum of products
- * of the key's six words, which depend on every bit of the key.  Shared so
- * that tests can find flows that collide.  Not keyed: aiming at the slot of
+ * The slot of `flow_cache_cpu` a flow lives in, of 2^bits: the top bits of a
+ * sum of products of the key's six words, which depend on every bit of the
+ * key.  Shared so that tests can find flows that collide.  Not keyed: aiming at the slot of
  * a flow someone else admitted needs its ISN, and filling slots at random
  * only does what any flood does to a cache of recent flows.
  */
 typedef __u64 __attribute__((may_alias)) rl_flow_word;
 
-static inline __u32 rl_flow_hash(const struct rl_flow *f)
+static inline __u32 rl_flow_hash(const struct rl_flow *f, __u32 bits)
 {
 	const rl_flow_word *w = (const rl_flow_word *)f;
 	__u64 h;
@@ -228,7 +232,21 @@ static inline __u32 rl_flow_hash(const struct rl_flow *f)
 	    w[4] * 0xff51afd7ed558ccdULL + w[5];
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ULL;
-	return h >> (64 - __builtin_ctz(RL_FLOW_SLOTS));
+	return h >> (64 - bits);
+}
+
+/* Slots per CPU as a power of two: about RL_FLOW_SLOTS_TOTAL over all CPUs
+ * (a flow is remembered on its own CPU, and traffic spreads over them), so
+ * the cache costs about 8 MiB on any machine, between RL_FLOW_BITS_MIN and
+ * RL_FLOW_BITS per CPU. */
+static inline __u32 rl_flow_bits(int ncpus)
+{
+	__u32 bits = RL_FLOW_BITS;
+
+	while (bits > RL_FLOW_BITS_MIN && ncpus > 0 &&
+	       ((__u64)ncpus << bits) > RL_FLOW_SLOTS_TOTAL)
+		bits--;
+	return bits;
 }
 
 /* Events on the `events` ring buffer. */

@@ -1377,10 +1377,10 @@ static int scen_flow_collision(const void *arg)
 	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 2);
 
 	syn_flow(1000, 0xabcd, &a);
-	idx = rl_flow_hash(&a);
+	idx = rl_flow_hash(&a, RL_FLOW_BITS);
 	for (seq = 1; seq < (1u << 24); seq++) {
 		syn_flow(1001, seq, &b);
-		if (rl_flow_hash(&b) == idx)
+		if (rl_flow_hash(&b, RL_FLOW_BITS) == idx)
 			break;
 	}
 	if (seq == 1u << 24) {
@@ -1440,7 +1440,7 @@ static int scen_flow_per_cpu(const void *arg)
 		return T_FAIL;
 	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 2);
 	syn_flow(1000, 77, &a);
-	idx = rl_flow_hash(&a);
+	idx = rl_flow_hash(&a, RL_FLOW_BITS);
 
 	if (send_syn(&in, 1000, 77, &v[0]))
 		ok = false;

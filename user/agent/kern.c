@@ -216,6 +216,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	      uint32_t rule_memory_mib)
 {
 	uint32_t half = rule_memory_mib ? rule_memory_mib * 512 : RL_CLS_GROUPS;
+	uint32_t flow_bits;
 	struct bpf_map *map;
 	char path[PATH_MAX + 64];
 	char *vlog = NULL;
@@ -250,6 +251,16 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	if (err) {
 		log_error("couldn't size map on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
+		goto cleanup;
+	}
+	/* The same for every start until reboot, as the pins are. */
+	flow_bits = rl_flow_bits(libbpf_num_possible_cpus());
+	k->skel->rodata->flow_bits = flow_bits;
+	err = bpf_map__set_max_entries(k->skel->maps.flow_cache_cpu,
+				       1u << flow_bits);
+	if (err) {
+		log_error("couldn't size map on '%s/flow_cache_cpu': %s",
+			  k->pin_dir, strerror(-err));
 		goto cleanup;
 	}
 	/* Every map by its name under the pin dir: libbpf reuses a pinned map
