@@ -64,6 +64,24 @@ struct {
 	__type(value, struct rl_cls_state);
 } cls_state SEC(".maps");
 
+/* Never read by the program.  Updating a map-in-map waits until every
+ * program that could still hold the old value has returned (an RCU grace
+ * period): after switching `cls_state.active`, user space updates this one
+ * to learn that no walk of the old half is left. */
+struct cls_sync_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct cls_sync_inner);
+} cls_sync SEC(".maps");
+
 /* Direct-mapped rather than an LRU hash: an LRU insert (locking, eviction,
  * a 48-byte jhash) cost hundreds of ns per admitted SYN; a slot here is one
  * multiply-hash and one cache line, on this CPU only (see rlgate.h). */

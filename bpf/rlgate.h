@@ -122,6 +122,7 @@ struct rl_stats {
  * (RL_CLS_GROUPS unless the loader sets another size, which it must also
  * give the map); `cls_state.active` names the half the kernel reads.  User space
  * writes the other half, flips `active`, then waits for an RCU grace period
+ * (by updating `cls_sync`, a map-in-map)
  * before it may write the old half again, so a walk never sees a half-built
  * table.  Within a half:
  *

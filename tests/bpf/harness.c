@@ -28,7 +28,7 @@ int world_init(struct world *w, struct bpf_object *obj)
 {
 	struct bpf_map *tm;
 	long page = sysconf(_SC_PAGESIZE);
-	int cls_fd, cls_state_fd, err;
+	int cls_fd, cls_state_fd, cls_sync_fd, err;
 	void *p;
 
 	memset(w, 0, sizeof(*w));
@@ -42,11 +42,13 @@ int world_init(struct world *w, struct bpf_object *obj)
 	w->flow_cache_fd = map_fd(obj, "flow_cache_cpu");
 	cls_fd = map_fd(obj, "cls");
 	cls_state_fd = map_fd(obj, "cls_state");
+	cls_sync_fd = map_fd(obj, "cls_sync");
 	tm = bpf_object__find_map_by_name(obj, "tenants");
 	if (!tm || w->stats_fd < 0 || w->counters_fd < 0 || w->events_fd < 0 ||
-	    w->flow_cache_fd < 0 || cls_fd < 0 || cls_state_fd < 0)
+	    w->flow_cache_fd < 0 || cls_fd < 0 || cls_state_fd < 0 ||
+	    cls_sync_fd < 0)
 		return -ENOENT;
-	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd, 0);
+	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd, cls_sync_fd, 0);
 	if (err) {
 		fprintf(stderr, "couldn't mmap map 'cls': %s\n", strerror(-err));
 		return err;

@@ -330,7 +330,8 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	}
 	k->agent_len = (size_t)page;
 	err = rl_cls_map_open(&k->cls, bpf_map__fd(k->skel->maps.cls),
-			      bpf_map__fd(k->skel->maps.cls_state), half);
+			      bpf_map__fd(k->skel->maps.cls_state),
+			      bpf_map__fd(k->skel->maps.cls_sync), half);
 	if (err) {
 		log_error("couldn't mmap map on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));

@@ -17,8 +17,7 @@
 #include <arpa/inet.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <linux/membarrier.h>
+#include <bpf/bpf.h>
 
 #include "classify.h"
 #include "policy.h"
@@ -576,27 +575,40 @@ static size_t map_bytes(uint32_t half)
 }
 
 int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd,
-		    uint32_t half)
+		    int sync_fd, uint32_t half)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *g, *s;
+	int inner;
 
 	if (!half)
 		half = RL_CLS_GROUPS;
+	/* what cls_sync holds: an array like its template */
+	inner = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cls_sync_inner", 4, 4, 1,
+			       NULL);
+	if (inner < 0)
+		return -errno;
 	g = mmap(NULL, map_bytes(half), PROT_READ | PROT_WRITE, MAP_SHARED,
 		 cls_fd, 0);
-	if (g == MAP_FAILED)
-		return -errno;
+	if (g == MAP_FAILED) {
+		int err = -errno;
+
+		close(inner);
+		return err;
+	}
 	s = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, state_fd, 0);
 	if (s == MAP_FAILED) {
 		int err = -errno;
 
 		munmap(g, map_bytes(half));
+		close(inner);
 		return err;
 	}
 	m->groups = g;
 	m->state = s;
 	m->half = half;
+	m->sync_fd = sync_fd;
+	m->inner_fd = inner;
 	return 0;
 }
 
@@ -606,27 +618,42 @@ void rl_cls_map_close(struct rl_cls_map *m)
 		munmap(m->groups, map_bytes(m->half));
 	if (m->state)
 		munmap(m->state, sysconf(_SC_PAGESIZE));
+	if (m->groups && m->inner_fd >= 0)
+		close(m->inner_fd);
 	m->groups = NULL;
 	m->state = NULL;
+	m->inner_fd = -1;
 }
 
-/* Waits until every BPF program that started before now has returned: XDP
- * and tc programs run inside RCU read-side sections, and a global membarrier
- * is a synchronize_rcu().  Where it is not available (nohz_full kernels), a
- * pause far longer than any program runs. */
-static void grace_period(void)
+/* Waits until every BPF program that started before now has returned: the
+ * kernel does that before an update of a map-in-map returns, so that user
+ * space knows no program still uses the old value.  (The value stored is
+ * always the same; only the wait matters.) */
+static int grace_period(struct rl_cls_map *m)
 {
-	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
-		usleep(100 * 1000);
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(m->sync_fd, &zero, &m->inner_fd, BPF_ANY))
+		return -errno;
+	return 0;
 }
 
 int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
 {
 	uint32_t cur, next;
+	int err;
 
 	if (!m->groups || !img->groups || img->n_groups < RL_CLS_POOL ||
 	    img->n_groups > m->half)
 		return -EINVAL;
+	/* The half about to be written may still be read until the grace
+	 * period of the last switch is over. */
+	if (m->unsynced) {
+		err = grace_period(m);
+		if (err)
+			return err;
+		m->unsynced = false;
+	}
 	cur = __atomic_load_n(&m->state->active, __ATOMIC_ACQUIRE) & 1;
 	next = cur ^ 1;
 	memcpy(m->groups + (size_t)next * m->half, img->groups,
@@ -634,6 +661,9 @@ int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
 	__atomic_fetch_add(&m->state->generation, 1, __ATOMIC_RELAXED);
 	/* The release store orders the table before the switch to it. */
 	__atomic_store_n(&m->state->active, next, __ATOMIC_RELEASE);
-	grace_period();
-	return 0;
+	/* Switched: the kernel reads the new rules whatever happens next.  A
+	 * failed wait is reported, and owed before the next write. */
+	err = grace_period(m);
+	m->unsynced = err != 0;
+	return err;
 }

@@ -7,6 +7,7 @@
 #ifndef RL_CLASSIFY_H
 #define RL_CLASSIFY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,17 +54,20 @@ int rl_cls_rules_add(struct rl_cls_rule **rules, size_t *n, size_t *cap,
 int rl_cls_lookup(const struct rl_cls_image *img, int family,
 		  const uint8_t *addr, uint16_t port);
 
-/* The `cls` and `cls_state` maps, mapped into this process. */
+/* The `cls` and `cls_state` maps, mapped into this process, and what waits
+ * for a grace period: `cls_sync` and an inner map to store into it. */
 struct rl_cls_map {
 	struct rl_cls_group *groups;	/* both halves */
 	struct rl_cls_state *state;
 	uint32_t half;			/* groups per half */
+	int sync_fd, inner_fd;
+	bool unsynced;			/* a switch whose grace period failed */
 };
 
 /* Maps `cls` (2 x half groups, half as the program was loaded with; 0:
- * RL_CLS_GROUPS) and `cls_state`.  0 or -errno. */
+ * RL_CLS_GROUPS) and `cls_state`; sync_fd is `cls_sync`.  0 or -errno. */
 int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd,
-		    uint32_t half);
+		    int sync_fd, uint32_t half);
 void rl_cls_map_close(struct rl_cls_map *m);
 
 /*

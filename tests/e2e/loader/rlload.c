@@ -64,7 +64,8 @@ static int add_rules(struct rlgate_bpf *skel, const struct policy_tenant *t,
 		return err;
 	}
 	err = rl_cls_map_open(&cls, bpf_map__fd(skel->maps.cls),
-			      bpf_map__fd(skel->maps.cls_state), 0);
+			      bpf_map__fd(skel->maps.cls_state),
+			      bpf_map__fd(skel->maps.cls_sync), 0);
 	if (!err)
 		err = rl_cls_publish(&cls, &img);
 	if (err)
