@@ -265,9 +265,46 @@ static void check_errors(void)
 	free(many);
 }
 
+/* More distinct ports than a table has entries: port rows span several
+ * tables, and the column of every port is found in them. */
+static void check_wide_rows(void)
+{
+	static struct rl_cls_rule rules[702];
+	struct rl_cls_image img;
+	size_t n = 0;
+	char err[256];
+	int bad = 0;
+
+	rules[n++] = v4("10.0.0.0", 8, 0, 1);
+	rules[n++] = v4("10.9.0.0", 16, 0, 2);
+	for (uint16_t p = 1; p <= 700; p++)
+		rules[n++] = v4("10.0.0.0", 16, p * 7, 3 + p % 50);
+	CHECK(rl_cls_compile(rules, n, 0, &img, err, sizeof(err)) == 0,
+	      "compile 700 port rules: %s", err);
+	if (!img.groups)
+		return;
+	CHECK(img.n_columns == 700, "%u columns, want 700", img.n_columns);
+	for (uint32_t port = 0; port <= 6000; port++) {
+		static const char *const src[] = { "10.0.3.4", "10.9.3.4",
+						   "10.1.3.4" };
+
+		for (int s = 0; s < 3; s++) {
+			struct rl_cls_rule a = v4(src[s], 32, 0, 0);
+			int want = reference(rules, n, AF_INET, a.addr, port);
+			int got = rl_cls_lookup(&img, AF_INET, a.addr, port);
+
+			if (got != want && bad++ < 5)
+				CHECK(got == want, "%s port %u: tenant %d, want "
+				      "%d", src[s], port, got, want);
+		}
+	}
+	rl_cls_image_free(&img);
+}
+
 int main(void)
 {
 	check_cases();
+	check_wide_rows();
 	check_errors();
 	for (int i = 0; i < 20; i++) {
 		check_random(AF_INET, 20 + rnd() % 300, 5000);

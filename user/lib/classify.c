@@ -71,11 +71,18 @@ static uint32_t class_hash(int64_t any, const struct cport *p, uint32_t n)
 	return (uint32_t)(h ^ (h >> 32));
 }
 
+/* Field by field: struct cport has padding, which memcmp would read. */
 static bool class_equal(const struct cclass *k, int64_t any,
 			const struct cport *p, uint32_t n)
 {
-	return k->any == any && k->n_ports == n &&
-	       (!n || !memcmp(k->ports, p, n * sizeof(*p)));
+	if (k->any != any || k->n_ports != n)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (k->ports[i].port != p[i].port ||
+		    k->ports[i].plen != p[i].plen ||
+		    k->ports[i].tenant != p[i].tenant)
+			return false;
+	return true;
 }
 
 static int index_grow(struct compiler *c)
@@ -141,43 +148,53 @@ static int64_t intern(struct compiler *c, int64_t any, const struct cport *p,
 	return c->n_cls++;
 }
 
-/* The class an entry of class `id` becomes once rule r, no shorter than any
- * rule painted before it, is painted over it.  < 0: -errno */
+/*
+ * The class an entry of class `id` becomes once the rules run[0..n) of one
+ * prefix, no shorter than any painted before them, are painted over it.
+ * The run is sorted by port, its any-port rule (port 0) first if it has one.
+ * One merge per prefix, not per rule: a prefix with thousands of port rules
+ * makes one class, not thousands of growing ones.  < 0: -errno
+ */
 static int64_t merge(struct compiler *c, uint32_t id,
-		     const struct rl_cls_rule *r)
+		     const struct rl_cls_rule *const *run, size_t n)
 {
 	const struct cclass *k = &c->cls[id];
-	uint32_t n = 0, kn = k->n_ports;
+	uint32_t kn = k->n_ports, i = 0, m = 0;
+	unsigned int plen = run[0]->plen;
+	bool has_any = run[0]->port == 0;
+	int64_t any = has_any ? run[0]->tenant : k->any, out;
+	size_t j = has_any;
 	struct cport *p;
-	int64_t out;
 
-	p = malloc((kn + 1) * sizeof(*p));
+	p = calloc(kn + n, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	if (!r->port) {
-		/* Only port rules as long as this one still beat it. */
-		for (uint32_t i = 0; i < kn; i++)
-			if (k->ports[i].plen >= r->plen)
-				p[n++] = k->ports[i];
-		out = intern(c, r->tenant, p, n);
-	} else {
-		uint32_t i = 0;
-
-		while (i < kn && k->ports[i].port < r->port)
-			p[n++] = k->ports[i++];
-		p[n++] = (struct cport){ r->port, (uint8_t)r->plen, r->tenant };
-		if (i < kn && k->ports[i].port == r->port)
+	while (i < kn || j < n) {
+		/* An any-port rule leaves only port rules as long as it. */
+		if (i < kn && has_any && k->ports[i].plen < plen) {
 			i++;
-		while (i < kn)
-			p[n++] = k->ports[i++];
-		out = intern(c, k->any, p, n);
+			continue;
+		}
+		if (j < n && (i >= kn || run[j]->port <= k->ports[i].port)) {
+			if (i < kn && k->ports[i].port == run[j]->port)
+				i++;
+			p[m].port = run[j]->port;
+			p[m].plen = (uint8_t)plen;
+			p[m].tenant = run[j]->tenant;
+			m++;
+			j++;
+		} else {
+			p[m++] = k->ports[i++];
+		}
 	}
+	out = intern(c, any, p, m);
 	free(p);
 	return out;
 }
 
 struct painter {
-	const struct rl_cls_rule *rule;
+	const struct rl_cls_rule *const *run;	/* one prefix's rules */
+	size_t n;
 	uint32_t last_in, last_out;	/* neighbouring entries share classes */
 	bool have_last;
 };
@@ -203,7 +220,7 @@ static int paint(struct compiler *c, struct painter *pt, uint32_t group,
 		*e = pt->last_out;
 		return 0;
 	}
-	out = merge(c, *e, pt->rule);
+	out = merge(c, *e, pt->run, pt->n);
 	if (out < 0)
 		return (int)out;
 	pt->last_in = *e;
@@ -254,9 +271,12 @@ static const char *rule_str(const struct rl_cls_rule *r, char *buf, size_t len)
 	return buf;
 }
 
-static int insert(struct compiler *c, const struct rl_cls_rule *r)
+/* Paints the rules run[0..n) of one prefix over the addresses it covers. */
+static int insert(struct compiler *c, const struct rl_cls_rule *const *run,
+		  size_t n)
 {
-	struct painter pt = { .rule = r };
+	struct painter pt = { .run = run, .n = n };
+	const struct rl_cls_rule *r = run[0];
 	uint32_t root = r->family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6;
 	const uint8_t *a = r->addr;
 	unsigned int depth;
@@ -291,20 +311,26 @@ static int insert(struct compiler *c, const struct rl_cls_rule *r)
 	return (int)g;
 }
 
-/* Rules shortest first (merge() relies on it); then in any stable order:
- * the result does not depend on it. */
-static int rule_cmp(const void *x, const void *y)
+/* Rules by prefix, shortest first (merge() relies on it), then by port:
+ * one prefix's rules are neighbours, its any-port rule first. */
+static int prefix_cmp(const struct rl_cls_rule *a, const struct rl_cls_rule *b)
 {
-	const struct rl_cls_rule *a = *(const struct rl_cls_rule *const *)x;
-	const struct rl_cls_rule *b = *(const struct rl_cls_rule *const *)y;
-
 	if (a->plen != b->plen)
 		return a->plen < b->plen ? -1 : 1;
 	if (a->family != b->family)
 		return a->family < b->family ? -1 : 1;
-	if (a->port != b->port)
-		return a->port < b->port ? -1 : 1;
 	return memcmp(a->addr, b->addr, 16);
+}
+
+static int rule_cmp(const void *x, const void *y)
+{
+	const struct rl_cls_rule *a = *(const struct rl_cls_rule *const *)x;
+	const struct rl_cls_rule *b = *(const struct rl_cls_rule *const *)y;
+	int d = prefix_cmp(a, b);
+
+	if (d)
+		return d;
+	return (a->port > b->port) - (a->port < b->port);
 }
 
 static int port_cmp(const void *x, const void *y)
@@ -319,7 +345,7 @@ static int finish(struct compiler *c, struct rl_cls_image *img)
 {
 	uint32_t trie_end = c->n_groups, n_cols = 0, width, per_row;
 	uint16_t *cols = NULL;
-	uint32_t n_all = 0;
+	size_t n_all = 0, n_rows = 0;
 	int err = 0;
 
 	for (uint32_t g = 0; g < trie_end; g++) {
@@ -331,6 +357,7 @@ static int finish(struct compiler *c, struct rl_cls_image *img)
 			if (RL_CLS_TYPE(e) != RL_CLS_T_GROUP && !c->cls[e].used) {
 				c->cls[e].used = true;
 				n_all += c->cls[e].n_ports;
+				n_rows += c->cls[e].n_ports != 0;
 			}
 		}
 	}
@@ -352,6 +379,15 @@ static int finish(struct compiler *c, struct rl_cls_image *img)
 	}
 	width = n_cols + 1;
 	per_row = (width + RL_CLS_FANOUT - 1) / RL_CLS_FANOUT;
+	if (n_rows * per_row > c->max_groups - c->n_groups) {
+		err = fail(c, -ENOSPC, "the classifier is full: the rules need "
+			   "%zu more tables of %u entries for their %u distinct "
+			   "ports, and %u of %u are left (%u MiB)",
+			   n_rows * per_row, RL_CLS_FANOUT, n_cols,
+			   c->max_groups - c->n_groups, c->max_groups,
+			   c->max_groups / 1024);
+		goto out;
+	}
 
 	for (uint32_t id = 0; id < c->n_cls; id++) {
 		struct cclass *k = &c->cls[id];
@@ -365,25 +401,21 @@ static int finish(struct compiler *c, struct rl_cls_image *img)
 			k->enc = any;
 			continue;
 		}
-		row = alloc_groups(c, per_row);
+		row = alloc_groups(c, per_row);	/* room checked above */
 		if (row < 0) {
-			err = fail(c, -ENOSPC, "the classifier is full: the rules "
-				   "need more than %u tables of %u entries (%u "
-				   "MiB; %u distinct ports)", c->max_groups,
-				   RL_CLS_FANOUT, c->max_groups / 1024, n_cols);
+			err = (int)row;
 			goto out;
 		}
 		img->n_rows++;
-		for (uint32_t col = 0; col < width; col++) {
-			uint32_t v = any;
-
-			if (col) {
-				for (uint32_t i = 0; i < k->n_ports; i++)
-					if (k->ports[i].port == cols[col - 1])
-						v = RL_CLS_ENTRY(RL_CLS_T_TENANT,
-								 k->ports[i].tenant);
-			}
-			c->g[row + col / RL_CLS_FANOUT].e[col % RL_CLS_FANOUT] = v;
+		/* the any-port answer everywhere, then this class's ports:
+		 * both lists are sorted, so one walk finds their columns */
+		for (uint32_t col = 0; col < width; col++)
+			c->g[row + col / RL_CLS_FANOUT].e[col % RL_CLS_FANOUT] = any;
+		for (uint32_t i = 0, col = 1; i < k->n_ports; i++) {
+			while (cols[col - 1] < k->ports[i].port)
+				col++;
+			c->g[row + col / RL_CLS_FANOUT].e[col % RL_CLS_FANOUT] =
+				RL_CLS_ENTRY(RL_CLS_T_TENANT, k->ports[i].tenant);
 		}
 		k->enc = RL_CLS_ENTRY(RL_CLS_T_PORTS, row);
 	}
@@ -416,6 +448,7 @@ int rl_cls_compile(const struct rl_cls_rule *rules, size_t n, uint32_t half,
 	const struct rl_cls_rule **order = NULL;
 	struct rl_cls_rule *norm = NULL;
 	char buf[96], buf2[96];
+	size_t m = 0;
 	int ret;
 
 	memset(img, 0, sizeof(*img));
@@ -464,16 +497,22 @@ int rl_cls_compile(const struct rl_cls_rule *rules, size_t n, uint32_t half,
 		order[i] = &norm[i];
 	}
 	qsort(order, n, sizeof(*order), rule_cmp);
+	/* the same rule twice is one; one prefix and port, two tenants is not */
 	for (size_t i = 0; i < n; i++) {
-		if (i && !rule_cmp(&order[i - 1], &order[i])) {
-			if (order[i - 1]->tenant == order[i]->tenant)
+		if (m && !rule_cmp(&order[m - 1], &order[i])) {
+			if (order[m - 1]->tenant == order[i]->tenant)
 				continue;
 			ret = fail(&c, -EEXIST, "%s is claimed by tenant slots "
 				   "%u and %u", rule_str(order[i], buf, sizeof(buf)),
-				   order[i - 1]->tenant, order[i]->tenant);
+				   order[m - 1]->tenant, order[i]->tenant);
 			goto out;
 		}
-		ret = insert(&c, order[i]);
+		order[m++] = order[i];
+	}
+	for (size_t i = 0, j; i < m; i = j) {
+		for (j = i + 1; j < m && !prefix_cmp(order[i], order[j]); j++)
+			;
+		ret = insert(&c, &order[i], j - i);
 		if (ret == -ENOSPC) {
 			fail(&c, ret, "the classifier is full at %s: the rules "
 			     "need more than %u tables of %u entries (%u MiB)",
@@ -609,6 +648,9 @@ int rl_cls_map_open(struct rl_cls_map *m, int cls_fd, int state_fd,
 	m->half = half;
 	m->sync_fd = sync_fd;
 	m->inner_fd = inner;
+	/* A publisher before us (an agent that died) may have switched halves
+	 * without waiting: the first publish waits first. */
+	m->unsynced = true;
 	return 0;
 }
 
@@ -661,9 +703,8 @@ int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
 	__atomic_fetch_add(&m->state->generation, 1, __ATOMIC_RELAXED);
 	/* The release store orders the table before the switch to it. */
 	__atomic_store_n(&m->state->active, next, __ATOMIC_RELEASE);
-	/* Switched: the kernel reads the new rules whatever happens next.  A
-	 * failed wait is reported, and owed before the next write. */
-	err = grace_period(m);
-	m->unsynced = err != 0;
-	return err;
+	/* Switched: the kernel reads the new rules, so this publish is done.
+	 * A wait that failed is owed, and paid before the next write. */
+	m->unsynced = grace_period(m) != 0;
+	return 0;
 }

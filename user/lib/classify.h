@@ -74,7 +74,9 @@ void rl_cls_map_close(struct rl_cls_map *m);
  * Writes img into the half the kernel does not read, makes it the one it
  * reads, and waits until no program can still be walking the old one (an
  * RCU grace period), so that the next publish may overwrite it.  One
- * publisher at a time per map.  0 or -errno.
+ * publisher at a time per map.  0 once the kernel reads img, or -errno
+ * with nothing changed.  A wait that failed after the switch is owed: the
+ * next publish pays it before writing, or fails with nothing changed.
  */
 int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img);
 
