@@ -1012,6 +1012,12 @@ static int scen_republish_under_traffic(const void *arg)
 		}
 	}
 	rp.w = &in.w;
+	/* set A in force before the first SYN, then B, A, B... */
+	if (ok && rl_cls_publish(&in.w.cls, &rp.img[0])) {
+		diag("couldn't publish set A");
+		ok = false;
+	}
+	rp.publishes = 1;
 	if (libbpf_num_possible_cpus() > 1)
 		rp.cpu = test_cpu == 0 ? 1 : 0;
 	if (!ok || pthread_create(&th, NULL, cls_republish, &rp)) {
