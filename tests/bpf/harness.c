@@ -129,45 +129,41 @@ int rules_publish(struct world *w)
 	return ret;
 }
 
-int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
-		     struct rl_stats *out)
+/* CPU cpu's copy of key's value in a per-CPU map whose values are size
+ * bytes (a multiple of 8, so the kernel packs the copies).  0 or -errno. */
+static int percpu_get(struct world *w, int fd, __u32 key, int cpu, void *out,
+		      size_t size)
 {
-	struct rl_stats *v = calloc(w->ncpus, sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	if (bpf_map_lookup_elem(w->stats_fd, &tenant, v)) {
-		int err = -errno;
-
-		free(v);
-		return err;
-	}
-	*out = v[cpu];
-	free(v);
-	return 0;
-}
-
-int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
-		  struct rl_flow_slot *out)
-{
-	struct rl_flow_slot *v = calloc(w->ncpus, sizeof(*v));
+	char *v = calloc(w->ncpus, size);
 	int err = 0;
 
 	if (!v)
 		return -ENOMEM;
 	if (cpu < 0 || cpu >= w->ncpus)
 		err = -EINVAL;
-	else if (bpf_map_lookup_elem(w->flow_cache_fd, &idx, v))
+	else if (bpf_map_lookup_elem(fd, &key, v))
 		err = -errno;
 	else
-		*out = v[cpu];
+		memcpy(out, v + (size_t)cpu * size, size);
 	free(v);
 	return err;
 }
 
+int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
+		     struct rl_stats *out)
+{
+	return percpu_get(w, w->stats_fd, tenant, cpu, out, sizeof(*out));
+}
+
+int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
+		  struct rl_flow_slot *out)
+{
+	return percpu_get(w, w->flow_cache_fd, idx, cpu, out, sizeof(*out));
+}
+
 void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)
 {
-	struct rl_stats one;
+	struct rl_stats one = { 0 };
 	int c;
 
 	memset(out, 0, sizeof(*out));
