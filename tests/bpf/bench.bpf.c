@@ -25,22 +25,11 @@ int xdp_bench_admit(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct tcphdr *tcp = data + sizeof(struct ethhdr) + sizeof(struct iphdr);
-	int reply_len = 0;
 
 	if ((void *)(tcp + 1) > data_end)
 		return XDP_ABORTED;
 	tcp->seq = bpf_htonl(++bench_isn);
-
-	switch (decide(data, data_end, &reply_len)) {
-	case V_PASS:
-		return XDP_PASS;
-	case V_RST:
-		if (bpf_xdp_adjust_tail(ctx, reply_len - (int)(data_end - data)))
-			return XDP_DROP;
-		return XDP_TX;
-	default:
-		return XDP_DROP;
-	}
+	return xdp_decide(ctx);
 }
 
 /* Reference costs, for reading the figures above: one read of the precise
