@@ -13,7 +13,7 @@ load helpers
 
 # Modes of tests/fuzz/fake_redis.c that must leave the agent degraded, and
 # the log line that says why.
-declare -A REDIS_WHY=(
+declare -gA REDIS_WHY=(
 	[error]="couldn't run .*fake failure"
 	[string]="couldn't use .* reply .*unexpected type"
 	[negative]="couldn't use .* reply .*unexpected type"
@@ -28,6 +28,14 @@ declare -A REDIS_WHY=(
 # extra and pubsub-short trip assertions inside hiredis itself unless the
 # agent's reply guard (user/lib/redis_loop.c) refuses them first.
 REDIS_OTHER=(pubsub policy extra pubsub-short)
+# Modes of a Redis that is not ready yet (they heal on SIGUSR1), and what
+# the agent's status says about each meanwhile.
+declare -gA REDIS_HEAL=(
+	[loading]="couldn't load rlgate's scripts: LOADING"
+	[busy]="couldn't load rlgate's scripts: BUSY"
+	[masterdown]="couldn't load rlgate's scripts: MASTERDOWN"
+	[stall]="did not answer SCRIPT LOAD within"
+)
 
 FUZZ_SECONDS=${RLGATE_FUZZ_SECONDS:-8}
 LIBFUZZER_SECONDS=${RLGATE_LIBFUZZER_SECONDS:-6}
@@ -139,6 +147,11 @@ setup_file() {
 	done
 	for m in "${modes[@]}"; do
 		redis_mode_trigger "$m" || { show_log "$BATS_FILE_TMPDIR/redis-$m" >&2; return 1; }
+	done
+	# Not ready from the start: these agents never saw a healthy Redis.
+	for m in "${!REDIS_HEAL[@]}"; do
+		i=$((i + 1))
+		redis_mode_start "$m" "$i" || return 1
 	done
 	export FZ_NEXT_IFACE=$((i + 1))
 }
@@ -257,6 +270,64 @@ check_alive() {
 
 @test "fake Redis pushing a pub/sub array shorter than a message: agent keeps running (hiredis alone would abort)" {
 	check_alive pubsub-short
+}
+
+# check_heals MODE: the agent against a Redis that is not ready (MODE) is
+# degraded with its connection up, and says why; once Redis is ready it is
+# healthy within 5 s on the same connections (the fake logs each one).
+check_heals() {
+	local mode=$1 dir=$BATS_FILE_TMPDIR/redis-$1 k j t0 conns
+
+	wait_status "$dir" || { show_log "$dir"; echo "no status"; return 1; }
+	for ((k = 0; k < 50; k++)); do
+		j=$(rlc "$dir" --json status) || break
+		[[ $(jq -r .degraded_reason <<<"$j") == *"${REDIS_HEAL[$mode]}"* ]] && break
+		sleep 0.1
+	done
+	echo "before: $(jq -c '{broker, degraded_reason, redis}' <<<"$j")"
+	[[ $(jq -r .broker <<<"$j") == degraded ]] || { show_log "$dir"; return 1; }
+	[[ $(jq -r .redis.state <<<"$j") == connected ]] || { show_log "$dir"; return 1; }
+	[[ $(jq -r .degraded_reason <<<"$j") == *"${REDIS_HEAL[$mode]}"* ]] ||
+		{ show_log "$dir"; echo "the reason does not say '${REDIS_HEAL[$mode]}'"; return 1; }
+
+	kill -USR1 "$(<"$dir/redis.pid")"
+	t0=$(date +%s%N)
+	for ((k = 0; k < 50; k++)); do
+		[[ $(rlc "$dir" --json status | jq -r .broker) == healthy ]] && break
+		sleep 0.1
+	done
+	echo "healthy after $((($(date +%s%N) - t0) / 1000000)) ms"
+	[[ $(rlc "$dir" --json status | jq -r .broker) == healthy ]] ||
+		{ show_log "$dir"; echo "not healthy 5 s after Redis was ready"; return 1; }
+	# the command and the policy connection, each made once
+	conns=$(grep -c 'connected$' "$dir/redis.log")
+	[[ $conns == 2 ]] || { show_log "$dir"; echo "$conns connections, expected 2"; return 1; }
+	! grep -q 'lost Redis' "$dir/agent.log" || { show_log "$dir"; return 1; }
+	# and it leases: a tenant set now gets its first lease
+	rlc "$dir" tenant set fzh --rate 10/s --match 198.51.100.0/24 >/dev/null
+	for ((k = 0; k < 50; k++)); do
+		[[ $(rlc "$dir" --json stats fzh | jq -r '.[0].leases') -ge 1 ]] && return 0
+		sleep 0.1
+	done
+	show_log "$dir"
+	rlc "$dir" --json stats fzh
+	return 1
+}
+
+@test "Redis loading its dataset (-LOADING) when the agent connects: degraded, scripts retried, healthy within 5 s of Redis being ready, same connection" {
+	check_heals loading
+}
+
+@test "Redis busy with a long script (-BUSY) when the agent connects: scripts retried, healthy within 5 s once it is free, same connection" {
+	check_heals busy
+}
+
+@test "replica without its master (-MASTERDOWN) when the agent connects: scripts retried, healthy within 5 s once it answers, same connection" {
+	check_heals masterdown
+}
+
+@test "Redis frozen (SCRIPT LOAD unanswered) when the agent connects: degraded by timeout, healthy within 5 s once it answers, same connection" {
+	check_heals stall
 }
 
 # --- control socket ---------------------------------------------------------------

@@ -22,8 +22,17 @@
  *             policy_get) is mutated JSON
  *   extra     EVALSHA: the right reply, then an unsolicited second one
  * Before SIGUSR1 (and for commands a mode leaves alone) the replies are
- * those of a healthy Redis with plenty of tokens.  Logs one line per
- * command to stderr.  Exits on SIGTERM.
+ * those of a healthy Redis with plenty of tokens.
+ *
+ * Modes that heal instead: they misbehave from the start until SIGUSR1,
+ * as a Redis that is not ready yet, and are healthy from then on:
+ *   loading     SCRIPT, EVALSHA, SMEMBERS: -LOADING (loading its dataset)
+ *   busy        the same with -BUSY (a long script runs)
+ *   masterdown  the same with -MASTERDOWN (a replica without its master)
+ *   stall       reads nothing from its clients (DEBUG SLEEP): the commands
+ *               wait in the socket and are answered after SIGUSR1
+ * Logs one line per connection and per command to stderr.  Exits on
+ * SIGTERM.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -57,6 +66,7 @@ struct client {
 
 static volatile sig_atomic_t bad, stop;
 static const char *mode = "error";
+static bool heals;		/* a mode that misbehaves until SIGUSR1 */
 static struct client clients[MAX_CLIENTS];
 static unsigned int scripts_loaded;
 static unsigned long long rng = 88172645463325252ULL;
@@ -77,9 +87,15 @@ static void on_signal(int sig)
 		stop = 1;
 }
 
+/* Whether the misbehaviour is in force now. */
+static bool sick(void)
+{
+	return heals ? !bad : bad;
+}
+
 static bool is(const char *m)
 {
-	return bad && strcmp(mode, m) == 0;
+	return sick() && strcmp(mode, m) == 0;
 }
 
 static void out(struct client *c, const void *buf, size_t len)
@@ -253,6 +269,20 @@ static void reply_bad(struct client *c, int argc, char **argv, size_t *lens)
 
 	if (is("silent")) {
 		return;
+	} else if (is("loading") || is("busy") || is("masterdown")) {
+		static const char *const why[] = {
+			"LOADING Redis is loading the dataset in memory",
+			"BUSY Redis is busy running a script. You can only call "
+			"SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+			"MASTERDOWN Link with MASTER is down and "
+			"replica-serve-stale-data is set to 'no'.",
+		};
+
+		if (evalsha || !strcasecmp(argv[0], "SCRIPT") ||
+		    !strcasecmp(argv[0], "SMEMBERS"))
+			outf(c, "-%s\r\n", why[is("loading") ? 0 : is("busy") ? 1 : 2]);
+		else
+			reply_good(c, argc, argv, lens);
 	} else if (is("error")) {
 		outf(c, "-ERR fake failure\r\n");
 	} else if (is("truncated")) {
@@ -399,11 +429,11 @@ static void on_input(struct client *c)
 		}
 		if (used == 0)
 			return;
-		fprintf(stderr, "fake_redis: %s%s %s%s\n", bad ? "[bad] " : "",
+		fprintf(stderr, "fake_redis: %s%s %s%s\n", sick() ? "[bad] " : "",
 			c->subscriber ? "sub" : "cmd", argv[0],
 			argc > 1 ? "" : "");
 		if (!c->dead) {
-			if (bad && !is("pubsub") && !is("policy"))
+			if (sick() && !is("pubsub") && !is("policy"))
 				reply_bad(c, argc, argv, lens);
 			else
 				reply_good(c, argc, argv, lens);
@@ -432,6 +462,8 @@ int main(int argc, char **argv)
 		else
 			break;
 	}
+	heals = !strcmp(mode, "loading") || !strcmp(mode, "busy") ||
+		!strcmp(mode, "masterdown") || !strcmp(mode, "stall");
 	if (!path || i != argc) {
 		fprintf(stderr, "usage: fake_redis --unix PATH --mode MODE [--seed N]\n");
 		return 2;
@@ -461,7 +493,8 @@ int main(int argc, char **argv)
 		pfd[n] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 		idx[n++] = -1;
 		for (i = 0; i < MAX_CLIENTS; i++) {
-			if (clients[i].fd < 0)
+			/* stalled: requests wait in the socket */
+			if (clients[i].fd < 0 || is("stall"))
 				continue;
 			pfd[n] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
 			idx[n++] = i;

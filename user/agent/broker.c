@@ -29,6 +29,7 @@
 #define BACKOFF_MAX_MS		1000	/* the heartbeat's period: back as soon */
 #define SHUTDOWN_MS		1000
 #define CALL_RING		1024
+#define SCRIPTS_ALL		((1u << S_COUNT) - 1)
 
 enum script_id { S_LEASE, S_REFUND, S_HEARTBEAT, S_DEREGISTER, S_POLICY_SET,
 		 S_POLICY_GET, S_COUNT };
@@ -82,8 +83,12 @@ struct broker {
 	char agent_id[257];
 	struct conn cmd, sub;
 	char sha[S_COUNT][41];
-	unsigned int scripts_loaded;
+	unsigned int scripts_mask;	/* bit i: script i loaded */
 	bool scripts_ok;
+	uint64_t load_sent_ns;		/* the last SCRIPT LOADs went out */
+	uint64_t load_backoff_ms;
+	struct loop_timer *load_retry;
+	bool load_warned;		/* once per episode */
 	struct loop_timer *check, *heartbeat;
 	uint64_t live_agents;
 	uint64_t live_low_since_ns;	/* a smaller count seen since then */
@@ -287,6 +292,7 @@ static bool reply_is_noscript(const redisReply *r)
 }
 
 static void load_scripts(struct broker *b);
+static void script_loads_check(struct broker *b, uint64_t now);
 
 /* A script error or an unexpected reply: logged, counted; NOSCRIPT (Redis
  * restarted or flushed) reloads every script. */
@@ -305,9 +311,12 @@ static void call_failed(struct broker *b, enum script_id s, const redisReply *r)
 		breaker_failure(b, why);
 	}
 	if (reply_is_noscript(r)) {
-		log_warn("Redis on '%s' lost rlgate's scripts (restarted or "
-			 "flushed): loading them again", b->address);
-		load_scripts(b);
+		/* Every call in flight says so: one reload is enough. */
+		if (b->scripts_ok) {
+			log_warn("Redis on '%s' lost rlgate's scripts (restarted or "
+				 "flushed): loading them again", b->address);
+			load_scripts(b);
+		}
 		return;
 	}
 	if (r->type == REDIS_REPLY_ERROR)
@@ -685,6 +694,7 @@ static void on_check(struct loop_timer *tm, void *arg)
 	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
 			 b->open || b->done);
 	breaker_check_timeouts(b, now);
+	script_loads_check(b, now);
 	if (b->open && !b->tokens_expired && now - b->open_since_ns > ttl_ns) {
 		/* Degraded for longer than a lease TTL: what is left of the
 		 * leases is stale budget; the fail policy takes over now. */
@@ -995,37 +1005,97 @@ static void on_message(redisAsyncContext *ac, void *reply, void *priv)
 
 /* --- connections ----------------------------------------------------------------- */
 
+static void send_script_loads(struct broker *b);
+
+static void on_load_retry(struct loop_timer *t, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)t;
+	b->load_retry = NULL;
+	send_script_loads(b);
+}
+
+/*
+ * A SCRIPT LOAD that failed: Redis answers, but cannot take the script yet
+ * (-LOADING while it loads its dataset, -BUSY behind a long script,
+ * -MASTERDOWN on a replica cut off from its master, or anything else).
+ * Without its scripts the agent cannot lease, so the breaker opens; the
+ * missing scripts are asked for again after a backoff (100 ms doubling to
+ * 1 s) on the same connection, which is healthy as such.
+ */
+static void script_load_failed(struct broker *b, int idx, const redisReply *r)
+{
+	char why[160], what[64];
+
+	b->redis_errors++;
+	if (r->type == REDIS_REPLY_ERROR)
+		snprintf(what, sizeof(what), "%.60s", r->str);
+	else
+		snprintf(what, sizeof(what), "unexpected reply type %d", r->type);
+	if (!b->load_warned)
+		log_warn("couldn't load script '%s' into Redis on '%s': %s "
+			 "(retrying)", script_names[idx], b->address, what);
+	b->load_warned = true;
+	snprintf(why, sizeof(why), "Redis on '%.40s' couldn't load rlgate's "
+		 "scripts: %.60s", b->address, what);
+	breaker_open(b, why);
+	/* Already open: the reason an operator sees is the current one. */
+	snprintf(b->reason, sizeof(b->reason), "%s", why);
+	if (b->load_retry)
+		return;
+	if (loop_timer_add(b->a->loop, b->load_backoff_ms, 0, on_load_retry, b,
+			   &b->load_retry))
+		b->load_retry = NULL;
+	b->load_backoff_ms = b->load_backoff_ms * 2 > BACKOFF_MAX_MS ?
+			     BACKOFF_MAX_MS : b->load_backoff_ms * 2;
+}
+
 static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct broker *b = ac->data ? ((struct conn *)ac->data)->b : NULL;
 	redisReply *r = reply;
-	long idx = (long)(intptr_t)priv;
+	int idx = (int)(intptr_t)priv;
 
-	if (!b)
+	/* No reply: the connection is going, and its loss is handled there. */
+	if (!b || !r)
 		return;
-	if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
-		call_failed(b, (enum script_id)idx, r);
+	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+		script_load_failed(b, idx, r);
 		return;
 	}
 	memcpy(b->sha[idx], r->str, 40);
 	b->sha[idx][40] = '\0';
-	if (++b->scripts_loaded == S_COUNT && !b->scripts_ok) {
+	b->scripts_mask |= 1u << idx;
+	if (b->scripts_mask == SCRIPTS_ALL && !b->scripts_ok) {
 		b->scripts_ok = true;
 		b->cmd.backoff_ms = BACKOFF_MIN_MS;
-		log_debug("Redis on '%s': scripts loaded", b->address);
+		b->load_backoff_ms = BACKOFF_MIN_MS;
+		if (b->load_warned)
+			log_info("Redis on '%s': scripts loaded", b->address);
+		else
+			log_debug("Redis on '%s': scripts loaded", b->address);
+		b->load_warned = false;
+		if (b->load_retry)
+			loop_timer_cancel(b->load_retry);
+		b->load_retry = NULL;
 		heartbeat(b);
 		if (b->sub.state == C_UP)
 			policy_sync(b);
 	}
 }
 
-static void load_scripts(struct broker *b)
+/* Sends SCRIPT LOAD for every script not loaded yet. */
+static void send_script_loads(struct broker *b)
 {
-	b->scripts_ok = false;
-	b->scripts_loaded = 0;
+	if (b->cmd.state != C_UP)
+		return;
+	b->load_sent_ns = loop_now_ns();
 	for (int i = 0; i < S_COUNT; i++) {
 		const char *src = NULL;
 
+		if (b->scripts_mask & (1u << i))
+			continue;
 		for (unsigned int j = 0; j < lua_scripts_count; j++)
 			if (strcmp(lua_scripts[j].name, script_names[i]) == 0)
 				src = lua_scripts[j].src;
@@ -1037,6 +1107,32 @@ static void load_scripts(struct broker *b)
 				      "SCRIPT LOAD %s", src) == REDIS_OK)
 			b->redis_calls++;
 	}
+}
+
+/* Loads every script (a new connection, or Redis lost them). */
+static void load_scripts(struct broker *b)
+{
+	b->scripts_ok = false;
+	b->scripts_mask = 0;
+	send_script_loads(b);
+}
+
+/* Called every CHECK_MS while the scripts are missing: loads that went
+ * unanswered for CALL_TIMEOUT_NS (a Redis frozen or blocked) are sent
+ * again.  A late answer to the first ones is as good as any. */
+static void script_loads_check(struct broker *b, uint64_t now)
+{
+	if (b->cmd.state != C_UP || b->scripts_ok || b->load_retry ||
+	    now - b->load_sent_ns < CALL_TIMEOUT_NS)
+		return;
+	log_debug("Redis on '%s': no answer to SCRIPT LOAD within %llu ms: "
+		  "sending it again", b->address,
+		  (unsigned long long)(CALL_TIMEOUT_NS / 1000000));
+	if (b->open)
+		snprintf(b->reason, sizeof(b->reason), "Redis on '%.40s' did not "
+			 "answer SCRIPT LOAD within %llu ms", b->address,
+			 (unsigned long long)(CALL_TIMEOUT_NS / 1000000));
+	send_script_loads(b);
 }
 
 static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
@@ -1127,6 +1223,10 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		char why[240];
 
 		b->scripts_ok = false;
+		b->scripts_mask = 0;
+		if (b->load_retry)
+			loop_timer_cancel(b->load_retry);
+		b->load_retry = NULL;
 		for (int i = 0; i < RL_MAX_TENANTS; i++)
 			b->slots[i].inflight = false;
 		b->ring_len = 0;
@@ -1231,6 +1331,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	snprintf(b->reason, sizeof(b->reason), "not connected to Redis yet");
 	kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
 	b->cmd = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "command" };
+	b->load_backoff_ms = BACKOFF_MIN_MS;
 	b->sub = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "policy",
 				.subscriber = true };
 	err = loop_timer_add(a->loop, CHECK_MS, CHECK_MS, on_check, b, &b->check);
@@ -1283,6 +1384,8 @@ void broker_close(struct broker *b)
 		loop_timer_cancel(b->check);
 	if (b->heartbeat)
 		loop_timer_cancel(b->heartbeat);
+	if (b->load_retry)
+		loop_timer_cancel(b->load_retry);
 	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++)
 		if (b->slots[i].wait_timer)
 			loop_timer_cancel(b->slots[i].wait_timer);
