@@ -162,6 +162,89 @@ settle() {
 		$((a0)) $((a0 + 30))
 }
 
+# apply_changed HOST JQ: `rlctl apply` on HOST of its own policy changed by
+# the jq filter JQ (applied to the array of tenants).
+apply_changed() {
+	local f=$BATS_TEST_TMPDIR/apply.json
+
+	rls "$1" --json tenant list |
+		jq "{tenants: (map(del(.id, .version)) | $2)}" >"$f" || return 1
+	rls "$1" apply "$f"
+}
+
+# watch_prefix PREFIX OUT: until killed, notes in OUT each time one of
+# s1..s3 lists no tenant that matches PREFIX.
+watch_prefix() {
+	local i list
+
+	while :; do
+		for i in 1 2 3; do
+			list=$(rls "$i" --json tenant list 2>/dev/null) || continue
+			jq -e --arg p "$1" 'any(.[]; .match | index($p))' <<<"$list" >/dev/null ||
+				echo "s$i: no tenant matches $1: $(jq -c 'map({name, match})' <<<"$list")" >>"$2"
+		done
+	done
+}
+
+# wait_policy SECONDS JQ: until the jq test JQ holds for the tenant list of
+# each of s1..s3.
+wait_policy() {
+	local t0 i
+
+	t0=$(now_ms)
+	for i in 1 2 3; do
+		until rls "$i" --json tenant list | jq -e "$2" >/dev/null; do
+			if (($(now_ms) - t0 > $1 * 1000)); then
+				echo "s$i after $1 s: $(rls "$i" --json tenant list | jq -c 'map({name, match})')" >&2
+				return 1
+			fi
+			sleep 0.05
+		done
+	done
+	echo "every host after $(($(now_ms) - t0)) ms"
+}
+
+@test "rlctl apply renaming a tenant on host 1: every host has the new name and not the old within 2 s, and always one of them" {
+	local seen=$BATS_TEST_TMPDIR/gaps
+
+	fleet_tenant_set 1 ren-old --rate 50/s --match 198.51.100.0/24,203.0.113.0/25 --action rst
+	fleet_wait_tenant ren-old 2 >/dev/null
+	echo ren-new >>"$BATS_TEST_TMPDIR/tenants"
+	: >"$seen"
+	watch_prefix 203.0.113.0/25 "$seen" &
+	fleet_bg_track $!
+
+	apply_changed 1 'map(if .name == "ren-old" then .name = "ren-new" else . end)'
+	wait_policy 2 'any(.[]; .name == "ren-new" and .match == ["198.51.100.0/24", "203.0.113.0/25"])
+		and all(.[]; .name != "ren-old")'
+	# and it stays so
+	sleep 1.5
+	wait_policy 0 'any(.[]; .name == "ren-new") and all(.[]; .name != "ren-old")'
+	[[ ! -s $seen ]] || { head -n 5 "$seen"; return 1; }
+}
+
+@test "rlctl apply moving a prefix from one tenant to another on host 1: every host has the new split within 2 s, the prefix always held" {
+	local seen=$BATS_TEST_TMPDIR/gaps
+
+	fleet_tenant_set 1 mv-a --rate 50/s --match 198.51.100.0/25,198.51.100.128/25
+	fleet_tenant_set 1 mv-b --rate 20/s --match 203.0.113.0/24
+	fleet_wait_tenant mv-a 2 >/dev/null
+	fleet_wait_tenant mv-b 2 >/dev/null
+	: >"$seen"
+	watch_prefix 198.51.100.128/25 "$seen" &
+	fleet_bg_track $!
+
+	# the receiving tenant first in the file, so it is announced first
+	apply_changed 1 'map(if .name == "mv-a" then .match = ["198.51.100.0/25"]
+		elif .name == "mv-b" then .match = ["198.51.100.128/25", "203.0.113.0/24"]
+		else . end) | sort_by(.name != "mv-b")'
+	wait_policy 2 'any(.[]; .name == "mv-a" and .match == ["198.51.100.0/25"]) and
+		any(.[]; .name == "mv-b" and .match == ["198.51.100.128/25", "203.0.113.0/24"])'
+	sleep 1.5
+	wait_policy 0 'any(.[]; .name == "mv-b" and (.match | length) == 2)'
+	[[ ! -s $seen ]] || { head -n 5 "$seen"; return 1; }
+}
+
 @test "an agent started after the policy was set gets the whole policy within 2 s" {
 	local want got t0
 

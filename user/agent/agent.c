@@ -131,6 +131,15 @@ const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name
 	return NULL;
 }
 
+/* The fleet's version of name in the batch being applied, or 0. */
+static uint64_t fleet_version_of(const struct agent *a, const char *name)
+{
+	for (size_t i = 0; i < a->fleet_n; i++)
+		if (strcmp(a->fleet_batch[i].name, name) == 0)
+			return a->fleet_batch[i].version;
+	return 0;
+}
+
 /*
  * The tombstones once `next` replaces the current set: a tenant that comes
  * back loses its tombstone, a tenant that goes gets one - with the fleet's
@@ -166,8 +175,9 @@ static struct agent_tomb *next_tombs(struct agent *a, const struct agent_tenant 
 			if (strcmp(ts[j].name, t->pol.name) == 0)
 				break;
 		snprintf(ts[j].name, sizeof(ts[j].name), "%s", t->pol.name);
-		ts[j].version = a->fleet_update ? a->fleet_version :
-				agent_next_version(a, t->version);
+		ts[j].version = a->fleet_update ? fleet_version_of(a, t->pol.name) : 0;
+		if (!ts[j].version)
+			ts[j].version = agent_next_version(a, t->version);
 		if (j == k)
 			k++;
 	}
@@ -301,9 +311,8 @@ uint64_t agent_next_version(const struct agent *a, uint64_t prev)
 	return ms > prev ? ms : prev + 1;
 }
 
-/* tenant set with the version given (the fleet's) or, for 0, a new one. */
-static enum agent_code tenant_set(struct agent *a, const struct policy_tenant *t,
-				  uint64_t version, char *err)
+enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
+				 char *err)
 {
 	struct agent_tenant *next;
 	size_t n = a->n_tenants, i;
@@ -330,66 +339,175 @@ static enum agent_code tenant_set(struct agent *a, const struct policy_tenant *t
 	}
 	memset(&next[i], 0, sizeof(next[i]));
 	next[i].pol = *t;
-	next[i].version = version ? version : agent_next_version(a, prev);
+	next[i].version = agent_next_version(a, prev);
 	return commit(a, next, n, err);
 }
 
-enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
-				 char *err)
+/* Whether the fleet's version of name is newer than what this agent has:
+ * its tenant, or the tombstone of a deletion made here later than the
+ * store's copy was written (say, while Redis was away: the deletion wins,
+ * and is published on the next sync). */
+static bool fleet_newer(struct agent *a, const char *name, uint64_t version)
 {
-	return tenant_set(a, t, 0, err);
+	const struct agent_tenant *t = agent_find(a, name);
+	const struct agent_tomb *tomb = t ? NULL : agent_find_tomb(a, name);
+
+	if (t)
+		return version > t->version;
+	return !tomb || version > tomb->version;
 }
 
-int agent_fleet_update(struct agent *a, const char *name, uint64_t version,
-		       const char *json, char *err)
+/* The fleet's policy of u->name, checked on its own.  0, or -1 with the
+ * reason in err. */
+static int fleet_parse(const struct agent_fleet_update *u, struct policy_tenant *t,
+		       char *err)
 {
-	struct agent_tenant *local = agent_find(a, name);
-	struct policy_tenant t;
-	enum agent_code c = AGENT_OK;
 	json_error_t jerr;
 	json_t *j;
+	int e;
 
 	err[0] = '\0';
-	if (local && local->version >= version)
-		return 0;
-	if (!local) {
-		const struct agent_tomb *tomb = agent_find_tomb(a, name);
+	j = json_loads(u->json, 0, &jerr);
+	if (!j) {
+		snprintf(err, POLICY_ERR_MAX, "not JSON: %s", jerr.text);
+		return -1;
+	}
+	e = policy_tenant_from_json(j, t, err);
+	json_decref(j);
+	if (!e && strcmp(t->name, u->name) != 0) {
+		snprintf(err, POLICY_ERR_MAX, "the stored policy names another tenant");
+		e = -1;
+	}
+	if (!e)
+		e = policy_validate(t, err);
+	if (e && !err[0])
+		snprintf(err, POLICY_ERR_MAX, "not a valid tenant");
+	return e ? -1 : 0;
+}
 
-		/* Deleted here later than the store's copy was written (say,
-		 * while Redis was away): the deletion wins, and is published
-		 * on the next sync. */
-		if (tomb && tomb->version >= version)
-			return 0;
+/* The current set with the updates u[i] for which use[i] (pol[i] parsed),
+ * as one change. */
+static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_update *u,
+				    const struct policy_tenant *pol, const bool *use,
+				    size_t n, char *err)
+{
+	struct agent_tenant *next = copy_set(a, n);
+	size_t m = a->n_tenants;
+	enum agent_code c;
+
+	if (!next) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t j;
+
+		if (!use[i])
+			continue;
+		for (j = 0; j < m; j++)
+			if (strcmp(next[j].pol.name, u[i].name) == 0)
+				break;
+		if (!u[i].json[0]) {
+			if (j < m) {
+				memmove(&next[j], &next[j + 1], (m - j - 1) * sizeof(*next));
+				m--;
+			}
+			continue;
+		}
+		if (j == m)
+			m++;
+		memset(&next[j], 0, sizeof(next[j]));
+		next[j].pol = pol[i];
+		next[j].version = u[i].version;
 	}
 	a->fleet_update = true;
-	a->fleet_version = version;
-	if (!json[0]) {
-		if (local) {
-			log_info("tenant '%s' deleted by the fleet (version %llu)",
-				 name, (unsigned long long)version);
-			c = agent_tenant_del(a, name, err);
-		}
-	} else {
-		j = json_loads(json, 0, &jerr);
-		if (!j || policy_tenant_from_json(j, &t, err) ||
-		    strcmp(t.name, name) != 0) {
-			if (!j)
-				snprintf(err, POLICY_ERR_MAX, "not JSON: %s", jerr.text);
-			else if (!err[0] || strcmp(t.name, name) != 0)
-				snprintf(err, POLICY_ERR_MAX, "the stored policy "
-					 "names another tenant");
-			json_decref(j);
-			a->fleet_update = false;
-			return -1;
-		}
-		json_decref(j);
-		c = tenant_set(a, &t, version, err);
-		if (c == AGENT_OK)
-			log_info("tenant '%s' set by the fleet (version %llu)", name,
-				 (unsigned long long)version);
-	}
+	a->fleet_batch = u;
+	a->fleet_n = n;
+	c = commit(a, next, m, err);
 	a->fleet_update = false;
-	return c == AGENT_OK ? 0 : -1;
+	a->fleet_batch = NULL;
+	a->fleet_n = 0;
+	return c;
+}
+
+static void fleet_log_applied(const struct agent_fleet_update *u)
+{
+	log_info("tenant '%s' %s by the fleet (version %llu)", u->name,
+		 u->json[0] ? "set" : "deleted", (unsigned long long)u->version);
+}
+
+size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
+			 size_t n, bool *wait)
+{
+	struct policy_tenant *pol = calloc(n ? n : 1, sizeof(*pol));
+	bool *use = calloc(n ? n : 1, sizeof(*use));
+	bool *one = calloc(n ? n : 1, sizeof(*one));
+	char err[POLICY_ERR_MAX];
+	size_t applied = 0, want = 0;
+	bool progress = true;
+
+	memset(wait, 0, n * sizeof(*wait));
+	if (!pol || !use || !one) {
+		/* Offered again with the next batch. */
+		for (size_t i = 0; i < n; i++)
+			wait[i] = true;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct agent_tenant *t = agent_find(a, u[i].name);
+
+		/* not read (no json), not stored (version 0), not newer, or
+		 * the deletion of a tenant this host does not have */
+		if (!u[i].json || !u[i].version ||
+		    !fleet_newer(a, u[i].name, u[i].version) || (!u[i].json[0] && !t))
+			continue;
+		if (u[i].json[0] && fleet_parse(&u[i], &pol[i], err)) {
+			log_warn("couldn't apply the fleet's policy of '%s' (version "
+				 "%llu): %s", u[i].name,
+				 (unsigned long long)u[i].version, err);
+			continue;
+		}
+		use[i] = true;
+		want++;
+	}
+	if (!want)
+		goto out;
+	if (fleet_commit(a, u, pol, use, n, err) == AGENT_OK) {
+		for (size_t i = 0; i < n; i++)
+			if (use[i])
+				fleet_log_applied(&u[i]);
+		applied = want;
+		goto out;
+	}
+	/* Not as a whole: it conflicts with tenants it does not touch.  One
+	 * by one then, for as long as one more goes in (each may make room
+	 * for another). */
+	while (progress && applied < want) {
+		progress = false;
+		for (size_t i = 0; i < n; i++) {
+			if (!use[i])
+				continue;
+			one[i] = true;
+			if (fleet_commit(a, u, pol, one, n, err) == AGENT_OK) {
+				fleet_log_applied(&u[i]);
+				use[i] = false;
+				applied++;
+				progress = true;
+			} else if (!progress) {
+				log_debug("tenant '%s' of the fleet (version %llu) "
+					  "not applied yet: %s", u[i].name,
+					  (unsigned long long)u[i].version, err);
+			}
+			one[i] = false;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		wait[i] = use[i];
+out:
+	free(pol);
+	free(use);
+	free(one);
+	return applied;
 }
 
 enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)

@@ -61,6 +61,13 @@ struct agent_tomb {
 
 #define AGENT_MAX_TOMBS		4096
 
+/* One tenant's policy as the fleet's store holds it: json "" is a deletion. */
+struct agent_fleet_update {
+	char name[POLICY_NAME_MAX + 1];
+	uint64_t version;
+	char *json;
+};
+
 /* Error codes of the control protocol. */
 enum agent_code { AGENT_OK = 0, AGENT_INVALID, AGENT_NOT_FOUND, AGENT_CONFLICT,
 		  AGENT_INTERNAL };
@@ -73,7 +80,8 @@ struct agent {
 	struct metrics *metrics;
 	struct broker *broker;	/* fleet mode, else NULL */
 	bool fleet_update;	/* applying the fleet's change: do not echo it */
-	uint64_t fleet_version;	/* ...and the version of that change */
+	const struct agent_fleet_update *fleet_batch;	/* ...and its versions */
+	size_t fleet_n;
 	struct agent_tomb *tombs;
 	size_t n_tombs;
 	bool stopping;		/* a signal came: refunding before exit */
@@ -111,10 +119,21 @@ uint64_t agent_next_version(const struct agent *a, uint64_t prev);
 /* The tombstone of name, or NULL. */
 const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name);
 
-/* Applies the fleet's stored policy of tenant name (json "" deletes it) if
- * version is newer than the local one.  0, or -1 with the reason in err. */
-int agent_fleet_update(struct agent *a, const char *name, uint64_t version,
-		       const char *json, char *err);
+/*
+ * Applies the fleet's stored policies u[0..n) (json "" deletes), each only
+ * if its version is newer than the local tenant or tombstone, all in one
+ * change: a tenant renamed, or a prefix moved from one tenant to another,
+ * goes from the old set to the new one with no step between where the
+ * rules conflict or where neither tenant holds the prefix.  If the whole
+ * batch cannot be applied (it conflicts with tenants it does not touch),
+ * the updates are applied one by one, as many as can be.  wait[i] is set
+ * for each update that could not be applied now because of the rest of the
+ * policy (a conflict another update may resolve: the caller offers it again
+ * with the next batch); updates that are invalid in themselves are logged
+ * and dropped.  Returns how many updates were applied.
+ */
+size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
+			 size_t n, bool *wait);
 
 /* A tenant as the protocol returns it: policy plus "id" and "version". */
 json_t *agent_tenant_json(const struct agent_tenant *t);

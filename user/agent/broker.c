@@ -90,6 +90,13 @@ struct broker {
 	struct loop_timer *load_retry;
 	bool load_warned;		/* once per episode */
 	struct loop_timer *check, *heartbeat;
+	/* policy store: tenants to read as one batch once POLICY_BATCH_MS
+	 * passed, and the fleet's changes that wait for another one */
+	char (*want)[POLICY_NAME_MAX + 1];
+	size_t n_want, cap_want;
+	struct loop_timer *want_timer;
+	char (*waiting)[POLICY_NAME_MAX + 1];
+	size_t n_waiting;
 	uint64_t live_agents;
 	uint64_t live_low_since_ns;	/* a smaller count seen since then */
 	uint64_t redis_calls, redis_errors;
@@ -199,6 +206,8 @@ struct call {
 	uint64_t n;		/* lease: wanted; refund: tokens */
 	redisCallbackFn *fn;	/* the script's own callback */
 	char name[POLICY_NAME_MAX + 1];
+	struct read_batch *batch;	/* policy_get: the batch, and which one */
+	size_t idx;
 };
 
 /* --- circuit breaker ----------------------------------------------------------
@@ -820,10 +829,17 @@ static void heartbeat(struct broker *b)
 		free(c);
 }
 
+static void want_policy(struct broker *b, const char *name);
+
 static void on_heartbeat_timer(struct loop_timer *t, void *arg)
 {
+	struct broker *b = arg;
+
 	(void)t;
-	heartbeat(arg);
+	heartbeat(b);
+	/* The fleet's changes that wait for a conflict to go: read again. */
+	if (b->n_waiting && !b->want_timer)
+		want_policy(b, b->waiting[0]);
 }
 
 /* --- policy store -------------------------------------------------------------- */
@@ -904,44 +920,191 @@ void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
 	}
 }
 
+/*
+ * Reading the store.  Tenants announced together (one `rlctl apply` that
+ * renames a tenant publishes the new name and the old one's tombstone), or
+ * all of them after a reconnect, are read as one batch and applied as one
+ * change: applied one at a time, the new tenant would conflict with the old
+ * one that still holds its prefix and be refused, and the old one's
+ * deletion would then leave the host with neither.  A change that cannot
+ * be applied yet waits, and is read again with every batch and every
+ * second until it goes in (or the store has moved on).
+ */
+#define POLICY_BATCH_MS		20
+
+struct read_batch {
+	size_t n, left;
+	bool lost;		/* the connection went: the next sync reads it all */
+	struct agent_fleet_update *u;
+};
+
+static void policy_read(struct broker *b);
+
+static void on_want_timer(struct loop_timer *t, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)t;
+	b->want_timer = NULL;
+	policy_read(b);
+}
+
+/* Reads name with the next batch. */
+static void want_policy(struct broker *b, const char *name)
+{
+	if (b->n_want == b->cap_want) {
+		size_t cap = b->cap_want ? b->cap_want * 2 : 64;
+		void *p = realloc(b->want, cap * sizeof(*b->want));
+
+		if (!p)
+			return;
+		b->want = p;
+		b->cap_want = cap;
+	}
+	snprintf(b->want[b->n_want++], sizeof(*b->want), "%s", name);
+	if (!b->want_timer &&
+	    loop_timer_add(b->a->loop, POLICY_BATCH_MS, 0, on_want_timer, b,
+			   &b->want_timer))
+		b->want_timer = NULL;
+}
+
+static bool name_in(char (*names)[POLICY_NAME_MAX + 1], size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* The fleet's changes that could not be applied: kept for the next read.
+ * Logged when one starts to wait (it is normal for a moment, while a
+ * rename's second half is on its way; for long, it means two tenants of the
+ * store claim the same prefix). */
+static void set_waiting(struct broker *b, const struct agent_fleet_update *u,
+			size_t n, const bool *wait)
+{
+	size_t k = 0, cap = b->n_waiting + n;
+	char (*next)[POLICY_NAME_MAX + 1] = calloc(cap ? cap : 1, sizeof(*next));
+
+	if (!next)
+		return;
+	for (size_t i = 0; i < b->n_waiting; i++) {
+		bool read = false;
+
+		for (size_t j = 0; j < n && !read; j++)
+			read = strcmp(u[j].name, b->waiting[i]) == 0;
+		if (!read)
+			snprintf(next[k++], sizeof(*next), "%s", b->waiting[i]);
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (!wait[j] || name_in(next, k, u[j].name))
+			continue;
+		if (!name_in(b->waiting, b->n_waiting, u[j].name))
+			log_info("the fleet's policy of '%s' (version %llu) conflicts "
+				 "with this host's other tenants: applied once the "
+				 "conflict is gone", u[j].name,
+				 (unsigned long long)u[j].version);
+		snprintf(next[k++], sizeof(*next), "%s", u[j].name);
+	}
+	free(b->waiting);
+	b->waiting = next;
+	b->n_waiting = k;
+}
+
+static void read_batch_free(struct read_batch *rb)
+{
+	for (size_t i = 0; i < rb->n; i++)
+		free(rb->u[i].json);
+	free(rb->u);
+	free(rb);
+}
+
 static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
 	struct broker *b = c->b;
+	struct read_batch *rb = c->batch;
+	struct agent_fleet_update *u = &rb->u[c->idx];
 	redisReply *r = reply;
-	char err[POLICY_ERR_MAX];
-	uint64_t version;
-	const char *json;
+	bool *wait;
 
 	(void)ac;
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER ||
-	    r->element[1]->type != REDIS_REPLY_STRING) {
+	if (!r) {
+		rb->lost = true;
+	} else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		   r->element[0]->type != REDIS_REPLY_INTEGER ||
+		   r->element[0]->integer < 0 ||
+		   r->element[1]->type != REDIS_REPLY_STRING) {
 		call_failed(b, S_POLICY_GET, r);
-		free(c);
-		return;
+	} else {
+		breaker_success(b);
+		u->json = strdup(r->element[1]->str);
+		if (u->json)
+			u->version = (uint64_t)r->element[0]->integer;
 	}
-	breaker_success(b);
-	version = (uint64_t)r->element[0]->integer;
-	json = r->element[1]->str;
-	if (version && agent_fleet_update(b->a, c->name, version, json, err))
-		log_warn("couldn't apply the fleet's policy of '%s' (version "
-			 "%llu): %s", c->name, (unsigned long long)version, err);
 	free(c);
+	if (--rb->left)
+		return;
+	wait = calloc(rb->n ? rb->n : 1, sizeof(*wait));
+	if (!rb->lost && wait) {
+		agent_fleet_apply(b->a, rb->u, rb->n, wait);
+		set_waiting(b, rb->u, rb->n, wait);
+	}
+	free(wait);
+	read_batch_free(rb);
 }
 
-static void policy_fetch(struct broker *b, const char *name)
+static int name_cmp(const void *x, const void *y)
 {
-	char key[128];
-	const char *args[] = { key };
-	struct call *c = calloc(1, sizeof(*c));
+	return strcmp(x, y);
+}
 
-	if (!c)
+/* Reads every wanted tenant, and every waiting one, as one batch. */
+static void policy_read(struct broker *b)
+{
+	struct read_batch *rb;
+	size_t n = 0;
+
+	for (size_t i = 0; i < b->n_waiting; i++)
+		want_policy(b, b->waiting[i]);
+	if (b->want_timer) {
+		/* armed again by the waiting ones: this read covers them */
+		loop_timer_cancel(b->want_timer);
+		b->want_timer = NULL;
+	}
+	qsort(b->want, b->n_want, sizeof(*b->want), name_cmp);
+	for (size_t i = 0; i < b->n_want; i++)
+		if (!n || strcmp(b->want[n - 1], b->want[i]) != 0)
+			memmove(b->want[n++], b->want[i], sizeof(*b->want));
+	b->n_want = 0;
+	rb = calloc(1, sizeof(*rb));
+	if (!rb || !n || !(rb->u = calloc(n, sizeof(*rb->u)))) {
+		free(rb);
 		return;
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	snprintf(key, sizeof(key), "rl:{t:%s}:policy", name);
-	if (eval(b, S_POLICY_GET, 1, args, 1, on_policy_get, c))
-		free(c);
+	}
+	rb->n = n;
+	rb->left = 1;		/* held until every call is out */
+	for (size_t i = 0; i < n; i++) {
+		char key[128];
+		const char *args[] = { key };
+		struct call *c = calloc(1, sizeof(*c));
+
+		snprintf(rb->u[i].name, sizeof(rb->u[i].name), "%s", b->want[i]);
+		if (!c)
+			continue;
+		snprintf(c->name, sizeof(c->name), "%s", b->want[i]);
+		c->batch = rb;
+		c->idx = i;
+		snprintf(key, sizeof(key), "rl:{t:%s}:policy", b->want[i]);
+		if (eval(b, S_POLICY_GET, 1, args, 1, on_policy_get, c)) {
+			free(c);
+			rb->lost = true;
+			continue;
+		}
+		rb->left++;
+	}
+	if (--rb->left == 0)
+		read_batch_free(rb);
 }
 
 static void on_members(redisAsyncContext *ac, void *reply, void *priv)
@@ -960,8 +1123,12 @@ static void on_members(redisAsyncContext *ac, void *reply, void *priv)
 		if (r->element[i]->type != REDIS_REPLY_STRING ||
 		    policy_parse_name(r->element[i]->str, name, err))
 			continue;
-		policy_fetch(b, name);
+		want_policy(b, name);
 	}
+	/* This host's own tenants too: one deleted by the fleet while this
+	 * agent was away is no longer in the index. */
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		want_policy(b, b->a->tenants[i].pol.name);
 }
 
 /* After (re)connecting: offer every local tenant (the store keeps the newest
@@ -1000,7 +1167,7 @@ static void on_message(redisAsyncContext *ac, void *reply, void *priv)
 	if (r->element[2]->type != REDIS_REPLY_STRING ||
 	    policy_parse_name(r->element[2]->str, name, err))
 		return;
-	policy_fetch(b, name);
+	want_policy(b, name);
 }
 
 /* --- connections ----------------------------------------------------------------- */
@@ -1386,12 +1553,16 @@ void broker_close(struct broker *b)
 		loop_timer_cancel(b->heartbeat);
 	if (b->load_retry)
 		loop_timer_cancel(b->load_retry);
+	if (b->want_timer)
+		loop_timer_cancel(b->want_timer);
 	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++)
 		if (b->slots[i].wait_timer)
 			loop_timer_cancel(b->slots[i].wait_timer);
 	b->pending = 0;
 	conn_close(&b->sub);
 	conn_close(&b->cmd);
+	free(b->want);
+	free(b->waiting);
 	free(b->password);
 	free(b->slots);
 	free(b);
