@@ -272,6 +272,79 @@ wait_policy() {
 	expect_eq "s4 mode" "$(rls 4 --json status | jq -r .mode)" fleet
 }
 
+# status_of I JQ: the jq expression JQ on agent I's status.
+status_of() {
+	rls "$1" --json status | jq -r "$2"
+}
+
+@test "a second agent started with host 1's agent id: both report the conflict (log, status, metric), the fleet counts 4 agents, and it clears after the second stops" {
+	local t0 i
+
+	fleet_agent_wipe 4
+	fleet_agent_start 4 --agent-id s1
+	t0=$(now_ms)
+	until [[ $(status_of 1 .agent_id_conflict)/$(status_of 4 .agent_id_conflict) == true/true &&
+		 $(status_of 2 .live_agents) == 4 ]]; do
+		if (($(now_ms) - t0 > 5000)); then
+			for i in 1 2 4; do echo "s$i: $(rls "$i" --json status | jq -c .)"; done
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "both report it after $(($(now_ms) - t0)) ms"
+	for i in 1 4; do
+		expect_eq "s$i agent_id" "$(status_of "$i" .agent_id)" s1
+		expect_eq "s$i rlgate_agent_id_conflict" "$(fleet_metric "$i" rlgate_agent_id_conflict)" 1
+		rls "$i" status | grep -q '^agent id: *s1 (CONFLICT: another live agent uses this id' ||
+			{ rls "$i" status; return 1; }
+		grep -q "another agent runs with agent id 's1'" "$(fleet_log "$i")" ||
+			{ echo "s$i did not log it"; return 1; }
+	done
+	expect_eq "s2's agent_id_conflict" "$(status_of 2 .agent_id_conflict)" false
+	expect_eq "s2 rlgate_agent_id_conflict" "$(fleet_metric 2 rlgate_agent_id_conflict)" 0
+	# counted apart for as long as they run, not merged
+	sleep 2
+	expect_eq "live agents on s3" "$(status_of 3 .live_agents)" 4
+	expect_eq "s1 still reports it" "$(status_of 1 .agent_id_conflict)" true
+
+	fleet_agent_stop 4 TERM
+	t0=$(now_ms)
+	until [[ $(status_of 1 .agent_id_conflict) == false ]]; do
+		(($(now_ms) - t0 < 15000)) || { rls 1 --json status | jq -c .; return 1; }
+		sleep 0.2
+	done
+	expect_eq "s1 rlgate_agent_id_conflicts_total" \
+		"$(fleet_metric 1 rlgate_agent_id_conflicts_total)" 1
+	fleet_wait_steady 5
+}
+
+@test "an agent restarted on the same host at once (SIGKILL, same id) is not a conflict and is counted once" {
+	local t0 n k i lines
+
+	fleet_agent_wipe 4
+	fleet_agent_start 4
+	disown "$RLAGENT_PID"	# killed below: no "Killed" notice
+	lines=$(wc -l <"$(fleet_log 4)")
+	t0=$(now_ms)
+	until [[ $(status_of 2 .live_agents) == 4 ]]; do
+		(($(now_ms) - t0 < 5000)) || return 1
+		sleep 0.1
+	done
+	fleet_agent_stop 4 KILL
+	fleet_agent_start 4
+	# for the registry's 3 s and more: never a conflict, never 5 agents
+	for ((k = 0; k < 25; k++)); do
+		for i in 2 4; do
+			[[ $(status_of "$i" .agent_id_conflict) == false ]] ||
+				{ echo "s$i reports a conflict"; return 1; }
+			n=$(status_of "$i" .live_agents)
+			((n <= 4)) || { echo "s$i counts $n agents"; return 1; }
+		done
+		sleep 0.2
+	done
+	! tail -n +$((lines + 1)) "$(fleet_log 4)" | grep "another agent runs with agent id"
+}
+
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
 	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
 

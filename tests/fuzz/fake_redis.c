@@ -230,8 +230,8 @@ static void reply_good(struct client *c, int argc, char **argv, size_t *lens)
 		const char *key = argv[3];
 		int nargs = argc - 3 - nkeys;
 
-		if (!strcmp(key, "rl:agents") && nargs == 2) {
-			outf(c, ":1\r\n");			/* heartbeat */
+		if (!strcmp(key, "rl:agents") && nargs == 4) {
+			outf(c, "*2\r\n:1\r\n$0\r\n\r\n");	/* heartbeat */
 		} else if (!strcmp(key, "rl:agents")) {
 			outf(c, ":1\r\n");			/* deregister */
 		} else if (nkeys == 2) {

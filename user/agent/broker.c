@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include <hiredis/hiredis.h>
@@ -24,6 +25,7 @@
 #define CHECK_MS		50	/* lease check period */
 #define HEARTBEAT_MS		1000
 #define REGISTRY_TTL_MS		3000	/* three missed heartbeats: gone */
+#define ID_CLASH_CLEAR_NS	(10ULL * 1000000000ULL)	/* no other agent seen */
 #define CALL_TIMEOUT_NS		(2ULL * 1000000000ULL)
 #define BACKOFF_MIN_MS		100
 #define BACKOFF_MAX_MS		1000	/* the heartbeat's period: back as soon */
@@ -81,6 +83,11 @@ struct broker {
 	char address[300];
 	char *password;
 	char agent_id[257];
+	char nonce[17];			/* this process's, in the registry */
+	bool hb_first;			/* no heartbeat answered on this connection */
+	bool id_clash;			/* another agent uses agent_id */
+	uint64_t id_clash_seen_ns;
+	uint64_t id_clashes;		/* episodes */
 	struct conn cmd, sub;
 	char sha[S_COUNT][41];
 	unsigned int scripts_mask;	/* bit i: script i loaded */
@@ -799,19 +806,56 @@ static void set_live_agents(struct broker *b, uint64_t n)
 				 &b->a->tenants[i].pol);
 }
 
+/*
+ * Two agents with one --agent-id (two hosts with the same host name).  The
+ * registry counts running agents by id and nonce, so both are counted; but
+ * an operator reading the registry, logs or metrics by id would take them
+ * for one, so it is reported loudly for as long as it lasts: each heartbeat
+ * after the first on a connection that finds another nonce under our id
+ * means another agent heartbeated with it in between.
+ */
+static void id_clash_seen(struct broker *b, const char *other)
+{
+	b->id_clash_seen_ns = loop_now_ns();
+	if (b->id_clash)
+		return;
+	b->id_clash = true;
+	b->id_clashes++;
+	log_warn("another agent runs with agent id '%s' (instance %.16s; this "
+		 "one is %s): the registry counts both, but give each host its "
+		 "own --agent-id", b->agent_id, other, b->nonce);
+}
+
+static void id_clash_check(struct broker *b)
+{
+	if (b->id_clash && loop_now_ns() - b->id_clash_seen_ns > ID_CLASH_CLEAR_NS) {
+		b->id_clash = false;
+		log_info("no other agent has run with agent id '%s' for %llu s",
+			 b->agent_id, ID_CLASH_CLEAR_NS / 1000000000ULL);
+	}
+}
+
 static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
+	struct broker *b = c->b;
 	redisReply *r = reply;
 
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-		struct broker *b = c->b;
-
-		set_live_agents(b, (uint64_t)r->integer);
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_INTEGER &&
+	    r->element[0]->integer > 0 &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		set_live_agents(b, (uint64_t)r->element[0]->integer);
+		/* On the first, another nonce is this host's previous agent. */
+		if (r->element[1]->len && !c->n)
+			id_clash_seen(b, r->element[1]->str);
+		if (c->n)
+			b->hb_first = false;
+		id_clash_check(b);
 		breaker_success(b);
 	} else {
-		call_failed(c->b, S_HEARTBEAT, r);
+		call_failed(b, S_HEARTBEAT, r);
 	}
 	free(c);
 }
@@ -819,13 +863,15 @@ static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
 static void heartbeat(struct broker *b)
 {
 	char ttl[24];
-	const char *args[] = { "rl:agents", b->agent_id, ttl };
+	const char *args[] = { "rl:agents", "rl:agent_ids", b->agent_id, ttl,
+			       b->nonce, b->hb_first ? "1" : "0" };
 	struct call *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return;
+	c->n = b->hb_first;
 	snprintf(ttl, sizeof(ttl), "%d", REGISTRY_TTL_MS);
-	if (eval(b, S_HEARTBEAT, 1, args, 3, on_heartbeat, c))
+	if (eval(b, S_HEARTBEAT, 2, args, 6, on_heartbeat, c))
 		free(c);
 }
 
@@ -1371,10 +1417,12 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		else
 			redisAsyncCommand(c->ac, on_auth, c, "AUTH %s", b->password);
 	}
-	if (c->subscriber)
+	if (c->subscriber) {
 		redisAsyncCommand(c->ac, on_message, b, "SUBSCRIBE rl:policy");
-	else
+	} else {
+		b->hb_first = true;
 		load_scripts(b);
+	}
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -1477,6 +1525,19 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	} else if (gethostname(b->agent_id, sizeof(b->agent_id) - 1) < 0) {
 		snprintf(b->agent_id, sizeof(b->agent_id), "rlagent-%d", getpid());
 	}
+	{
+		uint8_t rnd[8];
+
+		/* Only needs to differ between agents; time and PID if the
+		 * kernel's pool cannot say. */
+		if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)) {
+			uint64_t x = loop_now_ns() ^ ((uint64_t)getpid() << 32);
+
+			memcpy(rnd, &x, sizeof(rnd));
+		}
+		for (int i = 0; i < 8; i++)
+			snprintf(b->nonce + 2 * i, 3, "%02x", rnd[i]);
+	}
 	if (!b->o.timeout_ms)
 		b->o.timeout_ms = 50;
 	if (!b->o.stale_ms)
@@ -1509,8 +1570,9 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 		goto fail;
 	conn_start(&b->cmd);
 	conn_start(&b->sub);
-	log_info("fleet mode: agent '%s', Redis on '%s', lease TTL %llu ms",
-		 b->agent_id, b->address, (unsigned long long)b->o.lease_ttl_ms);
+	log_info("fleet mode: agent '%s' (instance %s), Redis on '%s', lease TTL "
+		 "%llu ms", b->agent_id, b->nonce, b->address,
+		 (unsigned long long)b->o.lease_ttl_ms);
 	*out = b;
 	return 0;
 fail:
@@ -1615,10 +1677,11 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 		}
 	}
 	{
-		const char *args[] = { "rl:agents", b->agent_id };
+		const char *args[] = { "rl:agents", "rl:agent_ids", b->agent_id,
+				       b->nonce };
 		struct call *c = calloc(1, sizeof(*c));
 
-		if (c && eval(b, S_DEREGISTER, 1, args, 2, on_deregister, c) == 0)
+		if (c && eval(b, S_DEREGISTER, 2, args, 4, on_deregister, c) == 0)
 			b->pending++;
 		else
 			free(c);
@@ -1661,6 +1724,10 @@ void broker_stats(const struct broker *b, struct broker_stats *out)
 	out->transitions = b->transitions;
 	out->timeouts = b->redis_timeouts;
 	out->live_agents = b->live_agents;
+	out->agent_id = b->agent_id;
+	out->nonce = b->nonce;
+	out->agent_id_conflict = b->id_clash;
+	out->agent_id_conflicts = b->id_clashes;
 	out->redis_calls = b->redis_calls;
 	out->redis_errors = b->redis_errors;
 	out->lease_bounds = lease_bounds;

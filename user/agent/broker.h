@@ -49,6 +49,10 @@ struct broker_stats {
 	uint64_t transitions;		/* into and out of degraded */
 	uint64_t timeouts;		/* calls unanswered past the timeout */
 	uint64_t live_agents;
+	const char *agent_id;
+	const char *nonce;		/* this agent process's, in the registry */
+	bool agent_id_conflict;		/* another live agent uses agent_id */
+	uint64_t agent_id_conflicts;	/* times that began */
 	uint64_t redis_calls;		/* every script call */
 	uint64_t redis_errors;
 	/* lease round trips: cumulative counts per upper bound, then the sum */

@@ -186,6 +186,9 @@ static void cmd_status(struct ctl_client *cl, const json_t *req)
 				    "calls", (json_int_t)bs.redis_calls,
 				    "errors", (json_int_t)bs.redis_errors));
 		json_object_set_new(r, "live_agents", json_integer((json_int_t)bs.live_agents));
+		json_object_set_new(r, "agent_id", json_string(bs.agent_id));
+		json_object_set_new(r, "agent_instance", json_string(bs.nonce));
+		json_object_set_new(r, "agent_id_conflict", json_boolean(bs.agent_id_conflict));
 		json_object_set_new(r, "broker", json_string(bs.healthy ? "healthy" :
 							     "degraded"));
 		json_object_set_new(r, "broker_transitions",

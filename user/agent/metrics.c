@@ -107,6 +107,14 @@ static void header(FILE *f, const char *name, const char *type,
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A metric without labels: its header and its one line. */
+static void scalar(FILE *f, const char *name, const char *type, const char *help,
+		   unsigned long long v)
+{
+	header(f, name, type, help);
+	fprintf(f, "%s %llu\n", name, v);
+}
+
 enum field { F_ADMITTED, F_DENIED, F_SHADOW, F_RETRANS, F_RST, F_TOKENS,
 	     F_RATE, F_BURST };
 
@@ -185,30 +193,32 @@ static void render_fleet(FILE *f, struct agent *a)
 		}
 	}
 	broker_stats(a->broker, &bs);
-	header(f, "rlgate_redis_calls_total", "counter",
-	       "Calls to Redis (leases, refunds, heartbeats, policy, script loads).");
-	fprintf(f, "rlgate_redis_calls_total %llu\n", (unsigned long long)bs.redis_calls);
-	header(f, "rlgate_redis_errors_total", "counter",
-	       "Redis calls that failed or returned something unusable.");
-	fprintf(f, "rlgate_redis_errors_total %llu\n", (unsigned long long)bs.redis_errors);
-	header(f, "rlgate_live_agents", "gauge",
-	       "Agents alive in the fleet registry, this one included.");
-	fprintf(f, "rlgate_live_agents %llu\n", (unsigned long long)bs.live_agents);
-	header(f, "rlgate_redis_connected", "gauge",
-	       "1 while connected to Redis with every script loaded.");
-	fprintf(f, "rlgate_redis_connected %d\n",
-		strcmp(bs.state, "connected") == 0 ? 1 : 0);
-	header(f, "rlgate_broker_state", "gauge",
+	scalar(f, "rlgate_redis_calls_total", "counter",
+	       "Calls to Redis (leases, refunds, heartbeats, policy, script loads).",
+	       bs.redis_calls);
+	scalar(f, "rlgate_redis_errors_total", "counter",
+	       "Redis calls that failed or returned something unusable.",
+	       bs.redis_errors);
+	scalar(f, "rlgate_live_agents", "gauge",
+	       "Agents alive in the fleet registry, this one included.",
+	       bs.live_agents);
+	scalar(f, "rlgate_agent_id_conflict", "gauge",
+	       "1 while another live agent heartbeats with this agent's --agent-id.",
+	       bs.agent_id_conflict);
+	scalar(f, "rlgate_agent_id_conflicts_total", "counter",
+	       "Times another live agent was found using this agent's --agent-id.",
+	       bs.agent_id_conflicts);
+	scalar(f, "rlgate_redis_connected", "gauge",
+	       "1 while connected to Redis with every script loaded.",
+	       strcmp(bs.state, "connected") == 0);
+	scalar(f, "rlgate_broker_state", "gauge",
 	       "0 healthy (leasing), 1 degraded (fail policies apply once "
-	       "leased tokens are spent).");
-	fprintf(f, "rlgate_broker_state %d\n", bs.healthy ? 0 : 1);
-	header(f, "rlgate_broker_transitions_total", "counter",
-	       "Switches between healthy and degraded.");
-	fprintf(f, "rlgate_broker_transitions_total %llu\n",
-		(unsigned long long)bs.transitions);
-	header(f, "rlgate_redis_timeouts_total", "counter",
-	       "Checks that found a Redis call unanswered past --redis-timeout.");
-	fprintf(f, "rlgate_redis_timeouts_total %llu\n", (unsigned long long)bs.timeouts);
+	       "leased tokens are spent).", !bs.healthy);
+	scalar(f, "rlgate_broker_transitions_total", "counter",
+	       "Switches between healthy and degraded.", bs.transitions);
+	scalar(f, "rlgate_redis_timeouts_total", "counter",
+	       "Checks that found a Redis call unanswered past --redis-timeout.",
+	       bs.timeouts);
 	header(f, "rlgate_degraded_total", "counter",
 	       "SYNs decided by the tenant's fail policy while degraded.");
 	for (size_t i = 0; i < a->n_tenants; i++) {

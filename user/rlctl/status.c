@@ -126,6 +126,11 @@ int cmd_status(int argc, char **argv)
 		       json_string_value(json_object_get(v, "state")) ?: "?");
 		printf("live agents: %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(reply, "live_agents")));
+		if ((v = json_object_get(reply, "agent_id")) && json_is_string(v))
+			printf("agent id:    %s%s\n", json_string_value(v),
+			       json_is_true(json_object_get(reply, "agent_id_conflict")) ?
+			       " (CONFLICT: another live agent uses this id; give each "
+			       "host its own --agent-id)" : "");
 		v = json_object_get(reply, "degraded_since");
 		if (json_is_integer(v)) {
 			time_t since = (time_t)json_integer_value(v);
