@@ -73,5 +73,27 @@ for row in "${rows[@]}"; do
 	printf '%-20s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
 		"$shown" "$result"
 done
+echo
+
+# The control plane: a change of one tenant among 4,096 of 64 prefixes,
+# against listing the same set (see tools/bench-ctl.sh).
+out=$("$(dirname "$0")/bench-ctl.sh" "$build") || exit 1
+echo "$out"
+echo
+unset val
+declare -A val
+while read -r name value _; do
+	[[ -n $name ]] && val[$name]=$value
+done <<<"$out"
+printf '%-24s %8s %8s\n' figure ms ratio
+for name in ctl_tenant_list_ms ctl_tenant_set_ms ctl_tenant_set_match_ms; do
+	if [[ -z ${val[$name]:-} ]]; then
+		echo "Error: the control benchmark printed no $name" >&2
+		exit 1
+	fi
+	printf '%-24s %8s %7sx\n' "$name" "${val[$name]}" "$(awk -v a="${val[$name]}" \
+		-v b="${val[ctl_tenant_list_ms]}" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+done
+echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
 exit 0

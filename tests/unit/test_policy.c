@@ -410,17 +410,19 @@ static void test_validate(void)
 	CHECK(policy_validate(&u, err) == -EINVAL, "unterminated name accepted");
 }
 
+#define RL_TEST_PROBLEMS	4096
+
 struct collected {
 	int n;
-	size_t index[8];
-	char msg[8][POLICY_ERR_MAX];
+	size_t index[RL_TEST_PROBLEMS];
+	char msg[RL_TEST_PROBLEMS][POLICY_ERR_MAX];
 };
 
 static void collect(void *ctx, size_t index, const char *msg)
 {
 	struct collected *c = ctx;
 
-	if (c->n < 8) {
+	if (c->n < RL_TEST_PROBLEMS) {
 		c->index[c->n] = index;
 		snprintf(c->msg[c->n], POLICY_ERR_MAX, "%s", msg);
 	}
@@ -430,7 +432,7 @@ static void collect(void *ctx, size_t index, const char *msg)
 static void test_set(void)
 {
 	struct policy_tenant ts[4];
-	struct collected c;
+	static struct collected c;
 	char err[POLICY_ERR_MAX];
 
 	make(&ts[0], "a", "10/s", "192.0.2.0/24", NULL);
@@ -474,6 +476,169 @@ static void test_set(void)
 	CHECK(c.n >= 3 && c.index[0] == 3 && c.index[1] == 1 && c.index[2] == 2,
 	      "problem indexes %zu %zu %zu", c.index[0], c.index[1], c.index[2]);
 	CHECK(policy_validate_set(ts, 0, err) == 0, "empty set invalid");
+}
+
+#define RL_TEST_TENANTS	4096
+
+/* The definition policy_check_set must agree with: every pair of tenants
+ * compared, names first, then each prefix of the later one against each of
+ * the earlier one's, with the first of the earlier one's ports that both
+ * have. */
+static void reference_check(const struct policy_tenant *ts, size_t n,
+			    struct collected *out)
+{
+	char err[POLICY_ERR_MAX], pb[64];
+
+	for (size_t i = 0; i < n; i++)
+		if (policy_validate(&ts[i], err) < 0)
+			collect(out, i, err);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < i; j++) {
+			const struct policy_tenant *a = &ts[j], *b = &ts[i];
+
+			if (!strcmp(a->name, b->name)) {
+				snprintf(err, sizeof(err), "duplicate tenant name "
+					 "'%.63s' (also tenant #%zu)", b->name, j);
+				collect(out, i, err);
+				continue;
+			}
+			for (unsigned int x = 0; x < b->n_match; x++) {
+				for (unsigned int y = 0; y < a->n_match; y++) {
+					int port = -1;
+
+					if (a->match[y].family != b->match[x].family ||
+					    a->match[y].len != b->match[x].len ||
+					    memcmp(a->match[y].addr, b->match[x].addr, 16))
+						continue;
+					if (!a->n_ports || !b->n_ports)
+						port = !a->n_ports && !b->n_ports ? 0 : -1;
+					for (unsigned int p = 0; p < a->n_ports && port < 0; p++)
+						for (unsigned int q = 0; q < b->n_ports; q++)
+							if (a->ports[p] == b->ports[q]) {
+								port = a->ports[p];
+								break;
+							}
+					if (port < 0)
+						continue;
+					policy_format_prefix(&b->match[x], pb, sizeof(pb));
+					if (port)
+						snprintf(err, sizeof(err), "conflict: tenants "
+							 "'%.63s' and '%.63s' both claim %s port %d",
+							 a->name, b->name, pb, port);
+					else
+						snprintf(err, sizeof(err), "conflict: tenants "
+							 "'%.63s' and '%.63s' both claim %s on any port",
+							 a->name, b->name, pb);
+					collect(out, i, err);
+				}
+			}
+		}
+	}
+}
+
+/* Random sets drawn from few names, prefixes and ports, so that names,
+ * prefixes and ports collide often: policy_check_set reports exactly the
+ * problems, in the order, that comparing every pair does. */
+static void test_set_against_reference(void)
+{
+	static struct collected want, got;
+	static struct policy_tenant ts[40];
+	static const char *const pfx[] = {
+		"192.0.2.0/24", "192.0.2.0/25", "198.51.100.0/24", "10.0.0.0/8",
+		"2001:db8::/32", "2001:db8::/48", "0.0.0.0/0", "::/0",
+	};
+	unsigned int seed = 12345;
+	int total = 0;
+
+	for (int round = 0; round < 300; round++) {
+		size_t n = 1 + rand_r(&seed) % 40;
+
+		for (size_t i = 0; i < n; i++) {
+			struct policy_tenant *t = &ts[i];
+			char name[16];
+
+			memset(t, 0, sizeof(*t));
+			snprintf(name, sizeof(name), "t%d", rand_r(&seed) % 30);
+			make(t, name, "10/s", pfx[rand_r(&seed) % 8], NULL);
+			for (unsigned int k = 0; k < 8; k++)
+				if (rand_r(&seed) % 3 == 0 &&
+				    policy_parse_prefix(pfx[k], &t->match[t->n_match],
+							NULL) == 0) {
+					bool dup = false;
+
+					for (unsigned int m = 0; m < t->n_match; m++)
+						dup |= !memcmp(&t->match[m],
+							       &t->match[t->n_match],
+							       sizeof(t->match[m]));
+					t->n_match += !dup;
+				}
+			for (unsigned int k = 0; k < 5; k++)
+				if (rand_r(&seed) % 2 == 0)
+					t->ports[t->n_ports++] = (uint16_t)(80 + k);
+			if (rand_r(&seed) % 50 == 0)
+				t->burst = 0;	/* a problem of the tenant alone */
+		}
+		want.n = got.n = 0;
+		reference_check(ts, n, &want);
+		total += want.n;
+		CHECK(policy_check_set(ts, n, collect, &got) == got.n,
+		      "round %d: the count returned differs from the reports",
+		      round);
+		CHECK(got.n == want.n, "round %d: %d problems, want %d", round,
+		      got.n, want.n);
+		for (int k = 0; k < got.n && k < want.n && k < RL_TEST_PROBLEMS; k++) {
+			if (got.index[k] == want.index[k] &&
+			    !strcmp(got.msg[k], want.msg[k]))
+				continue;
+			CHECK(0, "round %d problem %d: #%zu '%s', want #%zu '%s'",
+			      round, k, got.index[k], got.msg[k], want.index[k],
+			      want.msg[k]);
+			break;
+		}
+	}
+	/* the draws do collide: the comparison is not of empty lists */
+	CHECK(total > 1000, "only %d problems in 300 random sets", total);
+}
+
+/* 4,096 tenants of 64 prefixes, one conflict at the end: found (a check
+ * comparing every pair would take minutes here). */
+static void test_set_large(void)
+{
+	struct policy_tenant *ts = calloc(RL_TEST_TENANTS, sizeof(*ts));
+	static struct collected c;
+
+	if (!ts) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < RL_TEST_TENANTS; i++) {
+		snprintf(ts[i].name, sizeof(ts[i].name), "t%zu", i);
+		ts[i].rate = (struct policy_rate){ 100, 1 };
+		ts[i].burst = 100;
+		for (unsigned int x = 0; x < POLICY_MAX_PREFIXES; x++) {
+			size_t k = i * POLICY_MAX_PREFIXES + x;
+			struct policy_prefix *p = &ts[i].match[x];
+
+			p->family = AF_INET;
+			p->len = 24;
+			p->addr[0] = (uint8_t)(10 + (k >> 16));
+			p->addr[1] = (uint8_t)(k >> 8);
+			p->addr[2] = (uint8_t)k;
+		}
+		ts[i].n_match = POLICY_MAX_PREFIXES;
+	}
+	memset(&c, 0, sizeof(c));
+	CHECK(policy_check_set(ts, RL_TEST_TENANTS, collect, &c) == 0,
+	      "a valid large set has %d problems: %s", c.n, c.msg[0]);
+	ts[RL_TEST_TENANTS - 1].match[7] = ts[3].match[40];
+	memset(&c, 0, sizeof(c));
+	CHECK(policy_check_set(ts, RL_TEST_TENANTS, collect, &c) == 1 &&
+	      c.index[0] == RL_TEST_TENANTS - 1 &&
+	      strstr(c.msg[0], "'t3' and 't4095' both claim 10.0.0.0/24") == NULL &&
+	      strstr(c.msg[0], "'t3' and 't4095' both claim 10.0.0.232/24") == NULL &&
+	      strstr(c.msg[0], "'t3' and 't4095'"),
+	      "the conflict in a large set: %d problems, '%s'", c.n, c.msg[0]);
+	free(ts);
 }
 
 static void test_json(void)
@@ -566,6 +731,8 @@ int main(void)
 	test_action();
 	test_validate();
 	test_set();
+	test_set_against_reference();
+	test_set_large();
 	test_json();
 	test_overshoot();
 	test_clean_utf8();

@@ -47,43 +47,220 @@ json_t *agent_tenant_json(const struct agent_tenant *t)
 	return j;
 }
 
-static json_t *policy_doc(const struct agent_tenant *ts, size_t n,
-			  const struct agent_tomb *tombs, size_t n_tombs,
-			  uint64_t version)
+/* The state file's line for tenant t: from the slot's cache when neither
+ * the tenant nor its version changed since it was made.  NULL when out of
+ * memory. */
+static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 {
-	json_t *arr = json_array(), *del = json_array(), *doc;
+	struct agent_text *c;
+	json_t *j;
+	char *text;
 
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(arr, agent_tenant_json(&ts[i]));
-	for (size_t i = 0; i < n_tombs; i++)
-		json_array_append_new(del, json_pack("{s:s,s:I}", "name",
-				      tombs[i].name, "version",
-				      (json_int_t)tombs[i].version));
-	doc = json_pack("{s:I,s:o,s:o}", "version", (json_int_t)version, "tenants",
-			arr, "deleted", del);
-	return doc;
+	if (!a->texts) {
+		a->texts = calloc(RL_MAX_TENANTS, sizeof(*a->texts));
+		if (!a->texts)
+			return NULL;
+	}
+	c = &a->texts[t->slot];
+	/* Bytes equal means fields equal; a difference in padding only costs
+	 * an encoding. */
+	if (c->text && c->version == t->version &&
+	    memcmp(&c->pol, &t->pol, sizeof(c->pol)) == 0)
+		return c->text;
+	j = agent_tenant_json(t);
+	text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	if (!text)
+		return NULL;
+	free(c->text);
+	c->text = text;
+	c->pol = t->pol;
+	c->version = t->version;
+	return text;
 }
 
+/* Appends len bytes to the buffer *buf of *n bytes, *cap allocated.  0 or
+ * -ENOMEM. */
+static int append(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
+{
+	if (*n + len + 1 > *cap) {
+		size_t c = *cap ? *cap : 4096;
+		char *p;
+
+		while (c < *n + len + 1)
+			c *= 2;
+		p = realloc(*buf, c);
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = c;
+	}
+	memcpy(*buf + *n, s, len);
+	*n += len;
+	(*buf)[*n] = '\0';
+	return 0;
+}
+
+/*
+ * Writes the state file: {"version":N,"deleted":[...],"tenants":[...]}, one
+ * tenant a line.  The tenants' text comes from tenant_text(), so that a
+ * change of one tenant among thousands does not encode them all again.
+ */
 static int save_policy(struct agent *a, const struct agent_tenant *ts,
 		       size_t n, const struct agent_tomb *tombs, size_t n_tombs,
 		       uint64_t version)
 {
-	json_t *doc = policy_doc(ts, n, tombs, n_tombs, version);
-	int err;
+	json_t *del = json_array();
+	char *head = NULL, *buf = NULL;
+	size_t len = 0, cap = 0;
+	int err = -ENOMEM;
 
-	if (!doc)
-		return -ENOMEM;
-	err = state_save(a->opts.state_dir, AGENT_POLICY_FILE, doc);
-	json_decref(doc);
+	for (size_t i = 0; del && i < n_tombs; i++)
+		json_array_append_new(del, json_pack("{s:s,s:I}", "name",
+				      tombs[i].name, "version",
+				      (json_int_t)tombs[i].version));
+	head = del ? json_dumps(del, JSON_COMPACT) : NULL;
+	if (!head)
+		goto cleanup;
+	{
+		char start[64];
+
+		snprintf(start, sizeof(start), "{\"version\":%llu,\"deleted\":",
+			 (unsigned long long)version);
+		if (append(&buf, &len, &cap, start, strlen(start)) ||
+		    append(&buf, &len, &cap, head, strlen(head)) ||
+		    append(&buf, &len, &cap, ",\"tenants\":[", 12))
+			goto cleanup;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *t = tenant_text(a, &ts[i]);
+
+		if (!t || append(&buf, &len, &cap, i ? ",\n" : "\n", i ? 2 : 1) ||
+		    append(&buf, &len, &cap, t, strlen(t)))
+			goto cleanup;
+	}
+	if (append(&buf, &len, &cap, "\n]}", 3))
+		goto cleanup;
+	err = state_save_text(a->opts.state_dir, AGENT_POLICY_FILE, buf, len);
+cleanup:
+	json_decref(del);
+	free(head);
+	free(buf);
 	return err;
 }
 
-static bool slot_taken(const struct agent_tenant *ts, size_t n, uint32_t slot)
+void agent_free(struct agent *a)
 {
+	if (a->texts)
+		for (size_t i = 0; i < RL_MAX_TENANTS; i++)
+			free(a->texts[i].text);
+	free(a->texts);
+	free(a->tenants);
+	free(a->tombs);
+}
+
+/* The slots a set uses, one bit each: a set of thousands of tenants is
+ * asked about every slot, so asking must not walk the set. */
+struct slot_map {
+	uint64_t bits[RL_MAX_TENANTS / 64];
+};
+
+static void slots_of(const struct agent_tenant *ts, size_t n, struct slot_map *m)
+{
+	memset(m, 0, sizeof(*m));
 	for (size_t i = 0; i < n; i++)
-		if (ts[i].slot == slot)
-			return true;
-	return false;
+		if (ts[i].slot < RL_MAX_TENANTS)
+			m->bits[ts[i].slot / 64] |= 1ULL << (ts[i].slot % 64);
+}
+
+static bool slot_in(const struct slot_map *m, uint32_t slot)
+{
+	return slot < RL_MAX_TENANTS && (m->bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+/* Names sorted, each with its position in the array it came from, for
+ * lookups in time log n: a change of a set of thousands of tenants looks
+ * each of them up in the set before and among the tombstones. */
+struct name_entry {
+	const char *name;
+	size_t pos;
+};
+
+struct name_index {
+	struct name_entry *e;
+	size_t n;
+};
+
+static int name_entry_cmp(const void *pa, const void *pb)
+{
+	const struct name_entry *a = pa, *b = pb;
+
+	return strcmp(a->name, b->name);
+}
+
+/* Indexes the n names found `stride` bytes apart from `first`.  0 or
+ * -ENOMEM. */
+static int index_names(const char *first, size_t stride, size_t n,
+		       struct name_index *ix)
+{
+	ix->n = n;
+	ix->e = malloc((n ? n : 1) * sizeof(*ix->e));
+	if (!ix->e)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		ix->e[i] = (struct name_entry){ first + i * stride, i };
+	qsort(ix->e, n, sizeof(*ix->e), name_entry_cmp);
+	return 0;
+}
+
+static int index_tenants(const struct agent_tenant *ts, size_t n,
+			 struct name_index *ix)
+{
+	return index_names(ts ? ts->pol.name : NULL, sizeof(*ts), n, ix);
+}
+
+/* The position of name, or SIZE_MAX. */
+static size_t index_find(const struct name_index *ix, const char *name)
+{
+	struct name_entry key = { name, 0 }, *e;
+
+	e = bsearch(&key, ix->e, ix->n, sizeof(*ix->e), name_entry_cmp);
+	return e ? e->pos : SIZE_MAX;
+}
+
+/* Whether ts binds the same prefixes and ports to the same slots as old:
+ * then the compiled rules in force stay right, and a change of limits
+ * alone does not compile and publish thousands of rules again. */
+static bool same_rules(const struct agent_tenant *old, size_t n_old,
+		       const struct agent_tenant *ts, size_t n)
+{
+	const struct agent_tenant **by_slot;
+	bool same = n == n_old;
+
+	by_slot = calloc(RL_MAX_TENANTS, sizeof(*by_slot));
+	if (!by_slot)
+		return false;
+	for (size_t i = 0; same && i < n_old; i++)
+		if (old[i].slot < RL_MAX_TENANTS)
+			by_slot[old[i].slot] = &old[i];
+	for (size_t i = 0; same && i < n; i++) {
+		const struct policy_tenant *x = &ts[i].pol, *y;
+
+		if (ts[i].slot >= RL_MAX_TENANTS || !by_slot[ts[i].slot]) {
+			same = false;
+			break;
+		}
+		y = &by_slot[ts[i].slot]->pol;
+		same = x->n_match == y->n_match && x->n_ports == y->n_ports &&
+		       memcmp(x->ports, y->ports, x->n_ports * sizeof(x->ports[0])) == 0;
+		for (unsigned int k = 0; same && k < x->n_match; k++)
+			same = x->match[k].family == y->match[k].family &&
+			       x->match[k].len == y->match[k].len &&
+			       memcmp(x->match[k].addr, y->match[k].addr,
+				      sizeof(x->match[k].addr)) == 0;
+	}
+	free(by_slot);
+	return same;
 }
 
 /* Makes the kernel hold exactly `ts` where it held `old`: tenants first
@@ -92,24 +269,32 @@ static bool slot_taken(const struct agent_tenant *ts, size_t n, uint32_t slot)
 static int kern_apply(struct agent *a, const struct agent_tenant *old,
 		      size_t n_old, const struct agent_tenant *ts, size_t n)
 {
+	struct slot_map was, is;
 	struct kern_binding *bs;
-	int err;
+	int err = 0;
 
 	bs = calloc(n ? n : 1, sizeof(*bs));
 	if (!bs)
 		return -ENOMEM;
+	slots_of(old, n_old, &was);
+	slots_of(ts, n, &is);
 	for (size_t i = 0; i < n; i++) {
-		bool fresh = !slot_taken(old, n_old, ts[i].slot) ||
+		bool fresh = !slot_in(&was, ts[i].slot) ||
 			     !kern_slot_live(&a->kern, ts[i].slot);
 
 		kern_tenant_configure(&a->kern, ts[i].slot, &ts[i].pol, fresh);
 		bs[i].slot = ts[i].slot;
 		bs[i].t = &ts[i].pol;
 	}
-	err = kern_rules_sync(&a->kern, bs, n);
+	if (!a->rules_synced || !same_rules(old, n_old, ts, n)) {
+		err = kern_rules_sync(&a->kern, bs, n);
+		/* after a failure the kernel's rules are not known to be
+		 * either set's: the next change compiles them in any case */
+		a->rules_synced = !err;
+	}
 	if (!err)
 		for (size_t i = 0; i < n_old; i++)
-			if (!slot_taken(ts, n, old[i].slot))
+			if (!slot_in(&is, old[i].slot))
 				kern_tenant_clear(&a->kern, old[i].slot);
 	free(bs);
 	return err;
@@ -150,37 +335,35 @@ static struct agent_tomb *next_tombs(struct agent *a, const struct agent_tenant 
 				     size_t n, size_t *n_out)
 {
 	struct agent_tomb *ts = calloc(a->n_tombs + a->n_tenants + 1, sizeof(*ts));
-	size_t k = 0;
+	struct name_index in_next = { 0 }, kept = { 0 };
+	size_t k = 0, n_kept;
 
-	if (!ts)
-		return NULL;
-	for (size_t i = 0; i < a->n_tombs; i++) {
-		bool back = false;
-
-		for (size_t j = 0; j < n && !back; j++)
-			back = strcmp(next[j].pol.name, a->tombs[i].name) == 0;
-		if (!back)
+	if (!ts || index_tenants(next, n, &in_next))
+		goto fail;
+	for (size_t i = 0; i < a->n_tombs; i++)
+		if (index_find(&in_next, a->tombs[i].name) == SIZE_MAX)
 			ts[k++] = a->tombs[i];
-	}
+	n_kept = k;
+	if (index_names(ts[0].name, sizeof(*ts), n_kept, &kept))
+		goto fail;
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		const struct agent_tenant *t = &a->tenants[i];
-		bool kept = false;
 		size_t j;
 
-		for (j = 0; j < n && !kept; j++)
-			kept = strcmp(next[j].pol.name, t->pol.name) == 0;
-		if (kept)
+		if (index_find(&in_next, t->pol.name) != SIZE_MAX)
 			continue;
-		for (j = 0; j < k; j++)
-			if (strcmp(ts[j].name, t->pol.name) == 0)
-				break;
+		/* A tombstone of a live tenant (a state file edited by hand)
+		 * gives way to the new one. */
+		j = index_find(&kept, t->pol.name);
+		if (j == SIZE_MAX)
+			j = k++;
 		snprintf(ts[j].name, sizeof(ts[j].name), "%s", t->pol.name);
 		ts[j].version = a->fleet_update ? fleet_version_of(a, t->pol.name) : 0;
 		if (!ts[j].version)
 			ts[j].version = agent_next_version(a, t->version);
-		if (j == k)
-			k++;
 	}
+	free(in_next.e);
+	free(kept.e);
 	if (k > AGENT_MAX_TOMBS) {
 		/* oldest first out: they sit at the front */
 		memmove(ts, ts + (k - AGENT_MAX_TOMBS), AGENT_MAX_TOMBS * sizeof(*ts));
@@ -188,6 +371,10 @@ static struct agent_tomb *next_tombs(struct agent *a, const struct agent_tenant 
 	}
 	*n_out = k;
 	return ts;
+fail:
+	free(in_next.e);
+	free(ts);
+	return NULL;
 }
 
 static enum agent_code commit(struct agent *a, struct agent_tenant *next,
@@ -196,6 +383,8 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	struct agent_tomb *tombs;
 	size_t n_tombs = 0;
 	struct policy_tenant *flat;
+	struct name_index was;
+	struct slot_map used;
 	uint32_t slot = 0;
 	int e;
 
@@ -218,23 +407,31 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 
 	/* Kept tenants first, so that the search for free slots below sees
 	 * every slot that stays in use. */
+	if (index_tenants(a->tenants, a->n_tenants, &was)) {
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
 	for (size_t i = 0; i < n; i++) {
-		struct agent_tenant *old = agent_find(a, next[i].pol.name);
+		size_t pos = index_find(&was, next[i].pol.name);
 
 		next[i].slot = UINT32_MAX;
-		if (old) {
+		if (pos != SIZE_MAX) {
+			const struct agent_tenant *old = &a->tenants[pos];
+
 			next[i].slot = old->slot;
 			memcpy(next[i].samples, old->samples, sizeof(old->samples));
 			next[i].n_samples = old->n_samples;
 		}
 	}
+	free(was.e);
+	/* Slots that stay in use are among the current set's. */
+	slots_of(a->tenants, a->n_tenants, &used);
 	for (size_t i = 0; i < n; i++) {
 		if (next[i].slot != UINT32_MAX)
 			continue;
 		while (slot < RL_MAX_TENANTS &&
-		       (slot_taken(a->tenants, a->n_tenants, slot) ||
-			slot_taken(next, n, slot) ||
-			kern_slot_live(&a->kern, slot)))
+		       (slot_in(&used, slot) || kern_slot_live(&a->kern, slot)))
 			slot++;
 		if (slot >= RL_MAX_TENANTS) {
 			free(next);
@@ -544,6 +741,7 @@ static bool same_policy(const struct policy_tenant *x,
 enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			    size_t n, unsigned int counts[3], char *err)
 {
+	struct name_index was = { 0 }, in_ts = { 0 }, tombs = { 0 };
 	struct agent_tenant *next;
 	enum agent_code c;
 	unsigned int added = 0, updated = 0, removed = 0;
@@ -562,15 +760,28 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
+	if (index_tenants(a->tenants, a->n_tenants, &was) ||
+	    index_names(ts ? ts->name : NULL, sizeof(*ts), n, &in_ts) ||
+	    index_names(a->tombs ? a->tombs->name : NULL, sizeof(*a->tombs),
+			a->n_tombs, &tombs)) {
+		free(was.e);
+		free(in_ts.e);
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
 	for (size_t i = 0; i < n; i++) {
-		struct agent_tenant *old = agent_find(a, ts[i].name);
+		size_t pos = index_find(&was, ts[i].name);
+		const struct agent_tenant *old = pos == SIZE_MAX ? NULL :
+						 &a->tenants[pos];
 
 		next[i].pol = ts[i];
 		if (!old) {
-			const struct agent_tomb *tomb = agent_find_tomb(a, ts[i].name);
+			size_t tomb = index_find(&tombs, ts[i].name);
 
 			added++;
-			next[i].version = agent_next_version(a, tomb ? tomb->version : 0);
+			next[i].version = agent_next_version(a, tomb == SIZE_MAX ? 0 :
+							     a->tombs[tomb].version);
 		} else if (!same_policy(&old->pol, &ts[i])) {
 			updated++;
 			next[i].version = agent_next_version(a, old->version);
@@ -578,14 +789,12 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			next[i].version = old->version;
 		}
 	}
-	for (size_t i = 0; i < a->n_tenants; i++) {
-		bool kept = false;
-
-		for (size_t j = 0; j < n && !kept; j++)
-			kept = strcmp(ts[j].name, a->tenants[i].pol.name) == 0;
-		if (!kept)
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (index_find(&in_ts, a->tenants[i].pol.name) == SIZE_MAX)
 			removed++;
-	}
+	free(was.e);
+	free(in_ts.e);
+	free(tombs.e);
 	c = commit(a, next, n, err);
 	if (c == AGENT_OK) {
 		counts[0] = added;
@@ -604,6 +813,7 @@ static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
 {
 	struct policy_tenant *flat = NULL;
 	struct agent_tenant *ts = NULL;
+	struct slot_map used = { 0 };
 	json_t *arr, *item, *v;
 	size_t i, n;
 	int e = -EINVAL;
@@ -666,12 +876,13 @@ static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
 			snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);
 			goto cleanup;
 		}
-		if (slot_taken(ts, i, (uint32_t)id)) {
+		if (slot_in(&used, (uint32_t)id)) {
 			snprintf(err, POLICY_ERR_MAX, "tenant %zu: slot %lld used "
 				 "twice", i, (long long)id);
 			goto cleanup;
 		}
 		ts[i].slot = (uint32_t)id;
+		used.bits[id / 64] |= 1ULL << (id % 64);
 		flat[i] = ts[i].pol;
 	}
 	if (policy_validate_set(flat, n, err))
@@ -732,6 +943,7 @@ int agent_policy_start(struct agent *a)
 {
 	char err[POLICY_ERR_MAX + STATE_ERR_MAX], bad[4200];
 	struct agent_tenant *ts = NULL;
+	struct slot_map used;
 	uint64_t version = 0;
 	json_t *doc = NULL;
 	size_t n = 0;
@@ -783,8 +995,9 @@ int agent_policy_start(struct agent *a)
 		free(ts);
 		return e;
 	}
+	slots_of(ts, n, &used);
 	for (uint32_t s = 0; s < RL_MAX_TENANTS; s++)
-		if (kern_slot_live(&a->kern, s) && !slot_taken(ts, n, s)) {
+		if (kern_slot_live(&a->kern, s) && !slot_in(&used, s)) {
 			log_info("cleared kernel slot %u: not in the policy", s);
 			kern_tenant_clear(&a->kern, s);
 		}

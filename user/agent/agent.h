@@ -92,7 +92,21 @@ struct agent {
 	time_t start_wall;
 	int exit_code;
 	bool policy_damaged;	/* state file was bad: kernel left as it was */
+	bool rules_synced;	/* the kernel classifies by the rules of tenants */
+	/* Per slot, the state file's text of the tenant it last held: a change
+	 * of one tenant among thousands encodes that one only. */
+	struct agent_text *texts;
 };
+
+/* One tenant's line of the state file, and what it was made from. */
+struct agent_text {
+	struct policy_tenant pol;
+	uint64_t version;
+	char *text;
+};
+
+/* Frees what the tenant set holds (at exit). */
+void agent_free(struct agent *a);
 
 const char *agent_code_name(enum agent_code c);
 

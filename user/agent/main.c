@@ -443,7 +443,6 @@ cleanup:
 	loop_free(a.loop);
 	if (sfd >= 0)
 		close(sfd);
-	free(a.tenants);
-	free(a.tombs);
+	agent_free(&a);
 	return a.exit_code;
 }

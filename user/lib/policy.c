@@ -487,22 +487,240 @@ int policy_validate(const struct policy_tenant *t, char *err)
 
 /* Two rules on the same prefix collide when their port sets meet; an any-port
  * rule only collides with another any-port rule, because the kernel looks up
- * (prefix, port) before (prefix, any) and so the port rule simply wins. */
+ * (prefix, port) before (prefix, any) and so the port rule simply wins.
+ * Returns the first of a's ports that b has too, 0 for two any-port rules,
+ * or -1 when they do not collide. */
 static int shared_port(const struct policy_tenant *a,
 		       const struct policy_tenant *b)
 {
 	if (a->n_ports == 0 || b->n_ports == 0)
 		return a->n_ports == 0 && b->n_ports == 0 ? 0 : -1;
-	for (unsigned int i = 0; i < a->n_ports; i++)
-		for (unsigned int j = 0; j < b->n_ports; j++)
+	for (unsigned int i = 0; i < a->n_ports && i < POLICY_MAX_PORTS; i++)
+		for (unsigned int j = 0; j < b->n_ports && j < POLICY_MAX_PORTS; j++)
 			if (a->ports[i] == b->ports[j])
 				return a->ports[i];
 	return -1;
 }
 
+/*
+ * The set checks take time linear in the rules, so that a set of 4,096
+ * tenants of 64 prefixes is checked in milliseconds, not by comparing every
+ * pair of tenants: names are sorted, prefixes are grouped in a hash table,
+ * and only the tenants that claim one prefix are compared, by sorting their
+ * (port, tenant) claims.  Every problem becomes a finding; the findings are
+ * sorted into the order a comparison of every pair gives (by the later
+ * tenant, then the earlier one, then the later one's prefix) and reported.
+ */
+#define FINDING_NAME	UINT32_MAX	/* the x of a duplicate name */
+
+struct finding {
+	uint32_t i, j;		/* the later and the earlier tenant */
+	uint32_t x;		/* i's prefix that j claims too, or FINDING_NAME */
+};
+
+struct findings {
+	struct finding *v;
+	size_t n, cap;
+	bool nomem;
+};
+
+static void finding_add(struct findings *f, size_t i, size_t j, uint32_t x)
+{
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 64;
+		struct finding *v = realloc(f->v, cap * sizeof(*v));
+
+		if (!v) {
+			f->nomem = true;
+			return;
+		}
+		f->v = v;
+		f->cap = cap;
+	}
+	f->v[f->n++] = (struct finding){ (uint32_t)i, (uint32_t)j, x };
+}
+
+static int finding_cmp(const void *pa, const void *pb)
+{
+	const struct finding *a = pa, *b = pb;
+
+	if (a->i != b->i)
+		return a->i < b->i ? -1 : 1;
+	if (a->j != b->j)
+		return a->j < b->j ? -1 : 1;
+	if (a->x == b->x)
+		return 0;
+	/* the name first: it stands for the whole pair */
+	if (a->x == FINDING_NAME || b->x == FINDING_NAME)
+		return a->x == FINDING_NAME ? -1 : 1;
+	return a->x < b->x ? -1 : 1;
+}
+
+/* Counts bounded by the arrays, for tenants that failed policy_validate. */
+static unsigned int n_match_of(const struct policy_tenant *t)
+{
+	return t->n_match < POLICY_MAX_PREFIXES ? t->n_match : POLICY_MAX_PREFIXES;
+}
+
+static int name_cmp(const void *pa, const void *pb, void *arg)
+{
+	const struct policy_tenant *ts = arg;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	int c = strncmp(ts[a].name, ts[b].name, sizeof(ts[a].name));
+
+	return c ? c : a < b ? -1 : a > b;
+}
+
+/* Every pair of tenants with one name. */
+static int find_names(const struct policy_tenant *ts, size_t n,
+		      struct findings *f)
+{
+	uint32_t *order = malloc((n ? n : 1) * sizeof(*order));
+	size_t run;
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = (uint32_t)i;
+	qsort_r(order, n, sizeof(*order), name_cmp, (void *)ts);
+	for (size_t s = 0; s < n; s += run) {
+		for (run = 1; s + run < n &&
+		     strncmp(ts[order[s]].name, ts[order[s + run]].name,
+			     sizeof(ts->name)) == 0; run++)
+			;
+		/* in index order within the run: j before i */
+		for (size_t b = 1; b < run; b++)
+			for (size_t a = 0; a < b; a++)
+				finding_add(f, order[s + b], order[s + a],
+					    FINDING_NAME);
+	}
+	free(order);
+	return 0;
+}
+
+/* One tenant's claim on one prefix, for one of its ports (0: any port). */
+struct claim {
+	uint32_t tenant;
+	uint32_t x;
+	uint32_t port;
+};
+
+static int claim_cmp(const void *pa, const void *pb)
+{
+	const struct claim *a = pa, *b = pb;
+
+	if (a->port != b->port)
+		return a->port < b->port ? -1 : 1;
+	return a->tenant < b->tenant ? -1 : a->tenant > b->tenant;
+}
+
+static uint64_t prefix_hash(const struct policy_prefix *p)
+{
+	uint64_t w[2], h;
+
+	memcpy(w, p->addr, sizeof(w));
+	h = w[0] * 0x9e3779b97f4a7c15ULL;
+	h ^= (w[1] + ((uint64_t)p->len << 8 | (uint64_t)(p->family & 0xff))) *
+	     0xc2b2ae3d27d4eb4fULL;
+	return h ^ (h >> 29);
+}
+
+/* The tenants that claim one prefix (claims chained through next, newest
+ * first): every (port, tenant) claim sorted, and a finding for each pair
+ * of tenants whose claims meet. */
+static int find_group(const struct policy_tenant *ts, const uint32_t *c_tenant,
+		      const uint8_t *c_x, const uint32_t *next, uint32_t head,
+		      struct claim **buf, size_t *buf_cap, struct findings *f)
+{
+	size_t n = 0, run;
+
+	for (uint32_t c = head; c != UINT32_MAX; c = next[c]) {
+		const struct policy_tenant *t = &ts[c_tenant[c]];
+		unsigned int np = t->n_ports < POLICY_MAX_PORTS ? t->n_ports :
+				  POLICY_MAX_PORTS;
+
+		if (n + (np ? np : 1) > *buf_cap) {
+			size_t cap = 2 * (n + POLICY_MAX_PORTS);
+			struct claim *b = realloc(*buf, cap * sizeof(*b));
+
+			if (!b)
+				return -ENOMEM;
+			*buf = b;
+			*buf_cap = cap;
+		}
+		for (unsigned int k = 0; k < (np ? np : 1); k++)
+			(*buf)[n++] = (struct claim){ c_tenant[c], c_x[c],
+						     np ? t->ports[k] : 0 };
+	}
+	qsort(*buf, n, sizeof(**buf), claim_cmp);
+	for (size_t s = 0; s < n; s += run) {
+		const struct claim *r = *buf + s;
+
+		for (run = 1; s + run < n && r[run].port == r[0].port; run++)
+			;
+		for (size_t b = 1; b < run; b++)
+			for (size_t a = 0; a < b; a++)
+				if (r[a].tenant != r[b].tenant)
+					finding_add(f, r[b].tenant, r[a].tenant,
+						    r[b].x);
+	}
+	return 0;
+}
+
+/* Every pair of tenants that claim one prefix with colliding ports. */
+static int find_conflicts(const struct policy_tenant *ts, size_t n,
+			  struct findings *f)
+{
+	size_t n_claims = 0, size = 1, buf_cap = 0;
+	uint32_t *head = NULL, *next = NULL, *c_tenant = NULL, c = 0;
+	struct claim *buf = NULL;
+	uint8_t *c_x = NULL;
+	int err = -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		n_claims += n_match_of(&ts[i]);
+	while (size < 2 * n_claims)
+		size *= 2;
+	head = malloc(size * sizeof(*head));
+	next = malloc((n_claims + 1) * sizeof(*next));
+	c_tenant = malloc((n_claims + 1) * sizeof(*c_tenant));
+	c_x = malloc(n_claims + 1);
+	if (!head || !next || !c_tenant || !c_x)
+		goto cleanup;
+	memset(head, 0xff, size * sizeof(*head));
+	/* Open addressing: each slot heads the chain of one prefix. */
+	for (size_t i = 0; i < n; i++) {
+		for (unsigned int x = 0; x < n_match_of(&ts[i]); x++, c++) {
+			const struct policy_prefix *p = &ts[i].match[x];
+			size_t s = prefix_hash(p) & (size - 1);
+
+			while (head[s] != UINT32_MAX &&
+			       !prefix_equal(p, &ts[c_tenant[head[s]]].match[c_x[head[s]]]))
+				s = (s + 1) & (size - 1);
+			c_tenant[c] = (uint32_t)i;
+			c_x[c] = (uint8_t)x;
+			next[c] = head[s];
+			head[s] = c;
+		}
+	}
+	err = 0;
+	for (size_t s = 0; s < size && !err; s++)
+		if (head[s] != UINT32_MAX && next[head[s]] != UINT32_MAX)
+			err = find_group(ts, c_tenant, c_x, next, head[s], &buf,
+					 &buf_cap, f);
+cleanup:
+	free(buf);
+	free(c_x);
+	free(c_tenant);
+	free(next);
+	free(head);
+	return err;
+}
+
 int policy_check_set(const struct policy_tenant *ts, size_t n,
 		     policy_problem_fn fn, void *ctx)
 {
+	struct findings f = { 0 };
 	char err[POLICY_ERR_MAX];
 	int problems = 0;
 
@@ -513,45 +731,46 @@ int policy_check_set(const struct policy_tenant *ts, size_t n,
 				fn(ctx, i, err);
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
-		for (size_t j = 0; j < i; j++) {
-			const struct policy_tenant *a = &ts[j], *b = &ts[i];
-
-			if (strncmp(a->name, b->name, sizeof(a->name)) == 0) {
-				problems++;
-				fail(err, "duplicate tenant name '%.63s' (also "
-				     "tenant #%zu)", b->name, j);
-				if (fn)
-					fn(ctx, i, err);
-				continue;
-			}
-			for (unsigned int x = 0; x < b->n_match; x++) {
-				for (unsigned int y = 0; y < a->n_match; y++) {
-					char pb[INET6_ADDRSTRLEN + 8];
-					int port;
-
-					if (!prefix_equal(&b->match[x], &a->match[y]))
-						continue;
-					port = shared_port(a, b);
-					if (port < 0)
-						continue;
-					policy_format_prefix(&b->match[x], pb,
-							     sizeof(pb));
-					problems++;
-					if (port)
-						fail(err, "conflict: tenants '%.63s' "
-						     "and '%.63s' both claim %s port %d",
-						     a->name, b->name, pb, port);
-					else
-						fail(err, "conflict: tenants '%.63s' "
-						     "and '%.63s' both claim %s on any "
-						     "port", a->name, b->name, pb);
-					if (fn)
-						fn(ctx, i, err);
-				}
-			}
-		}
+	if (find_names(ts, n, &f) || find_conflicts(ts, n, &f) || f.nomem) {
+		free(f.v);
+		fail(err, "out of memory while checking %zu tenants", n);
+		if (fn)
+			fn(ctx, 0, err);
+		return problems + 1;
 	}
+	qsort(f.v, f.n, sizeof(*f.v), finding_cmp);
+	for (size_t k = 0; k < f.n; k++) {
+		const struct finding *d = &f.v[k];
+		const struct policy_tenant *a = &ts[d->j], *b = &ts[d->i];
+		char pb[INET6_ADDRSTRLEN + 8];
+		int port;
+
+		if (d->x == FINDING_NAME) {
+			fail(err, "duplicate tenant name '%.63s' (also tenant "
+			     "#%u)", b->name, d->j);
+		} else {
+			/* A pair found on several ports is one problem, and
+			 * two tenants of one name are one problem already. */
+			if (k > 0 && finding_cmp(d, d - 1) == 0)
+				continue;
+			if (strncmp(a->name, b->name, sizeof(a->name)) == 0)
+				continue;
+			port = shared_port(a, b);
+			policy_format_prefix(&b->match[d->x], pb, sizeof(pb));
+			if (port)
+				fail(err, "conflict: tenants '%.63s' and '%.63s' "
+				     "both claim %s port %d", a->name, b->name,
+				     pb, port);
+			else
+				fail(err, "conflict: tenants '%.63s' and '%.63s' "
+				     "both claim %s on any port", a->name,
+				     b->name, pb);
+		}
+		problems++;
+		if (fn)
+			fn(ctx, d->i, err);
+	}
+	free(f.v);
 	return problems;
 }
 

@@ -73,27 +73,36 @@ static int write_all(int fd, const char *buf, size_t len)
 
 int state_save(const char *dir, const char *name, const json_t *doc)
 {
+	char *text = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
+	int err;
+
+	if (!text) {
+		log_error("couldn't encode state on '%s/%s': out of memory", dir,
+			  name);
+		return -ENOMEM;
+	}
+	err = state_save_text(dir, name, text, strlen(text));
+	free(text);
+	return err;
+}
+
+int state_save_text(const char *dir, const char *name, const char *text,
+		    size_t len)
+{
 	char path[PATH_MAX], tmp[PATH_MAX];
-	char *text = NULL;
 	int fd = -1, err;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path) ||
 	    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 
-	text = json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS);
-	if (!text) {
-		err = -ENOMEM;
-		log_error("couldn't encode state on '%s': out of memory", path);
-		goto cleanup;
-	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0) {
 		err = -errno;
 		log_error("couldn't create file on '%s': %s", tmp, strerror(-err));
 		goto cleanup;
 	}
-	err = write_all(fd, text, strlen(text));
+	err = write_all(fd, text, len);
 	if (!err)
 		err = write_all(fd, "\n", 1);
 	if (err) {
@@ -129,7 +138,6 @@ cleanup:
 		close(fd);
 		unlink(tmp);
 	}
-	free(text);
 	return err;
 }
 

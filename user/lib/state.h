@@ -19,6 +19,11 @@ int state_mkdir(const char *dir);
  * never a mix, even across a crash or power loss.  0 or -errno (logged). */
 int state_save(const char *dir, const char *name, const json_t *doc);
 
+/* The same for a document already encoded: len bytes of text (a newline is
+ * added). */
+int state_save_text(const char *dir, const char *name, const char *text,
+		    size_t len);
+
 /*
  * Reads dir/name.  Returns 0 with *doc set (the caller owns it), -ENOENT if
  * there is no such file, -EBADMSG if it is not valid JSON (err says where
