@@ -23,8 +23,8 @@ expect_usage_error() {
 	expect_eq "policy after 'rlctl $*'" "$(tenants_json)" "$POLICY"
 }
 
-@test "bad rlctl input (rate, prefix, port, unknown tenant, conflict) exits 2 and changes nothing" {
-	local c1 file=$BATS_TEST_TMPDIR/policy.json
+@test "bad rlctl input (rate, prefix, port, burst beyond the clock, unknown tenant, conflict) exits 2 and changes nothing" {
+	local c1 out file=$BATS_TEST_TMPDIR/policy.json
 
 	agent_start
 	c1=$(prefixes c1)
@@ -48,6 +48,12 @@ expect_usage_error() {
 	expect_usage_error tenant set new --rate 10/s --match 198.51.100.0/25 --burst 0
 	expect_usage_error tenant set 'bad name' --rate 10/s --match 198.51.100.0/25
 	expect_usage_error tenant set new --match 198.51.100.0/25
+	# a bucket whose refill time would wrap the kernel's 64-bit clock
+	expect_usage_error tenant set new --rate 1/h --burst 5124096 --match 198.51.100.0/25
+	expect_usage_error tenant set api --rate 1/h --burst 1281024
+	out=$(rl tenant set new --rate 1/h --burst 5124096 --match 198.51.100.0/25 2>&1) || true
+	[[ $out == *"burst 5124096"* && $out == *"at most 1281023"* ]] ||
+		{ echo "the refusal names neither the burst nor the limit: $out" >&2; return 1; }
 	# an update of an existing tenant with one bad value changes none of it
 	expect_usage_error tenant set web --rate 10/s --port 99999
 	expect_usage_error tenant set web --burst -1

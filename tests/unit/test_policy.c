@@ -641,6 +641,115 @@ static void test_set_large(void)
 	free(ts);
 }
 
+/* Bursts whose bucket would wrap the kernel's 64-bit clock are refused,
+ * naming the burst and the largest one the rate allows; the edges of every
+ * period are accepted, and every product the kernel makes stays in range. */
+static void test_burst_overflow(void)
+{
+	static const struct {
+		const char *rate;
+		uint64_t burst;
+		bool ok;
+	} cases[] = {
+		{ "1/h", 1281023, true },	/* 2^62 / 3.6e12 */
+		{ "1/h", 1281024, false },
+		{ "1/h", 5124096, false },	/* burst x interval wraps 2^64 */
+		{ "1/h", 100000000, false },
+		{ "1/m", 76861433, true },	/* 2^62 / 6e10 */
+		{ "1/m", 76861434, false },
+		{ "2/m", 100000000, true },
+		{ "1/s", 100000000, true },	/* 1e17 ns: fine */
+		{ "1000000000/s", 100000000, true },
+		{ "3600000000000/h", 100000000, true },
+		{ "7/h", 8967167, true },	/* interval 514285714285 ns */
+		{ "7/h", 8967168, false },
+	};
+	struct policy_tenant t;
+	char err[POLICY_ERR_MAX];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t interval;
+		int r;
+
+		make(&t, "web", cases[i].rate, "192.0.2.0/24", NULL);
+		t.burst = cases[i].burst;
+		r = policy_validate(&t, err);
+		interval = policy_interval_ns(&t.rate);
+		CHECK((r == 0) == cases[i].ok, "%s burst %llu: %s", cases[i].rate,
+		      (unsigned long long)cases[i].burst, r ? err : "accepted");
+		CHECK(cases[i].ok == (t.burst <= policy_burst_max(&t.rate)),
+		      "%s: policy_burst_max %llu", cases[i].rate,
+		      (unsigned long long)policy_burst_max(&t.rate));
+		if (!cases[i].ok) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "at most %llu",
+				 (unsigned long long)policy_burst_max(&t.rate));
+			CHECK(r == -EINVAL && strstr(err, "burst") &&
+			      strstr(err, want) && strstr(err, cases[i].rate),
+			      "%s burst %llu: message '%s'", cases[i].rate,
+			      (unsigned long long)cases[i].burst, err);
+		} else {
+			/* what the kernel computes from an accepted tenant */
+			CHECK(t.burst <= UINT64_MAX / interval &&
+			      t.burst * interval <= POLICY_REFILL_MAX_NS,
+			      "%s burst %llu: tolerance wraps", cases[i].rate,
+			      (unsigned long long)t.burst);
+		}
+	}
+	/* the same through JSON (what the agent reads) */
+	make(&t, "web", "1/h", "192.0.2.0/24", NULL);
+	{
+		json_t *j = policy_tenant_to_json(&t);
+
+		json_object_set_new(j, "burst", json_integer(5124096));
+		CHECK(policy_tenant_from_json(j, &t, err) == -EINVAL &&
+		      strstr(err, "5124096") && strstr(err, "1281023"),
+		      "JSON burst 5124096 at 1/h: %s", err);
+		json_decref(j);
+	}
+}
+
+/* The static fail share: rate and burst split over the agents, burst at
+ * least 1, and interval x burst within the kernel's clock for any count of
+ * agents, however large. */
+static void test_fail_share(void)
+{
+	static const struct {
+		const char *rate;
+		uint64_t burst, agents;
+		uint64_t interval;	/* expected; 0: saturated */
+		uint32_t fail_burst;
+	} cases[] = {
+		{ "100/s", 100, 1, 10000000, 100 },
+		{ "100/s", 100, 0, 10000000, 100 },	/* 0 counts as 1 */
+		{ "100/s", 100, 4, 40000000, 25 },
+		{ "100/s", 100, 1000, 10000000000ULL, 1 },
+		{ "1/h", 1281023, 1, 3600000000000ULL, 1281023 },
+		{ "1/h", 1281023, 3, 10800000000000ULL, 427007 },
+		{ "1/h", 1, 5124096, 0, 1 },		/* x agents would wrap */
+		{ "1/h", 1, UINT64_MAX, 0, 1 },
+		{ "1000000000/s", 100000000, UINT32_MAX, UINT32_MAX, 1 },
+	};
+	struct policy_tenant t;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t interval;
+		uint32_t burst;
+
+		make(&t, "web", cases[i].rate, "192.0.2.0/24", NULL);
+		t.burst = cases[i].burst;
+		policy_fail_share(&t, cases[i].agents, &interval, &burst);
+		CHECK(burst == cases[i].fail_burst, "case %zu: burst %u, want %u",
+		      i, burst, cases[i].fail_burst);
+		CHECK(cases[i].interval ? interval == cases[i].interval :
+		      interval == POLICY_REFILL_MAX_NS / burst,
+		      "case %zu: interval %llu", i, (unsigned long long)interval);
+		CHECK(interval >= 1 && (uint64_t)burst <= POLICY_REFILL_MAX_NS / interval,
+		      "case %zu: interval x burst beyond the clock", i);
+	}
+}
+
 static void test_json(void)
 {
 	struct policy_tenant t, u;
@@ -735,6 +844,8 @@ int main(void)
 	test_set_large();
 	test_json();
 	test_overshoot();
+	test_burst_overflow();
+	test_fail_share();
 	test_clean_utf8();
 	if (failures) {
 		printf("%d check(s) failed\n", failures);

@@ -738,6 +738,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	rt->flags = t->shadow ? RL_F_SHADOW : 0;
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
+	/* policy_validate keeps burst x interval within 64 bits */
 	rt->tolerance_ns = t->burst * interval;
 	kern_tenant_fail(k, slot, t);
 	if (rebase)
@@ -758,11 +759,14 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
 {
 	struct rl_tenant *rt = &k->tenants[slot];
-	uint64_t agents = k->fail_agents ? k->fail_agents : 1;
-	uint64_t burst = t->burst / agents;
+	uint64_t interval;
+	uint32_t burst;
 
-	rt->fail_interval_ns = policy_interval_ns(&t->rate) * agents;
-	rt->fail_burst = burst ? (uint32_t)(burst < UINT32_MAX ? burst : UINT32_MAX) : 1;
+	/* The kernel multiplies the two: policy_fail_share keeps the product
+	 * within 64 bits however many agents Redis reports. */
+	policy_fail_share(t, k->fail_agents, &interval, &burst);
+	rt->fail_interval_ns = interval;
+	rt->fail_burst = burst;
 	__atomic_store_n(&rt->fail, t->fail == POLICY_FAIL_ALLOW ? RL_FAIL_ALLOW :
 			 t->fail == POLICY_FAIL_DENY ? RL_FAIL_DENY : RL_FAIL_STATIC,
 			 __ATOMIC_RELEASE);

@@ -401,6 +401,34 @@ uint64_t policy_interval_ns(const struct policy_rate *r)
 	return ns ? ns : 1;
 }
 
+uint64_t policy_burst_max(const struct policy_rate *r)
+{
+	uint64_t max = POLICY_REFILL_MAX_NS / policy_interval_ns(r);
+
+	return max < POLICY_BURST_MAX ? max : POLICY_BURST_MAX;
+}
+
+void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
+		       uint64_t *interval_ns, uint32_t *burst)
+{
+	uint64_t interval = policy_interval_ns(&t->rate), b;
+
+	if (!agents)
+		agents = 1;
+	b = t->burst / agents;
+	if (!b)
+		b = 1;
+	if (b > UINT32_MAX)
+		b = UINT32_MAX;
+	/* rate / agents, saturating: interval x agents x b could wrap */
+	if (interval > POLICY_REFILL_MAX_NS / b / agents)
+		interval = POLICY_REFILL_MAX_NS / b;
+	else
+		interval *= agents;
+	*interval_ns = interval;
+	*burst = (uint32_t)b;
+}
+
 static bool prefix_valid(const struct policy_prefix *p)
 {
 	struct policy_prefix q = *p;
@@ -446,6 +474,16 @@ int policy_validate(const struct policy_tenant *t, char *err)
 		return fail(err, "tenant '%s': invalid burst %" PRIu64
 			    ": expected 1 to %llu", t->name, t->burst,
 			    POLICY_BURST_MAX);
+	if (t->burst > policy_burst_max(&t->rate)) {
+		char rate[32];
+
+		policy_format_rate(&t->rate, rate, sizeof(rate));
+		return fail(err, "tenant '%s': invalid burst %" PRIu64 " for rate "
+			    "%s: at most %" PRIu64 " for this rate (an empty "
+			    "bucket must refill within %d years)", t->name,
+			    t->burst, rate, policy_burst_max(&t->rate),
+			    POLICY_REFILL_MAX_YEARS);
+	}
 	if (t->n_match == 0)
 		return fail(err, "tenant '%s': no match prefix; at least one "
 			    "is required", t->name);

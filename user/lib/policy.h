@@ -17,6 +17,11 @@
 #define POLICY_RATE_MAX		1000000000ULL	/* per second */
 #define POLICY_BURST_MAX	100000000ULL
 #define POLICY_ERR_MAX		256
+/* The longest a bucket may take to refill from empty, burst x interval: the
+ * kernel keeps buckets as times in 64-bit nanoseconds (now + burst x
+ * interval + interval must not wrap), about 146 years. */
+#define POLICY_REFILL_MAX_NS	(1ULL << 62)
+#define POLICY_REFILL_MAX_YEARS	146
 
 enum policy_action { POLICY_ACT_DROP = 0, POLICY_ACT_RST = 1 };
 
@@ -90,8 +95,20 @@ uint64_t policy_overshoot_budget(const struct policy_tenant *t);
 /* Nanoseconds per token (at least 1). */
 uint64_t policy_interval_ns(const struct policy_rate *r);
 
-/* Checks one tenant on its own (name, rate, burst, at least one prefix, no
- * duplicate prefix or port). */
+/* The largest burst rate r may have: one that refills from empty within
+ * POLICY_REFILL_MAX_NS (and at most POLICY_BURST_MAX).  1/h allows
+ * 1,281,023. */
+uint64_t policy_burst_max(const struct policy_rate *r);
+
+/* The static fail share of t among `agents` live agents (0 counts as 1):
+ * the kernel's interval and burst, burst at least 1, interval x burst at
+ * most POLICY_REFILL_MAX_NS however many agents there are (beyond that the
+ * share is one token per 146 years: none). */
+void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
+		       uint64_t *interval_ns, uint32_t *burst);
+
+/* Checks one tenant on its own (name, rate, burst within policy_burst_max,
+ * at least one prefix, no duplicate prefix or port). */
 int policy_validate(const struct policy_tenant *t, char *err);
 
 /* Checks a whole set: names unique, and no two tenants claim the same
