@@ -237,6 +237,49 @@ mean_secs() {
 	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
 }
 
+# connected_s1 RATE: connections admitted from c1 to s1's port 8080 over
+# 1 s of RATE/s.
+connected_s1() {
+	run_loadgen_json c1 --rate "$1" --duration 1 "$(lab_target s1 8080)" >/dev/null &&
+		json_get .total.connected
+}
+
+@test "a tenant in a freed slot, or given a new rate, starts with a full static share: a spent 1/h share is not inherited while degraded" {
+	local t0 id n
+
+	fleet_tenant_set 1 c-slow --rate 1/h --burst 1 --match "$C1" --port 8080 \
+		--action rst --fail static
+	settle c-slow
+	id=$(ch_id 1 c-slow)
+	t0=$(now_ms)
+	ch_cut 1
+	ch_wait_broker "$t0" degraded 5 1
+	# s1 spends what it holds and its static share: 1 token per 3 h
+	n=$(connected_s1 50)
+	expect_between "admitted by s1 for 1/h burst 1" "$n" 0 2
+	expect_eq "admitted by s1 once the 1/h share is spent" "$(connected_s1 50)" 0
+
+	# deleted while degraded; its successor takes the slot
+	rls 1 tenant del c-slow >/dev/null
+	fleet_tenant_set 1 c-fast --rate 1000/s --burst 90 --match "$C1" --port 8080 \
+		--action rst --fail static
+	expect_eq "c-fast's slot on s1 (c-slow's)" "$(ch_id 1 c-fast)" "$id"
+	# its share is 1000/s / 3 agents, burst 30: all of 150/s
+	n=$(connected_s1 150)
+	echo "c-fast admitted $n of 150 while degraded"
+	expect_between "admitted by s1 for c-fast in c-slow's slot" "$n" 120 150
+
+	# the same tenant down to 1/h, its share spent, then back to 1000/s
+	rls 1 tenant set c-fast --rate 1/h --burst 1 >/dev/null
+	connected_s1 50 >/dev/null
+	expect_eq "admitted by s1 at 1/h once the share is spent" "$(connected_s1 50)" 0
+	rls 1 tenant set c-fast --rate 1000/s --burst 90 >/dev/null
+	n=$(connected_s1 150)
+	echo "c-fast admitted $n of 150 after its rate went back up"
+	expect_between "admitted by s1 after the rate went up" "$n" 120 150
+	expect_eq "s1's broker" "$(ch_broker 1)" degraded
+}
+
 @test "agent SIGKILLed under load: after the heartbeat goes stale its kernel admits the static share on its own; a new agent on the same pins leases again and its stats continue" {
 	local out=$BATS_TEST_TMPDIR/load.json id t0 t1 g0 g1 ma mb aa ab ga gb before st a b
 

@@ -696,35 +696,51 @@ int kern_unpin(struct kern *k)
 
 /* --- tenants ------------------------------------------------------------- */
 
+/* Whole tokens of a GCRA bucket (see rlgate.h) at now: tat, interval,
+ * tolerance and burst as the kernel reads them. */
+static uint64_t gcra_tokens(uint64_t tat, uint64_t now, uint64_t interval,
+			    uint64_t tol, uint64_t burst)
+{
+	uint64_t base = tat > now ? tat : now, tokens;
+
+	if (!interval)
+		return 0;
+	/* After a limit was lowered, tat may lie beyond the new tolerance:
+	 * that is an empty bucket, not a negative count. */
+	if (now + tol <= base)
+		return 0;
+	tokens = (now + tol - base) / interval;
+	return tokens < burst ? tokens : burst;
+}
+
 void kern_tenant_configure(struct kern *k, uint32_t slot,
 			   const struct policy_tenant *t, bool fresh)
 {
 	struct rl_tenant *rt = &k->tenants[slot];
 	uint64_t interval = policy_interval_ns(&t->rate);
+	uint64_t old_interval = rt->interval_ns, old_tol = rt->tolerance_ns;
+	uint64_t old_burst = rt->burst;
+	bool changed = old_interval != interval || old_burst != t->burst;
 	/* A new rate or burst on a standalone bucket: keep the tokens it
 	 * holds now (at most the new burst) and re-express them in the new
 	 * units.  Left alone, tat would keep the old rate's meaning: after
 	 * 1/h, a raise to 1000/s would still wait out the hour. */
-	bool rebase = !fresh && rt->mode == RL_MODE_STANDALONE && !k->leased &&
-		      (rt->interval_ns != interval || rt->burst != t->burst);
-	uint64_t now = 0, keep = 0;
-
-	if (rebase) {
-		now = loop_now_ns();
-		keep = kern_tenant_tokens(k, slot, now);
-		if (keep > t->burst)
-			keep = t->burst;
-	}
+	bool rebase = !fresh && changed && rt->mode == RL_MODE_STANDALONE &&
+		      !k->leased;
 
 	if (fresh) {
 		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
 		void *zero = calloc(1, sz);
 
 		/* Out of service while the bucket and counters are reset:
-		 * no SYN spends from a half-reset slot. */
+		 * no SYN spends from a half-reset slot.  Nothing of the slot's
+		 * last tenant stays: its bucket, its leased tokens, and its
+		 * static fail share (a deleted 1/h tenant's share, spent,
+		 * would refuse its successor for an hour while degraded). */
 		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
 		__atomic_store_n(&rt->tat, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
 		rt->lowwater_armed = 0;
 		if (zero) {
 			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.tenant_stats),
@@ -741,9 +757,34 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	/* policy_validate keeps burst x interval within 64 bits */
 	rt->tolerance_ns = t->burst * interval;
 	kern_tenant_fail(k, slot, t);
-	if (rebase)
-		__atomic_store_n(&rt->tat, now + rt->tolerance_ns - keep * interval,
-				 __ATOMIC_RELAXED);
+	if (!fresh && changed)
+		/* The static share of new limits starts full, as a new
+		 * tenant's does: its state in the old units means nothing. */
+		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
+	if (rebase) {
+		uint64_t now = loop_now_ns(), next;
+		uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE);
+
+		/* CPUs admit by compare-and-swap on tat while this runs: a
+		 * plain store of the new value would erase every admission
+		 * made since tat was read (tokens minted from nothing).  So
+		 * this is a compare-and-swap too: if a CPU moved tat, the
+		 * tokens are counted again from where it left it.  They are
+		 * counted in the old limits', which is what the bucket held
+		 * them in; a SYN admitted between the stores above and this
+		 * one moved tat by the new interval, a fraction of a token
+		 * in the old units. */
+		do {
+			uint64_t keep = gcra_tokens(tat, now, old_interval,
+						    old_tol, old_burst);
+
+			if (keep > t->burst)
+				keep = t->burst;
+			next = now + rt->tolerance_ns - keep * interval;
+		} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
+						      __ATOMIC_ACQ_REL,
+						      __ATOMIC_ACQUIRE));
+	}
 	rt->lowwater = 0;
 	if (k->leased && rt->mode != RL_MODE_LEASED)
 		/* Tokens a standalone bucket held were never leased: a leased
@@ -838,23 +879,16 @@ uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 			    uint64_t now_ns)
 {
 	const struct rl_tenant *rt = &k->tenants[slot];
-	uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_RELAXED);
-	uint64_t interval = rt->interval_ns, base, tokens;
 
 	if (rt->mode == RL_MODE_LEASED) {
 		int64_t t = __atomic_load_n(&rt->tokens, __ATOMIC_RELAXED);
 
 		return t > 0 ? (uint64_t)t : 0;
 	}
-	if (rt->mode != RL_MODE_STANDALONE || !interval)
+	if (rt->mode != RL_MODE_STANDALONE)
 		return 0;
-	base = tat > now_ns ? tat : now_ns;
-	/* After a limit was lowered, tat may lie beyond the new tolerance:
-	 * that is an empty bucket, not a negative count. */
-	if (now_ns + rt->tolerance_ns <= base)
-		return 0;
-	tokens = (now_ns + rt->tolerance_ns - base) / interval;
-	return tokens < rt->burst ? tokens : rt->burst;
+	return gcra_tokens(__atomic_load_n(&rt->tat, __ATOMIC_RELAXED), now_ns,
+			   rt->interval_ns, rt->tolerance_ns, rt->burst);
 }
 
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
