@@ -345,6 +345,83 @@ status_of() {
 	! tail -n +$((lines + 1)) "$(fleet_log 4)" | grep "another agent runs with agent id"
 }
 
+# flood SOCKET N OUT: sends N stats requests on one connection to SOCKET
+# without reading a reply, then reads what comes back; writes
+# {"sent", "replies", "cut", "secs"} to OUT: cut is whether the agent closed
+# the connection before answering them all.
+flood() {
+	python3 - "$1" "$2" >"$3" <<'EOF'
+import json, socket, sys, time
+sock, n = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+s.settimeout(30)
+t0, sent, cut, data = time.time(), 0, False, b""
+try:
+    for _ in range(n):
+        s.sendall(b'{"cmd":"stats"}\n')
+        sent += 1
+except (BrokenPipeError, ConnectionResetError):
+    cut = True
+try:
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        data += b
+except (ConnectionResetError, socket.timeout):
+    pass
+replies = data.count(b"\n")
+cut = cut or replies < n
+print(json.dumps({"sent": sent, "replies": replies, "cut": cut,
+                  "secs": round(time.time() - t0, 3)}))
+EOF
+}
+
+# rss_kb PID: resident memory of PID in KiB.
+rss_kb() {
+	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+@test "a control client pipelining 50,000 requests unread is cut off; the agent keeps serving, leasing and beating: no SYN meets a fail policy, memory stays bounded" {
+	local out=$BATS_TEST_TMPDIR/load.json fl=$BATS_TEST_TMPDIR/flood.json tr0 deg0 rss0 i fpid
+
+	fleet_tenant_set 1 flood --rate "$RATE/s" --burst "$BURST" \
+		--match "$(client_prefix c1)" --action rst
+	settle flood
+	tr0=$(rls 1 --json status | jq .broker_transitions)
+	deg0=$(fleet_stat 1 flood degraded)
+	rss0=$(rss_kb "$(fleet_pid 1)")
+	# below the limit, all on host 1: every SYN needs a lease in time
+	fleet_loadgen_bg c1 "$out" --rate 100 --duration 6 $(fleet_targets "$PORT" 1 0 0)
+	sleep 1
+	flood "$(fleet_ctl 1)" 50000 "$fl" &
+	fpid=$!
+	fleet_bg_track "$fpid"
+	# other clients are served meanwhile
+	for i in 1 2 3 4 5; do
+		timeout 2 "$RLGATE_BUILD/rlctl" --socket "$(fleet_ctl 1)" status >/dev/null ||
+			{ echo "rlctl status on s1 unanswered for 2 s during the flood" >&2; return 1; }
+		sleep 0.3
+	done
+	wait "$fpid" || true
+	cat "$fl"
+	expect_eq "the flooding client cut off" "$(jq .cut "$fl")" true
+	expect_between "replies it got before the cut" "$(jq .replies "$fl")" 1 49999
+	expect_between "seconds until the cut (the stall timeout is 10 s)" \
+		"$(jq '.secs | floor' "$fl")" 0 5
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	expect_between "admitted of 600 offered at 100/s (limit $RATE/s)" \
+		"$(jq .total.connected "$out")" 594 600
+	expect_eq "SYNs decided by the fail policy on s1" \
+		"$(($(fleet_stat 1 flood degraded) - deg0))" 0
+	expect_eq "s1 broker transitions" "$(rls 1 --json status | jq .broker_transitions)" "$tr0"
+	expect_eq "s1 broker" "$(rls 1 --json status | jq -r .broker)" healthy
+	# what the agent kept: a bounded buffer, not the 50,000 replies
+	expect_between "s1 resident memory growth, KiB" \
+		"$(($(rss_kb "$(fleet_pid 1)") - rss0))" -100000 12000
+}
+
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
 	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
 

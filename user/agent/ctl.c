@@ -464,22 +464,70 @@ static void handle_line(struct ctl_client *cl, const char *line, size_t len)
 	json_decref(req);
 }
 
-/* Splits the input buffer into lines and answers each. */
-static void process_input(struct ctl_client *cl)
+/* Whether a whole request waits in the input buffer. */
+static bool line_pending(const struct ctl_client *cl)
 {
-	size_t start = 0;
+	return memchr(cl->in, '\n', cl->in_len) != NULL;
+}
+
+/* Writes what the socket takes now.  Sets closing if the client is gone. */
+static void send_some(struct ctl_client *cl)
+{
+	while (cl->out_len > 0) {
+		ssize_t n = send(cl->fd, cl->out, cl->out_len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN) {
+				log_debug("control client write failed: %s",
+					  strerror(errno));
+				cl->out_len = 0;
+				cl->closing = true;
+			}
+			return;
+		}
+		memmove(cl->out, cl->out + n, cl->out_len - (size_t)n);
+		cl->out_len -= (size_t)n;
+		cl->last_ns = loop_now_ns();
+	}
+}
+
+/*
+ * Answers the whole requests in the input buffer for at most CTL_SLICE_NS
+ * (at least one), then gives the loop back; on_client comes back for the
+ * rest once the socket is writable.  A client with CTL_OUT_MAX of replies
+ * unread that still has requests waiting is cut off: it is pipelining
+ * without reading, and its replies would otherwise grow without bound.
+ * Returns false if the client was freed.
+ */
+static bool process_input(struct ctl_client *cl)
+{
+	uint64_t start = loop_now_ns();
+	size_t pos = 0;
 	char *nl;
 
 	while (!cl->closing &&
-	       (nl = memchr(cl->in + start, '\n', cl->in_len - start))) {
-		size_t len = (size_t)(nl - (cl->in + start));
+	       (nl = memchr(cl->in + pos, '\n', cl->in_len - pos))) {
+		size_t len = (size_t)(nl - (cl->in + pos));
 
-		handle_line(cl, cl->in + start, len);
-		start += len + 1;
+		if (pos > 0 && loop_now_ns() - start >= CTL_SLICE_NS)
+			break;
+		if (cl->out_len >= CTL_OUT_MAX)
+			send_some(cl);
+		if (cl->out_len >= CTL_OUT_MAX) {
+			log_warn("control client has %zu bytes of replies unread "
+				 "and sends more requests; disconnecting it",
+				 cl->out_len);
+			client_free(cl);
+			return false;
+		}
+		handle_line(cl, cl->in + pos, len);
+		pos += len + 1;
 	}
-	memmove(cl->in, cl->in + start, cl->in_len - start);
-	cl->in_len -= start;
-	if (cl->in_len == CTL_LINE_MAX) {
+	memmove(cl->in, cl->in + pos, cl->in_len - pos);
+	cl->in_len -= pos;
+	if (cl->in_len == CTL_LINE_MAX && !line_pending(cl)) {
 		char msg[96];
 
 		snprintf(msg, sizeof(msg), "request longer than %d bytes; closing "
@@ -488,28 +536,13 @@ static void process_input(struct ctl_client *cl)
 		cl->closing = true;
 		cl->in_len = 0;
 	}
+	return true;
 }
 
 /* Writes what it can.  Returns false if the client is gone (freed). */
 static bool flush(struct ctl_client *cl)
 {
-	while (cl->out_len > 0) {
-		ssize_t n = send(cl->fd, cl->out, cl->out_len, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				break;
-			log_debug("control client write failed: %s", strerror(errno));
-			cl->out_len = 0;
-			cl->closing = true;
-			break;
-		}
-		memmove(cl->out, cl->out + n, cl->out_len - (size_t)n);
-		cl->out_len -= (size_t)n;
-		cl->last_ns = loop_now_ns();
-	}
+	send_some(cl);
 	if (cl->out_len == 0 && cl->exit_after) {
 		cl->ctl->a->exit_code = 0;
 		loop_stop(cl->ctl->a->loop);
@@ -523,13 +556,16 @@ static bool flush(struct ctl_client *cl)
 
 static void update_interest(struct ctl_client *cl)
 {
+	bool pending = !cl->closing && line_pending(cl);
 	unsigned int ev = 0;
 
-	/* Stop reading from a client that does not read its replies: its
-	 * backlog must not grow without bound. */
-	if (!cl->closing && cl->out_len < CTL_OUT_MAX)
+	/* Requests already read are answered before more are read: a client
+	 * that sends faster than it is served waits in its socket buffer. */
+	if (!cl->closing && !pending)
 		ev |= LOOP_READ;
-	if (cl->out_len)
+	/* Writable is when its replies can go, and the next turn for the
+	 * requests left over from the last one. */
+	if (cl->out_len || pending)
 		ev |= LOOP_WRITE;
 	loop_watch_set(cl->w, ev);
 }
@@ -540,13 +576,13 @@ static void on_client(struct loop_watch *w, int fd, unsigned int events,
 	struct ctl_client *cl = arg;
 
 	(void)w;
-	if (events & (LOOP_READ | LOOP_HUP)) {
+	if ((events & LOOP_READ) ||
+	    ((events & LOOP_HUP) && !cl->closing && !line_pending(cl))) {
 		ssize_t n = read(fd, cl->in + cl->in_len, CTL_LINE_MAX - cl->in_len);
 
 		if (n > 0) {
 			cl->in_len += (size_t)n;
 			cl->last_ns = loop_now_ns();
-			process_input(cl);
 		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 			/* Peer gone: answers still queued may be read after
 			 * a half-close, so flush before closing. */
@@ -554,7 +590,7 @@ static void on_client(struct loop_watch *w, int fd, unsigned int events,
 			cl->in_len = 0;
 		}
 	}
-	if (!flush(cl))
+	if (!process_input(cl) || !flush(cl))
 		return;
 	update_interest(cl);
 }

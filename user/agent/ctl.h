@@ -8,13 +8,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Request bytes, newline included: room for `apply` of every tenant the
- * kernel can hold (RL_MAX_TENANTS at their largest).  Buffers grow lazily:
- * malloc leaves untouched pages unbacked. */
+/* Request bytes, newline included: room for `apply` of RL_MAX_TENANTS
+ * tenants of some 40 IPv4 prefixes each.  Buffers grow lazily: malloc
+ * leaves untouched pages unbacked. */
 #define CTL_LINE_MAX		(4 << 20)
 #define CTL_MAX_CLIENTS		64
 #define CTL_STALL_NS		(10ULL * 1000000000ULL)
-#define CTL_OUT_MAX		(1U << 20)	/* unread replies: stop reading */
+/* Unread replies a client may leave queued: one that has this much and
+ * sends another request is pipelining without reading, and is cut off. */
+#define CTL_OUT_MAX		(1U << 20)
+/* The longest one client's requests hold the loop before the rest of the
+ * agent (timers, Redis, the kernel's heartbeat, other clients) gets a turn;
+ * one request is always answered, however long it takes. */
+#define CTL_SLICE_NS		(2ULL * 1000000ULL)
 
 struct agent;
 struct ctl;
