@@ -422,6 +422,52 @@ rss_kb() {
 		"$(($(rss_kb "$(fleet_pid 1)") - rss0))" -100000 12000
 }
 
+@test "deleted tenants leave the store's index at once, their tombstones expire after --tombstone-ttl (Redis and state file), and a restart reads only live tenants" {
+	local state mon=$BATS_TEST_TMPDIR/monitor sha i n t0 read
+
+	fleet_agent_wipe 4
+	fleet_agent_start 4 --tombstone-ttl 3
+	state=$(fleet_dir 4)/state/policy.json
+	for i in {1..12}; do
+		fleet_tenant_set 4 "tb-$i" --rate 10/s --match "198.51.100.$i/32"
+	done
+	for i in {2..12}; do
+		rls 4 tenant del "tb-$i" >/dev/null
+	done
+	expect_eq "tb- tenants in rl:tenants" \
+		"$(rcli SMEMBERS rl:tenants | grep '^tb-' | paste -sd' ')" tb-1
+	expect_between "PTTL of tb-12's tombstone" "$(rcli PTTL 'rl:{t:tb-12}:policy')" 1 3000
+	expect_eq "PTTL of tb-1's policy" "$(rcli PTTL 'rl:{t:tb-1}:policy')" -1
+	expect_eq "tombstones in s4's state file" \
+		"$(jq '[.deleted[] | select(.name | startswith("tb-"))] | length' "$state")" 11
+
+	# gone from both once their 3 s are over
+	t0=$(now_ms)
+	until [[ $(jq '[.deleted[] | select(.name | startswith("tb-"))] | length' "$state") == 0 ]]; do
+		(($(now_ms) - t0 < 6000)) || { jq -c .deleted "$state"; return 1; }
+		sleep 0.2
+	done
+	expect_eq "tb- policy keys in Redis after 3 s" \
+		"$(rcli --scan --pattern 'rl:{t:tb-*}:policy' | paste -sd' ')" 'rl:{t:tb-1}:policy'
+
+	# a restart reads the live tenants, not every name ever used
+	sha=$(sha1sum "$RLGATE_ROOT/lua/policy_get.lua" | cut -c1-40)
+	rcli MONITOR >"$mon" &
+	fleet_bg_track $!
+	sleep 0.2
+	fleet_agent_stop 4 TERM
+	fleet_agent_start 4 --tombstone-ttl 3
+	t0=$(now_ms)
+	until [[ $(status_of 4 .broker) == healthy ]]; do
+		(($(now_ms) - t0 < 5000)) || return 1
+		sleep 0.1
+	done
+	sleep 0.5
+	read=$(grep -F "\"$sha\"" "$mon" | grep -o 'rl:{t:tb-[0-9]*}:policy' | sort -u | paste -sd' ')
+	expect_eq "tb- policies read after the restart" "$read" 'rl:{t:tb-1}:policy'
+	fleet_lists 4 tb-1
+}
+
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
 	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
 

@@ -1,13 +1,18 @@
 #!/usr/bin/env bats
 # policy_set.lua / policy_get.lua: the versioned per-tenant policy store
-# (newest version wins, change announced on rl:policy).
+# (newest version wins, change announced on rl:policy, the index names live
+# tenants only, tombstones expire).
 
 load helpers
 
 setup_file() { redis_start; }
 teardown_file() { redis_stop; }
 
-pset() { local n=$1; shift; r EVALSHA "$SHA_policy_set" 2 "rl:{t:$n}:policy" rl:tenants "$n" "$@" | paste -sd' '; }
+# pset NAME VERSION JSON [TOMB_TTL_MS]: the tombstone ttl defaults to a day.
+pset() {
+	r EVALSHA "$SHA_policy_set" 2 "rl:{t:$1}:policy" rl:tenants "$1" "$2" "$3" \
+		"${4:-86400000}" | paste -sd' '
+}
 pget() { r EVALSHA "$SHA_policy_get" 1 "rl:{t:$1}:policy" | paste -sd' '; }
 
 @test "a missing policy reads as version 0" {
@@ -36,6 +41,36 @@ pget() { r EVALSHA "$SHA_policy_get" 1 "rl:{t:$1}:policy" | paste -sd' '; }
 	[ "$(pset gone 2 '{"v":2}')" = "0 3" ]
 }
 
+@test "a tombstone leaves the index at once and its key expires after tomb_ttl_ms; a policy never expires" {
+	pset tomb 2 '{"v":2}' 100 >/dev/null
+	[ "$(r SISMEMBER rl:tenants tomb)" = 1 ]
+	[ "$(r PTTL 'rl:{t:tomb}:policy')" = -1 ]
+	[ "$(pset tomb 3 '' 60000)" = "1 3" ]
+	[ "$(r SISMEMBER rl:tenants tomb)" = 0 ]
+	ttl=$(r PTTL 'rl:{t:tomb}:policy')
+	((ttl > 59000 && ttl <= 60000))
+	# brought back: indexed again, and kept for good
+	[ "$(pset tomb 4 '{"v":4}' 60000)" = "1 4" ]
+	[ "$(r SISMEMBER rl:tenants tomb)" = 1 ]
+	[ "$(r PTTL 'rl:{t:tomb}:policy')" = -1 ]
+	# deleted for 200 ms: gone after it, and the name is free again
+	[ "$(pset tomb 5 '' 200)" = "1 5" ]
+	sleep 0.3
+	[ "$(r EXISTS 'rl:{t:tomb}:policy')" = 0 ]
+	[ "$(pget tomb)" = "0 " ]
+	[ "$(pset tomb 1 '{"v":1}')" = "1 1" ]
+}
+
+@test "the index holds only live tenants however many were created and deleted" {
+	for i in {1..50}; do
+		pset "churn$i" 1 '{}' >/dev/null
+		pset "churn$i" 2 '' >/dev/null
+	done
+	pset churn-live 1 '{}' >/dev/null
+	[ "$(r SMEMBERS rl:tenants | grep -c '^churn')" = 1 ]
+	[ "$(r SISMEMBER rl:tenants churn-live)" = 1 ]
+}
+
 @test "a stored change is published on rl:policy with the tenant name, a refused one is not" {
 	redis-cli -s "$RSOCK" SUBSCRIBE rl:policy >"$BATS_TEST_TMPDIR/sub" &
 	sub=$!
@@ -58,7 +93,7 @@ pget() { r EVALSHA "$SHA_policy_get" 1 "rl:{t:$1}:policy" | paste -sd' '; }
 }
 
 @test "policy_set with the policy key alone (Redis Cluster form) stores without indexing" {
-	[ "$(r EVALSHA "$SHA_policy_set" 1 'rl:{t:solo}:policy' solo 1 '{}' | paste -sd' ')" = "1 1" ]
+	[ "$(r EVALSHA "$SHA_policy_set" 1 'rl:{t:solo}:policy' solo 1 '{}' 1000 | paste -sd' ')" = "1 1" ]
 	[ "$(r SISMEMBER rl:tenants solo)" = 0 ]
 	[ "$(pget solo)" = "1 {}" ]
 }
@@ -68,10 +103,16 @@ pget() { r EVALSHA "$SHA_policy_get" 1 "rl:{t:$1}:policy" | paste -sd' '; }
 	[[ $output == *"ERR rlgate: bad key"* ]]
 	for a in "-x 1" "a} 1" "ok 0" "ok -1" "ok 1.5" "ok x" "ok 1000000000000000"; do
 		read -r n v <<<"$a"
-		out=$(r EVALSHA "$SHA_policy_set" 1 "rl:{t:$n}:policy" "$n" "$v" '{}' 2>&1)
+		out=$(r EVALSHA "$SHA_policy_set" 1 "rl:{t:$n}:policy" "$n" "$v" '{}' 1000 2>&1)
 		[[ $out == *"ERR rlgate: bad "* ]] || { echo "'$a' gave: $out"; return 1; }
 	done
 	run r EVALSHA "$SHA_policy_set" 1 'rl:{t:ok}:policy' ok 1
 	[[ $output == *"ERR rlgate: bad json"* ]]
+	for t in 0 -1 1.5 x 1000000000000 ''; do
+		out=$(r EVALSHA "$SHA_policy_set" 1 'rl:{t:ok}:policy' ok 1 '' "$t" 2>&1)
+		[[ $out == *"ERR rlgate: bad tomb_ttl_ms"* ]] || { echo "ttl '$t' gave: $out"; return 1; }
+	done
+	run r EVALSHA "$SHA_policy_set" 1 'rl:{t:ok}:policy' ok 1 '{}'
+	[[ $output == *"ERR rlgate: bad tomb_ttl_ms"* ]]
 	[ "$(r EXISTS 'rl:{t:ok}:policy')" = 0 ]
 }

@@ -27,7 +27,7 @@ teardown_file() { redis_stop; }
 @test "a bucket and a policy of one tenant share a hash tag (one cluster slot)" {
 	k=$(bucket)
 	lease "$k" 1 1 1 0 1 >/dev/null
-	r EVALSHA "$SHA_policy_set" 1 'rl:{t:test3}:policy' test3 1 '{}' >/dev/null
+	r EVALSHA "$SHA_policy_set" 1 'rl:{t:test3}:policy' test3 1 '{}' 1000 >/dev/null
 	[ "$(r KEYS 'rl:{t:test3}:*' | sort | paste -sd' ')" = 'rl:{t:test3}:bucket rl:{t:test3}:policy' ]
 }
 

@@ -497,15 +497,55 @@ static struct agent_tenant *copy_set(const struct agent *a, size_t extra)
 	return ts;
 }
 
-uint64_t agent_next_version(const struct agent *a, uint64_t prev)
+static uint64_t wall_ms(void)
 {
 	struct timespec ts;
-	uint64_t ms;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t agent_next_version(const struct agent *a, uint64_t prev)
+{
+	uint64_t ms = wall_ms();
 
 	(void)a;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 	return ms > prev ? ms : prev + 1;
+}
+
+uint64_t agent_tomb_left_ms(const struct agent *a, uint64_t version)
+{
+	uint64_t now = wall_ms(), ttl = a->opts.tomb_ttl_ms ? a->opts.tomb_ttl_ms :
+							      AGENT_TOMB_TTL_MS;
+
+	return version + ttl > now ? version + ttl - now : 0;
+}
+
+/*
+ * A tombstone keeps a tenant deleted against older copies of it (an agent
+ * that was away, a Redis re-seeded from the agents), but only for a while:
+ * otherwise every name ever deleted would be kept, offered to Redis at each
+ * reconnect and written to the state file forever.  Its time is the
+ * deletion's version (milliseconds since the epoch, from the host that
+ * deleted it), so every agent and Redis forget it at about the same moment.
+ */
+void agent_prune_tombs(struct agent *a)
+{
+	size_t k = 0, n = a->n_tombs;
+	int e;
+
+	for (size_t i = 0; i < n; i++)
+		if (agent_tomb_left_ms(a, a->tombs[i].version))
+			a->tombs[k++] = a->tombs[i];
+	if (k == n)
+		return;
+	a->n_tombs = k;
+	log_debug("forgot %zu deleted tenant(s) after the tombstone TTL", n - k);
+	e = save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
+			a->policy_version);
+	if (e)
+		log_warn("couldn't write the state file in '%s': %s",
+			 a->opts.state_dir, strerror(-e));
 }
 
 enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
@@ -1006,6 +1046,7 @@ int agent_policy_start(struct agent *a)
 	a->policy_version = version;
 	log_info("policy: %zu tenants (version %llu)", n,
 		 (unsigned long long)version);
+	agent_prune_tombs(a);
 	return 0;
 }
 

@@ -36,7 +36,10 @@ struct agent_opts {
 	const char *state_dir;
 	const char *pin_dir;
 	uint32_t rule_memory_mib;	/* the classifier, both halves */
+	uint64_t tomb_ttl_ms;		/* deletions are remembered this long */
 };
+
+#define AGENT_TOMB_TTL_MS	(7ULL * 24 * 3600 * 1000)	/* a week */
 
 struct agent_sample {
 	uint64_t t_ns, admitted, denied;
@@ -132,6 +135,14 @@ uint64_t agent_next_version(const struct agent *a, uint64_t prev);
 
 /* The tombstone of name, or NULL. */
 const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name);
+
+/* How much longer a deletion made at version (its time in ms since the
+ * epoch) is remembered: --tombstone-ttl after it; 0 once that is past. */
+uint64_t agent_tomb_left_ms(const struct agent *a, uint64_t version);
+
+/* Forgets the tombstones whose time is up (and rewrites the state file
+ * without them).  Called every second. */
+void agent_prune_tombs(struct agent *a);
 
 /*
  * Applies the fleet's stored policies u[0..n) (json "" deletes), each only

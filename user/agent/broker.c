@@ -906,14 +906,20 @@ static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
 	free(c);
 }
 
-/* Stores one tenant's policy (json NULL: a tombstone) with its version. */
+/* Stores one tenant's policy (t NULL: a tombstone, kept in Redis for what
+ * is left of its time, and not at all once that is over) with its version. */
 static void policy_publish(struct broker *b, const char *name, uint64_t version,
 			   const struct agent_tenant *t)
 {
-	char key[128], ver[24], *json = NULL;
-	const char *args[] = { key, "rl:tenants", name, ver, "" };
+	char key[128], ver[24], ttl[24], *json = NULL;
+	const char *args[] = { key, "rl:tenants", name, ver, "", ttl };
+	uint64_t left = agent_tomb_left_ms(b->a, version);
 	struct call *c;
 
+	if (!t && !left)
+		return;
+	/* Ignored for a policy, but it must be valid. */
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(left ? left : 1));
 	if (t) {
 		json_t *j = policy_tenant_to_json(&t->pol);
 
@@ -931,7 +937,7 @@ static void policy_publish(struct broker *b, const char *name, uint64_t version,
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	snprintf(key, sizeof(key), "rl:{t:%s}:policy", name);
 	snprintf(ver, sizeof(ver), "%llu", (unsigned long long)version);
-	if (eval(b, S_POLICY_SET, 2, args, 5, on_policy_set, c))
+	if (eval(b, S_POLICY_SET, 2, args, 6, on_policy_set, c))
 		free(c);
 	free(json);
 }

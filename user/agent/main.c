@@ -50,6 +50,9 @@ static void usage(FILE *f)
 "  -l, --log-level LEVEL       error, warn, info or debug (default info)\n"
 "      --rule-memory MIB       kernel memory for the compiled rules, 2 to\n"
 "                              1024 (default 16); a change needs a detach\n"
+"      --tombstone-ttl S       a deleted tenant is remembered (in the state\n"
+"                              file and the fleet's store) this many seconds,\n"
+"                              1 to 315360000 (default 604800, a week)\n"
 "\n"
 "Fleet mode (tokens leased from one global bucket per tenant in Redis):\n"
 "  -r, --redis ADDR            HOST:PORT, [IPV6]:PORT or unix:PATH; without it\n"
@@ -125,6 +128,7 @@ static void on_tick(struct loop_timer *t, void *arg)
 
 	(void)t;
 	agent_sample(a);
+	agent_prune_tombs(a);
 	ctl_tick(a->ctl, now);
 	metrics_tick(a->metrics, now);
 }
@@ -208,6 +212,7 @@ int main(int argc, char **argv)
 		{ "heartbeat-stale", required_argument, NULL, 'H' },
 		{ "expected-agents", required_argument, NULL, 'N' },
 		{ "rule-memory", required_argument, NULL, 'R' },
+		{ "tombstone-ttl", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent a = {
@@ -304,6 +309,13 @@ int main(int argc, char **argv)
 				return usage_error("invalid --expected-agents '%s': "
 						   "expected a count from 1 to 100000",
 						   optarg);
+			break;
+		case 'D':
+			if (parse_uint(optarg, 1, 315360000, &a.opts.tomb_ttl_ms))
+				return usage_error("invalid --tombstone-ttl '%s': "
+						   "expected seconds from 1 to "
+						   "315360000", optarg);
+			a.opts.tomb_ttl_ms *= 1000;
 			break;
 		case 'R': {
 			uint64_t mib;
