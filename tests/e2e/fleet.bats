@@ -245,6 +245,53 @@ wait_policy() {
 	[[ ! -s $seen ]] || { head -n 5 "$seen"; return 1; }
 }
 
+@test "a host stopped during a rename has the new name and not the old within 2 s of starting again" {
+	fleet_tenant_set 1 rs-old --rate 50/s --match 203.0.113.128/25
+	fleet_wait_tenant rs-old 2 >/dev/null
+	fleet_agent_stop 3 TERM
+	echo rs-new >>"$BATS_TEST_TMPDIR/tenants"
+	apply_changed 1 'map(if .name == "rs-old" then .name = "rs-new" else . end)'
+	fleet_wait_tenant rs-new 2 2 >/dev/null
+	fleet_agent_start 3
+	disown "$RLAGENT_PID"
+	wait_policy 2 'any(.[]; .name == "rs-new" and .match == ["203.0.113.128/25"])
+		and all(.[]; .name != "rs-old")'
+	fleet_wait_steady 5
+}
+
+@test "two tenants of the fleet claiming one prefix: each host keeps the one it has and logs it; deleting one, every host ends with the other" {
+	local lines
+
+	# s3, away from Redis, gets a tenant of its own on the prefix...
+	fleet_agent_stop 3 TERM
+	fleet_agent_start 3 --redis 192.0.2.250:1
+	disown "$RLAGENT_PID"
+	echo cf-local >>"$BATS_TEST_TMPDIR/tenants"
+	rls 3 tenant set cf-local --rate 5/s --match 198.51.100.0/25 >/dev/null
+	fleet_agent_stop 3 TERM
+	# ...while the fleet gets another one on it
+	fleet_tenant_set 1 cf-fleet --rate 50/s --match 198.51.100.0/25
+	fleet_wait_tenant cf-fleet 2 2 >/dev/null
+	lines=$(wc -l <"$(fleet_log 3)")
+	fleet_agent_start 3
+	disown "$RLAGENT_PID"
+	fleet_wait_steady 5
+	sleep 1.5
+	for i in 1 2; do
+		fleet_lists "$i" cf-fleet && ! fleet_lists "$i" cf-local ||
+			{ echo "s$i: $(rls "$i" --json tenant list | jq -c 'map(.name)')"; return 1; }
+	done
+	fleet_lists 3 cf-local && ! fleet_lists 3 cf-fleet ||
+		{ echo "s3: $(rls 3 --json tenant list | jq -c 'map(.name)')"; return 1; }
+	tail -n +$((lines + 1)) "$(fleet_log 3)" |
+		grep -q "the fleet's policy of 'cf-fleet' .* conflicts with this host's other tenants"
+	grep -q "the fleet's policy of 'cf-local' .* conflicts with this host's other tenants" \
+		"$(fleet_log 1)"
+
+	rls 3 tenant del cf-local >/dev/null
+	wait_policy 3 'any(.[]; .name == "cf-fleet") and all(.[]; .name != "cf-local")'
+}
+
 @test "an agent started after the policy was set gets the whole policy within 2 s" {
 	local want got t0
 

@@ -622,20 +622,17 @@ static int fleet_parse(const struct agent_fleet_update *u, struct policy_tenant 
 	return e ? -1 : 0;
 }
 
-/* The current set with the updates u[i] for which use[i] (pol[i] parsed),
- * as one change. */
-static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_update *u,
-				    const struct policy_tenant *pol, const bool *use,
-				    size_t n, char *err)
+/* The current set with the updates u[i] for which use[i] (pol[i] parsed):
+ * a new array (NULL when out of memory) of *m tenants. */
+static struct agent_tenant *fleet_next(struct agent *a, const struct agent_fleet_update *u,
+				       const struct policy_tenant *pol, const bool *use,
+				       size_t n, size_t *m_out)
 {
 	struct agent_tenant *next = copy_set(a, n);
 	size_t m = a->n_tenants;
-	enum agent_code c;
 
-	if (!next) {
-		snprintf(err, POLICY_ERR_MAX, "out of memory");
-		return AGENT_INTERNAL;
-	}
+	if (!next)
+		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		size_t j;
 
@@ -656,6 +653,45 @@ static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_up
 		memset(&next[j], 0, sizeof(next[j]));
 		next[j].pol = pol[i];
 		next[j].version = u[i].version;
+	}
+	*m_out = m;
+	return next;
+}
+
+/* Whether that set would be valid, without changing anything. */
+static bool fleet_valid(struct agent *a, const struct agent_fleet_update *u,
+			const struct policy_tenant *pol, const bool *use, size_t n,
+			char *err)
+{
+	size_t m = 0;
+	struct agent_tenant *next = fleet_next(a, u, pol, use, n, &m);
+	struct policy_tenant *flat = calloc(m ? m : 1, sizeof(*flat));
+	bool ok = false;
+
+	if (next && flat) {
+		for (size_t i = 0; i < m; i++)
+			flat[i] = next[i].pol;
+		ok = policy_validate_set(flat, m, err) == 0;
+	} else {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+	}
+	free(flat);
+	free(next);
+	return ok;
+}
+
+/* That set, as one change. */
+static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_update *u,
+				    const struct policy_tenant *pol, const bool *use,
+				    size_t n, char *err)
+{
+	size_t m = 0;
+	struct agent_tenant *next = fleet_next(a, u, pol, use, n, &m);
+	enum agent_code c;
+
+	if (!next) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
 	}
 	a->fleet_update = true;
 	a->fleet_batch = u;
@@ -678,13 +714,14 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 {
 	struct policy_tenant *pol = calloc(n ? n : 1, sizeof(*pol));
 	bool *use = calloc(n ? n : 1, sizeof(*use));
-	bool *one = calloc(n ? n : 1, sizeof(*one));
+	bool *in = calloc(n ? n : 1, sizeof(*in));
 	char err[POLICY_ERR_MAX];
-	size_t applied = 0, want = 0;
+	size_t want = 0, taken = 0;
+	enum agent_code c;
 	bool progress = true;
 
 	memset(wait, 0, n * sizeof(*wait));
-	if (!pol || !use || !one) {
+	if (!pol || !use || !in) {
 		/* Offered again with the next batch. */
 		for (size_t i = 0; i < n; i++)
 			wait[i] = true;
@@ -709,42 +746,57 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 	}
 	if (!want)
 		goto out;
-	if (fleet_commit(a, u, pol, use, n, err) == AGENT_OK) {
+	c = fleet_commit(a, u, pol, use, n, err);
+	if (c == AGENT_OK) {
 		for (size_t i = 0; i < n; i++)
 			if (use[i])
 				fleet_log_applied(&u[i]);
-		applied = want;
+		want = 0;
 		goto out;
 	}
-	/* Not as a whole: it conflicts with tenants it does not touch.  One
-	 * by one then, for as long as one more goes in (each may make room
-	 * for another). */
-	while (progress && applied < want) {
+	if (c != AGENT_CONFLICT && c != AGENT_INVALID) {
+		log_warn("couldn't apply the fleet's policy: %s", err);
+		memcpy(wait, use, n * sizeof(*wait));
+		goto out;
+	}
+	/* Not as a whole: it conflicts with tenants it does not touch.  The
+	 * largest part that fits then, found by checking (not applying) one
+	 * more update at a time for as long as one more fits - each may make
+	 * room for another - and applied as one change. */
+	while (progress) {
 		progress = false;
 		for (size_t i = 0; i < n; i++) {
-			if (!use[i])
+			if (!use[i] || in[i])
 				continue;
-			one[i] = true;
-			if (fleet_commit(a, u, pol, one, n, err) == AGENT_OK) {
-				fleet_log_applied(&u[i]);
-				use[i] = false;
-				applied++;
+			in[i] = true;
+			if (fleet_valid(a, u, pol, in, n, err)) {
+				taken++;
 				progress = true;
-			} else if (!progress) {
+			} else {
+				in[i] = false;
 				log_debug("tenant '%s' of the fleet (version %llu) "
-					  "not applied yet: %s", u[i].name,
+					  "does not fit yet: %s", u[i].name,
 					  (unsigned long long)u[i].version, err);
 			}
-			one[i] = false;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
-		wait[i] = use[i];
+	if (taken && fleet_commit(a, u, pol, in, n, err) == AGENT_OK) {
+		for (size_t i = 0; i < n; i++)
+			if (in[i])
+				fleet_log_applied(&u[i]);
+	} else {
+		memset(in, 0, n * sizeof(*in));
+	}
+	for (size_t i = 0; i < n; i++) {
+		wait[i] = use[i] && !in[i];
+		if (in[i])
+			want--;
+	}
 out:
 	free(pol);
 	free(use);
-	free(one);
-	return applied;
+	free(in);
+	return want;
 }
 
 enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)

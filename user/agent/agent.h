@@ -151,11 +151,11 @@ void agent_prune_tombs(struct agent *a);
  * goes from the old set to the new one with no step between where the
  * rules conflict or where neither tenant holds the prefix.  If the whole
  * batch cannot be applied (it conflicts with tenants it does not touch),
- * the updates are applied one by one, as many as can be.  wait[i] is set
- * for each update that could not be applied now because of the rest of the
- * policy (a conflict another update may resolve: the caller offers it again
- * with the next batch); updates that are invalid in themselves are logged
- * and dropped.  Returns how many updates were applied.
+ * the largest part of it that fits is applied, as one change.  wait[i] is
+ * set for each update that could not be applied now because of the rest of
+ * the policy (a conflict another update may resolve: the caller offers it
+ * again with the next batch); updates that are invalid in themselves are
+ * logged and dropped.  Returns how many updates wait.
  */
 size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 			 size_t n, bool *wait);
