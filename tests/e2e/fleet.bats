@@ -3,8 +3,12 @@
 # one Redis, real connections from a client.  The sum over the hosts honours
 # one global limit whatever the skew, leasing keeps Redis calls a small
 # fraction of the connections, a policy change made on one host reaches the
-# others' kernels within a second, a new agent gets the whole policy, and a
-# stopping agent gives its unspent tokens back.
+# others' kernels within a second (a rename or a prefix moved between tenants
+# as one change, also on a host that was down), a new agent gets the whole
+# policy, two agents with one id are counted apart and reported, deleted
+# tenants are forgotten after the tombstone TTL, an agent started against a
+# busy Redis heals on its own, and a stopping agent gives its unspent tokens
+# back.
 #
 # One lab and three agents for the file; each test makes its own tenants
 # (deleted again at teardown) so that buckets and counters start at zero.
@@ -18,7 +22,14 @@ load fleet_helpers
 setup_file() { fleet_setup_file; }
 teardown_file() { fleet_teardown_file; }
 setup() { fleet_setup; }
-teardown() { fleet_teardown; }
+teardown() { fleet_teardown redis_unbusy; }
+
+# redis_unbusy: Redis answers again, with its default busy threshold, after a
+# test kept it busy with a script (a no-op otherwise).
+redis_unbusy() {
+	rcli SCRIPT KILL >/dev/null 2>&1 || true
+	[[ $(rcli CONFIG SET busy-reply-threshold 5000) == OK ]]
+}
 
 RATE=200	# the limit of the load tests, per second
 BURST=20
@@ -513,6 +524,43 @@ rss_kb() {
 	read=$(grep -F "\"$sha\"" "$mon" | grep -o 'rl:{t:tb-[0-9]*}:policy' | sort -u | paste -sd' ')
 	expect_eq "tb- policies read after the restart" "$read" 'rl:{t:tb-1}:policy'
 	fleet_lists 4 tb-1
+}
+
+@test "an agent started while Redis runs a long script (-BUSY) says so, and is healthy within 5 s of SCRIPT KILL on the same command connection" {
+	local lines t0 i
+
+	rcli CONFIG SET busy-reply-threshold 100 >/dev/null
+	rcli EVAL 'while true do end' 0 >/dev/null 2>&1 &
+	fleet_bg_track $!
+	sleep 0.3
+	fleet_agent_wipe 4
+	mkdir -p "$(fleet_dir 4)" && touch "$(fleet_log 4)"
+	lines=$(wc -l <"$(fleet_log 4)")
+	fleet_agent_start 4
+	t0=$(now_ms)
+	until [[ $(status_of 4 .degraded_reason) == *"couldn't load rlgate's scripts: BUSY"* ]]; do
+		(($(now_ms) - t0 < 5000)) || { rls 4 --json status | jq -c .; return 1; }
+		sleep 0.1
+	done
+	expect_eq "s4 redis.state while Redis is busy" "$(status_of 4 .redis.state)" connected
+
+	rcli SCRIPT KILL >/dev/null
+	t0=$(now_ms)
+	until [[ $(status_of 4 .broker) == healthy ]]; do
+		(($(now_ms) - t0 < 5000)) || { rls 4 --json status | jq -c .; return 1; }
+		sleep 0.1
+	done
+	echo "s4 healthy $(($(now_ms) - t0)) ms after SCRIPT KILL"
+	! tail -n +$((lines + 1)) "$(fleet_log 4)" | grep 'lost Redis.*command connection'
+	redis_unbusy
+	# the other agents, degraded by the busy Redis too, heal the same way
+	t0=$(now_ms)
+	for i in 1 2 3; do
+		until [[ $(status_of "$i" .broker) == healthy ]]; do
+			(($(now_ms) - t0 < 5000)) || { echo "s$i not healthy again"; return 1; }
+			sleep 0.1
+		done
+	done
 }
 
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
