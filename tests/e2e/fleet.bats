@@ -563,6 +563,29 @@ rss_kb() {
 	done
 }
 
+@test "a tenant set and another deleted on host 1 while Redis is busy (-BUSY) reach hosts 2 and 3 within 3 s of Redis answering again" {
+	local t0
+
+	fleet_tenant_set 1 bz-old --rate 10/s --match 203.0.113.0/26
+	fleet_wait_tenant bz-old 2 >/dev/null
+	rcli CONFIG SET busy-reply-threshold 100 >/dev/null
+	rcli EVAL 'while true do end' 0 >/dev/null 2>&1 &
+	fleet_bg_track $!
+	# until s1 has seen the busy Redis
+	t0=$(now_ms)
+	until [[ $(status_of 1 .broker) == degraded ]]; do
+		(($(now_ms) - t0 < 5000)) || return 1
+		sleep 0.1
+	done
+	fleet_tenant_set 1 bz-new --rate 10/s --match 203.0.113.64/26
+	rls 1 tenant del bz-old >/dev/null
+	sleep 1
+	fleet_lists 2 bz-old && ! fleet_lists 2 bz-new
+
+	rcli SCRIPT KILL >/dev/null
+	wait_policy 3 'any(.[]; .name == "bz-new") and all(.[]; .name != "bz-old")'
+}
+
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
 	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
 

@@ -104,6 +104,7 @@ struct broker {
 	struct loop_timer *want_timer;
 	char (*waiting)[POLICY_NAME_MAX + 1];
 	size_t n_waiting;
+	bool sync_again;	/* a sync's call failed: sync once healthy */
 	uint64_t live_agents;
 	uint64_t live_low_since_ns;	/* a smaller count seen since then */
 	uint64_t redis_calls, redis_errors;
@@ -876,6 +877,7 @@ static void heartbeat(struct broker *b)
 }
 
 static void want_policy(struct broker *b, const char *name);
+static void policy_sync(struct broker *b);
 
 static void on_heartbeat_timer(struct loop_timer *t, void *arg)
 {
@@ -886,6 +888,12 @@ static void on_heartbeat_timer(struct loop_timer *t, void *arg)
 	/* The fleet's changes that wait for a conflict to go: read again. */
 	if (b->n_waiting && !b->want_timer)
 		want_policy(b, b->waiting[0]);
+	/* A sync that failed half-way (an error reply, not a lost
+	 * connection): again, once Redis is healthy. */
+	if (b->sync_again && leasing(b) && b->sub.state == C_UP) {
+		b->sync_again = false;
+		policy_sync(b);
+	}
 }
 
 /* --- policy store -------------------------------------------------------------- */
@@ -896,10 +904,15 @@ static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 
 	(void)ac;
-	if (!int_array(r, 2))
+	if (!int_array(r, 2)) {
+		/* Not stored (say, -BUSY): the fleet would never hear of
+		 * this change; the next sync offers it again. */
+		if (r)
+			c->b->sync_again = true;
 		call_failed(c->b, S_POLICY_SET, r);
-	else
+	} else {
 		breaker_success(c->b);
+	}
 	if (int_array(r, 2) && r->element[0]->integer == 0)
 		log_debug("policy of '%s': the fleet has a newer version (%lld)",
 			  c->name, r->element[1]->integer);
@@ -1051,7 +1064,8 @@ static void set_waiting(struct broker *b, const struct agent_fleet_update *u,
 	for (size_t j = 0; j < n; j++) {
 		if (!wait[j] || name_in(next, k, u[j].name))
 			continue;
-		if (!name_in(b->waiting, b->n_waiting, u[j].name))
+		/* read errors (no json) wait silently */
+		if (u[j].json && !name_in(b->waiting, b->n_waiting, u[j].name))
 			log_info("the fleet's policy of '%s' (version %llu) conflicts "
 				 "with this host's other tenants: applied once the "
 				 "conflict is gone", u[j].name,
@@ -1100,6 +1114,9 @@ static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
 	wait = calloc(rb->n ? rb->n : 1, sizeof(*wait));
 	if (!rb->lost && wait) {
 		agent_fleet_apply(b->a, rb->u, rb->n, wait);
+		/* Not read (an error reply): read again with the waiting ones. */
+		for (size_t i = 0; i < rb->n; i++)
+			wait[i] = wait[i] || !rb->u[i].json;
 		set_waiting(b, rb->u, rb->n, wait);
 	}
 	free(wait);
@@ -1166,6 +1183,9 @@ static void on_members(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (!r || r->type != REDIS_REPLY_ARRAY) {
+		/* No reply: the connection went, and the next one syncs. */
+		if (r)
+			b->sync_again = true;
 		call_failed(b, S_POLICY_GET, r);
 		return;
 	}
@@ -1188,6 +1208,7 @@ static void on_members(redisAsyncContext *ac, void *reply, void *priv)
  * otherwise), then read every tenant the fleet has. */
 static void policy_sync(struct broker *b)
 {
+	b->sync_again = false;
 	for (size_t i = 0; i < b->a->n_tenants; i++)
 		policy_publish(b, b->a->tenants[i].pol.name,
 			       b->a->tenants[i].version, &b->a->tenants[i]);
