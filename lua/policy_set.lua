@@ -6,7 +6,8 @@
 -- KEYS[1]  policy hash rl:{t:<tenant>}:policy, fields version and json
 -- KEYS[2]  optional: index set rl:tenants.  Only with a single Redis: in a
 --          Redis Cluster it lives in another slot, so pass KEYS[1] alone and
---          SADD rl:tenants <tenant> before calling.
+--          SADD rl:tenants <tenant> before storing a policy (SREM after
+--          storing a deletion).
 -- ARGV[1]  tenant name  1 .. 63 of A-Z a-z 0-9 _ . -, first a letter or digit;
 --          must be the name in KEYS[1]
 -- ARGV[2]  version      integer, 1 .. 999999999999999
