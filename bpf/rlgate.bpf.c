@@ -18,6 +18,11 @@
 
 /* Set by the loader between open and load. */
 const volatile __u64 retrans_window_ns = RL_DEFAULT_RETRANS_WINDOW_NS;
+/* The least time between an admitted SYN and its first free repeat,
+ * doubling for the next (see RL_FLOW_MAX_REPEATS). */
+const volatile __u64 retrans_gap_ns = RL_DEFAULT_RETRANS_GAP_NS;
+/* Free repeats per admitted SYN. */
+const volatile __u32 retrans_max_repeats = RL_FLOW_MAX_REPEATS;
 /* Groups per half of `cls`, whose max_entries the loader sets to twice it. */
 const volatile __u32 cls_half = RL_CLS_GROUPS;
 /* log2 of `flow_cache_cpu`'s slots, whose max_entries the loader sets to
@@ -41,7 +46,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, RL_CNT_MAX);
+	__uint(max_entries, RL_CNT_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
@@ -132,23 +137,40 @@ struct vlan_hdr {
 struct ipv6_frag_hdr {
 	__u8 nexthdr;
 	__u8 reserved;
-	__be16 frag_off;	/* offset in the top 13 bits */
+	__be16 frag_off;	/* offset in the top 13 bits, M in bit 0 */
 	__be32 id;
 };
 
-#define IPV6_MAX_EXT	6
-
-/* What parsing a SYN leaves behind for classification and the reply.  The
- * flow key comes first and 8-byte aligned, so it is read as whole words;
- * it is only built (build_flow()) once a rule has matched. */
+/*
+ * What parsing leaves behind for the decision: plain values only, no
+ * pointer into the packet.  The decision is a separate BPF function
+ * (judge()) that the verifier checks once, whatever way the parser took;
+ * with pointers it would walk the whole decision again for every shape of
+ * header chain.  The flow key comes first and 8-byte aligned, so it is read
+ * as whole words.
+ */
 struct syn_info {
 	struct rl_flow flow;	/* addresses, ports, ISN, family */
-	void *l3;		/* the IP header, bounds-checked */
-	struct tcphdr *tcp;	/* the TCP header, bounds-checked */
-	void *end_l3;		/* where the IP header says the packet ends */
+	__u32 kind;		/* enum parse */
 	__u32 l3_off;		/* offset of the IP header */
 	__u32 seg_len;		/* SYN (1) + TCP payload, for the RST's ack */
-	__u32 family;		/* 4 or 6 */
+	__u32 tenant;		/* set by judge() for a V_RST */
+	__u8 has_port;		/* flow.sport and flow.dport were readable */
+	__u8 fragment;		/* part of a fragmented datagram: never a RST */
+	__u8 _pad[6];
+};
+
+/* What the parser reads from the TCP header, before it knows the packet is
+ * worth a decision.  Small, so that zeroing it costs the fast path nothing
+ * worth measuring. */
+struct l4_info {
+	__be16 sport;
+	__be16 dport;
+	__be32 isn;
+	__u32 seg_len;
+	__u8 has_port;
+	__u8 fragment;
+	__u8 _pad[2];
 };
 
 static __always_inline void count(__u32 idx)
@@ -160,122 +182,274 @@ static __always_inline void count(__u32 idx)
 }
 
 #define TCP_FLAGS_OFF	13	/* the byte holding SYN and ACK */
+#define TCP_FLAG_FIN	0x01
 #define TCP_FLAG_SYN	0x02
+#define TCP_FLAG_RST	0x04
 #define TCP_FLAG_ACK	0x10
 
-/* Results of the parsing helpers below, besides a header pointer. */
-enum parse { P_SYN, P_OTHER, P_UNPARSED };
+/* The longest IPv6 header chain followed, in bytes (a chain must fit in the
+ * first fragment, so no real one comes near). */
+#define IPV6_CHAIN_MAX		0xfff
 
-/* Whether the TCP header at tcp is a SYN without ACK; records it if so. */
-static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
-					    struct syn_info *si, __u32 family,
-					    void *end_l3)
+/*
+ * Returns v with everything the verifier knew of it forgotten: it sees two
+ * XORs with an unknown value and an opaque move in between, and the caller
+ * masks the result back into bounds.  The IPv6 walk needs it: every chain of
+ * header kinds leaves the offset with other known bits, the verifier keeps
+ * those states apart, and their number doubles with every header followed.
+ * Forgotten, they are one state per header.
+ */
+static __always_inline __u32 verifier_forget(__u32 v, __u32 noise)
 {
+	v ^= noise;
+	asm volatile("" : "+r"(v));
+	return v ^ noise;
+}
+
+/* The fragment offset, in bytes, below which a fragment overlaps the TCP
+ * header (RFC 1858): only a crafted datagram has one. */
+#define FRAG_OVERLAP_BYTES	24
+
+/*
+ * What a packet is to the limiter.  P_SUSPECT is what could open a
+ * connection but cannot be judged - a SYN's flags left to another fragment,
+ * a header chain longer than we follow, a TCP header cut short.  Passing it
+ * would be a way around the limit (the stack reassembles a fragmented SYN,
+ * and walks any IPv6 chain), so it is refused when its source belongs to a
+ * tenant (judge_unparsed()).
+ */
+enum parse {
+	P_OTHER,	/* cannot open a connection: passes */
+	P_SYN,		/* SYN without ACK, whole header read: judged */
+	P_END,		/* RST or FIN: the client ends a flow */
+	P_SUSPECT,	/* might open a connection, cannot be judged */
+	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
+};
+
+/*
+ * Reads the TCP header at tcp: a SYN without ACK, a RST or FIN, or anything
+ * else.  A SYN is P_SYN only when its whole header, options included, lies
+ * inside the frame and inside l4_len, the segment length the IP header gives;
+ * a header cut short is P_SUSPECT, with the ports kept when they were
+ * readable.
+ *
+ * What the decision needs is copied into si (see struct syn_info).
+ */
+/* A packet that might open a connection and cannot be judged; the ports
+ * are kept when the first four bytes of TCP are there (the classifier may
+ * need the destination port). */
+static __always_inline enum parse suspect(void *tcp, __s32 l4_len,
+					  void *data_end, struct l4_info *si)
+{
+	struct tcphdr *th = tcp;
+
+	__builtin_memset(si, 0, sizeof(*si));
+	if (tcp && l4_len >= 4 && tcp + 4 <= data_end) {
+		si->sport = th->source;
+		si->dport = th->dest;
+		si->has_port = 1;
+	}
+	return P_SUSPECT;
+}
+
+/*
+ * Reads the TCP header at tcp: a SYN without ACK, a RST or FIN, or anything
+ * else.  A SYN is P_SYN only when its whole header, options included, lies
+ * inside the frame and inside l4_len, the segment length the IP header gives;
+ * a header cut short is P_SUSPECT.  Nothing is written for P_OTHER: that is
+ * the path of almost every packet.  What the decision needs is copied into
+ * si (see struct syn_info).
+ */
+static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
+					    struct l4_info *si, __s32 l4_len)
+{
+	__u32 hlen;
+	__u8 flags;
+
 	if ((void *)(tcp + 1) > data_end)
-		return P_UNPARSED;
-	if ((((__u8 *)tcp)[TCP_FLAGS_OFF] & (TCP_FLAG_SYN | TCP_FLAG_ACK)) !=
-	    TCP_FLAG_SYN)
+		return suspect(tcp, l4_len, data_end, si);
+	flags = ((__u8 *)tcp)[TCP_FLAGS_OFF];
+	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN &&
+	    !(flags & (TCP_FLAG_RST | TCP_FLAG_FIN)))
 		return P_OTHER;
-	si->tcp = tcp;
-	si->end_l3 = end_l3;
-	si->family = family;
+
+	__builtin_memset(si, 0, sizeof(*si));
+	si->sport = tcp->source;
+	si->dport = tcp->dest;
+	si->has_port = 1;
+	si->isn = tcp->seq;
+	if (!(flags & TCP_FLAG_SYN) || (flags & TCP_FLAG_ACK))
+		return P_END;
+
+	hlen = tcp->doff * 4;
+	if (hlen < sizeof(*tcp) || (__s32)hlen > l4_len ||
+	    (void *)tcp + hlen > data_end)
+		return P_SUSPECT;
+	/* A SYN may carry data (TCP Fast Open); the RST must acknowledge it. */
+	si->seg_len = 1 + l4_len - hlen;
 	return P_SYN;
 }
 
-/* The TCP header of an IPv4 packet at l3, if it is a SYN without ACK. */
+/*
+ * An IPv4 fragment of a TCP datagram.  A non-first fragment passes unless it
+ * lands inside the TCP header; a first fragment is judged like a whole
+ * packet once its TCP header is complete inside it.  (Linux drops a datagram
+ * whose fragments overlap, so what the first fragment says is what the
+ * server gets.)
+ */
+static __always_inline enum parse parse_ipv4_frag(struct iphdr *ip, __u32 ihl,
+						  void *data_end,
+						  struct l4_info *si)
+{
+	__u32 off = (bpf_ntohs(ip->frag_off) & 0x1fff) * 8;
+	__s32 l4_len = (__s32)bpf_ntohs(ip->tot_len) - (__s32)ihl;
+	struct tcphdr *tcp = (void *)ip + ihl;
+	enum parse r;
+
+	if (off) {
+		if (off < FRAG_OVERLAP_BYTES)
+			return suspect(NULL, 0, data_end, si);
+		count(RL_CNT_FRAGMENT);
+		return P_OTHER;
+	}
+	if (l4_len < (__s32)sizeof(*tcp))
+		/* the flags are in another fragment (or Ethernet padding) */
+		r = suspect(tcp, l4_len, data_end, si);
+	else
+		r = parse_tcp(tcp, data_end, si, l4_len);
+	if (r != P_OTHER)
+		si->fragment = 1;
+	return r;
+}
+
+/* The TCP header of an IPv4 packet at l3. */
 static __always_inline enum parse parse_ipv4(void *l3, void *data_end,
-					     struct syn_info *si)
+					     struct l4_info *si)
 {
 	struct iphdr *ip = l3;
 	__u32 ihl;
 
 	if ((void *)(ip + 1) > data_end)
-		return P_UNPARSED;
+		return P_SHORT;
 	if (ip->protocol != IPPROTO_TCP)
 		return P_OTHER;
-	/* A non-first fragment carries no TCP header to judge. */
-	if (ip->frag_off & bpf_htons(0x1fff)) {
-		count(RL_CNT_FRAGMENT);
-		return P_OTHER;
-	}
 	ihl = ip->ihl * 4;
 	if (ihl < sizeof(*ip))
-		return P_UNPARSED;
-	return parse_tcp(l3 + ihl, data_end, si, 4,
-			 l3 + bpf_ntohs(ip->tot_len));
-}
-
-static __always_inline enum parse parse_ipv6(void *l3, void *data_end,
-					     struct syn_info *si)
-{
-	struct ipv6hdr *ip6 = l3;
-	void *p;
-	__u8 nh;
-
-	if ((void *)(ip6 + 1) > data_end)
-		return P_UNPARSED;
-	nh = ip6->nexthdr;
-	p = ip6 + 1;
-	for (int i = 0; i < IPV6_MAX_EXT; i++) {
-		if (nh == IPPROTO_TCP)
-			break;
-		if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING ||
-		    nh == IPPROTO_DSTOPTS) {
-			struct ipv6_opt_hdr *oh = p;
-
-			if ((void *)(oh + 1) > data_end)
-				return P_UNPARSED;
-			nh = oh->nexthdr;
-			p += (oh->hdrlen + 1) * 8;
-		} else if (nh == IPPROTO_FRAGMENT) {
-			struct ipv6_frag_hdr *fh = p;
-
-			if ((void *)(fh + 1) > data_end)
-				return P_UNPARSED;
-			if (fh->frag_off & bpf_htons(0xfff8)) {
-				count(RL_CNT_FRAGMENT);
-				return P_OTHER;
-			}
-			nh = fh->nexthdr;
-			p = fh + 1;
-		} else {
-			return P_OTHER;
-		}
-	}
-	/* More extension headers than we follow: it may be TCP. */
-	if (nh != IPPROTO_TCP)
-		return P_UNPARSED;
-	return parse_tcp(p, data_end, si, 6,
-			 (void *)(ip6 + 1) + bpf_ntohs(ip6->payload_len));
+		return suspect(NULL, 0, data_end, si);
+	if (ip->frag_off & bpf_htons(0x3fff))	/* MF or an offset */
+		return parse_ipv4_frag(ip, ihl, data_end, si);
+	return parse_tcp(l3 + ihl, data_end, si,
+			 (__s32)bpf_ntohs(ip->tot_len) - (__s32)ihl);
 }
 
 /*
- * Finds the TCP header and decides whether this is a new connection.
- * Returns true for a SYN without ACK, false for everything else (which
- * passes).  Bounds are checked against data_end before every read, so a
- * truncated packet is simply "not a SYN"; one that the ethertype called
- * IPv4 or IPv6 is also counted as unparsed.
+ * The TCP header of an IPv6 packet, behind up to RL_IPV6_MAX_EXT extension
+ * headers of the kinds Linux walks before TCP (hop-by-hop, routing,
+ * destination options, fragment, AH), in any order and repeated - the stack
+ * accepts all of those.  A longer chain, or one that runs past the frame, is
+ * P_SUSPECT.  ESP and the rest end the walk: nothing TCP can be read behind
+ * them here (a tunnel's inner packets are judged where they are decapsulated,
+ * see docs/architecture.md).
+ */
+static __always_inline enum parse parse_ipv6(void *l3, void *data_end,
+					     struct l4_info *si)
+{
+	struct ipv6hdr *ip6 = l3;
+	__u32 off = 0, len, noise;	/* off: bytes of chain walked */
+	bool frag = false;
+	enum parse r;
+	__s32 l4_len;
+	void *p = ip6 + 1;
+	__u8 nh;
+
+	if ((void *)(ip6 + 1) > data_end)
+		return P_SHORT;
+	nh = ip6->nexthdr;
+	noise = ip6->payload_len;
+	if (nh == IPPROTO_TCP)
+		return parse_tcp(p, data_end, si, bpf_ntohs(ip6->payload_len));
+
+	for (int i = 0; i < RL_IPV6_MAX_EXT; i++) {
+		p = (void *)(ip6 + 1) + off;
+		if (nh == IPPROTO_TCP)
+			break;
+		if (nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING ||
+		    nh == IPPROTO_DSTOPTS || nh == IPPROTO_AH) {
+			struct ipv6_opt_hdr *oh = p;
+
+			if ((void *)(oh + 1) > data_end)
+				return suspect(NULL, 0, data_end, si);
+			if (nh == IPPROTO_AH)
+				len = (oh->hdrlen + 2) * 4;
+			else
+				len = (oh->hdrlen + 1) * 8;
+			nh = oh->nexthdr;
+		} else if (nh == IPPROTO_FRAGMENT) {
+			struct ipv6_frag_hdr *fh = p;
+			__u32 foff;
+
+			if ((void *)(fh + 1) > data_end)
+				return suspect(NULL, 0, data_end, si);
+			foff = bpf_ntohs(fh->frag_off) & 0xfff8;
+			if (foff) {
+				if (foff < FRAG_OVERLAP_BYTES)
+					return suspect(NULL, 0, data_end, si);
+				count(RL_CNT_FRAGMENT);
+				return P_OTHER;
+			}
+			/* offset 0 with M clear is an atomic fragment: a
+			 * whole packet */
+			if (fh->frag_off & bpf_htons(1))
+				frag = true;
+			len = sizeof(*fh);
+			nh = fh->nexthdr;
+		} else {
+			return P_OTHER;
+		}
+		off += len;
+		if (off > IPV6_CHAIN_MAX)
+			return suspect(NULL, 0, data_end, si);
+		off = verifier_forget(off, noise) & IPV6_CHAIN_MAX;
+	}
+	if (nh != IPPROTO_TCP)
+		return suspect(NULL, 0, data_end, si);	/* a longer chain */
+	p = (void *)(ip6 + 1) + off;
+	l4_len = (__s32)bpf_ntohs(ip6->payload_len) - (__s32)off;
+	if (frag && l4_len < (__s32)sizeof(struct tcphdr))
+		/* the TCP header is not all in the first fragment */
+		r = suspect(p, l4_len, data_end, si);
+	else
+		r = parse_tcp(p, data_end, si, l4_len);
+	if (r != P_OTHER && frag)
+		si->fragment = 1;
+	return r;
+}
+
+/*
+ * Finds the TCP header and says what the packet is to the limiter (enum
+ * parse).  Bounds are checked against data_end before every read.  For
+ * every result but P_OTHER and P_SHORT, si is filled in for judge(): the
+ * addresses, what could be read of the TCP header, and si->kind.
  *
  * The untagged IPv4 non-SYN (the bulk of all traffic) is the path this is
  * shaped for: its ethertype is tested first, and it touches nothing but the
  * headers - the flow key is only written once a SYN matched a rule.
  */
-static __always_inline bool parse_syn(void *data, void *data_end,
-				      struct syn_info *si)
+static __always_inline enum parse parse_packet(void *data, void *data_end,
+					       struct syn_info *si)
 {
-	struct tcphdr *tcp;
+	struct l4_info l4;	/* written by the parser unless P_OTHER */
 	enum parse r;
 	void *l3;
 	__be16 proto;
-	__u32 l4_len;
 
 	l3 = data + sizeof(struct ethhdr);
 	if (l3 > data_end)
-		return false;
+		return P_OTHER;
 	proto = *(__be16 *)(data + __builtin_offsetof(struct ethhdr, h_proto));
 
 	if (proto == ETH_P_IP_BE) {
-		r = parse_ipv4(l3, data_end, si);
+		r = parse_ipv4(l3, data_end, &l4);
 	} else {
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
@@ -284,62 +458,48 @@ static __always_inline bool parse_syn(void *data, void *data_end,
 			if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
 				break;
 			if ((void *)(vh + 1) > data_end)
-				return false;
+				return P_OTHER;
 			proto = vh->proto;
 			l3 = vh + 1;
 		}
-		if (proto == ETH_P_IP_BE)
-			r = parse_ipv4(l3, data_end, si);
-		else if (proto == ETH_P_IPV6_BE)
-			r = parse_ipv6(l3, data_end, si);
-		else
-			return false;
+		if (proto == ETH_P_IP_BE) {
+			r = parse_ipv4(l3, data_end, &l4);
+		} else if (proto == ETH_P_IPV6_BE) {
+			r = parse_ipv6(l3, data_end, &l4);
+		} else {
+			return P_OTHER;
+		}
 	}
-	if (r == P_OTHER)
-		return false;
-	if (r == P_UNPARSED)
-		goto unparsed;
+	if (r == P_OTHER || r == P_SHORT)
+		return r;
 
-	tcp = si->tcp;
-	si->l3_off = l3 - data;
-	si->l3 = l3;
-	/* A SYN may carry data (TCP Fast Open); the RST must acknowledge it. */
-	l4_len = si->end_l3 - (void *)tcp;
-	if (tcp->doff * 4 < sizeof(*tcp) ||
-	    si->end_l3 < (void *)tcp + tcp->doff * 4)
-		goto unparsed;
-	/* The options must be in the frame too, not only inside the length
-	 * the IP header claims: a frame cut short is not a SYN to charge. */
-	if ((void *)tcp + tcp->doff * 4 > data_end)
-		goto unparsed;
-	si->seg_len = 1 + l4_len - tcp->doff * 4;
-	return true;
+	__builtin_memset(si, 0, sizeof(*si));
+	si->flow.family = proto == ETH_P_IP_BE ? 4 : 6;
+	si->flow.sport = l4.sport;
+	si->flow.dport = l4.dport;
+	si->flow.isn = l4.isn;
+	si->has_port = l4.has_port;
+	si->fragment = l4.fragment;
+	si->seg_len = l4.seg_len;
+	/* The fixed IP header was bounds-checked by the parser. */
+	if (si->flow.family == 4) {
+		struct iphdr *ip = l3;
 
-unparsed:
-	count(RL_CNT_UNPARSED);
-	return false;
-}
-
-/* The flow key of a SYN that matched a rule: the whole key, padding
- * included, since it is hashed and compared as words. */
-static __always_inline void build_flow(struct syn_info *si)
-{
-	__builtin_memset(&si->flow, 0, sizeof(si->flow));
-	if (si->family == 4) {
-		struct iphdr *ip = si->l3;
-
+		if ((void *)(ip + 1) > data_end)
+			return P_SHORT;
 		__builtin_memcpy(si->flow.saddr, &ip->saddr, 4);
 		__builtin_memcpy(si->flow.daddr, &ip->daddr, 4);
 	} else {
-		struct ipv6hdr *ip6 = si->l3;
+		struct ipv6hdr *ip6 = l3;
 
+		if ((void *)(ip6 + 1) > data_end)
+			return P_SHORT;
 		__builtin_memcpy(si->flow.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(si->flow.daddr, &ip6->daddr, 16);
 	}
-	si->flow.family = si->family;
-	si->flow.sport = si->tcp->source;
-	si->flow.dport = si->tcp->dest;
-	si->flow.isn = si->tcp->seq;
+	si->l3_off = l3 - data;
+	si->kind = r;
+	return r;
 }
 
 /* One entry of the classifier: an inlined array lookup and a load. */
@@ -350,22 +510,15 @@ static __always_inline __u32 cls_entry(__u32 group, __u32 idx)
 	return g ? g->e[idx & (RL_CLS_FANOUT - 1)] : RL_CLS_NONE;
 }
 
-/* The tenant a SYN belongs to: the longest prefix wins, and on equal length a
- * rule for this port beats an any-port rule (the compiler has worked that
- * out; this only walks).  -1 when nothing matches. */
-static __always_inline int classify(const struct syn_info *si)
+/* The classifier's entry for a packet's source address: a tenant, a port
+ * row, or RL_CLS_NONE. */
+static __always_inline __u32 cls_walk(const struct syn_info *si, __u32 base)
 {
-	struct rl_cls_state *st;
-	__u32 zero = 0, base, e;
+	__u32 e;
 
-	st = bpf_map_lookup_elem(&cls_state, &zero);
-	if (!st)
-		return -1;
-	base = (READ_ONCE(st->active) & 1) * cls_half;
+	const __u8 *a = si->flow.saddr;
 
-	if (si->family == 4) {
-		const __u8 *a = (const __u8 *)&((struct iphdr *)si->l3)->saddr;
-
+	if (si->flow.family == 4) {
 		e = cls_entry(base + RL_CLS_ROOT4 + a[0], a[1]);
 		if (RL_CLS_TYPE(e) == RL_CLS_T_GROUP) {
 			e = cls_entry(base + RL_CLS_VAL(e), a[2]);
@@ -373,9 +526,6 @@ static __always_inline int classify(const struct syn_info *si)
 				e = cls_entry(base + RL_CLS_VAL(e), a[3]);
 		}
 	} else {
-		__u8 a[16];
-
-		__builtin_memcpy(a, &((struct ipv6hdr *)si->l3)->saddr, 16);
 		e = cls_entry(base + RL_CLS_ROOT6 + a[0], a[1]);
 		for (int i = 2; i < 16; i++) {
 			if (RL_CLS_TYPE(e) != RL_CLS_T_GROUP)
@@ -383,13 +533,39 @@ static __always_inline int classify(const struct syn_info *si)
 			e = cls_entry(base + RL_CLS_VAL(e), a[i]);
 		}
 	}
-	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
-		__u32 port = bpf_ntohs(si->tcp->dest);
-		__u32 col = cls_entry(base + RL_CLS_PORTS + (port >> 8), port);
+	return e;
+}
 
+#define CLS_NO_TENANT	(-1)	/* no rule matches */
+#define CLS_SOME_TENANT	(-2)	/* rules for this source name ports, and
+				 * the packet's port could not be read */
+
+/* The tenant a packet belongs to: the longest prefix wins, and on equal
+ * length a rule for this port beats an any-port rule (the compiler has
+ * worked that out; this only walks).  CLS_NO_TENANT when nothing matches,
+ * CLS_SOME_TENANT when only the missing port could tell. */
+static __always_inline int classify(const struct syn_info *si)
+{
+	struct rl_cls_state *st;
+	__u32 zero = 0, base, e;
+
+	st = bpf_map_lookup_elem(&cls_state, &zero);
+	if (!st)
+		return CLS_NO_TENANT;
+	base = (READ_ONCE(st->active) & 1) * cls_half;
+
+	e = cls_walk(si, base);
+	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
+		__u32 port, col;
+
+		if (!si->has_port)
+			return CLS_SOME_TENANT;
+		port = bpf_ntohs(si->flow.dport);
+		col = cls_entry(base + RL_CLS_PORTS + (port >> 8), port);
 		e = cls_entry(base + RL_CLS_VAL(e) + (col >> 8), col);
 	}
-	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
+	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) :
+						    CLS_NO_TENANT;
 }
 
 /* A bucket in GCRA form (standalone tenants, and the static share of a
@@ -423,13 +599,16 @@ static __always_inline bool fleet_degraded(__u64 now)
 {
 	__u32 zero = 0;
 	struct rl_agent_state *a = bpf_map_lookup_elem(&agent_state, &zero);
+	__u64 hb, stale;
 
 	if (!a)
 		return false;
 	if (READ_ONCE(a->degraded))
 		return true;
-	return a->stale_ns && now > a->heartbeat_ns &&
-	       now - READ_ONCE(a->heartbeat_ns) > a->stale_ns;
+	/* One read each: the agent rewrites them while we look. */
+	hb = READ_ONCE(a->heartbeat_ns);
+	stale = READ_ONCE(a->stale_ns);
+	return stale && now > hb && now - hb > stale;
 }
 
 /* A leased tenant whose tokens are spent while the fleet is degraded: its
@@ -506,13 +685,44 @@ static __always_inline struct rl_flow_slot *flow_slot(const struct rl_flow *f)
 	return bpf_map_lookup_elem(&flow_cache_cpu, &idx);
 }
 
-/* True when this very SYN was admitted less than retrans_window_ns ago.
- * Only this CPU writes the slot, and not while this runs: plain reads. */
-static __always_inline bool flow_recent(struct rl_flow_slot *s,
+/* Whether two keys are the same connection: everything but the ISN. */
+static __always_inline bool flow_same_conn(const struct rl_flow *a,
+					   const struct rl_flow *b)
+{
+	const flow_word *x = (const flow_word *)a, *y = (const flow_word *)b;
+	const rl_flow_half *hx = (const rl_flow_half *)a;
+	const rl_flow_half *hy = (const rl_flow_half *)b;
+
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) |
+		(x[3] ^ y[3]) | (x[5] ^ y[5]) |
+		(hx[RL_FLOW_PORTS_HALF] ^ hy[RL_FLOW_PORTS_HALF])) == 0;
+}
+
+/*
+ * Whether this SYN is a free repeat of one admitted here: the same key, and
+ * timed as a client's retransmission (see RL_FLOW_MAX_REPEATS).  Takes the
+ * repeat if so.  A copy that fails the timing is a replay as far as the
+ * limit is concerned: charged like any new SYN, and counted.  Only this CPU
+ * writes the slot, and not while this runs: plain reads and writes.
+ */
+static __always_inline bool flow_repeat(struct rl_flow_slot *s,
 					const struct rl_flow *f, __u64 now)
 {
-	return flow_equal(&s->flow, f) &&
-	       now - s->admitted_ns < retrans_window_ns;
+	__u32 n;
+	__u64 since;
+
+	if (!flow_equal(&s->flow, f))
+		return false;
+	n = s->repeats;
+	since = now - s->seen_ns;
+	if (n >= retrans_max_repeats || since >= retrans_window_ns ||
+	    since < (retrans_gap_ns << (n & 7))) {
+		count(RL_CNT_REPEAT_CHARGED);
+		return false;
+	}
+	s->repeats = n + 1;
+	s->seen_ns = now;
+	return true;
 }
 
 /* Remembers an admitted SYN, overwriting whatever held its slot. */
@@ -525,7 +735,8 @@ static __always_inline void flow_remember(struct rl_flow_slot *s,
 #pragma unroll
 	for (int i = 0; i < (int)FLOW_WORDS; i++)
 		dst[i] = src[i];
-	s->admitted_ns = now;
+	s->seen_ns = now;
+	s->repeats = 0;
 }
 
 /* Rewrites the SYN in place into a RST|ACK back to its sender and returns the
@@ -615,15 +826,62 @@ static __always_inline int make_rst(void *data, void *data_end,
 	return (void *)(tcp + 1) - data;
 }
 
-/*
- * The decision, shared by the XDP and tc entry points.  Returns the verdict;
- * for V_RST the packet has been rewritten and *reply_len is the length to trim
- * it to.
- */
-static __always_inline enum verdict decide(void *data, void *data_end,
-					   int *reply_len)
+/* A RST or FIN from the client's side ends its flow: no copy of the SYN is
+ * a retransmission any more (see RL_FLOW_MAX_REPEATS). */
+static __always_inline void flow_end(const struct syn_info *si)
 {
-	struct syn_info si;
+	struct rl_flow_slot *slot;
+
+	if (!retrans_window_ns)
+		return;
+	slot = flow_slot(&si->flow);
+	if (slot && flow_same_conn(&slot->flow, &si->flow))
+		slot->repeats = retrans_max_repeats;
+}
+
+/*
+ * A packet that might open a connection but cannot be judged (P_SUSPECT):
+ * refused when its source belongs to a tenant, passed otherwise.  Not
+ * charged - it is refused whole - and a shadow tenant lets it pass, counted,
+ * as it does with every refusal.
+ */
+static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
+{
+	struct rl_tenant *t = NULL;
+	struct rl_stats *st = NULL;
+	int id = classify(si);
+	__u32 key;
+
+	if (id >= 0) {
+		key = id;
+		t = bpf_map_lookup_elem(&tenants, &key);
+		st = bpf_map_lookup_elem(&tenant_stats, &key);
+		if (!t || !st || t->mode == RL_MODE_NONE)
+			id = CLS_NO_TENANT;
+	}
+	if (id == CLS_NO_TENANT) {
+		count(RL_CNT_UNPARSED);
+		return V_PASS;
+	}
+	if (st)
+		st->unparsed++;
+	if (t && (t->flags & RL_F_SHADOW)) {
+		count(RL_CNT_UNPARSED);
+		return V_PASS;
+	}
+	count(RL_CNT_UNPARSED_DROP);
+	return V_DROP;
+}
+
+/*
+ * The decision on a parsed packet (si->kind: P_SYN, P_END or P_SUSPECT):
+ * V_PASS, V_DROP, or V_RST with si->tenant set for the caller, which builds
+ * the reply.  A global function: the verifier checks it once, on its own,
+ * with si's contents unknown - so nothing here may trust them beyond what it
+ * checks itself.
+ */
+__noinline int judge(struct syn_info *si)
+{
 	struct rl_flow_slot *slot = NULL;
 	struct rl_tenant *t;
 	struct rl_stats *st;
@@ -632,11 +890,19 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	int id;
 	__u32 key;
 
-	if (!parse_syn(data, data_end, &si))
+	if (!si)
+		return V_PASS;
+	if (si->kind == P_END) {
+		flow_end(si);
+		return V_PASS;
+	}
+	if (si->kind == P_SUSPECT)
+		return judge_unparsed(si);
+	if (si->kind != P_SYN)
 		return V_PASS;
 	count(RL_CNT_SYN);
 
-	id = classify(&si);
+	id = classify(si);
 	if (id < 0) {
 		count(RL_CNT_NOMATCH);
 		return V_PASS;
@@ -646,7 +912,6 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	st = bpf_map_lookup_elem(&tenant_stats, &key);
 	if (!t || !st || t->mode == RL_MODE_NONE)
 		return V_PASS;
-	build_flow(&si);
 
 	/* The coarse clock: a few ns where the precise one can cost tens.
 	 * Recent flows and a stale heartbeat are judged in seconds; the
@@ -654,8 +919,8 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	now = bpf_ktime_get_coarse_ns();
 	/* Before the bucket: a retransmission must not take a token. */
 	if (retrans_window_ns) {
-		slot = flow_slot(&si.flow);
-		if (slot && flow_recent(slot, &si.flow, now)) {
+		slot = flow_slot(&si->flow);
+		if (slot && flow_repeat(slot, &si->flow, now)) {
 			st->admitted++;
 			st->retransmits++;
 			return V_PASS;
@@ -679,20 +944,53 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 	if (ok) {
 		st->admitted++;
 		if (slot)
-			flow_remember(slot, &si.flow, now);
+			flow_remember(slot, &si->flow, now);
 		return V_PASS;
 	}
 
 	st->denied++;
-	if (t->action == RL_ACT_RST) {
-		*reply_len = make_rst(data, data_end, &si);
-		if (*reply_len > 0) {
-			st->rst_sent++;
-			return V_RST;
-		}
-		count(RL_CNT_RST_FAILED);
+	/* A fragment's RST could not acknowledge the whole SYN: drop it. */
+	if (t->action == RL_ACT_RST && !si->fragment) {
+		si->tenant = key;
+		return V_RST;
 	}
 	return V_DROP;
+}
+
+/*
+ * The decision, shared by the XDP and tc entry points.  Returns the verdict;
+ * for V_RST the packet has been rewritten and *reply_len is the length to trim
+ * it to.
+ */
+static __always_inline enum verdict decide(void *data, void *data_end,
+					   int *reply_len)
+{
+	struct syn_info si;
+	struct rl_stats *st;
+	int v;
+
+	switch (parse_packet(data, data_end, &si)) {
+	case P_OTHER:
+		return V_PASS;
+	case P_SHORT:
+		count(RL_CNT_UNPARSED);
+		return V_PASS;
+	default:
+		break;
+	}
+	v = judge(&si);
+	if (v != V_RST)
+		return v == V_DROP ? V_DROP : V_PASS;
+
+	*reply_len = make_rst(data, data_end, &si);
+	if (*reply_len <= 0) {
+		count(RL_CNT_RST_FAILED);
+		return V_DROP;
+	}
+	st = bpf_map_lookup_elem(&tenant_stats, &si.tenant);
+	if (st)
+		st->rst_sent++;
+	return V_RST;
 }
 
 /* The decision as an XDP verdict; shared with the benchmark's wrapper. */

@@ -110,8 +110,25 @@ struct rl_stats {
 	__u64 rst_sent;		/* RST replies sent */
 	__u64 lowwater_events;	/* low-water notifications sent */
 	__u64 degraded;		/* SYNs decided by the fail policy */
-	__u64 _pad[1];
+	__u64 unparsed;		/* packets that might open a connection but
+				 * could not be judged: refused (or, for a
+				 * shadow tenant, would have been) */
 };
+
+_Static_assert(sizeof(struct rl_stats) == 64, "rl_stats: one cache line");
+
+#ifndef __BPF__
+/* Adds one CPU's stats to a sum (user space sums the per-CPU copies):
+ * every field is a __u64 counter. */
+static inline void rl_stats_add(struct rl_stats *sum, const struct rl_stats *one)
+{
+	__u64 *s = (__u64 *)sum;
+	const __u64 *o = (const __u64 *)one;
+
+	for (unsigned int i = 0; i < sizeof(*sum) / sizeof(__u64); i++)
+		s[i] += o[i];
+}
+#endif
 
 /*
  * Classification: a multibit trie that user space compiles from the rules
@@ -192,6 +209,12 @@ struct rl_flow {
 	__u32 _pad;
 } __attribute__((aligned(8)));
 
+_Static_assert(sizeof(struct rl_flow) == 48 &&
+	       __builtin_offsetof(struct rl_flow, sport) == 32 &&
+	       __builtin_offsetof(struct rl_flow, dport) == 34 &&
+	       __builtin_offsetof(struct rl_flow, isn) == 36,
+	       "rl_flow: six words, the ports in the ninth half-word pair");
+
 /*
  * One slot of `flow_cache_cpu`, a direct-mapped cache per CPU of the SYNs
  * admitted in the last retrans_window_ns: a SYN whose hash picks this slot
@@ -210,27 +233,53 @@ struct rl_flow {
  */
 struct rl_flow_slot {
 	struct rl_flow flow;
-	__u64 admitted_ns;	/* the coarse clock at admission */
-	__u64 _pad;
+	__u64 seen_ns;		/* the coarse clock at admission, then at
+				 * each free repeat */
+	__u32 repeats;		/* free repeats taken; the most allowed once
+				 * the client ended the flow */
+	__u32 _pad;
 };
 
 /*
+ * Retransmissions are free, replays are not.  A copy of an admitted SYN (same
+ * 4-tuple and ISN) passes without a token only as a client kernel's
+ * retransmission would arrive: at most RL_FLOW_MAX_REPEATS of them (the
+ * loader may set another number: retrans_max_repeats), each
+ * within retrans_window_ns of the previous copy and no sooner than
+ * retrans_gap_ns << (repeats so far) after it (kernels back off from an
+ * initial timeout of 1 s: Linux retransmits at 1 s and 3 s).  A RST or FIN
+ * from the client's side of the flow ends it, so the same SYN sent again
+ * after a reset is charged as the new connection it is for the server.
+ */
+_Static_assert(sizeof(struct rl_flow_slot) == 64, "rl_flow_slot: one cache line");
+
+#define RL_FLOW_MAX_REPEATS		2
+#define RL_DEFAULT_RETRANS_GAP_NS	(500ULL * 1000 * 1000)
+
+/*
  * The slot of `flow_cache_cpu` a flow lives in, of 2^bits: the top bits of a
- * sum of products of the key's six words, which depend on every bit of the
- * key.  Shared so that tests can find flows that collide.  Not keyed: aiming at the slot of
- * a flow someone else admitted needs its ISN, and filling slots at random
- * only does what any flood does to a cache of recent flows.
+ * sum of products of the key's words, which depend on every bit of the
+ * 4-tuple and the family.  The ISN is left out so that a RST or FIN of the
+ * flow, whose sequence number is not the ISN, finds the slot to end it.
+ * Shared so that tests can find flows that collide.  Not keyed: filling slots
+ * at random only does what any flood does to a cache of recent flows, and
+ * ending someone else's flow needs its 4-tuple and only costs that client a
+ * token for its next retransmission.
  */
 typedef __u64 __attribute__((may_alias)) rl_flow_word;
+typedef __u32 __attribute__((may_alias)) rl_flow_half;
+
+#define RL_FLOW_PORTS_HALF	8	/* sport and dport, as one __u32 */
 
 static inline __u32 rl_flow_hash(const struct rl_flow *f, __u32 bits)
 {
 	const rl_flow_word *w = (const rl_flow_word *)f;
+	const rl_flow_half *h32 = (const rl_flow_half *)f;
 	__u64 h;
 
 	h = w[0] * 0x9e3779b97f4a7c15ULL + w[1] * 0xc2b2ae3d27d4eb4fULL +
 	    w[2] * 0x165667b19e3779f9ULL + w[3] * 0xd6e8feb86659fd93ULL +
-	    w[4] * 0xff51afd7ed558ccdULL + w[5];
+	    (__u64)h32[RL_FLOW_PORTS_HALF] * 0xff51afd7ed558ccdULL + w[5];
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ULL;
 	return h >> (64 - bits);
@@ -266,13 +315,24 @@ struct rl_event {
 enum rl_counter {
 	RL_CNT_SYN = 0,		/* SYNs seen */
 	RL_CNT_NOMATCH,		/* SYNs no rule matched */
-	RL_CNT_UNPARSED,	/* IPv4/IPv6 packets passed because they were cut
-				 * short or malformed before the TCP header
-				 * (with its options) could be read */
+	RL_CNT_UNPARSED,	/* IPv4/IPv6 packets that could not be judged,
+				 * passed: their source matches no tenant, or
+				 * the IP header itself is cut short */
 	RL_CNT_FRAGMENT,	/* non-first fragments passed */
 	RL_CNT_RST_FAILED,	/* RST wanted but the packet could not be trimmed */
+	RL_CNT_UNPARSED_DROP,	/* ... could not be judged, and refused: they
+				 * might open a connection from a tenant */
+	RL_CNT_REPEAT_CHARGED,	/* copies of an admitted SYN charged as new */
 	RL_CNT_MAX,
 };
+
+/* The `counters` map has room to grow without a layout change. */
+#define RL_CNT_SLOTS		16
+_Static_assert(RL_CNT_MAX <= RL_CNT_SLOTS, "counters: RL_CNT_SLOTS too small");
+
+/* IPv6 extension headers followed before TCP; a longer chain from a tenant's
+ * source is refused (see parse_ipv6()). */
+#define RL_IPV6_MAX_EXT		8
 
 #define RL_DEFAULT_RETRANS_WINDOW_NS	(5ULL * RL_NSEC_PER_SEC)
 

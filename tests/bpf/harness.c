@@ -170,13 +170,7 @@ void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)
 	for (c = 0; c < w->ncpus; c++) {
 		if (tenant_stats_cpu(w, tenant, c, &one))
 			continue;
-		out->admitted += one.admitted;
-		out->denied += one.denied;
-		out->shadow_denied += one.shadow_denied;
-		out->retransmits += one.retransmits;
-		out->rst_sent += one.rst_sent;
-		out->lowwater_events += one.lowwater_events;
-		out->degraded += one.degraded;
+		rl_stats_add(out, &one);
 	}
 }
 

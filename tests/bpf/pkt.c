@@ -145,6 +145,7 @@ static int ext_len(char c, __u8 *proto)
 	case 'R': *proto = 43; return 24;
 	case 'D': *proto = 60; return 16;
 	case 'F': *proto = 44; return 8;
+	case 'A': *proto = 51; return 16;
 	}
 	*proto = 255;
 	return 0;
@@ -157,6 +158,7 @@ static const char *ext_name(char c)
 	case 'R': return "routing header";
 	case 'D': return "destination options";
 	case 'F': return "fragment header";
+	case 'A': return "authentication header";
 	}
 	return "?";
 }
@@ -282,10 +284,12 @@ int pkt_build(const struct pkt *p, __u8 *b, struct pkt_layout *lay)
 		put16(b + l3 + 10, csum_fold16(csum_add(0, b + l3, ihl)));
 	} else {
 		const char *ext = p->ext ? p->ext : "";
-		__u8 nh[8];
+		__u8 nh[PKT_MAX_EXT + 1];
 		int n = strlen(ext), elen = 0;
 
 		mark(lay, l3, "IPv6 header");
+		if (n > PKT_MAX_EXT)
+			n = PKT_MAX_EXT;
 		for (i = 0; i < n; i++)
 			elen += ext_len(ext[i], &nh[i]);
 		nh[n] = proto;
@@ -301,6 +305,10 @@ int pkt_build(const struct pkt *p, __u8 *b, struct pkt_layout *lay)
 			if (ext[i] == 'F') {
 				put16(b + off + 2, p->frag6);
 				put32(b + off + 4, 0xcafe0001);
+			} else if (ext[i] == 'A') {
+				b[off + 1] = len / 4 - 2;	/* AH counts 4-byte units */
+				put32(b + off + 4, 0x00001000);	/* SPI */
+				put32(b + off + 8, 1);		/* sequence */
 			} else {
 				b[off + 1] = len / 8 - 1;
 				if (ext[i] == 'R') {
@@ -323,6 +331,19 @@ int pkt_build(const struct pkt *p, __u8 *b, struct pkt_layout *lay)
 	ck = l4_csum(p, src, dst, proto, b + l4, l4len);
 	put16(b + l4 + (proto == IPPROTO_UDP ? 6 :
 			proto == IPPROTO_TCP ? 16 : 2), ck);
+	if (p->l4_cut && p->l4_cut < l4len) {
+		/* A first fragment: the IP length covers l4_cut bytes of the
+		 * segment, the rest is gone (padding stays zero). */
+		memset(b + l4 + p->l4_cut, 0, l4len - p->l4_cut);
+		if (p->family == 4) {
+			put16(b + l3 + 2, l4 - l3 + p->l4_cut);
+			put16(b + l3 + 10, 0);
+			put16(b + l3 + 10, csum_fold16(csum_add(0, b + l3, l4 - l3)));
+		} else {
+			put16(b + l3 + 4, l4 - l3 - 40 + p->l4_cut);
+		}
+		l4len = p->l4_cut;
+	}
 	off = l4 + l4len + p->pad;	/* padding stays zero */
 	if (lay)
 		lay->len = off;

@@ -11,7 +11,8 @@
 #include <linux/types.h>
 
 #define PKT_MAX		512
-#define PKT_MAX_LAYERS	16
+#define PKT_MAX_LAYERS	24
+#define PKT_MAX_EXT	20	/* IPv6 extension headers in `ext` */
 
 /* TCP flag bits as they sit in byte 13 of the header. */
 #define TH_FIN	0x01
@@ -37,11 +38,13 @@ struct pkt {
 	int ip_opts;		/* IPv4 option bytes (multiple of 4) */
 	__u16 frag;		/* IPv4 frag_off field, host order (MF 0x2000) */
 	const char *ext;	/* IPv6 extension chain: H hop-by-hop, R routing,
-				 * D destination options, F fragment */
+				 * D destination options, F fragment, A AH */
 	__u16 frag6;		/* IPv6 fragment header's offset|M field */
 	int tcp_opts;		/* TCP option bytes (multiple of 4) */
 	int payload;		/* TCP payload bytes */
 	int pad;		/* Ethernet padding after the IP packet */
+	int l4_cut;		/* a first fragment: only this many bytes of
+				 * the TCP segment are in it (0: all) */
 };
 
 /* Where each header of a built frame starts, for truncation cases. */

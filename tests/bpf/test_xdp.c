@@ -174,7 +174,10 @@ static void inst_close(struct inst *in)
 	in->skel = NULL;
 }
 
-static int inst_open(struct inst *in, __u64 retrans_window_ns)
+/* Loads rlgate with a retransmission window and the least gap before a
+ * free repeat (see RL_FLOW_MAX_REPEATS). */
+static int inst_open_gap(struct inst *in, __u64 retrans_window_ns,
+			 __u64 retrans_gap_ns)
 {
 	int err;
 
@@ -185,6 +188,7 @@ static int inst_open(struct inst *in, __u64 retrans_window_ns)
 		return -errno;
 	}
 	in->skel->rodata->retrans_window_ns = retrans_window_ns;
+	in->skel->rodata->retrans_gap_ns = retrans_gap_ns;
 	err = rlgate_bpf__load(in->skel);
 	if (err) {
 		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
@@ -200,6 +204,12 @@ static int inst_open(struct inst *in, __u64 retrans_window_ns)
 	}
 	in->prog_fd = bpf_program__fd(in->skel->progs.xdp_rlgate);
 	return 0;
+}
+
+/* Most scenarios send a SYN's copies back to back: no gap required. */
+static int inst_open(struct inst *in, __u64 retrans_window_ns)
+{
+	return inst_open_gap(in, retrans_window_ns, 0);
 }
 
 static int world_populate(struct inst *in)
@@ -246,8 +256,12 @@ static int world_populate(struct inst *in)
 enum outcome {
 	O_IGNORED,	/* not a SYN: nothing counted, nothing spent */
 	O_FRAGMENT,	/* a non-first fragment: counted as such only */
-	O_UNPARSED,	/* IPv4/IPv6 cut short or beyond the parser: counted
+	O_UNPARSED,	/* could not be judged, no tenant's: passed, counted
 			 * as unparsed only */
+	O_UNPARSED_DROP, /* could not be judged, a tenant's source: dropped,
+			 * counted globally and in the tenant's stats */
+	O_UNPARSED_SHADOW, /* ... of a shadow tenant: passed, counted as
+			 * unparsed and in the tenant's stats */
 	O_NOMATCH,	/* a SYN no rule matched */
 	O_NO_TENANT,	/* a SYN whose rule points at a free slot */
 	O_ADMIT,	/* a token spent, admitted */
@@ -369,31 +383,111 @@ static const struct xdp_case cases[] = {
 	{ "IPv6 first fragment (offset 0, M set) is classified",
 	  { V6, SYN, .ext = "F", .frag6 = 0x0001, .src = "2001:db8:2::10" },
 	  XDP_DROP, O_DENY, T_DROP },
-	{ "IPv6 first fragment behind H,R,D gets a RST without extensions",
+	{ "IPv6 first fragment of a RST tenant is dropped, never answered",
 	  { V6, SYN, .ext = "HRDF", .frag6 = 0x0001, .src = "2001:db8:3::10",
+	    .seq = 6 }, XDP_DROP, O_DENY, T_RST },
+	{ "IPv6 atomic fragment (offset 0, M clear) gets a RST",
+	  { V6, SYN, .ext = "F", .frag6 = 0, .src = "2001:db8:3::10",
 	    .seq = 6 }, XDP_TX, O_RST, T_RST },
 	{ "IPv6 non-first fragment passes, counted as fragment",
 	  { V6, SYN, .ext = "F", .frag6 = 185 << 3 | 1, .src = "2001:db8:2::10" },
 	  XDP_PASS, O_FRAGMENT, 0 },
-	{ "IPv6 SYN behind six extension headers (the most followed) is classified",
+	{ "IPv6 fragment at offset 8 (inside the TCP header) from a tenant is refused",
+	  { V6, SYN, .ext = "F", .frag6 = 8 | 1, .src = "2001:db8:2::10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_DROP },
+	{ "IPv6 fragment at offset 16 from a tenant is refused",
+	  { V6, SYN, .ext = "HF", .frag6 = 16, .src = "2001:db8:1::10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv6 fragment at offset 24 passes, counted as fragment",
+	  { V6, SYN, .ext = "F", .frag6 = 24 | 1, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv6 last fragment behind hop-by-hop passes",
+	  { V6, SYN, .ext = "HF", .frag6 = 64 << 3, .src = "2001:db8:2::10" },
+	  XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv6 first fragment with 8 bytes of TCP from a tenant is refused",
+	  { V6, SYN, .ext = "F", .frag6 = 1, .l4_cut = 8,
+	    .src = "2001:db8:1::10" }, XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv6 first fragment with 8 bytes of TCP from no tenant passes",
+	  { V6, SYN, .ext = "F", .frag6 = 1, .l4_cut = 8,
+	    .src = "2001:db8:ffff::1" }, XDP_PASS, O_UNPARSED, 0 },
+	{ "IPv6 SYN behind six extension headers is classified",
 	  { V6, SYN, .ext = "HDDDDD", .src = "2001:db8:2::10" },
 	  XDP_DROP, O_DENY, T_DROP },
-	{ "IPv6 SYN behind seven extension headers passes, counted as unparsed",
+	{ "IPv6 SYN behind seven extension headers is classified",
 	  { V6, SYN, .ext = "HDDDDDD", .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN behind eight extension headers (the most followed) is admitted",
+	  { V6, SYN, .ext = "HRDDFDAD", .frag6 = 0, .src = "2001:db8:1::10" },
+	  XDP_PASS, O_ADMIT, T_ADMIT },
+	{ "IPv6 SYN behind repeated, out-of-order headers is classified",
+	  { V6, SYN, .ext = "DRDHF", .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN behind AH is classified",
+	  { V6, SYN, .ext = "A", .src = "2001:db8:2::10" },
+	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv6 SYN behind nine extension headers from a tenant is refused",
+	  { V6, SYN, .ext = "HDDDDDDDD", .src = "2001:db8:1::10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv6 SYN behind sixteen extension headers from a tenant is refused",
+	  { V6, SYN, .ext = "DDDDDDDDDDDDDDDD", .src = "2001:db8:1::10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv6 SYN behind nine extension headers from no tenant passes",
+	  { V6, SYN, .ext = "HDDDDDDDD", .src = "2001:db8:ffff::1" },
 	  XDP_PASS, O_UNPARSED, 0 },
-	{ "IPv6 last fragment behind hop-by-hop passes",
-	  { V6, SYN, .ext = "HF", .frag6 = 8 << 3, .src = "2001:db8:2::10" },
-	  XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv6 SYN past the walk limit from a source with port rules is refused",
+	  { V6, SYN, .ext = "HDDDDDDDD", .src = "2001:db8:7::10", .dport = 80 },
+	  XDP_DROP, O_UNPARSED_DROP, 0 },
+	{ "IPv6 SYN past the walk limit of a shadow tenant passes, counted",
+	  { V6, SYN, .ext = "HDDDDDDDD", .src = "2001:db8:4::10" },
+	  XDP_PASS, O_UNPARSED_SHADOW, T_SHADOW },
+	{ "IPv6 ACK behind nine extension headers from a tenant is refused",
+	  { V6, .flags = TH_ACK, .ext = "HDDDDDDDD", .src = "2001:db8:1::10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
 
 	/* IPv4 fragments */
 	{ "IPv4 first fragment (MF, offset 0) is classified",
 	  { V4, SYN, .frag = 0x2000, .src = "10.2.0.10" },
 	  XDP_DROP, O_DENY, T_DROP },
+	{ "IPv4 first fragment of a RST tenant is dropped, never answered",
+	  { V4, SYN, .frag = 0x2000, .src = "10.3.0.10" },
+	  XDP_DROP, O_DENY, T_RST },
+	{ "IPv4 first fragment with 8 bytes of TCP (flags in the next) is refused",
+	  { V4, SYN, .frag = 0x2000, .l4_cut = 8, .src = "10.1.0.10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv4 first fragment with 8 bytes of TCP and padding is refused",
+	  { V4, .flags = 0, .frag = 0x2000, .l4_cut = 8, .pad = 12,
+	    .src = "10.1.0.10" }, XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv4 first fragment with 16 bytes of TCP is refused",
+	  { V4, SYN, .frag = 0x2000, .l4_cut = 16, .src = "10.1.0.10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv4 first fragment with 8 bytes of TCP from no tenant passes",
+	  { V4, SYN, .frag = 0x2000, .l4_cut = 8, .src = "192.0.2.1" },
+	  XDP_PASS, O_UNPARSED, 0 },
+	{ "IPv4 first fragment ACK with a whole TCP header passes uncounted",
+	  { V4, .flags = TH_ACK, .frag = 0x2000, .l4_cut = 24,
+	    .payload = 100, .src = "10.2.0.10" }, XDP_PASS, O_IGNORED, 0 },
+	{ "IPv4 fragment at offset 8 (inside the TCP header) from a tenant is refused",
+	  { V4, SYN, .frag = 1, .src = "10.2.0.10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_DROP },
+	{ "IPv4 fragment at offset 16 with MF from a tenant is refused",
+	  { V4, SYN, .frag = 0x2000 | 2, .src = "10.1.0.10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
+	{ "IPv4 fragment at offset 8 from no tenant passes",
+	  { V4, SYN, .frag = 1, .src = "192.0.2.1" },
+	  XDP_PASS, O_UNPARSED, 0 },
 	{ "IPv4 non-first fragment passes, counted as fragment",
 	  { V4, SYN, .frag = 0x2000 | 185, .src = "10.2.0.10" },
 	  XDP_PASS, O_FRAGMENT, 0 },
-	{ "IPv4 last fragment (offset, no MF) passes",
-	  { V4, SYN, .frag = 1, .src = "10.2.0.10" }, XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv4 last fragment at offset 24 passes",
+	  { V4, SYN, .frag = 3, .src = "10.2.0.10" }, XDP_PASS, O_FRAGMENT, 0 },
+	{ "IPv4 UDP fragment at offset 8 passes uncounted",
+	  { V4, .proto = IPPROTO_UDP, .frag = 1, .src = "10.2.0.10",
+	    .payload = 12 }, XDP_PASS, O_IGNORED, 0 },
+
+	/* malformed headers */
+	{ "IPv4 SYN whose TCP options run past the IP length is refused",
+	  { V4, SYN, .tcp_opts = 12, .l4_cut = 28, .src = "10.1.0.10" },
+	  XDP_DROP, O_UNPARSED_DROP, T_ADMIT },
 
 	/* other protocols */
 	{ "ARP passes uncounted",
@@ -477,23 +571,27 @@ static const struct xdp_case cases[] = {
 /* The frame, the world and the checks one table case or truncation needs. */
 static const char *counter_name[RL_CNT_MAX] = {
 	"syn", "nomatch", "unparsed", "fragment", "rst_failed",
+	"unparsed_drop", "repeat_charged",
 };
 
 static bool stats_zero(const struct rl_stats *s)
 {
 	return !s->admitted && !s->denied && !s->shadow_denied &&
-	       !s->retransmits && !s->rst_sent && !s->lowwater_events;
+	       !s->retransmits && !s->rst_sent && !s->lowwater_events &&
+	       !s->unparsed;
 }
 
 static void diag_stats(const char *who, __u32 id, const struct rl_stats *s)
 {
 	diag("  %s %u: admitted %llu denied %llu shadow_denied %llu "
-	     "retransmits %llu rst_sent %llu lowwater %llu", who, id,
+	     "retransmits %llu rst_sent %llu lowwater %llu unparsed %llu",
+	     who, id,
 	     (unsigned long long)s->admitted, (unsigned long long)s->denied,
 	     (unsigned long long)s->shadow_denied,
 	     (unsigned long long)s->retransmits,
 	     (unsigned long long)s->rst_sent,
-	     (unsigned long long)s->lowwater_events);
+	     (unsigned long long)s->lowwater_events,
+	     (unsigned long long)s->unparsed);
 }
 
 /* Runs one frame against a fresh world and checks verdict, bytes, counters,
@@ -566,6 +664,12 @@ static int check_frame(const __u8 *in, int in_len, __u32 verdict,
 	case O_UNPARSED:
 		want[RL_CNT_UNPARSED] = 1;
 		break;
+	case O_UNPARSED_DROP:
+		want[RL_CNT_UNPARSED_DROP] = 1;
+		break;
+	case O_UNPARSED_SHADOW:
+		want[RL_CNT_UNPARSED] = 1;
+		break;
 	case O_NOMATCH:
 		want[RL_CNT_NOMATCH] = 1;
 		/* fall through */
@@ -618,6 +722,10 @@ static int check_frame(const __u8 *in, int in_len, __u32 verdict,
 			w.admitted = 1;
 			w.shadow_denied = 1;
 			break;
+		case O_UNPARSED_DROP:
+		case O_UNPARSED_SHADOW:
+			w.unparsed = 1;
+			break;
 		default:
 			break;
 		}
@@ -668,23 +776,31 @@ static int run_case(const void *arg)
 
 /* ------------------------------------------------------------------------
  * Truncation: each shape cut at the start of every header and in the middle
- * of it.  Every cut must pass untouched; none may spend a token.  A cut after
- * the ethertype said IPv4 or IPv6 is counted as unparsed; one before it
- * (inside the Ethernet header or a VLAN tag) is not known to be IP at all.
+ * of it.  A cut inside the Ethernet header or a VLAN tag is not known to be
+ * IP at all and passes uncounted; one inside the fixed IP header passes as
+ * unparsed (the stack drops it); any later cut leaves a packet that might
+ * be a SYN and cannot be judged: refused when its source is a tenant's,
+ * passed as unparsed otherwise.  None may spend a token.
  */
 static const struct {
 	const char *label;
 	struct pkt pkt;
+	__u32 tenant;	/* the source's tenant, 0 for none */
 } trunc_shapes[] = {
-	{ "IPv4 SYN", { V4, SYN, .src = "10.1.0.10" } },
-	{ "IPv4 SYN in 802.1ad+802.1Q", { V4, SYN, .vlans = 2, .src = "10.1.0.10" } },
+	{ "IPv4 SYN", { V4, SYN, .src = "10.1.0.10" }, T_ADMIT },
+	{ "IPv4 SYN in 802.1ad+802.1Q", { V4, SYN, .vlans = 2, .src = "10.1.0.10" },
+	  T_ADMIT },
 	{ "IPv4 SYN with IP and TCP options",
-	  { V4, SYN, .ip_opts = 8, .tcp_opts = 12, .src = "10.1.0.10" } },
-	{ "IPv6 SYN", { V6, SYN, .src = "2001:db8:1::10" } },
-	{ "IPv6 SYN in 802.1Q", { V6, SYN, .vlans = 1, .src = "2001:db8:1::10" } },
+	  { V4, SYN, .ip_opts = 8, .tcp_opts = 12, .src = "10.1.0.10" }, T_ADMIT },
+	{ "IPv4 SYN from no tenant's source", { V4, SYN, .src = "192.0.2.1" }, 0 },
+	{ "IPv6 SYN", { V6, SYN, .src = "2001:db8:1::10" }, T_ADMIT },
+	{ "IPv6 SYN in 802.1Q", { V6, SYN, .vlans = 1, .src = "2001:db8:1::10" },
+	  T_ADMIT },
 	{ "IPv6 first fragment behind H,R,D with TCP options",
 	  { V6, SYN, .ext = "HRDF", .frag6 = 1, .tcp_opts = 12,
-	    .src = "2001:db8:1::10" } },
+	    .src = "2001:db8:1::10" }, T_ADMIT },
+	{ "IPv6 SYN behind H,R,D from no tenant's source",
+	  { V6, SYN, .ext = "HRD", .src = "2001:db8:ffff::1" }, 0 },
 };
 
 struct trunc_case {
@@ -692,17 +808,34 @@ struct trunc_case {
 	int cut;
 };
 
+/* What a cut at `cut` bytes must come to. */
+static enum outcome trunc_outcome(int shape, int cut, __u32 *verdict)
+{
+	const struct pkt *p = &trunc_shapes[shape].pkt;
+	int l3 = pkt_l3_off(p);
+
+	*verdict = XDP_PASS;
+	if (cut < l3)
+		return O_IGNORED;
+	if (cut < l3 + (p->family == 6 ? 40 : 20) || !trunc_shapes[shape].tenant)
+		return O_UNPARSED;
+	*verdict = XDP_DROP;
+	return O_UNPARSED_DROP;
+}
+
 static int run_trunc(const void *arg)
 {
 	const struct trunc_case *t = arg;
-	__u8 in[PKT_MAX];
-
 	const struct pkt *p = &trunc_shapes[t->shape].pkt;
+	enum outcome out;
+	__u8 in[PKT_MAX];
+	__u32 verdict;
 
 	pkt_build(p, in, NULL);
-	return check_frame(in, t->cut, XDP_PASS,
-			   t->cut >= pkt_l3_off(p) ? O_UNPARSED : O_IGNORED,
-			   0, NULL, 0, 0);
+	out = trunc_outcome(t->shape, t->cut, &verdict);
+	return check_frame(in, t->cut, verdict, out,
+			   out == O_UNPARSED_DROP ? trunc_shapes[t->shape].tenant : 0,
+			   NULL, 0, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -711,10 +844,12 @@ static int run_trunc(const void *arg)
 
 /* A SYN from 10.1.x to tenant 1 of a small world; distinct sports make
  * distinct flows so that nothing takes the retransmission path. */
-static int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict)
+/* A TCP segment with these flags from 10.1.x to tenant 1 of a small world. */
+static int send_tcp(struct inst *in, __u8 flags, __u16 sport, __u32 seq,
+		    __u32 *verdict)
 {
-	struct pkt p = { V4, SYN, .src = "10.1.0.10", .sport = sport,
-			 .seq = seq };
+	struct pkt p = { V4, .flags = flags, .src = "10.1.0.10",
+			 .sport = sport, .seq = seq };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
 	struct run_result r;
 	int len = pkt_build(&p, buf, NULL), err;
@@ -726,6 +861,11 @@ static int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict)
 	}
 	*verdict = r.retval;
 	return 0;
+}
+
+static int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict)
+{
+	return send_tcp(in, TH_SYN, sport, seq, verdict);
 }
 
 /* Sends n SYNs; returns how many passed, and fails the test when a pass
@@ -1374,7 +1514,7 @@ static int scen_flow_collision(const void *arg)
 	struct rl_flow a, b;
 	struct rl_flow_slot slot;
 	struct rl_stats s;
-	__u32 idx, seq, v[4] = { 0 };
+	__u32 idx, port, v[4] = { 0 };
 	bool ok = true;
 
 	(void)arg;
@@ -1384,19 +1524,20 @@ static int scen_flow_collision(const void *arg)
 
 	syn_flow(1000, 0xabcd, &a);
 	idx = rl_flow_hash(&a, RL_FLOW_BITS);
-	for (seq = 1; seq < (1u << 24); seq++) {
-		syn_flow(1001, seq, &b);
+	/* the slot depends on the 4-tuple, not on the ISN */
+	for (port = 1001; port < 65536; port++) {
+		syn_flow(port, 0xabcd, &b);
 		if (rl_flow_hash(&b, RL_FLOW_BITS) == idx)
 			break;
 	}
-	if (seq == 1u << 24) {
-		diag("no flow from port 1001 shares slot %u", idx);
+	if (port == 65536) {
+		diag("no flow from another port shares slot %u", idx);
 		inst_close(&in);
 		return T_FAIL;
 	}
 
 	if (send_syn(&in, 1000, 0xabcd, &v[0]) ||
-	    send_syn(&in, 1001, seq, &v[1]))
+	    send_syn(&in, port, 0xabcd, &v[1]))
 		ok = false;
 	CHECK(v[0] == XDP_PASS && v[1] == XDP_PASS,
 	      "two new flows with two tokens: verdicts %u, %u, want pass, pass",
@@ -1408,7 +1549,7 @@ static int scen_flow_collision(const void *arg)
 	      "slot %u of CPU %d does not hold the second flow", idx, test_cpu);
 
 	if (send_syn(&in, 1000, 0xabcd, &v[2]) ||
-	    send_syn(&in, 1001, seq, &v[3]))
+	    send_syn(&in, port, 0xabcd, &v[3]))
 		ok = false;
 	CHECK(v[2] == XDP_DROP, "the overwritten flow's retransmission: "
 	      "verdict %u, want drop (charged, no token left)", v[2]);
@@ -1422,6 +1563,153 @@ static int scen_flow_collision(const void *arg)
 	      (unsigned long long)s.denied);
 	inst_close(&in);
 	return ok ? T_PASS : T_FAIL;
+}
+
+/* Sends a SYN's copies and what the client sends between them; checks the
+ * verdicts and the tenant's admitted / retransmits / denied counts and the
+ * global count of charged repeats.  A step with flags 0 sleeps `sleep_ms`. */
+struct replay_step {
+	__u8 flags;
+	__u16 sport;
+	__u32 seq;
+	__u32 want;		/* verdict */
+	int sleep_ms;
+};
+
+static int run_replay(__u64 window_ns, __u64 gap_ns,
+		      const struct replay_step *steps, int n,
+		      __u64 admitted, __u64 retransmits, __u64 denied,
+		      __u64 charged)
+{
+	struct inst in;
+	struct rl_stats s;
+	__u64 cnt[RL_CNT_MAX];
+	bool ok = true;
+	int i;
+
+	if (inst_open_gap(&in, window_ns, gap_ns))
+		return T_FAIL;
+	if (rule_add(&in.w, "10.1.0.0/16", 0, 1)) {
+		diag("couldn't add a rule");
+		inst_close(&in);
+		return T_FAIL;
+	}
+	/* one token, none back within the test */
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 1);
+	for (i = 0; i < n && ok; i++) {
+		__u32 v = 0;
+
+		if (!steps[i].flags) {
+			usleep(steps[i].sleep_ms * 1000);
+			continue;
+		}
+		if (send_tcp(&in, steps[i].flags, steps[i].sport, steps[i].seq,
+			     &v)) {
+			ok = false;
+			break;
+		}
+		CHECK(v == steps[i].want, "step %d (flags 0x%02x, port %u): "
+		      "verdict %u, want %u", i, steps[i].flags, steps[i].sport,
+		      v, steps[i].want);
+	}
+	tenant_stats_sum(&in.w, 1, &s);
+	counters_sum(&in.w, cnt);
+	CHECK(s.admitted == admitted && s.retransmits == retransmits &&
+	      s.denied == denied, "admitted %llu retransmits %llu denied %llu, "
+	      "want %llu, %llu, %llu", (unsigned long long)s.admitted,
+	      (unsigned long long)s.retransmits, (unsigned long long)s.denied,
+	      (unsigned long long)admitted, (unsigned long long)retransmits,
+	      (unsigned long long)denied);
+	CHECK(cnt[RL_CNT_REPEAT_CHARGED] == charged,
+	      "repeats charged %llu, want %llu",
+	      (unsigned long long)cnt[RL_CNT_REPEAT_CHARGED],
+	      (unsigned long long)charged);
+	inst_close(&in);
+	return ok ? T_PASS : T_FAIL;
+}
+
+#define STEP(f, port, seq, v)	{ (f), (port), (seq), (v), 0 }
+#define SLEEP(ms)		{ 0, 0, 0, 0, (ms) }
+
+static int scen_repeats_bounded(const void *arg)
+{
+	static const struct replay_step st[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),	/* the token */
+		STEP(TH_SYN, 1000, 77, XDP_PASS),	/* free */
+		STEP(TH_SYN, 1000, 77, XDP_PASS),	/* free */
+		STEP(TH_SYN, 1000, 77, XDP_DROP),	/* past the bound */
+	};
+
+	(void)arg;
+	_Static_assert(RL_FLOW_MAX_REPEATS == 2, "the steps assume 2");
+	return run_replay(RL_DEFAULT_RETRANS_WINDOW_NS, 0, st, 4, 3, 2, 1, 1);
+}
+
+static int scen_replay_after_rst(const void *arg)
+{
+	static const struct replay_step st[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),
+		STEP(TH_RST, 1000, 78, XDP_PASS),	/* the client resets */
+		STEP(TH_SYN, 1000, 77, XDP_DROP),	/* a new connection */
+		STEP(TH_SYN, 1000, 77, XDP_DROP),
+	};
+
+	(void)arg;
+	return run_replay(RL_DEFAULT_RETRANS_WINDOW_NS, 0, st, 4, 1, 0, 2, 2);
+}
+
+static int scen_replay_after_fin(const void *arg)
+{
+	static const struct replay_step st[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),
+		STEP(TH_SYN, 1000, 77, XDP_PASS),	/* free before the FIN */
+		STEP(TH_FIN | TH_ACK, 1000, 5000, XDP_PASS),
+		STEP(TH_SYN, 1000, 77, XDP_DROP),
+	};
+
+	(void)arg;
+	return run_replay(RL_DEFAULT_RETRANS_WINDOW_NS, 0, st, 4, 2, 1, 1, 1);
+}
+
+static int scen_rst_other_flow(const void *arg)
+{
+	static const struct replay_step st[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),
+		STEP(TH_RST, 1001, 78, XDP_PASS),	/* another flow's */
+		STEP(TH_SYN, 1000, 77, XDP_PASS),	/* still free */
+	};
+
+	(void)arg;
+	return run_replay(RL_DEFAULT_RETRANS_WINDOW_NS, 0, st, 3, 2, 1, 0, 0);
+}
+
+/* With a 1 s gap: a copy right after the SYN is charged; one 1.1 s later is
+ * free; the next right after it is charged (the second needs 2 s). */
+static int scen_repeat_schedule(const void *arg)
+{
+	static const struct replay_step st[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),
+		STEP(TH_SYN, 1001, 90, XDP_DROP),	/* another flow, no token */
+	};
+	static const struct replay_step st2[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),
+		STEP(TH_SYN, 1000, 77, XDP_DROP),	/* too soon */
+	};
+	static const struct replay_step st3[] = {
+		STEP(TH_SYN, 1000, 77, XDP_PASS),
+		SLEEP(1100),
+		STEP(TH_SYN, 1000, 77, XDP_PASS),	/* as a kernel would */
+		STEP(TH_SYN, 1000, 77, XDP_DROP),	/* sooner than 2 s */
+	};
+	int r;
+
+	(void)arg;
+	r = run_replay(30 * SEC_NS, SEC_NS, st, 2, 1, 0, 1, 0);
+	if (r == T_PASS)
+		r = run_replay(30 * SEC_NS, SEC_NS, st2, 2, 1, 0, 1, 1);
+	if (r == T_PASS)
+		r = run_replay(30 * SEC_NS, SEC_NS, st3, 4, 2, 1, 1, 1);
+	return r;
 }
 
 /* A retransmission that reaches another CPU than its SYN did finds that
@@ -1852,6 +2140,16 @@ static const struct {
 	{ "retransmitted SYN after the window is charged", scen_retransmit_expired },
 	{ "retrans_window_ns 0 charges an identical SYN twice",
 	  scen_retransmit_off },
+	{ "free repeats are bounded: the third copy of an admitted SYN is "
+	  "charged", scen_repeats_bounded },
+	{ "replayed SYN after the client's RST is charged as a new connection",
+	  scen_replay_after_rst },
+	{ "replayed SYN after the client's FIN is charged as a new connection",
+	  scen_replay_after_fin },
+	{ "a RST of another flow leaves a SYN's retransmission free",
+	  scen_rst_other_flow },
+	{ "repeats follow a kernel's schedule: too soon is charged, after the "
+	  "gap is free, the next needs twice the gap", scen_repeat_schedule },
 	{ "flow-cache collision: the overwritten flow is charged again, "
 	  "neither flow passes free as the other", scen_flow_collision },
 	{ "rules republished under traffic: every SYN sees one whole rule set",
@@ -1929,12 +2227,17 @@ static void add_truncations(void)
 				if (cuts[k] == 0 || cuts[k] <= last ||
 				    (cuts[k] < ETH_HLEN && s > 0))
 					continue;
+				__u32 v;
+
 				last = cuts[k];
 				tc[ntc] = (struct trunc_case){ s, cuts[k] };
 				snprintf(name, sizeof(name),
-					 "%s cut at %d bytes, %s the %s, passes "
-					 "untouched", trunc_shapes[s].label,
-					 cuts[k], where[k], lay.what[i]);
+					 "%s cut at %d bytes, %s the %s, %s",
+					 trunc_shapes[s].label, cuts[k],
+					 where[k], lay.what[i],
+					 trunc_outcome(s, cuts[k], &v) ==
+					 O_UNPARSED_DROP ? "is refused" :
+					 "passes untouched");
 				add_test(name, run_trunc, &tc[ntc++]);
 			}
 		}

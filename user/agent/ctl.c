@@ -318,12 +318,13 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 	json_t *j;
 
 	agent_tenant_stats(a, t, &st);
-	j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f}",
+	j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f}",
 			 "tenant", t->pol.name,
 			 "admitted", (json_int_t)st.s.admitted,
 			 "denied", (json_int_t)st.s.denied,
 			 "shadow_denied", (json_int_t)st.s.shadow_denied,
 			 "retransmits", (json_int_t)st.s.retransmits,
+			 "unparsed", (json_int_t)st.s.unparsed,
 			 "rst_sent", (json_int_t)st.s.rst_sent,
 			 "tokens", (json_int_t)st.tokens,
 			 "admit_rate", st.admit_rate,

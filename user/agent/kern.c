@@ -905,15 +905,8 @@ int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
 		err = -errno;
 		goto cleanup;
 	}
-	for (int c = 0; c < k->ncpus; c++) {
-		out->admitted += per[c].admitted;
-		out->denied += per[c].denied;
-		out->shadow_denied += per[c].shadow_denied;
-		out->retransmits += per[c].retransmits;
-		out->rst_sent += per[c].rst_sent;
-		out->lowwater_events += per[c].lowwater_events;
-		out->degraded += per[c].degraded;
-	}
+	for (int c = 0; c < k->ncpus; c++)
+		rl_stats_add(out, &per[c]);
 cleanup:
 	free(per);
 	return err;

@@ -115,8 +115,8 @@ static void scalar(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "%s %llu\n", name, v);
 }
 
-enum field { F_ADMITTED, F_DENIED, F_SHADOW, F_RETRANS, F_RST, F_TOKENS,
-	     F_RATE, F_BURST };
+enum field { F_ADMITTED, F_DENIED, F_SHADOW, F_RETRANS, F_RST, F_UNPARSED,
+	     F_TOKENS, F_RATE, F_BURST };
 
 static const struct {
 	const char *name, *type, *help;
@@ -131,6 +131,11 @@ static const struct {
 			"Retransmitted SYNs of admitted connections, admitted free." },
 	[F_RST] = { "rlgate_rst_sent_total", "counter",
 		    "TCP RST replies sent to refused clients." },
+	[F_UNPARSED] = { "rlgate_tenant_unparsed_total", "counter",
+			 "Packets from the tenant's sources that might have opened a "
+			 "connection but could not be judged (fragmented or cut-short "
+			 "TCP headers, long IPv6 header chains): refused, or for a "
+			 "shadow tenant passed." },
 	[F_TOKENS] = { "rlgate_tokens", "gauge",
 		       "Tokens currently in the tenant's bucket." },
 	[F_RATE] = { "rlgate_limit_rate", "gauge",
@@ -139,18 +144,26 @@ static const struct {
 		      "Configured bucket capacity (burst) in connections." },
 };
 
+/* A metric with a label is one row per label value; the help goes with
+ * the first row only. */
 static const struct {
 	enum rl_counter idx;
-	const char *name, *help;
+	const char *name, *label, *help;
 } global_metrics[] = {
-	{ RL_CNT_SYN, "rlgate_syn_total", "TCP SYNs (without ACK) seen." },
-	{ RL_CNT_NOMATCH, "rlgate_syn_nomatch_total",
+	{ RL_CNT_SYN, "rlgate_syn_total", NULL, "TCP SYNs (without ACK) seen." },
+	{ RL_CNT_NOMATCH, "rlgate_syn_nomatch_total", NULL,
 	  "SYNs no tenant rule matched (passed)." },
-	{ RL_CNT_UNPARSED, "rlgate_unparsed_total",
-	  "Packets passed because they could not be parsed." },
-	{ RL_CNT_FRAGMENT, "rlgate_fragments_total",
-	  "Non-first IP fragments passed unjudged." },
-	{ RL_CNT_RST_FAILED, "rlgate_rst_failed_total",
+	{ RL_CNT_UNPARSED, "rlgate_unparsed_total", "verdict=\"pass\"",
+	  "Packets that might open a TCP connection but could not be judged: "
+	  "passed (no tenant's source, or an IP header cut short) or refused "
+	  "(a tenant's source)." },
+	{ RL_CNT_UNPARSED_DROP, "rlgate_unparsed_total", "verdict=\"drop\"", NULL },
+	{ RL_CNT_FRAGMENT, "rlgate_fragments_total", NULL,
+	  "Non-first IP fragments passed unjudged (past the TCP header)." },
+	{ RL_CNT_REPEAT_CHARGED, "rlgate_syn_repeats_charged_total", NULL,
+	  "Copies of an admitted SYN charged as new connections: more or sooner "
+	  "than a client's retransmissions, or after the client ended the flow." },
+	{ RL_CNT_RST_FAILED, "rlgate_rst_failed_total", NULL,
 	  "RST replies wanted but not possible (packet dropped instead)." },
 };
 
@@ -287,6 +300,9 @@ static int render(struct agent *a, char **buf, size_t *len)
 			case F_RST:
 				fprintf(f, "%llu\n", (unsigned long long)st[i].s.rst_sent);
 				break;
+			case F_UNPARSED:
+				fprintf(f, "%llu\n", (unsigned long long)st[i].s.unparsed);
+				break;
 			case F_TOKENS:
 				fprintf(f, "%llu\n", (unsigned long long)st[i].tokens);
 				break;
@@ -306,9 +322,16 @@ static int render(struct agent *a, char **buf, size_t *len)
 
 	kern_counters(&a->kern, cnt);
 	for (size_t g = 0; g < sizeof(global_metrics) / sizeof(global_metrics[0]); g++) {
-		header(f, global_metrics[g].name, "counter", global_metrics[g].help);
-		fprintf(f, "%s %llu\n", global_metrics[g].name,
-			(unsigned long long)cnt[global_metrics[g].idx]);
+		if (global_metrics[g].help)
+			header(f, global_metrics[g].name, "counter",
+			       global_metrics[g].help);
+		if (global_metrics[g].label)
+			fprintf(f, "%s{%s} %llu\n", global_metrics[g].name,
+				global_metrics[g].label,
+				(unsigned long long)cnt[global_metrics[g].idx]);
+		else
+			fprintf(f, "%s %llu\n", global_metrics[g].name,
+				(unsigned long long)cnt[global_metrics[g].idx]);
 	}
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");

@@ -189,6 +189,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		{ "DENIED", "denied", false, false },
 		{ "WOULD-DENY", "shadow_denied", false, false },
 		{ "RETRANS", "retransmits", false, false },
+		{ "UNPARSED", "unparsed", false, false },
 		{ "TOKENS", "tokens", false, false },
 		{ "ADMIT/S", "admit_rate", true, false },
 		{ "DENY/S", "deny_rate", true, false },
