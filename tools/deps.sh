@@ -11,6 +11,7 @@ packages=(
 	# run and test
 	redis-server bats iproute2 jq curl procps util-linux netcat-openbsd
 	libclang-rt-dev		# libFuzzer, for the fuzz tests
+	python3-scapy		# crafted packets, for the hostile-client tests
 )
 
 missing=()
