@@ -97,6 +97,15 @@ struct {
 	__type(value, struct rl_flow_slot);
 } flow_cache_cpu SEC(".maps");
 
+/* Never read by the program: the layout version of these maps, for the
+ * next agent that finds them pinned (see RL_ABI_VERSION). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_abi);
+} abi SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RL_EVENTS_BYTES);

@@ -11,6 +11,25 @@
 #include <linux/types.h>
 #endif
 
+/*
+ * The layout of everything shared with the kernel, as a whole: the structs
+ * below, the maps' sizes and what each field means.  A change to any of them
+ * bumps RL_ABI_VERSION, and the agent learns (user/agent/kern.c,
+ * migrate_plan()) how to bring pins of the previous layout forward in
+ * place.  The version is recorded in the pinned map `abi`; pins without it
+ * were made by layout 1.
+ *   1  the first release
+ *   2  `counters` grows to RL_CNT_SLOTS; rl_stats.unparsed and
+ *      rl_flow_slot.repeats take padding that was zero
+ */
+#define RL_ABI_VERSION		2
+#define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
+
+struct rl_abi {
+	__u32 magic;		/* RL_ABI_MAGIC */
+	__u32 version;		/* RL_ABI_VERSION of the build that pinned */
+};
+
 #define RL_MAX_TENANTS		4096
 /* `flow_cache_cpu` holds 2^bits slots per CPU: RL_FLOW_BITS unless the
  * loader picks fewer for a machine with many CPUs (rl_flow_bits()). */

@@ -113,3 +113,68 @@ restart_under_load() {
 	! xdp_attached || { echo "something was attached" >&2; return 1; }
 	rm -rf "$PIN_DIR"
 }
+
+# as_layout1_pins: turns the pins of a stopped agent into what the first
+# release left (map layout 1): no `abi` record, and `counters` with its five
+# entries, the SYN counter holding 1000 on every CPU.  The program attached
+# keeps running on its own maps meanwhile.
+as_layout1_pins() {
+	rm "$PIN_DIR/abi" "$PIN_DIR/counters"
+	bpftool map create "$PIN_DIR/counters" type percpu_array key 4 value 8 \
+		entries 5 name counters
+	bpftool map update pinned "$PIN_DIR/counters" key 0 0 0 0 \
+		value 0xe8 0x03 0 0 0 0 0 0
+}
+
+# abi_version: the layout version recorded in the pinned `abi` map (struct
+# rl_abi: the magic, then the version; its low byte is enough here).
+abi_version() {
+	local b
+
+	b=$(bpftool -j map lookup pinned "$PIN_DIR/abi" key 0 0 0 0 | jq -r '.value[4]') || return 1
+	echo $((b))
+}
+
+@test "pins of the previous map layout are migrated in place under load: the limit holds, counters carry on, the new layout is recorded" {
+	local out=$BATS_TEST_TMPDIR/load.json pid connected syn
+
+	agent_start
+	rl tenant set up --rate 50/s --burst 10 --match "$(prefixes c1)" --action rst
+	expect_eq "layout recorded by a fresh agent" "$(abi_version)" 2
+	loadgen_bg c1 "$out" --rate 150 --duration 6 "$(lab_target s1 "$PORT" 4)"
+	pid=$LOADGEN_BG_PID
+	sleep 1.5
+	agent_stop KILL
+	as_layout1_pins
+	sleep 1
+	agent_start
+	grep -q "migrated pinned map '$PIN_DIR/counters' from layout 1 (5 entries)" "$AGENT_LOG" ||
+		{ echo "the agent did not migrate counters" >&2; return 1; }
+	expect_eq "layout recorded after the migration" "$(abi_version)" 2
+	# the old SYN count (1000 per CPU) was carried over, not restarted
+	syn=$(metric_value rlgate_syn_total "$(metrics s1)")
+	expect_between "rlgate_syn_total after the migration" "$syn" 1000 100000000
+
+	loadgen_wait "$pid" "$out"
+	connected=$(json_get .total.connected)
+	expect_eq attempts "$(json_get .total.attempts)" 900
+	expect_near "connected across the migration" "$connected" "$(expected 50 6 10)" 5
+	expect_eq "tenant after the migration" "$(rl --json tenant list | jq -r '.[].name')" up
+}
+
+@test "pins of a newer map layout are refused with a message; the program there keeps enforcing" {
+	agent_start
+	rl tenant set n --rate 1/h --burst 1 --match "$(prefixes c1)" --action rst
+	agent_stop TERM
+	# layout 99, magic "rlga"
+	bpftool map update pinned "$PIN_DIR/abi" key 0 0 0 0 \
+		value 0x72 0x6c 0x67 0x61 99 0 0 0
+	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
+		--pin-dir "$PIN_DIR"
+	expect_eq "exit status" "$status" 1
+	[[ $output == *"made by a newer rlgate (map layout 99; this build knows up to 2)"* ]] ||
+		{ echo "unexpected message: $output" >&2; return 1; }
+	xdp_attached || { echo "the program was detached" >&2; return 1; }
+	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	expect_eq "connected while no agent runs (burst 1)" "$(json_get .total.connected)" 1
+}
