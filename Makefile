@@ -15,18 +15,28 @@ CC ?= cc
 CLANG ?= clang
 BPFTOOL ?= bpftool
 ARCH := $(shell uname -m)
+# The kernel's name for the architecture, for bpf_tracing.h and friends.
+BPF_ARCH := $(patsubst x86_64,x86,$(patsubst aarch64,arm64,$(patsubst \
+	    ppc64le,powerpc,$(patsubst s390x,s390,$(patsubst riscv64,riscv,$(ARCH))))))
+# Debian's multiarch include dir (asm/types.h for the BPF target).
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null || echo $(ARCH)-linux-gnu)
+
+# A recipe that fails leaves no half-written target behind.
+.DELETE_ON_ERROR:
 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP \
 	  -I$(BUILD) -Ibpf -Iuser/lib
 LDFLAGS ?=
+# Each program records only the libraries it calls into.
+LDFLAGS += -Wl,--as-needed
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
-	      -I/usr/include/$(ARCH)-linux-gnu -Ibpf -Wall -Wextra -Werror \
+BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) \
+	      -I/usr/include/$(MULTIARCH) -Ibpf -Wall -Wextra -Werror \
 	      -Wno-unused-parameter
 
 LIBS_BPF := -lbpf -lelf -lz

@@ -30,6 +30,8 @@ struct rl_abi {
 	__u32 version;		/* RL_ABI_VERSION of the build that pinned */
 };
 
+_Static_assert(sizeof(struct rl_abi) == 8, "rl_abi: the layout record");
+
 #define RL_MAX_TENANTS		4096
 /* `flow_cache_cpu` holds 2^bits slots per CPU: RL_FLOW_BITS unless the
  * loader picks fewer for a machine with many CPUs (rl_flow_bits()). */
@@ -104,7 +106,11 @@ struct rl_tenant {
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct rl_tenant) == 128 &&
-	       __builtin_offsetof(struct rl_tenant, tat) == 64,
+	       __builtin_offsetof(struct rl_tenant, interval_ns) == 16 &&
+	       __builtin_offsetof(struct rl_tenant, fail_interval_ns) == 56 &&
+	       __builtin_offsetof(struct rl_tenant, tat) == 64 &&
+	       __builtin_offsetof(struct rl_tenant, tokens) == 72 &&
+	       __builtin_offsetof(struct rl_tenant, fail_tat) == 88,
 	       "rl_tenant: one cache line of configuration, one of state");
 
 /* The agent's side of fleet mode, for the kernel (ARRAY `agent_state`, one
@@ -118,6 +124,10 @@ struct rl_agent_state {
 	__u32 live_agents;	/* last fleet size the agent knew: a restarted
 				 * agent keeps the static share it had */
 };
+
+_Static_assert(sizeof(struct rl_agent_state) == 24 &&
+	       __builtin_offsetof(struct rl_agent_state, degraded) == 16,
+	       "rl_agent_state: layout shared with the kernel");
 
 /* Per tenant, per CPU (BPF_MAP_TYPE_PERCPU_ARRAY `tenant_stats`): counting
  * never makes two CPUs fight over one cache line.  User space sums. */
@@ -198,11 +208,15 @@ struct rl_cls_group {
 	__u32 e[RL_CLS_FANOUT];
 };
 
+_Static_assert(sizeof(struct rl_cls_group) == 1024, "rl_cls_group: 1 KiB");
+
 /* `cls_state`, one entry, mmapable. */
 struct rl_cls_state {
 	__u32 active;		/* the half the kernel reads: 0 or 1 */
 	__u32 generation;	/* bumped on every publish */
 };
+
+_Static_assert(sizeof(struct rl_cls_state) == 8, "rl_cls_state: two words");
 
 /*
  * The bucket clock.  Reading the precise clock costs several times what the
@@ -329,6 +343,10 @@ struct rl_event {
 	__s64 tokens;		/* tokens left when the event was sent */
 	__u64 ts_ns;		/* bpf_ktime_get_ns() */
 };
+
+_Static_assert(sizeof(struct rl_event) == 24 &&
+	       __builtin_offsetof(struct rl_event, tokens) == 8,
+	       "rl_event: layout read by the agent");
 
 /* Global counters (PERCPU_ARRAY `counters`), indexed by this enum. */
 enum rl_counter {
