@@ -1,0 +1,242 @@
+/* Unit test of user/lib/lease.c: the lease cap, the static share a host may owe, the overshoot bound, the credit, top-ups and lease sizing, as tables of inputs and decisions. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lease.h"
+#include "check.h"
+
+static struct policy_tenant tenant(uint64_t count, uint64_t period, uint64_t burst,
+				   uint64_t overshoot, enum policy_fail fail)
+{
+	struct policy_tenant t;
+
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "t");
+	t.rate.count = count;
+	t.rate.period_s = period;
+	t.burst = burst;
+	t.overshoot = overshoot;
+	t.fail = fail;
+	return t;
+}
+
+static void test_limits(void)
+{
+	static const struct {
+		const char *what;
+		uint64_t count, period, burst, overshoot;
+		enum policy_fail fail;
+		uint64_t agents, ttl_ms;
+		uint64_t cap, debt_max, bound, credit;
+	} rows[] = {
+		/* budget = max(burst, half a second) = 75; cap 75/3; static
+		 * share 10 + 1 s at 50/s (+1 rounding) + 1 */
+		{ "150/s burst 30, 3 agents", 150, 1, 30, 0, POLICY_FAIL_STATIC, 3, 1000,
+		  25, 62, 261, 10 },
+		{ "the same, deny: nothing owed while degraded", 150, 1, 30, 0,
+		  POLICY_FAIL_DENY, 3, 1000, 25, 0, 75, 10 },
+		{ "the same, allow", 150, 1, 30, 0, POLICY_FAIL_ALLOW, 3, 1000,
+		  25, 0, 75, 10 },
+		{ "3000/s burst 300: the cap is not limited by the burst", 3000, 1, 300, 0,
+		  POLICY_FAIL_STATIC, 3, 1000, 500, 1102, 4806, 100 },
+		{ "a shorter TTL owes less", 3000, 1, 300, 0, POLICY_FAIL_STATIC, 3, 250,
+		  500, 352, 2556, 100 },
+		/* no credit: three hosts would admit three tokens of a burst of 1 */
+		{ "1/m burst 1: a cap of 1, no credit", 1, 60, 1, 0, POLICY_FAIL_STATIC,
+		  3, 1000, 1, 3, 12, 0 },
+		{ "--overshoot 3 over 3 agents: leases of 1", 200, 1, 20, 3,
+		  POLICY_FAIL_DENY, 3, 1000, 1, 0, 3, 1 },
+		{ "one agent holds the whole budget", 100, 1, 100, 0, POLICY_FAIL_DENY,
+		  1, 1000, 100, 0, 100, 100 },
+		{ "no agents counted yet: as one", 100, 1, 100, 0, POLICY_FAIL_DENY,
+		  0, 1000, 100, 0, 100, 100 },
+		{ "1/h burst 1 for a day of TTL", 1, 3600, 1, 0, POLICY_FAIL_STATIC, 2,
+		  86400000, 1, 1 + 13 + 1, 32, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct policy_tenant t = tenant(rows[i].count, rows[i].period,
+						rows[i].burst, rows[i].overshoot,
+						rows[i].fail);
+		uint64_t cap = lease_cap(&t, rows[i].agents);
+		uint64_t d = lease_static_debt_max(&t, rows[i].agents, rows[i].ttl_ms);
+		uint64_t bound = lease_bound(&t, rows[i].agents, rows[i].ttl_ms);
+		uint64_t credit = lease_credit(&t, rows[i].agents);
+
+		CHECK(cap == rows[i].cap, "%s: cap %llu, expected %llu", rows[i].what,
+		      (unsigned long long)cap, (unsigned long long)rows[i].cap);
+		CHECK(d == rows[i].debt_max, "%s: static debt max %llu, expected %llu",
+		      rows[i].what, (unsigned long long)d,
+		      (unsigned long long)rows[i].debt_max);
+		CHECK(bound == rows[i].bound, "%s: bound %llu, expected %llu",
+		      rows[i].what, (unsigned long long)bound,
+		      (unsigned long long)rows[i].bound);
+		CHECK(credit == rows[i].credit, "%s: credit %llu, expected %llu",
+		      rows[i].what, (unsigned long long)credit,
+		      (unsigned long long)rows[i].credit);
+		CHECK(credit <= cap, "%s: credit %llu beyond the cap %llu", rows[i].what,
+		      (unsigned long long)credit, (unsigned long long)cap);
+	}
+}
+
+/* The most a static share admits in ttl, by the kernel's own arithmetic
+ * (a GCRA bucket of burst / agents, one token per interval x agents), is
+ * within what lease_static_debt_max() lets a host owe. */
+static void test_static_debt_covers_the_kernel(void)
+{
+	static const uint64_t rates[][2] = {
+		{ 1, 1 }, { 7, 1 }, { 150, 1 }, { 3000, 1 }, { 999999, 1 },
+		{ 1, 60 }, { 17, 60 }, { 1, 3600 }, { 1000000000, 1 },
+	};
+	static const uint64_t bursts[] = { 1, 2, 30, 1000 };
+	static const uint64_t ttls[] = { 10, 250, 1000, 60000 };
+
+	for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
+		for (size_t j = 0; j < sizeof(bursts) / sizeof(bursts[0]); j++)
+			for (size_t k = 0; k < sizeof(ttls) / sizeof(ttls[0]); k++)
+				for (uint64_t n = 1; n <= 7; n += 3) {
+					struct policy_tenant t = tenant(rates[i][0], rates[i][1],
+									bursts[j], 0,
+									POLICY_FAIL_STATIC);
+					uint64_t interval = policy_interval_ns(&t.rate) * n;
+					uint64_t burst = bursts[j] / n ? bursts[j] / n : 1;
+					unsigned __int128 most = burst +
+						(unsigned __int128)ttls[k] * 1000000 / interval;
+
+					CHECK(most < lease_static_debt_max(&t, n, ttls[k]),
+					      "%llu/%llus burst %llu, %llu agents, TTL %llu ms: "
+					      "the kernel may admit %llu, owed at most %llu",
+					      (unsigned long long)rates[i][0],
+					      (unsigned long long)rates[i][1],
+					      (unsigned long long)bursts[j], (unsigned long long)n,
+					      (unsigned long long)ttls[k], (unsigned long long)most,
+					      (unsigned long long)lease_static_debt_max(&t, n, ttls[k]));
+				}
+}
+
+static void test_topup(void)
+{
+	static const struct {
+		uint64_t cap, held, size, want;
+	} rows[] = {
+		{ 10, 3, 5, 5 },	/* room for a whole lease */
+		{ 10, 8, 5, 2 },	/* only up to the cap */
+		{ 10, 10, 5, 0 },	/* at the cap: nothing */
+		{ 10, 12, 5, 0 },	/* above it (the cap shrank): nothing */
+		{ 1, 0, 1, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		CHECK(lease_topup(rows[i].cap, rows[i].held, rows[i].size) == rows[i].want,
+		      "topup(cap %llu, held %llu, size %llu): %llu, expected %llu",
+		      (unsigned long long)rows[i].cap, (unsigned long long)rows[i].held,
+		      (unsigned long long)rows[i].size,
+		      (unsigned long long)lease_topup(rows[i].cap, rows[i].held,
+						     rows[i].size),
+		      (unsigned long long)rows[i].want);
+}
+
+static void test_plan(void)
+{
+	static const struct {
+		const char *what;
+		uint64_t count, burst, agents;
+		double rate;
+		uint64_t ttl_ms, lead_ms;
+		uint64_t size, lowwater;
+	} rows[] = {
+		/* cap 500: tau = (500 - 20) / (1000 + 1000^2/3000) = 0.36 s,
+		 * 360 tokens, but a lease is at most the burst; the low-water
+		 * mark covers a whole lease refilling at the tenant's rate,
+		 * 100 ms, and the lead, 20 ms */
+		{ "3000/s, even 95%", 3000, 300, 3, 1000, 1000, 20, 300, 120 },
+		/* the busy host of a 90/5/5 skew: size + low-water = the cap */
+		{ "3000/s, 90% of 95% on one host", 3000, 300, 3, 2565, 1000, 20, 241, 259 },
+		/* a quiet host: a lease TTL of its own traffic */
+		{ "3000/s, 5% of 95% on one host", 3000, 300, 3, 142.5, 1000, 20, 143, 10 },
+		{ "100/s, even 95%", 100, 100, 3, 95.0 / 3, 1000, 20, 24, 9 },
+		{ "10000/s, even 95%", 10000, 10000, 3, 9500.0 / 3, 1000, 20, 2483, 850 },
+		/* not measured yet: the credit, and half of it as low-water */
+		{ "3000/s, demand unknown", 3000, 300, 3, -1, 1000, 20, 100, 50 },
+		{ "100/s, demand unknown: the credit is the cap", 100, 100, 3, -1, 1000, 20, 33, 16 },
+		{ "no demand at all", 3000, 300, 3, 0, 1000, 20, 1, 1 },
+		/* a cap of 1 leaves no room for a low-water mark */
+		{ "1/s burst 1 (cap 1)", 1, 1, 3, 5, 1000, 20, 1, 0 },
+		{ "1/s burst 1 (cap 1), demand unknown", 1, 1, 3, -1, 1000, 20, 1, 0 },
+		/* the lead alone needs more than the cap: leases of 1 */
+		/* demand above the whole rate: refused anyway, so the biggest
+		 * lease and a low-water mark of the lead (150/s x 20 ms) */
+		{ "150/s burst 30 with 2000/s of demand", 150, 30, 3, 2000, 1000, 20, 22, 3 },
+		{ "200/s burst 20, one host at 270/s", 200, 20, 3, 270, 1000, 20, 20, 4 },
+		/* a long lead moves tokens from the lease to the low-water mark */
+		{ "3000/s, even 95%, 100 ms lead", 3000, 300, 3, 1000, 1000, 100, 300, 200 },
+		{ "3000/s, even 95%, TTL 100 ms", 3000, 300, 3, 1000, 100, 20, 100, 54 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct policy_tenant t = tenant(rows[i].count, 1, rows[i].burst, 0,
+						POLICY_FAIL_STATIC);
+		struct lease_in in = {
+			.rate = rows[i].rate, .t = &t, .agents = rows[i].agents,
+			.ttl_ms = rows[i].ttl_ms, .lead_ms = rows[i].lead_ms,
+		};
+		struct lease_plan p;
+
+		lease_plan(&in, &p);
+		CHECK(p.size == rows[i].size && p.lowwater == rows[i].lowwater,
+		      "%s: lease %llu low-water %llu, expected %llu and %llu",
+		      rows[i].what, (unsigned long long)p.size,
+		      (unsigned long long)p.lowwater, (unsigned long long)rows[i].size,
+		      (unsigned long long)rows[i].lowwater);
+		CHECK(p.chunk == p.size, "%s: chunk %llu, lease %llu", rows[i].what,
+		      (unsigned long long)p.chunk, (unsigned long long)p.size);
+	}
+}
+
+/* Whatever the demand: a lease of at least 1 and at most the burst and the
+ * cap, a low-water mark below the cap, and topping up at the low-water mark
+ * never holds more than the cap; with the demand measured, a whole lease
+ * fits on top of the low-water mark. */
+static void test_plan_within_cap(void)
+{
+	static const uint64_t counts[] = { 1, 10, 100, 3000, 10000, 1000000 };
+	static const uint64_t bursts[] = { 1, 3, 100, 300, 10000 };
+	static const double rates[] = { -1, 0, 0.5, 3, 99, 1000, 2850, 1e5, 1e7 };
+
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+		for (size_t j = 0; j < sizeof(bursts) / sizeof(bursts[0]); j++)
+			for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++)
+				for (uint64_t n = 1; n <= 9; n += 4) {
+					struct policy_tenant t = tenant(counts[i], 1, bursts[j], 0,
+									POLICY_FAIL_STATIC);
+					struct lease_in in = {
+						.rate = rates[k], .t = &t, .agents = n,
+						.ttl_ms = 1000, .lead_ms = 30,
+					};
+					uint64_t cap = lease_cap(&t, n);
+					struct lease_plan p;
+
+					lease_plan(&in, &p);
+					CHECK(p.size >= 1 && p.size <= bursts[j] && p.size <= cap &&
+					      (p.lowwater < cap || (cap == 1 && p.lowwater == 0)) &&
+					      p.lowwater + lease_topup(cap, p.lowwater, p.size) <= cap &&
+					      (rates[k] < 0 || cap == 1 || p.size + p.lowwater <= cap),
+					      "%llu/s burst %llu, %llu agents, demand %g: lease "
+					      "%llu low-water %llu, cap %llu",
+					      (unsigned long long)counts[i],
+					      (unsigned long long)bursts[j], (unsigned long long)n,
+					      rates[k], (unsigned long long)p.size,
+					      (unsigned long long)p.lowwater, (unsigned long long)cap);
+				}
+}
+
+int main(void)
+{
+	test_limits();
+	test_static_debt_covers_the_kernel();
+	test_topup();
+	test_plan();
+	test_plan_within_cap();
+	return failures ? 1 : 0;
+}

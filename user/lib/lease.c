@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Fleet mode's lease arithmetic: the lease cap, the static share a degraded
+ * host may owe, the overshoot bound, and lease sizing.  No I/O: each answer
+ * follows from its arguments, so the unit tests are tables.
+ */
+#include <math.h>
+
+#include "lease.h"
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Rounds up, but not a whole number that floating point missed by a hair
+ * (1000 x 0.12 is 120.00000000000001). */
+static double ceil_tokens(double x)
+{
+	return ceil(x - 1e-9);
+}
+
+uint64_t lease_cap(const struct policy_tenant *t, uint64_t agents)
+{
+	uint64_t cap = policy_overshoot_budget(t) / (agents ? agents : 1);
+
+	return cap ? cap : 1;
+}
+
+uint64_t lease_static_debt_max(const struct policy_tenant *t, uint64_t agents,
+			       uint64_t ttl_ms)
+{
+	unsigned __int128 interval, refill;
+	uint64_t burst;
+
+	if (t->fail != POLICY_FAIL_STATIC)
+		return 0;
+	if (!agents)
+		agents = 1;
+	/* As the kernel has it (kern_tenant_fail()): burst / agents, at least
+	 * 1, refilled one token per interval x agents. */
+	burst = t->burst / agents;
+	if (!burst)
+		burst = 1;
+	interval = (unsigned __int128)policy_interval_ns(&t->rate) * agents;
+	refill = (unsigned __int128)ttl_ms * 1000000u / interval + 1;
+	if (refill > UINT64_MAX / 2)
+		return UINT64_MAX;
+	return sat_add(sat_add(burst, (uint64_t)refill), 1);
+}
+
+uint64_t lease_bound(const struct policy_tenant *t, uint64_t agents,
+		     uint64_t ttl_ms)
+{
+	uint64_t per = sat_add(lease_cap(t, agents),
+			       lease_static_debt_max(t, agents, ttl_ms));
+
+	if (!agents)
+		agents = 1;
+	return per > UINT64_MAX / agents ? UINT64_MAX : per * agents;
+}
+
+uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents)
+{
+	/* Rounded down: the fleet's credit never exceeds one burst, the
+	 * most the global bucket could have granted at once. */
+	return min_u64(lease_cap(t, agents), t->burst / (agents ? agents : 1));
+}
+
+uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size)
+{
+	return held >= cap ? 0 : min_u64(size, cap - held);
+}
+
+void lease_plan(const struct lease_in *in, struct lease_plan *out)
+{
+	const struct policy_tenant *t = in->t;
+	uint64_t cap = lease_cap(t, in->agents), max = min_u64(cap, t->burst);
+	double h = in->rate, r = (double)t->rate.count / (double)t->rate.period_s;
+	double lead = (double)in->lead_ms / 1000.0, tau = (double)in->ttl_ms / 1000.0;
+	double lead_tokens, l, w;
+
+	if (h < 0) {
+		out->size = lease_credit(t, in->agents);
+		if (!out->size)
+			out->size = 1;
+		/* the top-up stays within the cap (lease_topup()) */
+		out->lowwater = min_u64(cap - 1, out->size / 2 ? out->size / 2 : 1);
+		out->chunk = out->size;
+		return;
+	}
+	if (h == 0) {
+		out->size = out->chunk = 1;
+		out->lowwater = cap > 1 ? 1 : 0;
+		return;
+	}
+	lead_tokens = h * lead;
+	if (h >= r) {
+		/* This host alone asks for more than the whole limit: it
+		 * refuses anyway, and no low-water mark changes that.  The
+		 * biggest leases, so that a saturated tenant costs the fewest
+		 * calls; the low-water mark only covers the round trip. */
+		w = ceil_tokens(r * lead);
+		if (w > (double)cap - 1)
+			w = (double)cap - 1;
+		l = (double)max;
+		if (l + w > (double)cap)
+			l = (double)cap - w;
+		out->size = l < 1 ? 1 : (uint64_t)l;
+		out->lowwater = w < 0 ? 0 : (uint64_t)w;
+		out->chunk = out->size;
+		return;
+	}
+	/* L + W = h tau + h (h tau / r + lead) <= cap gives the longest lease
+	 * period tau the cap allows. */
+	if ((double)cap > lead_tokens) {
+		double tau_max = ((double)cap - lead_tokens) / (h + h * h / r);
+
+		if (tau_max < tau)
+			tau = tau_max;
+	} else {
+		tau = 0;
+	}
+	l = ceil_tokens(h * tau);
+	if (l < 1)
+		l = 1;
+	if (l > (double)max)
+		l = (double)max;
+	w = ceil_tokens(h * (l / r + lead));
+	if (w > (double)cap - 1)
+		w = (double)cap - 1;
+	if (l + w > (double)cap)
+		l = (double)cap - w;
+	out->size = l < 1 ? 1 : (uint64_t)l;
+	out->lowwater = w < 0 ? 0 : (uint64_t)w;
+	out->chunk = out->size;
+}

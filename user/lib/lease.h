@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Fleet mode's lease arithmetic, as pure functions: how much a host may hold
+ * of a tenant's tokens (the lease cap), what the fleet may admit beyond the
+ * limit (the overshoot bound), and how big each lease and low-water mark are
+ * for a host's observed traffic.  The broker (user/agent/broker.c) does the
+ * I/O around these; docs/operations.md explains the choices to operators.
+ */
+#ifndef RL_LEASE_H
+#define RL_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+/* A host's share of the tenant's overshoot budget: the most tokens it may
+ * hold at once (in its kernel, in a lease on its way, in a refund on its
+ * way), at least 1. */
+uint64_t lease_cap(const struct policy_tenant *t, uint64_t agents);
+
+/* What one host's static fail share can admit during a degraded spell of at
+ * most ttl_ms before the spell counts as an outage: its burst (burst /
+ * agents) plus ttl_ms of its refill (rate / agents), plus one for rounding.
+ * The broker pays that much back to Redis once healthy again, so it is the
+ * most a host ever owes.  0 for tenants whose fail policy is not static. */
+uint64_t lease_static_debt_max(const struct policy_tenant *t, uint64_t agents,
+			       uint64_t ttl_ms);
+
+/* The overshoot bound: over any window T the fleet admits at most
+ * rate x T + burst + this, as long as no host stays degraded for longer
+ * than ttl_ms.  agents x (lease cap + static debt max). */
+uint64_t lease_bound(const struct policy_tenant *t, uint64_t agents,
+		     uint64_t ttl_ms);
+
+/* Tokens a host may admit on credit when it first sees a tenant, before
+ * its first lease has come back: its share of the burst (rounded down, so
+ * possibly 0), within its cap.  Paid back by the first lease. */
+uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents);
+
+struct lease_in {
+	double rate;		/* this host's demand (admitted + refused) per
+				 * second; negative: not measured yet */
+	const struct policy_tenant *t;
+	uint64_t agents;	/* live agents, >= 1 */
+	uint64_t ttl_ms;	/* the lease TTL */
+	uint64_t lead_ms;	/* how long a lease takes to arrive, with margin */
+};
+
+struct lease_plan {
+	uint64_t size;		/* tokens to top up by, 1 .. min(burst, cap) */
+	uint64_t lowwater;	/* ask for the next lease at this many held */
+	uint64_t chunk;		/* when Redis is short, come back for this many */
+};
+
+/*
+ * Sizes a host's leases for its demand h (tokens per second) and the
+ * tenant's rate r.  A lease of size L lasts L/h; when the global bucket is
+ * empty, a chunk of L takes L/r to refill, so the low-water mark W covers
+ * h x (L/r + lead): the host never runs dry while it waits, as long as the
+ * fleet as a whole stays under the rate.  (A host whose own demand exceeds
+ * r refuses anyway: it gets the biggest leases and a low-water mark of the
+ * lead alone.)  L + W is kept within the cap (the
+ * overshoot bound), and L within one lease TTL of traffic (fewer calls: one
+ * per L admissions, and whatever sits unused for a TTL goes back anyway).
+ * Unknown demand: the credit, so that a new tenant or a fresh agent does not
+ * start by refusing while it measures, and half of it as the low-water mark.
+ */
+void lease_plan(const struct lease_in *in, struct lease_plan *out);
+
+/* Tokens to ask for so that held + the lease stays within cap: min(size,
+ * cap - held), 0 when the host already holds its cap. */
+uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size);
+
+#endif /* RL_LEASE_H */
