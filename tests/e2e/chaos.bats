@@ -447,3 +447,100 @@ connected_s1() {
 	expect_eq "connections timed out while Redis was frozen" "$(jq .total.timed_out "$out")" 0
 	expect_eq "connections failed while Redis was frozen" "$(jq .total.errors "$out")" 0
 }
+
+# bound_check NAME STOP_S RUN_S CYCLES: a static tenant on its own port
+# (burst: a second of its rate, so that a stopped Redis keeps refilling its
+# bucket while the hosts run on their static shares), 2x its limit offered
+# for 10 s skewed 4/1/1, Redis stopped for STOP_S every STOP_S + RUN_S
+# meanwhile; then the inequality the overshoot bound claims,
+# over the whole run from the servers' accepted counts and over every
+# window between two snapshots of the kernels' counts.  Prints the spells
+# the agents saw and what the static share admitted.
+bound_check() {
+	local name=$1 out=$BATS_TEST_TMPDIR/load.json snaps=$BATS_TEST_TMPDIR/snaps.json
+	local bound accepted t lim res i tr0=() tr fa owed
+
+	ch_serve_start 8090
+	fleet_tenant_set 1 "$name" --rate "$RATE/s" --burst "$RATE" --match "$C1" --port 8090 \
+		--action rst --fail static
+	settle "$name"
+	bound=$(rls 1 --json stats "$name" | jq '.[0].overshoot_bound')
+	for i in 1 2 3; do
+		tr0[i]=$(fleet_metric "$i" rlgate_broker_transitions_total)
+	done
+	ch_snaps_start "$name" "$snaps"
+	fleet_loadgen_bg c1 "$out" --rate $((2 * RATE)) --duration 10 $(fleet_targets 8090 4 1 1)
+	ch_flap "$(redis_pid)" "$2" "$3" "$4"
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	wait "$CH_FLAP_PID" 2>/dev/null || true
+	sleep 0.5
+	ch_snaps_stop
+	accepted=$(ch_serve_stop)
+
+	# The whole run: from its first SYN to its last, plus the connect
+	# timeout, as the window.
+	t=$(calc "$(jq .elapsed_s "$out") + $(jq .timeout_ms "$out") / 1000")
+	lim=$(ch_calc "$RATE * $t + $RATE + $bound")
+	for i in 1 2 3; do
+		tr=$(fleet_metric "$i" rlgate_broker_transitions_total)
+		fa=$(rls "$i" --json stats "$name" | jq -r '.[0] | "\(.admitted) admitted, \(.degraded) decided by the fail policy, \(.static_charged) admitted by the static share and charged; leased \(.tokens_leased), refunded \(.tokens_refunded), owes \(.tokens_owed)"')
+		echo "s$i: $(((tr - tr0[i]) / 2)) degraded spell(s); $fa"
+	done
+	echo "servers accepted $accepted in $t s; rate x T + burst + bound = $lim (bound $bound)"
+	expect_between "connections the servers accepted in $t s" "$accepted" \
+		"$(ch_calc "0.8 * $RATE * $t")" "$lim"
+	res=$(ch_check_windows "$snaps" "$RATE" "$RATE" "$bound")
+	echo "kernel counts: $res"
+	[[ $res != *VIOLATED* ]] || { echo "a window exceeds rate x T + burst + bound" >&2; return 1; }
+	expect_eq "client connections timed out" "$(jq .total.timed_out "$out")" 0
+
+	# Healthy again: whatever the static share admitted is paid back.
+	for ((i = 0; i < 40; i++)); do
+		owed=$(fleet_sum "$name" tokens_owed)
+		((owed == 0)) && break
+		sleep 0.1
+	done
+	expect_eq "tokens the hosts still owe 4 s after the last spell" "$owed" 0
+}
+
+@test "Redis frozen for 200 ms every 1.2 s under 2x overload, skewed: the fleet admits at most rate x T + burst + its overshoot bound, over the run (servers' counts) and over every window (kernels' counts)" {
+	bound_check f-flap 0.2 1.0 8
+}
+
+@test "Redis stopped and continued (600 ms of every 1.5 s) under 2x overload, skewed: the fleet admits at most rate x T + burst + its overshoot bound; the static share's admissions are paid back" {
+	local i fa=0
+
+	bound_check f-stop 0.6 0.9 6
+	for i in 1 2 3; do
+		fa=$((fa + $(rls "$i" --json stats f-stop | jq '.[0].static_charged')))
+	done
+	expect_between "SYNs the static share admitted and charged (the spells reached it)" "$fa" 1 100000
+}
+
+@test "Redis restarted while a 1/m tenant is saturated: raised to 100/s, the fleet admits 100/s within 1 s (no advice to wait from the old Redis outlives the restart or the change)" {
+	local out=$BATS_TEST_TMPDIR/load.json t0 t1 m0 m1 a0 a1 w bound
+
+	fleet_tenant_set 1 r-up --rate 1/m --burst 1 --match "$C1" --port 8080 --action rst
+	settle r-up
+	fleet_loadgen_bg c1 "$out" --rate 150 --duration 8 $(fleet_targets 8080 1 1 1)
+	sleep 1.5
+	t0=$(ch_redis_kill)
+	ch_wait_broker "$t0" degraded 5 1 2 3
+	t1=$(now_ms)
+	redis_start
+	ch_wait_broker "$t1" healthy 10 1 2 3
+	# the new bucket is full (1 token): taken at once, and the agents are
+	# told to wait a minute again
+	sleep 0.5
+	t0=$(now_ms)
+	rls 1 tenant set r-up --rate 100/s >/dev/null
+	sleep_until $((t0 + 1000))
+	m0=$(now_ms) a0=$(fleet_sum r-up admitted)
+	sleep 2
+	a1=$(fleet_sum r-up admitted) m1=$(now_ms)
+	w=$(calc "($m1 - $m0) / 1000")
+	bound=$(rls 1 --json stats r-up | jq '.[0].overshoot_bound')
+	echo "admitted $((a1 - a0)) in $w s from 1 s after the raise to 100/s (bound $bound)"
+	expect_between "admitted in the $w s from 1 s after the raise to 100/s" $((a1 - a0)) \
+		"$(calc "0.85 * 100 * $w")" "$(calc "100 * $w + 100 + $bound")"
+}

@@ -175,3 +175,93 @@ ch_restore() {
 # Stops this test's loads, repairs the fleet, deletes this test's tenants
 # on every agent; shows the agents' logs when the test failed.
 chaos_teardown() { fleet_teardown ch_restore; }
+
+# --- the overshoot bound ----------------------------------------------------------------
+
+# ch_serve_start PORT: a server of its own on PORT on every host, for
+# counting what the fleet let through on the servers' side; stopped by
+# ch_serve_stop, or killed at teardown.
+declare -gA CH_SERVE_PID CH_SERVE_OUT
+ch_serve_start() {
+	local i
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		serve_start "s$i" "$1" || return 1
+		CH_SERVE_PID[$i]=$SERVE_PID
+		CH_SERVE_OUT[$i]=$SERVE_OUT
+		fleet_bg_track "$SERVE_PID"
+	done
+}
+
+# ch_serve_stop: stops the servers of ch_serve_start and prints how many
+# connections they accepted in all.
+ch_serve_stop() {
+	local i n sum=0
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		n=$(serve_stop "${CH_SERVE_PID[$i]}" "${CH_SERVE_OUT[$i]}") || return 1
+		sum=$((sum + n))
+	done
+	echo "$sum"
+}
+
+# ch_snaps_start TENANT FILE: a snapshot (ch_snap) of TENANT every 0.5 s,
+# one JSON line each, into FILE until ch_snaps_stop.
+ch_snaps_start() {
+	(
+		while :; do
+			ch_snap "$1" >>"$2" || true
+			sleep 0.5
+		done
+	) 3>&- &
+	CH_SNAPS_PID=$!
+	# not a job of this shell: no "Killed" notice when it is stopped
+	disown "$CH_SNAPS_PID"
+	fleet_bg_track "$CH_SNAPS_PID"
+}
+
+ch_snaps_stop() {
+	local n
+
+	kill -KILL "$CH_SNAPS_PID" 2>/dev/null
+	for ((n = 0; n < 50; n++)); do
+		proc_running "$CH_SNAPS_PID" || return 0
+		sleep 0.02
+	done
+}
+
+# ch_check_windows FILE RATE BURST BOUND: for every pair of snapshots in
+# FILE, what the kernels admitted in between is at most RATE x the window
+# + BURST + BOUND; the window runs from the earliest host's time in the
+# first snapshot to the latest host's in the second, so it is never
+# shorter than the truth.  Prints the pair that came closest.
+ch_check_windows() {
+	jq -sr --argjson r "$2" --argjson b "$3" --argjson x "$4" '
+		[.[] | {ms0: ([.[].ms] | min), ms1: ([.[].ms] | max),
+			adm: ([.[].admitted] | add)}] as $s
+		| [range(0; $s | length) as $i | range($i + 1; $s | length) as $j
+		   | (($s[$j].ms1 - $s[$i].ms0) / 1000) as $t
+		   | {t: $t, admitted: ($s[$j].adm - $s[$i].adm),
+		      limit: ($r * $t + $b + $x)}
+		   | . + {slack: (.limit - .admitted)}]
+		| sort_by(.slack) | .[0] as $w
+		| "\(length) windows; closest: \($w.admitted) admitted in \($w.t) s, " +
+		  "limit \($w.limit)", (if $w.slack < 0 then "VIOLATED" else empty end)
+	' "$1"
+}
+
+# ch_flap PID STOP_S RUN_S CYCLES: stops PID (SIGSTOP) for STOP_S seconds
+# and lets it run for RUN_S, CYCLES times, in the background; the PID of
+# the loop is left in CH_FLAP_PID.  The loop leaves PID running.
+ch_flap() {
+	(
+		for ((n = 0; n < $4; n++)); do
+			sleep "$3"
+			kill -STOP "$1"
+			sleep "$2"
+			kill -CONT "$1"
+		done
+	) 3>&- &
+	CH_FLAP_PID=$!
+	fleet_bg_track "$CH_FLAP_PID"
+}

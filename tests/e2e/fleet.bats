@@ -587,7 +587,7 @@ rss_kb() {
 }
 
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
-	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
+	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded i n
 
 	# 1/h: nothing refills during the test, so Redis's bucket changes only
 	# by leases and refunds.  Host 4's agent keeps idle tokens for 30 s
@@ -595,10 +595,17 @@ rss_kb() {
 	# can only go back through the shutdown refund.
 	fleet_agent_wipe 4
 	fleet_agent_start 4 --lease-ttl 30000
+	# Every host counting 4 agents: each starts the tenant on a credit
+	# of a quarter of the burst, and its first lease pays it back, which
+	# empties the bucket exactly.
+	for i in 1 2 3 4; do
+		for ((n = 0; n < 40; n++)); do
+			[[ $(rls "$i" --json status | jq .live_agents) == 4 ]] && break
+			sleep 0.1
+		done
+	done
 	fleet_tenant_set 1 rf --rate 1/h --burst 100 --match "$(client_prefix c2)" --action rst
 	fleet_wait_tenant rf 2 4 >/dev/null
-	# an agent with no traffic yet holds a single token; the load below
-	# makes it lease for real
 	fleet_wait_stat 4 rf tokens 1 2
 	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 "$PORT")"
 	expect_eq "connected through s4" "$(json_get .total.connected)" 10
@@ -618,7 +625,69 @@ rss_kb() {
 	expect_eq "Redis bucket after SIGTERM (was $b0, s4 held $held)" "$b1" $((b0 + held))
 	refunded=$(grep -o 'refunding [0-9]* leased token' "$(fleet_log 4)" | tail -n 1 | awk '{ print $2 }')
 	expect_eq "tokens the agent says it refunded" "$refunded" "$held"
-	# everything is accounted for: 100 tokens = Redis + held by s1-s3 + spent
+	# everything is accounted for: 100 tokens = Redis + held by s1-s3 +
+	# spent, and nobody owes anything
+	expect_eq "tokens owed by hosts 1-3" "$(fleet_sum rf tokens_owed)" 0
 	expect_eq "tokens: Redis + hosts 1-3 + spent" \
 		$((b1 + $(fleet_sum rf tokens) + 10)) 100
+}
+
+# raise_check NAME: NAME is a 1/m tenant saturated by 150/s over the three
+# hosts (Redis advises waits of up to a minute); raised to 100/s, the fleet
+# admits 100/s from 1 s after the change on.
+raise_check() {
+	local name=$1 t0 m0 m1 a0 a1 w bound
+
+	t0=$(now_ms)
+	rls 1 tenant set "$name" --rate 100/s >/dev/null
+	sleep_until $((t0 + 1000))
+	m0=$(now_ms) a0=$(fleet_sum "$name" admitted)
+	sleep 2
+	a1=$(fleet_sum "$name" admitted) m1=$(now_ms)
+	w=$(calc "($m1 - $m0) / 1000")
+	bound=$(fleet_stat 1 "$name" overshoot_bound)
+	echo "admitted $((a1 - a0)) in $w s from 1 s after the raise to 100/s (bound $bound)"
+	expect_between "admitted in the $w s from 1 s after the raise to 100/s" $((a1 - a0)) \
+		"$(calc "0.85 * 100 * $w")" "$(calc "100 * $w + 100 + $bound")"
+}
+
+@test "a saturated 1/m tenant raised to 100/s admits 100/s within 1 s: Redis's advice to wait (a minute) does not outlive the change" {
+	local out=$BATS_TEST_TMPDIR/load.json
+
+	fleet_tenant_set 1 up --rate 1/m --burst 1 --match "$(client_prefix c1)" --action rst
+	settle up
+	fleet_loadgen_bg c1 "$out" --rate 150 --duration 6 $(fleet_targets "$PORT" 1 1 1)
+	sleep 2
+	expect_between "admitted while at 1/m" "$(fleet_sum up admitted)" 0 3
+	raise_check up
+}
+
+@test "an agent started on fresh pins under load refuses nothing: its tenants start on credit, not waiting for their first lease (first start, and a restart with its state file)" {
+	local out=$BATS_TEST_TMPDIR/load.json i n
+
+	fleet_tenant_set 1 fresh --rate 300/s --match "$(client_prefix c2)" --action rst
+	fleet_wait_tenant fresh 2 >/dev/null
+	fleet_agent_wipe 4
+	# 60/s to host 4 alone, a fifth of the limit, while its agent starts,
+	# is stopped, and starts again on new pins with its state file
+	fleet_loadgen_bg c2 "$out" --rate 60 --duration 7 "$(lab_target s4 "$PORT")"
+	sleep 0.5
+	fleet_agent_start 4
+	fleet_wait_tenant fresh 2 4 >/dev/null
+	fleet_wait_stat 4 fresh leases 1 2
+	sleep 1
+	n=$(fleet_stat 4 fresh admitted)
+	expect_eq "s4 refused after its first start" "$(fleet_stat 4 fresh denied)" 0
+	expect_between "s4 admitted after its first start" "$n" 1 1000
+	fleet_agent_stop 4 TERM
+	ip -n "$(lab_ns s4)" link set dev eth0 xdp off
+	rm -rf "$(fleet_pin_dir 4)"
+	sleep 0.5
+	fleet_agent_start 4
+	fleet_wait_stat 4 fresh leases 1 2
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	echo "s4 after the restart: $(rls 4 --json stats fresh | jq -c '.[0] | {admitted, denied, leases}')"
+	expect_eq "s4 refused after the restart on new pins" "$(fleet_stat 4 fresh denied)" 0
+	expect_eq "connections refused (RST) on the client" "$(jq .total.refused "$out")" 0
+	expect_eq "connections timed out on the client" "$(jq .total.timed_out "$out")" 0
 }

@@ -104,6 +104,16 @@ static void test_static_debt_covers_the_kernel(void)
 					unsigned __int128 most = burst +
 						(unsigned __int128)ttls[k] * 1000000 / interval;
 
+					/* the kernel's share, saturated or not, is no bigger */
+					{
+						uint64_t ki;
+						uint32_t kb;
+
+						policy_fail_share(&t, n, &ki, &kb);
+						CHECK(kb <= burst && ki >= interval,
+						      "policy_fail_share() grew the share");
+					}
+
 					CHECK(most < lease_static_debt_max(&t, n, ttls[k]),
 					      "%llu/%llus burst %llu, %llu agents, TTL %llu ms: "
 					      "the kernel may admit %llu, owed at most %llu",

@@ -283,6 +283,7 @@ static int kern_apply(struct agent *a, const struct agent_tenant *old,
 			     !kern_slot_live(&a->kern, ts[i].slot);
 
 		kern_tenant_configure(&a->kern, ts[i].slot, &ts[i].pol, fresh);
+		broker_slot_ready(a->broker, ts[i].slot, &ts[i].pol);
 		bs[i].slot = ts[i].slot;
 		bs[i].t = &ts[i].pol;
 	}
@@ -485,6 +486,7 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	a->tenants = next;
 	a->n_tenants = n;
 	a->policy_version++;
+	broker_tenants_changed(a->broker);
 	return AGENT_OK;
 }
 

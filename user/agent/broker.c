@@ -18,6 +18,7 @@
 
 #include "agent.h"
 #include "broker.h"
+#include "lease.h"
 #include "log.h"
 #include "redis_loop.h"
 #include "scripts.h"
@@ -69,6 +70,16 @@ struct slot {
 	bool want_lease;		/* a low-water event asked for one */
 	uint64_t lease;			/* current lease size */
 	uint64_t lowwater;		/* prefetch when the kernel holds this few */
+	uint64_t chunk;			/* when Redis is short: come back for this */
+	struct policy_rate rate;	/* the limit the state above is about */
+	uint64_t burst, budget;
+	uint64_t refunding;		/* tokens in refunds not answered yet */
+	uint64_t debt;			/* tokens admitted without a lease */
+	uint64_t static_debt;		/* ...of those, by the static fail share */
+	int64_t fail_seen;		/* fail_count() at the last look */
+	bool fail_seen_ok;
+	uint64_t meter_ns, meter_count;	/* demand at the last lease sizing */
+	uint64_t sized_ns;		/* when the sizes above were set */
 	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
 	struct broker *b;
 	uint32_t idx;
@@ -111,6 +122,7 @@ struct broker {
 	uint64_t lease_buckets[BROKER_LEASE_BUCKETS];
 	double lease_sum_s;
 	uint64_t lease_count;
+	uint64_t rtt_ns;		/* lease round trip, a moving average */
 	struct slot *slots;		/* RL_MAX_TENANTS */
 	/* circuit breaker */
 	bool open, ever_healthy, tokens_expired;
@@ -212,6 +224,7 @@ struct call {
 	uint64_t gen;
 	uint64_t sent_ns;
 	uint64_t n;		/* lease: wanted; refund: tokens */
+	uint64_t chunk;		/* lease: the min chunk asked for */
 	redisCallbackFn *fn;	/* the script's own callback */
 	char name[POLICY_NAME_MAX + 1];
 	struct read_batch *batch;	/* policy_get: the batch, and which one */
@@ -229,11 +242,18 @@ struct call {
  */
 #define BREAKER_FAILURES	3
 
+static void debt_look(struct broker *b);
+static void debt_begin(struct broker *b);
+static void lease_all(struct broker *b, uint64_t now);
+
 static void breaker_open(struct broker *b, const char *reason)
 {
 	b->failures = 0;
 	if (b->open)
 		return;
+	/* Before the kernel turns to the fail policies: from here on, what
+	 * they admit is counted. */
+	debt_begin(b);
 	b->open = true;
 	b->open_since_ns = loop_now_ns();
 	b->degraded_since = time(NULL);
@@ -267,7 +287,13 @@ static void breaker_success(struct broker *b)
 		log_info("Redis on '%s' ready: leasing", b->address);
 	b->ever_healthy = true;
 	b->reason[0] = '\0';
+	/* The spell's last look, while every refusal is still the fail
+	 * policy's. */
+	debt_look(b);
 	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, false);
+	/* At once, not at the next check: the kernel spends leased tokens
+	 * only from here on. */
+	lease_all(b, loop_now_ns());
 }
 
 /* Leases and refunds go out only while the breaker is closed. */
@@ -400,43 +426,65 @@ static void bucket_args(const struct policy_tenant *p, struct bucket_args *ba)
 
 /* --- leasing ------------------------------------------------------------------ */
 
-/* The lease cap: this agent's share of the tenant's overshoot budget. */
-static uint64_t lease_cap(const struct broker *b, const struct policy_tenant *p)
-{
-	uint64_t agents = b->live_agents ? b->live_agents : 1;
-	uint64_t cap = policy_overshoot_budget(p) / agents;
+/*
+ * What a host holds of a tenant's tokens, and what it owes.
+ *
+ * held = tokens in the kernel + in a refund on its way to Redis; a lease on
+ * its way is never more than the cap allows on top (lease_topup()).  So a
+ * host never holds more than its lease cap, whatever the low-water events,
+ * the prefetch and the replies in flight do.
+ *
+ * debt = tokens admitted that no lease paid for: the credit a host starts a
+ * tenant with (so that no SYN is refused before its first lease is back),
+ * and what the static fail share admitted during a degraded spell shorter
+ * than a lease TTL (so that a Redis that flaps does not add a fresh share
+ * each time while its bucket keeps refilling).  Every lease asks for the
+ * debt on top and pays it first; tokens taken back from the kernel (refund,
+ * expiry) pay it too.  A spell longer than a lease TTL is an outage: the fail
+ * policy alone decides, and what it admitted is not paid back.
+ * Together: lease_bound() (docs/operations.md).
+ */
 
-	/* The global bucket never holds more than the burst: a bigger lease
-	 * could never be granted in full. */
-	if (cap > p->burst)
-		cap = p->burst;
-	return cap ? cap : 1;
+#define LEAD_MIN_MS	20	/* a lease's lead time: at least this, */
+#define LEAD_MAX_MS	100	/* at most this, else four round trips */
+#define METER_MIN_MS	20	/* demand since the last lease: once this old */
+#define RESIZE_MS	250	/* sizes of a busy tenant: at least this often */
+
+static uint64_t agents_of(const struct broker *b)
+{
+	return b->live_agents ? b->live_agents : 1;
 }
 
-#define PREFETCH_MS	50	/* low-water: this much of the host's traffic */
-
-/*
- * Sizes the next lease and the low-water mark from this host's own traffic
- * (admitted + refused: refusals are demand too).  The lease is about one
- * lease TTL of that traffic - fewer calls, and whatever is left unspent for a
- * TTL goes back anyway - at least 1 and at most the cap.  The low-water mark
- * is PREFETCH_MS of traffic (at least 1, at most half the lease): enough to
- * cover a Redis round trip many times over, small enough that a host with
- * little traffic does not keep asking for crumbs.  Until a rate is known,
- * the cap: a new tenant or a fresh agent should not start by refusing while
- * it measures.
- */
-static void size_lease(const struct broker *b, const struct agent_tenant *t,
-		       struct slot *s)
+static uint64_t held_of(const struct broker *b, const struct slot *s)
 {
-	uint64_t cap = lease_cap(b, &t->pol), want, lw;
+	return kern_tenant_tokens(&b->a->kern, s->idx, loop_now_ns()) + s->refunding;
+}
+
+/* Tokens that leave the kernel unspent pay the debt first; returns what is
+ * left over. */
+static uint64_t pay_debt(struct slot *s, uint64_t n)
+{
+	uint64_t pay = n < s->debt ? n : s->debt;
+
+	s->debt -= pay;
+	if (s->static_debt > s->debt)
+		s->static_debt = s->debt;
+	return n - pay;
+}
+
+/* The host's demand (admitted + refused per second): the largest of the
+ * rate over the last few seconds, the rate since the last one-second sample
+ * and the rate since the last lease, so that traffic moving to this host
+ * gets big leases at once, not after the window has caught up.  Negative
+ * when nothing has been measured yet. */
+static double demand(const struct broker *b, const struct agent_tenant *t,
+		     struct slot *s, const struct rl_stats *now_st, uint64_t now)
+{
+	uint64_t count = now_st->admitted + now_st->denied;
 	const struct agent_sample *o, *l;
-	struct rl_stats now;
 	double dt, rate = -1;
 
-	/* The larger of the rate over the last few seconds and the rate since
-	 * the last one-second sample: a burst of traffic after a quiet spell
-	 * must get big leases at once, not after the window has caught up. */
+	(void)b;
 	if (t->n_samples >= 2) {
 		o = &t->samples[0];
 		l = &t->samples[t->n_samples - 1];
@@ -445,33 +493,47 @@ static void size_lease(const struct broker *b, const struct agent_tenant *t,
 			rate = (double)(l->admitted + l->denied - o->admitted -
 					o->denied) / dt;
 	}
-	if (t->n_samples >= 1 && kern_tenant_stats(&b->a->kern, t->slot, &now) == 0) {
+	if (t->n_samples >= 1) {
 		l = &t->samples[t->n_samples - 1];
-		dt = (double)(loop_now_ns() - l->t_ns) / 1e9;
-		if (dt >= 0.05 && now.admitted + now.denied >= l->admitted + l->denied) {
-			double recent = (double)(now.admitted + now.denied -
-						 l->admitted - l->denied) / dt;
+		dt = (double)(now - l->t_ns) / 1e9;
+		if (dt >= 0.05 && count >= l->admitted + l->denied &&
+		    (double)(count - l->admitted - l->denied) / dt > rate)
+			rate = (double)(count - l->admitted - l->denied) / dt;
+	}
+	if (s->meter_ns && now - s->meter_ns >= METER_MIN_MS * 1000000ULL &&
+	    count >= s->meter_count) {
+		double recent = (double)(count - s->meter_count) /
+				((double)(now - s->meter_ns) / 1e9);
 
-			if (recent > rate)
-				rate = recent;
-		}
+		if (recent > rate)
+			rate = recent;
 	}
-	if (rate < 0) {
-		/* Nothing measured yet (a new tenant, a fresh agent): one
-		 * token, so that a host without traffic does not drain the
-		 * global bucket that a busy one needs.  The first connection
-		 * spends it, and by then the rate since the last sample is
-		 * there to size the next lease. */
-		s->lease = 1;
-		s->lowwater = 1;
-		return;
+	return rate;
+}
+
+/* Sizes the next lease and the low-water mark (lease_plan()). */
+static void size_lease(const struct broker *b, const struct agent_tenant *t,
+		       struct slot *s, uint64_t now)
+{
+	struct rl_stats st;
+	struct lease_plan p;
+	struct lease_in in = {
+		.rate = -1, .t = &t->pol, .agents = agents_of(b),
+		.ttl_ms = b->o.lease_ttl_ms,
+	};
+	uint64_t lead = LEAD_MIN_MS + 4 * b->rtt_ns / 1000000ULL;
+
+	in.lead_ms = lead > LEAD_MAX_MS ? LEAD_MAX_MS : lead;
+	if (kern_tenant_stats(&b->a->kern, t->slot, &st) == 0) {
+		in.rate = demand(b, t, s, &st, now);
+		s->meter_ns = now;
+		s->meter_count = st.admitted + st.denied;
 	}
-	want = (uint64_t)(rate * (double)b->o.lease_ttl_ms / 1000.0 + 0.999);
-	s->lease = want < 1 ? 1 : want < cap ? want : cap;
-	lw = (uint64_t)(rate * PREFETCH_MS / 1000.0 + 0.999);
-	if (lw > s->lease / 2)
-		lw = s->lease / 2;
-	s->lowwater = lw ? lw : 1;
+	lease_plan(&in, &p);
+	s->lease = p.size;
+	s->lowwater = p.lowwater;
+	s->chunk = p.chunk;
+	s->sized_ns = now;
 }
 
 static void observe_lease_rtt(struct broker *b, uint64_t ns)
@@ -483,6 +545,8 @@ static void observe_lease_rtt(struct broker *b, uint64_t ns)
 			b->lease_buckets[i]++;
 	b->lease_sum_s += s;
 	b->lease_count++;
+	/* a slow average: one slow reply does not double every lead time */
+	b->rtt_ns = b->rtt_ns ? (b->rtt_ns * 7 + ns) / 8 : ns;
 }
 
 static void maybe_lease(struct broker *b, const struct agent_tenant *t,
@@ -504,13 +568,22 @@ static void on_wait(struct loop_timer *tm, void *arg)
 	}
 }
 
+/* Forgets Redis's advice to wait: the limit changed, or Redis did. */
+static void slot_unwait(struct slot *s)
+{
+	if (s->wait_timer)
+		loop_timer_cancel(s->wait_timer);
+	s->wait_timer = NULL;
+	s->wait_until_ns = 0;
+}
+
 static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
 	struct broker *b = c->b;
 	struct slot *s = &b->slots[c->slot];
 	redisReply *r = reply;
-	uint64_t now = loop_now_ns(), granted, remaining, wait_ms;
+	uint64_t now = loop_now_ns(), granted, remaining, wait_ms, add, held, cap;
 	struct agent_tenant *t;
 
 	(void)ac;
@@ -521,11 +594,11 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		free(c);
 		return;
 	}
-	breaker_success(b);
 	observe_lease_rtt(b, now - c->sent_ns);
-	log_debug("lease '%s': asked %llu, granted %lld, bucket %lld, wait %lld ms",
-		  c->name, (unsigned long long)c->n, r->element[0]->integer,
-		  r->element[1]->integer, r->element[2]->integer);
+	log_debug("lease '%s': asked %llu, granted %lld, bucket %lld, wait %lld ms, "
+		  "owed %llu", c->name, (unsigned long long)c->n,
+		  r->element[0]->integer, r->element[1]->integer,
+		  r->element[2]->integer, (unsigned long long)s->debt);
 	granted = (uint64_t)r->element[0]->integer;
 	remaining = (uint64_t)r->element[1]->integer;
 	wait_ms = (uint64_t)r->element[2]->integer;
@@ -539,23 +612,34 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 			log_debug("lease of %llu for departed tenant '%s' dropped",
 				  (unsigned long long)granted, c->name);
 		free(c);
+		breaker_success(b);
 		return;
 	}
 	if (granted) {
 		s->st.leases++;
 		s->st.tokens_leased += granted;
 		s->last_grant_ns = now;
-		kern_tokens_add(&b->a->kern, c->slot, granted, (int64_t)s->lowwater);
 	}
-	if (granted == c->n && remaining < c->n) {
+	/* The debt first; the kernel gets the rest, within the cap (which
+	 * may have shrunk while we asked: the excess lapses). */
+	add = pay_debt(s, granted);
+	held = held_of(b, s);
+	cap = lease_cap(&t->pol, agents_of(b));
+	if (add > (held < cap ? cap - held : 0)) {
+		log_debug("lease '%s': %llu token(s) beyond the cap dropped", c->name,
+			  (unsigned long long)(add - (held < cap ? cap - held : 0)));
+		add = held < cap ? cap - held : 0;
+	}
+	kern_tokens_add(&b->a->kern, c->slot, add, (int64_t)s->lowwater);
+	if (granted == c->n && remaining < c->chunk) {
 		/* Granted in full, but the global bucket cannot serve the
-		 * next lease yet: the fleet is at its limit.  Prefetching
-		 * now would only fetch crumbs; come back when a whole lease
-		 * has refilled (ignoring other hosts, who only make it
-		 * later). */
+		 * next chunk yet: the fleet is at its limit.  Prefetching
+		 * now would only fetch crumbs; come back when a chunk has
+		 * refilled (ignoring other hosts, who only make it later).
+		 * The low-water mark covers that long (lease_plan()). */
 		uint64_t per_ms = t->pol.rate.period_s * 1000;
 
-		wait_ms = ((c->n - remaining) * per_ms + t->pol.rate.count - 1) /
+		wait_ms = ((c->chunk - remaining) * per_ms + t->pol.rate.count - 1) /
 			  t->pol.rate.count;
 	}
 	if (wait_ms) {
@@ -569,9 +653,15 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 			s->wait_timer = NULL;
 	}
 	free(c);
+	/* Last: closing the breaker leases for every tenant, this one with
+	 * its grant already counted. */
+	breaker_success(b);
 }
 
-/* Asks for a lease for t unless one is in flight or Redis said to wait. */
+/* Asks for a lease for t when it is at its low-water mark (or force: a
+ * low-water event, a first lease) or owes tokens, unless one is in flight or
+ * Redis said to wait.  The lease tops the host up to at most its cap, plus
+ * the debt. */
 static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 			uint64_t now, bool force)
 {
@@ -579,7 +669,7 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	struct bucket_args ba;
 	char want[24], chunk[24];
 	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, chunk };
-	uint64_t tokens, lease;
+	uint64_t held, n, topup;
 	struct call *c;
 
 	if (s->inflight) {
@@ -592,22 +682,37 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	}
 	if (now < s->wait_until_ns)
 		return;
-	/* Cheap test first: sizing reads the kernel's counters. */
-	tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
-	if (tokens > s->lowwater && !force)
+	/* Sizing reads the kernel's counters: at each lease, and every
+	 * RESIZE_MS in between, so that the low-water mark follows traffic
+	 * that grows while the host still holds plenty. */
+	held = held_of(b, s);
+	if (held > s->lowwater && !force && !s->debt) {
+		if (now - s->sized_ns >= RESIZE_MS * 1000000ULL) {
+			size_lease(b, t, s, now);
+			kern_tokens_add(&b->a->kern, t->slot, 0, (int64_t)s->lowwater);
+		}
+		if (held > s->lowwater)
+			return;
+	}
+	size_lease(b, t, s, now);
+	topup = lease_topup(lease_cap(&t->pol, agents_of(b)), held, s->lease);
+	n = topup + s->debt;
+	if (!n)
 		return;
-	size_lease(b, t, s);
-	lease = s->lease;
+	/* lease.lua's largest want; the bucket never holds more anyway */
+	if (n > POLICY_BURST_MAX)
+		n = POLICY_BURST_MAX;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return;
 	c->slot = t->slot;
 	c->gen = s->gen;
-	c->n = lease;
+	c->n = n;
+	c->chunk = s->chunk < t->pol.burst ? s->chunk : t->pol.burst;
 	snprintf(c->name, sizeof(c->name), "%s", t->pol.name);
 	bucket_args(&t->pol, &ba);
-	snprintf(want, sizeof(want), "%llu", (unsigned long long)lease);
-	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)lease);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)n);
+	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)c->chunk);
 	if (eval(b, S_LEASE, 1, args, 6, on_lease, c)) {
 		free(c);
 		return;
@@ -622,9 +727,12 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
 	struct broker *b = c->b;
+	struct slot *s = &b->slots[c->slot];
 	redisReply *r = reply;
 
 	(void)ac;
+	if (s->gen == c->gen)
+		s->refunding -= c->n < s->refunding ? c->n : s->refunding;
 	if (!r || r->type != REDIS_REPLY_INTEGER)
 		call_failed(b, S_REFUND, r);
 	else
@@ -638,15 +746,16 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
 	free(c);
 }
 
-/* Takes up to max idle tokens (0: all) back from the kernel and refunds them
- * to the tenant's global bucket.  Returns 0 if a refund is under way. */
+/* Takes up to max idle tokens (0: all) back from the kernel; they pay the
+ * debt first, and the rest is refunded to the tenant's global bucket.
+ * Returns 0 if a refund is under way. */
 static int refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 {
 	struct bucket_args ba;
 	char n[24];
 	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, n };
 	struct slot *s = &b->slots[t->slot];
-	uint64_t taken;
+	uint64_t taken, give;
 	struct call *c;
 
 	if (b->cmd.state != C_UP || !b->scripts_ok || (b->open && !b->done))
@@ -654,82 +763,184 @@ static int refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 	taken = kern_tokens_take(&b->a->kern, t->slot, max);
 	if (!taken)
 		return -ENOENT;
+	give = pay_debt(s, taken);
+	if (!give)
+		return -ENOENT;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		kern_tokens_add(&b->a->kern, t->slot, taken, (int64_t)s->lowwater);
+		kern_tokens_add(&b->a->kern, t->slot, give, (int64_t)s->lowwater);
 		return -ENOMEM;
 	}
 	c->slot = t->slot;
-	c->n = taken;
+	c->gen = s->gen;
+	c->n = give;
 	bucket_args(&t->pol, &ba);
-	snprintf(n, sizeof(n), "%llu", (unsigned long long)taken);
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)give);
 	if (eval(b, S_REFUND, 1, args, 5, on_refund, c)) {
-		kern_tokens_add(&b->a->kern, t->slot, taken, (int64_t)s->lowwater);
+		kern_tokens_add(&b->a->kern, t->slot, give, (int64_t)s->lowwater);
 		free(c);
 		return -ENOTCONN;
 	}
-	s->st.tokens_refunded += taken;
+	s->refunding += give;
+	s->st.tokens_refunded += give;
 	s->st.redis_calls++;
 	return 0;
 }
 
-/* Keeps the slot table in step with the tenant set: a slot that changed
- * tenant starts over. */
-static struct slot *slot_of(struct broker *b, const struct agent_tenant *t)
+/*
+ * What the fail policy admitted on a slot, as a running count.  While the
+ * kernel is told the fleet is degraded, every SYN that finds no leased token
+ * goes to the fail policy (counted in `degraded`), and each it refuses is
+ * counted in `denied` (a shadow tenant's in `shadow_denied`): so degraded -
+ * denied - shadow_denied grows by one for each admission of the fail policy
+ * and by nothing else.  Outside a spell it falls with ordinary refusals;
+ * only its growth within a spell counts.
+ */
+static int fail_count(struct broker *b, uint32_t slot, int64_t *out)
 {
-	struct slot *s = &b->slots[t->slot];
+	struct rl_stats st;
+	int err = kern_tenant_stats(&b->a->kern, slot, &st);
 
-	if (strcmp(s->name, t->pol.name) != 0) {
-		uint64_t gen = s->gen + 1;
+	if (!err)
+		*out = (int64_t)(st.degraded - st.denied - st.shadow_denied);
+	return err;
+}
 
-		if (s->wait_timer)
-			loop_timer_cancel(s->wait_timer);
+/* Where a spell's count starts: now, before the kernel is told. */
+static void debt_baseline(struct broker *b, struct slot *s)
+{
+	s->fail_seen_ok = fail_count(b, s->idx, &s->fail_seen) == 0;
+}
+
+/* What the static fail share admitted since the last look becomes debt,
+ * up to what a spell shorter than a lease TTL can admit; past that (an
+ * outage, b->tokens_expired) nothing is counted.  The count is read CPU by
+ * CPU while SYNs are decided, so it may run one or two ahead for a moment:
+ * only growth beyond the highest value seen counts, never a token twice. */
+static void count_static_debt(struct broker *b, const struct policy_tenant *p,
+			      struct slot *s)
+{
+	uint64_t add, max;
+	int64_t n;
+
+	if (!s->fail_seen_ok || fail_count(b, s->idx, &n) || n <= s->fail_seen)
+		return;
+	add = (uint64_t)(n - s->fail_seen);
+	s->fail_seen = n;
+	max = lease_static_debt_max(p, agents_of(b), b->o.lease_ttl_ms);
+	if (b->tokens_expired || p->fail != POLICY_FAIL_STATIC || s->static_debt >= max)
+		return;
+	if (add > max - s->static_debt)
+		add = max - s->static_debt;
+	s->static_debt += add;
+	s->debt += add;
+	s->st.static_charged += add;
+}
+
+/* Brings every tenant's count of fail-policy admissions up to date. */
+static void debt_look(struct broker *b)
+{
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		count_static_debt(b, &b->a->tenants[i].pol,
+				  &b->slots[b->a->tenants[i].slot]);
+}
+
+static void debt_begin(struct broker *b)
+{
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		debt_baseline(b, &b->slots[b->a->tenants[i].slot]);
+}
+
+/* Keeps the slot table in step with the tenant set.  A slot that changed
+ * tenant starts over, and when the kernel holds nothing for it, on credit
+ * (lease_credit()): no SYN waits for the first lease.  A changed limit
+ * forgets Redis's advice to wait, which was about the old one. */
+static struct slot *slot_sync(struct broker *b, uint32_t idx,
+			      const struct policy_tenant *p)
+{
+	struct slot *s = &b->slots[idx];
+
+	if (strcmp(s->name, p->name) != 0) {
+		uint64_t gen = s->gen + 1, credit;
+
+		slot_unwait(s);
 		memset(s, 0, sizeof(*s));
 		s->gen = gen;
 		s->b = b;
-		s->idx = t->slot;
-		snprintf(s->name, sizeof(s->name), "%s", t->pol.name);
+		s->idx = idx;
+		snprintf(s->name, sizeof(s->name), "%s", p->name);
+		s->rate = p->rate;
+		s->burst = p->burst;
+		s->budget = policy_overshoot_budget(p);
+		if (kern_tenant_tokens(&b->a->kern, idx, loop_now_ns()) == 0) {
+			credit = lease_credit(p, agents_of(b));
+			s->debt = credit;
+			kern_tokens_add(&b->a->kern, idx, credit, 0);
+		}
+		debt_baseline(b, s);
+	}
+	if (s->rate.count != p->rate.count || s->rate.period_s != p->rate.period_s ||
+	    s->burst != p->burst || s->budget != policy_overshoot_budget(p)) {
+		s->rate = p->rate;
+		s->burst = p->burst;
+		s->budget = policy_overshoot_budget(p);
+		slot_unwait(s);
 	}
 	return s;
 }
 
-/*
- * Every CHECK_MS: for each tenant, fetch a lease if its kernel bucket is at
- * or below the low-water mark and it has demand (a low-water event, or its
- * counters moved within the lease TTL; a tenant that never had a lease gets
- * one so its first connection finds a token); give back what sat idle for
- * longer than the lease TTL, keeping one token so that the first connection
- * after a quiet spell is admitted at once.
- */
-static void on_check(struct loop_timer *tm, void *arg)
+static struct slot *slot_of(struct broker *b, const struct agent_tenant *t)
 {
-	struct broker *b = arg;
-	uint64_t now = loop_now_ns(), ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+	return slot_sync(b, t->slot, &t->pol);
+}
 
-	(void)tm;
-	/* The kernel's view of this agent: alive, and whether Redis is. */
-	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
-			 b->open || b->done);
-	breaker_check_timeouts(b, now);
-	script_loads_check(b, now);
-	if (b->open && !b->tokens_expired && now - b->open_since_ns > ttl_ns) {
-		/* Degraded for longer than a lease TTL: what is left of the
-		 * leases is stale budget; the fail policy takes over now. */
-		uint64_t dropped = 0;
+void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p)
+{
+	if (b)
+		slot_sync(b, slot, p);
+}
 
-		for (size_t i = 0; i < b->a->n_tenants; i++)
-			dropped += kern_tokens_take(&b->a->kern, b->a->tenants[i].slot, 0);
-		b->tokens_expired = true;
-		if (dropped)
-			log_info("degraded past the lease TTL: %llu leased token(s) "
-				 "expired", (unsigned long long)dropped);
-	}
-	if (!leasing(b))
-		return;
+/* Degraded for longer than a lease TTL: an outage.  What is left of the
+ * leases is stale budget and is dropped (paying the debt as far as it
+ * goes); the fail policy alone decides from now on, and what the static
+ * share admitted so far is not paid back. */
+static void expire_leases(struct broker *b)
+{
+	uint64_t dropped = 0;
+
 	for (size_t i = 0; i < b->a->n_tenants; i++) {
 		const struct agent_tenant *t = &b->a->tenants[i];
 		struct slot *s = slot_of(b, t);
-		uint64_t count = 0, tokens;
+		uint64_t n = kern_tokens_take(&b->a->kern, t->slot, 0);
+
+		count_static_debt(b, &t->pol, s);
+		pay_debt(s, n);
+		s->debt -= s->static_debt;
+		s->static_debt = 0;
+		dropped += n;
+	}
+	b->tokens_expired = true;
+	if (dropped)
+		log_info("degraded past the lease TTL: %llu leased token(s) "
+			 "expired", (unsigned long long)dropped);
+}
+
+/*
+ * For each tenant: fetch a lease if its kernel bucket is at or below the
+ * low-water mark and it has demand (a low-water event, or its counters
+ * moved within the lease TTL; a tenant that never had a lease gets one so
+ * that its credit is paid back), or if it owes tokens; give back what sat
+ * idle for longer than the lease TTL, keeping one token so that the first
+ * connection after a quiet spell is admitted at once.
+ */
+static void lease_all(struct broker *b, uint64_t now)
+{
+	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+		struct slot *s = slot_of(b, t);
+		uint64_t count = 0, tokens, cap = lease_cap(&t->pol, agents_of(b));
 
 		if (t->n_samples) {
 			const struct agent_sample *l = &t->samples[t->n_samples - 1];
@@ -744,19 +955,44 @@ static void on_check(struct loop_timer *tm, void *arg)
 		 * host holds beyond it goes back at once rather than being
 		 * spent under the old limit. */
 		tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
-		if (tokens > lease_cap(b, &t->pol) + s->lowwater) {
-			refund(b, t, tokens - lease_cap(b, &t->pol));
+		if (tokens + s->refunding > cap) {
+			refund(b, t, tokens + s->refunding - cap);
 			continue;
 		}
-		if (s->want_lease || !s->last_grant_ns ||
+		if (s->want_lease || !s->last_grant_ns || s->debt ||
 		    now - s->last_active_ns < ttl_ns) {
 			maybe_lease(b, t, now, !s->last_grant_ns);
 			continue;
 		}
-		tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
 		if (tokens > 1 && now - s->last_grant_ns > ttl_ns)
 			refund(b, t, tokens - 1);
 	}
+}
+
+/* Every CHECK_MS: the heartbeat to the kernel, the breaker's timeouts, the
+ * static share's debt while degraded, the outage rule, then leasing. */
+static void on_check(struct loop_timer *tm, void *arg)
+{
+	struct broker *b = arg;
+	uint64_t now = loop_now_ns(), ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+
+	(void)tm;
+	/* The kernel's view of this agent: alive, and whether Redis is. */
+	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
+			 b->open || b->done);
+	breaker_check_timeouts(b, now);
+	script_loads_check(b, now);
+	/* While degraded, and once more after: what the fail policy admitted. */
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		slot_of(b, &b->a->tenants[i]);
+	if (b->open)
+		debt_look(b);
+	/* The time again: the breaker may have opened just now, after now
+	 * was read. */
+	if (b->open && !b->tokens_expired && loop_now_ns() - b->open_since_ns > ttl_ns)
+		expire_leases(b);
+	if (leasing(b))
+		lease_all(b, now);
 }
 
 void broker_lowwater(struct broker *b, uint32_t slot)
@@ -772,6 +1008,16 @@ void broker_lowwater(struct broker *b, uint32_t slot)
 	slot_of(b, t)->last_active_ns = loop_now_ns();
 	if (leasing(b))
 		maybe_lease(b, t, loop_now_ns(), true);
+}
+
+void broker_tenants_changed(struct broker *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		slot_of(b, &b->a->tenants[i]);
+	if (leasing(b))
+		lease_all(b, loop_now_ns());
 }
 
 /* --- registry ------------------------------------------------------------------ */
@@ -1469,8 +1715,13 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		if (b->load_retry)
 			loop_timer_cancel(b->load_retry);
 		b->load_retry = NULL;
-		for (int i = 0; i < RL_MAX_TENANTS; i++)
+		/* Replies that will never come; and what Redis advised is
+		 * about a server that may come back empty. */
+		for (int i = 0; i < RL_MAX_TENANTS; i++) {
 			b->slots[i].inflight = false;
+			b->slots[i].refunding = 0;
+			slot_unwait(&b->slots[i]);
+		}
 		b->ring_len = 0;
 		snprintf(why, sizeof(why), "lost Redis on '%.100s': %.80s", b->address,
 			 ac->errstr);
@@ -1577,14 +1828,15 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	a->kern.fail_agents = b->live_agents;
 	for (size_t i = 0; i < a->n_tenants; i++)
 		kern_tenant_fail(&a->kern, a->tenants[i].slot, &a->tenants[i].pol);
-	/* Degraded until Redis has answered once: until then the fail
-	 * policies decide, not an empty leased bucket. */
+	/* Degraded until Redis has answered once, a spell like any other:
+	 * tenants the kernel holds nothing for start on credit, then the
+	 * fail policies decide, not an empty leased bucket. */
 	b->open = true;
 	b->open_since_ns = loop_now_ns();
 	b->degraded_since = time(NULL);
-	b->tokens_expired = true;
 	snprintf(b->reason, sizeof(b->reason), "not connected to Redis yet");
 	kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
+	broker_tenants_changed(b);
 	b->cmd = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "command" };
 	b->load_backoff_ms = BACKOFF_MIN_MS;
 	b->sub = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "policy",
@@ -1678,6 +1930,50 @@ static void on_deregister(redisAsyncContext *ac, void *reply, void *priv)
 	on_refund(ac, reply, priv);
 }
 
+static void on_repaid(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+
+	(void)ac;
+	if (!int_array(reply, 3))
+		call_failed(b, S_LEASE, reply);
+	if (b->done && b->pending && --b->pending == 0) {
+		void (*done)(void *) = b->done;
+
+		b->done = NULL;
+		done(b->done_arg);
+	}
+	free(c);
+}
+
+/* At shutdown: takes what t still owes from its global bucket (and drops
+ * it), so that a stopped agent leaves no debt behind.  0 if under way. */
+static int repay(struct broker *b, const struct agent_tenant *t)
+{
+	struct slot *s = &b->slots[t->slot];
+	struct bucket_args ba;
+	char want[24];
+	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, "1" };
+	struct call *c;
+
+	if (!s->debt || strcmp(s->name, t->pol.name) != 0)
+		return -ENOENT;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->slot = t->slot;
+	c->n = s->debt;
+	bucket_args(&t->pol, &ba);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)s->debt);
+	if (eval(b, S_LEASE, 1, args, 6, on_repaid, c)) {
+		free(c);
+		return -ENOTCONN;
+	}
+	s->st.redis_calls++;
+	return 0;
+}
+
 void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 {
 	uint64_t total = 0;
@@ -1702,6 +1998,8 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 			b->pending++;
 			total += b->slots[b->a->tenants[i].slot].st.tokens_refunded - before;
 		}
+		if (repay(b, &b->a->tenants[i]) == 0)
+			b->pending++;
 	}
 	{
 		const char *args[] = { "rl:agents", "rl:agent_ids", b->agent_id,
@@ -1729,14 +2027,16 @@ void broker_tenant_stats(const struct broker *b, const struct agent_tenant *t,
 			 struct broker_tenant_stats *out)
 {
 	const struct slot *s = &b->slots[t->slot];
-	uint64_t agents = b->live_agents ? b->live_agents : 1;
+	bool ours = strcmp(s->name, t->pol.name) == 0;
 
 	memset(out, 0, sizeof(*out));
-	if (strcmp(s->name, t->pol.name) == 0)
+	if (ours) {
 		*out = s->st;
-	out->lease_size = strcmp(s->name, t->pol.name) == 0 && s->lease ? s->lease :
-			  lease_cap(b, &t->pol);
-	out->overshoot_bound = agents * lease_cap(b, &t->pol);
+		out->owed = s->debt;
+	}
+	out->lease_size = ours && s->lease ? s->lease :
+			  lease_credit(&t->pol, agents_of(b));
+	out->overshoot_bound = lease_bound(&t->pol, agents_of(b), b->o.lease_ttl_ms);
 }
 
 void broker_stats(const struct broker *b, struct broker_stats *out)

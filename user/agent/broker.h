@@ -35,7 +35,9 @@ struct broker_tenant_stats {
 	uint64_t tokens_refunded;
 	uint64_t redis_calls;		/* lease and refund calls */
 	uint64_t lease_size;		/* current lease size */
-	uint64_t overshoot_bound;	/* live agents x lease cap */
+	uint64_t owed;			/* tokens admitted without a lease yet */
+	uint64_t static_charged;	/* static share admissions owed, ever */
+	uint64_t overshoot_bound;	/* lease_bound() */
 };
 
 #define BROKER_LEASE_BUCKETS	12
@@ -81,6 +83,15 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg);
 
 /* A low-water event from the kernel for a slot. */
 void broker_lowwater(struct broker *b, uint32_t slot);
+
+/* The tenant set changed (through rlctl or from the fleet): tenants new
+ * here start on credit, and a changed limit is leased for at once. */
+void broker_tenants_changed(struct broker *b);
+
+/* Slot now holds tenant p in the kernel, and no rule points at it yet: a
+ * tenant new to the slot gets its credit now, so that its first SYN finds
+ * a token.  NULL b is fine. */
+void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p);
 
 /* The local policy changed through rlctl: publish each changed tenant (and a
  * tombstone for each removed one) to the fleet's policy store. */

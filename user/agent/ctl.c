@@ -340,6 +340,8 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 		json_object_set_new(j, "redis_calls", json_integer((json_int_t)bt.redis_calls));
 		json_object_set_new(j, "lease_size", json_integer((json_int_t)bt.lease_size));
 		json_object_set_new(j, "overshoot_bound", json_integer((json_int_t)bt.overshoot_bound));
+		json_object_set_new(j, "tokens_owed", json_integer((json_int_t)bt.owed));
+		json_object_set_new(j, "static_charged", json_integer((json_int_t)bt.static_charged));
 	}
 	return j;
 }

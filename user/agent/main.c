@@ -409,6 +409,10 @@ int main(int argc, char **argv)
 	 * moment. */
 	if (agent_policy_start(&a))
 		goto cleanup;
+	/* The broker before attach too: the kernel then starts in fleet mode
+	 * with its tenants on credit, not refusing until the first lease. */
+	if (bo.redis && broker_open(&a, &bo, &a.broker))
+		goto cleanup;
 	for (unsigned int i = 0; i < a.opts.n_ifaces; i++)
 		if (kern_attach(&a.kern, a.opts.ifaces[i], a.opts.mode))
 			goto cleanup;
@@ -424,8 +428,6 @@ int main(int argc, char **argv)
 			   &a, &ev_w))
 		goto cleanup;
 	if (loop_timer_add(a.loop, TICK_MS, TICK_MS, on_tick, &a, &tick))
-		goto cleanup;
-	if (bo.redis && broker_open(&a, &bo, &a.broker))
 		goto cleanup;
 	agent_sample(&a);
 

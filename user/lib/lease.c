@@ -34,23 +34,15 @@ uint64_t lease_cap(const struct policy_tenant *t, uint64_t agents)
 uint64_t lease_static_debt_max(const struct policy_tenant *t, uint64_t agents,
 			       uint64_t ttl_ms)
 {
-	unsigned __int128 interval, refill;
-	uint64_t burst;
+	uint64_t interval, refill;
+	uint32_t burst;
 
 	if (t->fail != POLICY_FAIL_STATIC)
 		return 0;
-	if (!agents)
-		agents = 1;
-	/* As the kernel has it (kern_tenant_fail()): burst / agents, at least
-	 * 1, refilled one token per interval x agents. */
-	burst = t->burst / agents;
-	if (!burst)
-		burst = 1;
-	interval = (unsigned __int128)policy_interval_ns(&t->rate) * agents;
-	refill = (unsigned __int128)ttl_ms * 1000000u / interval + 1;
-	if (refill > UINT64_MAX / 2)
-		return UINT64_MAX;
-	return sat_add(sat_add(burst, (uint64_t)refill), 1);
+	/* As the kernel has it: a bucket of `burst`, one token per interval. */
+	policy_fail_share(t, agents, &interval, &burst);
+	refill = (uint64_t)((unsigned __int128)ttl_ms * 1000000u / interval) + 1;
+	return sat_add(sat_add(burst, refill), 1);
 }
 
 uint64_t lease_bound(const struct policy_tenant *t, uint64_t agents,
