@@ -5,6 +5,7 @@
  * Prints TAP.  `--bench` runs the per-packet benchmark instead (bench.c).
  */
 #include <errno.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "rlgate.skel.h"
 #include "harness.h"
 #include "pkt.h"
+#include "pktfuzz.h"
 
 #define SEC_NS		1000000000ull
 
@@ -2107,6 +2109,85 @@ static int scen_fail_standalone_ignores(const void *arg)
 }
 
 /* ------------------------------------------------------------------------
+ * The packet fuzzer (pktfuzz.c), bounded: the regression corpus, then
+ * seeded random and mutated frames, each checked against the independent
+ * reference.  RLGATE_FUZZ_SEED, RLGATE_PKTFUZZ_FRAMES and
+ * RLGATE_PKTFUZZ_SECONDS change the run; `test_xdp --fuzz` runs it alone.
+ */
+#define FUZZ_FRAMES	400000
+#define FUZZ_SECONDS	25
+
+/* tests/fuzz/corpus/xdp of the tree this binary was built from. */
+static void fuzz_corpus_dir(char *out, size_t cap)
+{
+	const char *top = getenv("RLGATE_TOP");
+	char exe[4096];
+	ssize_t n;
+
+	char path[4096];
+
+	if (top) {
+		snprintf(out, cap, "%s/tests/fuzz/corpus/xdp", top);
+		return;
+	}
+	/* BUILD/tests/test_xdp, BUILD in the tree */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(path, sizeof(path), "%s/../../tests/fuzz/corpus/xdp",
+		 dirname(exe));
+	if (!realpath(path, out))
+		snprintf(out, cap, "%s", path);
+}
+
+static long env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : def;
+}
+
+static int scen_fuzz(const void *arg)
+{
+	struct pktfuzz *f = calloc(1, sizeof(*f));
+	char dir[4096], *log = NULL, *line, *save = NULL;
+	size_t log_len = 0;
+	__u64 seed = env_long("RLGATE_FUZZ_SEED", 1);
+	long frames = env_long("RLGATE_PKTFUZZ_FRAMES", FUZZ_FRAMES), bad, n;
+	int files = 0, bad_files;
+	FILE *fp;
+
+	(void)arg;
+	if (!f || !(fp = open_memstream(&log, &log_len))) {
+		free(f);
+		return T_FAIL;
+	}
+	if (pktfuzz_open(f)) {
+		diag("%s", f->msg);
+		fclose(fp);
+		free(log);
+		free(f);
+		return T_FAIL;
+	}
+	fuzz_corpus_dir(dir, sizeof(dir));
+	bad_files = pktfuzz_corpus(f, dir, 2, fp, &files);
+	fprintf(fp, "%d frames of %s\n", files, dir);
+	n = pktfuzz_seeded(f, seed, frames,
+			   env_long("RLGATE_PKTFUZZ_SECONDS", FUZZ_SECONDS),
+			   NULL, 3, fp, &bad);
+	fprintf(fp, "%ld frames of seed %llu (RLGATE_FUZZ_SEED), %ld broke a "
+		"rule\n", n, (unsigned long long)seed, bad);
+	pktfuzz_summary(f, fp);
+	fclose(fp);
+	for (line = strtok_r(log, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
+		diag("%s", line);
+	free(log);
+	pktfuzz_close(f);
+	free(f);
+	return bad_files || bad || n == 0 ? T_FAIL : T_PASS;
+}
+
+/* ------------------------------------------------------------------------
  * Runner.
  */
 struct test {
@@ -2179,6 +2260,9 @@ static const struct {
 	  scen_fail_stale_zero },
 	{ "fail policy: standalone tenants ignore agent_state and the fail "
 	  "fields", scen_fail_standalone_ignores },
+	{ "packet fuzz: the regression corpus and seeded random and mutated "
+	  "frames keep every verdict rule of an independent reference",
+	  scen_fuzz },
 };
 
 static struct test *tests;
@@ -2251,8 +2335,10 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--bench"))
 		return bench_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "--fuzz"))
+		return pktfuzz_main(argc - 1, argv + 1);
 	if (argc > 1) {
-		fprintf(stderr, "usage: %s [--bench]\n", argv[0]);
+		fprintf(stderr, "usage: %s [--bench | --fuzz ...]\n", argv[0]);
 		return 2;
 	}
 	harness_quiet_libbpf();
