@@ -3,7 +3,7 @@
 # that misbehaves in one way per agent (errors, wrong types, truncated and
 # huge replies, garbage, silence, hostile pub/sub and policies), thousands
 # of mutated control requests, mutated policy.json files, and the libFuzzer
-# target of the state parser.  See docs/testing.md to run any of it longer.
+# targets of the state parser and of the packet path.  See docs/testing.md to run any of it longer.
 #
 # One network namespace for the file, a veth pair per agent in it, pins
 # under /sys/fs/bpf/<namespace>-*, everything else under BATS_FILE_TMPDIR;
@@ -396,13 +396,19 @@ check_heals() {
 	((damaged > 0))
 }
 
-@test "state file: libFuzzer on the policy parser, bounded, no crash and a lossless round trip" {
-	local corpus=$BATS_FILE_TMPDIR/corpus
-
+# libfuzzer_available: skips the calling test unless clang links
+# -fsanitize=fuzzer.
+libfuzzer_available() {
 	echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' \
 		>"$BATS_FILE_TMPDIR/probe.c"
 	clang -fsanitize=fuzzer "$BATS_FILE_TMPDIR/probe.c" -o "$BATS_FILE_TMPDIR/probe" \
 		2>/dev/null || skip "clang with -fsanitize=fuzzer is not available"
+}
+
+@test "state file: libFuzzer on the policy parser, bounded, no crash and a lossless round trip" {
+	local corpus=$BATS_FILE_TMPDIR/corpus
+
+	libfuzzer_available
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-D_GNU_SOURCE -I"$RLGATE_ROOT/bpf" -I"$RLGATE_ROOT/user/lib" \
 		-I"$RLGATE_ROOT/user/agent" "$RLGATE_ROOT/tests/fuzz/fuzz_state.c" \
@@ -413,5 +419,26 @@ check_heals() {
 		-dict="$RLGATE_ROOT/tests/fuzz/state.dict" -artifact_prefix="$BATS_FILE_TMPDIR/" \
 		"$corpus" "$RLGATE_ROOT/tests/fuzz/corpus/state"
 	echo "$output" | tail -n 30
+	((status == 0))
+}
+
+# --- packet path -------------------------------------------------------------------
+
+@test "packet path: libFuzzer on xdp_rlgate, bounded, every frame keeps the verdict rules of the independent reference" {
+	local corpus=$BATS_FILE_TMPDIR/xdp-corpus t=$RLGATE_ROOT/tests/bpf
+
+	libfuzzer_available
+	e2e_require_build rlgate.skel.h librl.a
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-D_GNU_SOURCE -I"$RLGATE_BUILD" -I"$RLGATE_ROOT/bpf" -I"$RLGATE_ROOT/user/lib" \
+		-I"$t" "$RLGATE_ROOT/tests/fuzz/fuzz_xdp.c" "$t/pktfuzz.c" "$t/pktref.c" \
+		"$t/harness.c" "$t/pkt.c" "$RLGATE_BUILD/librl.a" -lbpf -lelf -lz -ljansson -lm \
+		-o "$BATS_FILE_TMPDIR/fuzz_xdp"
+	mkdir -p "$corpus"
+	# The checked-in corpus first (every regression frame), then mutations.
+	run "$BATS_FILE_TMPDIR/fuzz_xdp" -max_len=1500 -max_total_time="$LIBFUZZER_SECONDS" \
+		-artifact_prefix="$BATS_FILE_TMPDIR/" "$corpus" "$RLGATE_ROOT/tests/fuzz/corpus/xdp"
+	# the broken rule and the frame, without the stack trace
+	echo "$output" | grep -v '^ *#[0-9]' | tail -n 40
 	((status == 0))
 }
