@@ -776,7 +776,9 @@ int policy_check_set(const struct policy_tenant *ts, size_t n,
 			fn(ctx, 0, err);
 		return problems + 1;
 	}
-	qsort(f.v, f.n, sizeof(*f.v), finding_cmp);
+	/* qsort() of NULL is undefined, even for no elements */
+	if (f.n)
+		qsort(f.v, f.n, sizeof(*f.v), finding_cmp);
 	for (size_t k = 0; k < f.n; k++) {
 		const struct finding *d = &f.v[k];
 		const struct policy_tenant *a = &ts[d->j], *b = &ts[d->i];
