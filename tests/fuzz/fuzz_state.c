@@ -4,8 +4,9 @@
  * document parser (parse_doc in user/agent/agent.c, included here so its
  * static functions are reachable; the kernel and broker calls are stubs).
  * Invariants: no crash or sanitizer report; a document that parses
- * survives a round trip through the agent's writer (same tenants, slots,
- * versions and policies); every tenant parsed passes policy_validate.
+ * survives a round trip through the agent's writer, save_policy, into a
+ * private directory under /dev/shm and back (same tenants, slots, versions
+ * and policies); every tenant parsed passes policy_validate.
  *
  *   clang -fsanitize=fuzzer,address,undefined -Ibpf -Iuser/lib -Iuser/agent \
  *       tests/fuzz/fuzz_state.c user/lib/policy.c user/lib/state.c \
@@ -15,6 +16,7 @@
 #include "../../user/agent/agent.c"
 
 #include <assert.h>
+#include <unistd.h>
 
 /* --- stubs: no kernel, no Redis ---------------------------------------- */
 void kern_tenant_configure(struct kern *k, uint32_t slot,
@@ -60,6 +62,16 @@ void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
 	(void)b; (void)old; (void)n_old; (void)now; (void)n_now;
 }
 
+void broker_tenants_changed(struct broker *b)
+{
+	(void)b;
+}
+
+void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p)
+{
+	(void)b; (void)slot; (void)p;
+}
+
 uint64_t loop_now_ns(void)
 {
 	struct timespec ts;
@@ -69,11 +81,30 @@ uint64_t loop_now_ns(void)
 }
 
 /* --- the target ----------------------------------------------------------- */
+/* The agent whose writer the round trip goes through: only its state dir
+ * and its cache of encoded tenants are used. */
+static struct agent writer;
+static char writer_dir[] = "/dev/shm/fuzz_state.XXXXXX";
+
+static void writer_cleanup(void)
+{
+	char path[sizeof(writer_dir) + sizeof(AGENT_POLICY_FILE) + 1];
+
+	snprintf(path, sizeof(path), "%s/%s", writer_dir, AGENT_POLICY_FILE);
+	unlink(path);
+	rmdir(writer_dir);
+	agent_free(&writer);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
 	log_set_level(LOG_LVL_ERROR);
+	if (!mkdtemp(writer_dir))
+		abort();
+	writer.opts.state_dir = writer_dir;
+	atexit(writer_cleanup);
 	return 0;
 }
 
@@ -105,8 +136,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(ts[i].version >= 1);
 	}
 	/* What the agent writes back must read back the same. */
-	again = policy_doc(ts, n, NULL, 0, version);
-	assert(again);
+	assert(save_policy(&writer, ts, n, NULL, 0, version) == 0);
+	assert(state_load(writer_dir, AGENT_POLICY_FILE, &again, err,
+			  sizeof(err)) == 0);
 	assert(parse_doc(again, &ts2, &n2, &version2, err) == 0);
 	assert(n2 == n && version2 == version);
 	for (size_t i = 0; i < n; i++) {
