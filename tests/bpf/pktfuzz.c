@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -178,7 +179,7 @@ static void say(struct pktfuzz *f, const char *fmt, ...)
 	va_end(ap);
 }
 
-int pktfuzz_open(struct pktfuzz *f)
+static int open_world(struct pktfuzz *f, bool flows)
 {
 	__u64 far = now_ns() + 100ull * 24 * 3600 * 1000000000ull;
 	char cidr[64];
@@ -193,9 +194,13 @@ int pktfuzz_open(struct pktfuzz *f)
 		say(f, "couldn't open the rlgate skeleton: %s\n", strerror(-err));
 		return err;
 	}
-	/* Every copy of a SYN is charged: no state carries from one frame
-	 * to the next. */
-	f->skel->rodata->retrans_window_ns = 0;
+	/* Stateless: every copy of a SYN is charged, nothing carries from
+	 * one frame to the next.  With flows: copies may repeat free, as
+	 * often as the program allows, whatever the time between them. */
+	f->flows = flows;
+	f->skel->rodata->retrans_window_ns = flows ? 3600 * 1000000000ull : 0;
+	f->skel->rodata->retrans_gap_ns = 0;
+	f->max_repeats = f->skel->rodata->retrans_max_repeats;
 	err = rlgate_bpf__load(f->skel);
 	if (err) {
 		say(f, "couldn't load the rlgate skeleton: %s\n", strerror(-err));
@@ -243,6 +248,16 @@ fail:
 	return err;
 }
 
+int pktfuzz_open(struct pktfuzz *f)
+{
+	return open_world(f, false);
+}
+
+int pktfuzz_open_flows(struct pktfuzz *f)
+{
+	return open_world(f, true);
+}
+
 void pktfuzz_close(struct pktfuzz *f)
 {
 	world_fini(&f->w);
@@ -288,6 +303,7 @@ enum outcome {
 				 * in its `unparsed` when it is known */
 	OC_NOMATCH,		/* a SYN no rule matched, passed */
 	OC_ADMIT,		/* a SYN admitted by tenant `t` */
+	OC_REPEAT,		/* a copy of an admitted SYN passed free */
 	OC_DENY,		/* a SYN refused by tenant `t` */
 	OC_BAD,
 };
@@ -295,7 +311,8 @@ enum outcome {
 static const char *const outcome_name[] = {
 	"nothing counted", "fragment", "unparsed, passed",
 	"unparsed, passed by a shadow tenant", "unparsed, refused",
-	"SYN, no match", "SYN admitted", "SYN refused", "inconsistent",
+	"SYN, no match", "SYN admitted", "SYN repeated free", "SYN refused",
+	"inconsistent",
 };
 
 static const char *const cnt_name[RL_CNT_MAX] = {
@@ -351,8 +368,8 @@ static enum outcome unparsed_outcome(const struct delta *d, int t,
 /* Sorts the counter and stats moves into one outcome; *t is the tenant
  * index whose stats moved (-1: none).  OC_BAD with *why when they fit
  * none. */
-static enum outcome classify_delta(const struct delta *d, int *t,
-				   const char **why)
+static enum outcome classify_delta(const struct delta *d, bool flows,
+				   int *t, const char **why)
 {
 	const struct rl_stats *s;
 	int n = 0, events;
@@ -375,12 +392,12 @@ static enum outcome classify_delta(const struct delta *d, int *t,
 		*why = "two tenants' stats or buckets moved";
 		return OC_BAD;
 	}
-	if (d->cnt[RL_CNT_REPEAT_CHARGED]) {
+	if (d->cnt[RL_CNT_REPEAT_CHARGED] && !flows) {
 		*why = "a repeat was counted with free repeats off";
 		return OC_BAD;
 	}
-	if (*t >= 0 && (d->st[*t].retransmits || d->st[*t].lowwater_events ||
-			d->st[*t].degraded)) {
+	if (*t >= 0 && ((d->st[*t].retransmits && !flows) ||
+			d->st[*t].lowwater_events || d->st[*t].degraded)) {
 		*why = "stats this world never moves moved";
 		return OC_BAD;
 	}
@@ -391,14 +408,16 @@ static enum outcome classify_delta(const struct delta *d, int *t,
 		return OC_BAD;
 	}
 	if (!d->cnt[RL_CNT_SYN]) {
-		if (d->cnt[RL_CNT_NOMATCH] || d->cnt[RL_CNT_RST_FAILED]) {
+		if (d->cnt[RL_CNT_NOMATCH] || d->cnt[RL_CNT_RST_FAILED] ||
+		    d->cnt[RL_CNT_REPEAT_CHARGED]) {
 			*why = "SYN counters moved without a SYN";
 			return OC_BAD;
 		}
 		return unparsed_outcome(d, *t, why);
 	}
 	if (d->cnt[RL_CNT_NOMATCH]) {
-		if (n || d->cnt[RL_CNT_RST_FAILED]) {
+		if (n || d->cnt[RL_CNT_RST_FAILED] ||
+		    d->cnt[RL_CNT_REPEAT_CHARGED]) {
 			*why = "a SYN with no match moved a tenant";
 			return OC_BAD;
 		}
@@ -412,6 +431,16 @@ static enum outcome classify_delta(const struct delta *d, int *t,
 	if (s->unparsed) {
 		*why = "a SYN counted as unparsed by its tenant";
 		return OC_BAD;
+	}
+	if (s->retransmits) {
+		if (s->retransmits != 1 || s->admitted != 1 || s->denied ||
+		    s->shadow_denied || s->rst_sent || d->moved[*t] ||
+		    d->cnt[RL_CNT_REPEAT_CHARGED] || d->cnt[RL_CNT_RST_FAILED]) {
+			*why = "a free repeat moved more than admitted and "
+			       "retransmits";
+			return OC_BAD;
+		}
+		return OC_REPEAT;
 	}
 	if (s->admitted == 1 && !s->denied && !s->rst_sent &&
 	    !d->cnt[RL_CNT_RST_FAILED]) {
@@ -547,6 +576,85 @@ static void report(struct pktfuzz *f, bool tc, const char *rule,
 	say(f, "%s\n", hex);
 }
 
+/* ------------------------------------------------------------------------
+ * The flow model: which copies of a SYN may pass free.
+ */
+static bool model_same_conn(const struct pktfuzz_flow *m, const struct ref *r)
+{
+	size_t alen = r->family == 6 ? 16 : 4;
+
+	return m->family == r->family && m->sport == r->sport &&
+	       m->dport == r->dport && !memcmp(m->src, r->src, alen) &&
+	       !memcmp(m->dst, r->dst, alen);
+}
+
+static struct pktfuzz_flow *model_find(struct pktfuzz *f, const struct ref *r)
+{
+	int i;
+
+	for (i = 0; i < f->n_model; i++)
+		if (model_same_conn(&f->model[i], r) && f->model[i].isn == r->isn)
+			return &f->model[i];
+	return NULL;
+}
+
+/*
+ * Moves the model by one frame's outcome; returns the rule broken, or NULL.
+ * An admitted SYN (a token spent, or a shadow tenant's pass) is remembered
+ * with no repeats taken; a free copy needs one remembered, under the most
+ * repeats and not ended; a plain RST or FIN of the same 4-tuple from the
+ * client ends it.  The program forgets flows the model keeps (its cache is
+ * direct-mapped, and one slot holds one ISN of a 4-tuple): it then charges
+ * copies the model would let pass, which is never wrong.
+ */
+static const char *model_step(struct pktfuzz *f, const struct ref *r,
+			      enum outcome oc, const struct delta *d)
+{
+	bool keyed = r->have_src && r->have_ports && r->have_isn;
+	struct pktfuzz_flow *m = keyed ? model_find(f, r) : NULL;
+	int i;
+
+	if (oc == OC_REPEAT) {
+		if (!keyed)
+			return "a packet without a whole SYN passed free as a "
+			       "repeat";
+		if (!m)
+			return "a SYN passed free as a repeat of one never "
+			       "admitted";
+		if (m->ended)
+			return "a copy of a SYN passed free after the client's "
+			       "RST or FIN";
+		if (m->repeats >= f->max_repeats)
+			return "a copy of a SYN passed free beyond the most "
+			       "repeats";
+		m->repeats++;
+		return NULL;
+	}
+	if (d->cnt[RL_CNT_REPEAT_CHARGED] && !m)
+		return "a repeat was counted for a SYN never admitted";
+	if (oc == OC_ADMIT && keyed) {
+		if (!m) {
+			m = &f->model[f->n_model < PKTFUZZ_FLOWS ? f->n_model++ :
+				      f->n_model - 1];
+			m->family = r->family;
+			memcpy(m->src, r->src, 16);
+			memcpy(m->dst, r->dst, 16);
+			m->sport = r->sport;
+			m->dport = r->dport;
+			m->isn = r->isn;
+		}
+		m->repeats = 0;
+		m->ended = false;
+	}
+	/* Only a plain RST or FIN is sure to be read as one by the program. */
+	if (r->plain && r->have_flags && r->have_ports &&
+	    (r->flags & (TH_RST | TH_FIN)))
+		for (i = 0; i < f->n_model; i++)
+			if (model_same_conn(&f->model[i], r))
+				f->model[i].ended = true;
+	return NULL;
+}
+
 /* The tc program's verdict in XDP's terms, so that one set of rules reads
  * both: TC_ACT_OK passes, TC_ACT_SHOT drops, a redirect back out of the
  * interface (bpf_redirect) is the reply.  Anything else stays invalid. */
@@ -628,7 +736,9 @@ static int check_prog(struct pktfuzz *f, bool tc, const __u8 *in, size_t len,
 				    (char *)&f->init[id] + state,
 				    sizeof(struct rl_tenant) - state) != 0;
 	}
-	oc = classify_delta(&d, &t, &why);
+	oc = classify_delta(&d, f->flows, &t, &why);
+	f->repeats += oc == OC_REPEAT;
+	f->repeats_charged += d.cnt[RL_CNT_REPEAT_CHARGED];
 	if (!tc)
 		f->by_verdict[res.retval < 5 ? res.retval : 0]++;
 
@@ -684,12 +794,13 @@ static int check_prog(struct pktfuzz *f, bool tc, const __u8 *in, size_t len,
 	 *    whose port the program cannot find may still be refused for a
 	 *    port rule of its address: the contract says so.) */
 	if (r.have_src && !rules_any(r.family, r.src, 0) &&
-	    (res.retval != XDP_PASS || oc == OC_ADMIT || oc == OC_DENY))
+	    (res.retval != XDP_PASS || oc == OC_ADMIT || oc == OC_REPEAT ||
+	     oc == OC_DENY))
 		BROKEN("traffic from a source no rule covers was not passed "
 		       "untouched");
 	if (r.have_src && r.have_ports &&
 	    !rules_lookup(r.family, r.src, r.dport) &&
-	    (oc == OC_ADMIT || oc == OC_DENY))
+	    (oc == OC_ADMIT || oc == OC_REPEAT || oc == OC_DENY))
 		BROKEN("a SYN to a port no rule of its source names was charged");
 	if (!r.have_src && res.retval != XDP_PASS)
 		BROKEN("a frame whose source cannot be read was refused");
@@ -703,11 +814,19 @@ static int check_prog(struct pktfuzz *f, bool tc, const __u8 *in, size_t len,
 			BROKEN("a tenant its rules do not give was charged or "
 			       "counted the packet");
 	}
+	/* 10. With free repeats on: a copy passes free only as the flow
+	 *     model allows, and a charged repeat is of an admitted SYN. */
+	if (f->flows) {
+		const char *bad = model_step(f, &r, oc, &d);
+
+		if (bad)
+			BROKEN(bad);
+	}
 	/* 7. What may open a connection from a tenant's source passes only
 	 *    with that tenant's token spent (or, for a shadow tenant, its
 	 *    shadow or unparsed count). */
 	if (r.kind == REF_MAY_OPEN && res.retval == XDP_PASS &&
-	    oc != OC_ADMIT && oc != OC_UNPARSED_SHADOW &&
+	    oc != OC_ADMIT && oc != OC_UNPARSED_SHADOW && oc != OC_REPEAT &&
 	    (r.have_ports ? rules_lookup(r.family, r.src, r.dport) :
 	     rules_any(r.family, r.src, 0)))
 		BROKEN("a frame that may open a connection from a tenant's "
@@ -715,7 +834,7 @@ static int check_prog(struct pktfuzz *f, bool tc, const __u8 *in, size_t len,
 	/* 8. What cannot open one is never charged or counted as refused. */
 	if ((r.kind == REF_NOT_IP || r.kind == REF_NOT_TCP ||
 	     r.kind == REF_LATE_FRAGMENT || r.kind == REF_NOT_SYN) &&
-	    (oc == OC_ADMIT || oc == OC_DENY))
+	    (oc == OC_ADMIT || oc == OC_REPEAT || oc == OC_DENY))
 		BROKEN("a frame that cannot open a connection was charged");
 	/* 9. Plain traffic that is not a SYN passes. */
 	if (r.plain && res.retval != XDP_PASS)
@@ -1114,6 +1233,82 @@ size_t pktfuzz_frame(__u64 seed, __u64 i, __u8 *buf)
 }
 
 /* ------------------------------------------------------------------------
+ * Flows: copies of a few SYNs, and their RSTs, FINs and ACKs, in many clean
+ * shapes (the model can only follow frames whose every byte the reference
+ * reads as Linux would: no mutations here).
+ */
+static const char *const flow_src[] = {
+	"10.1.0.10", "10.4.0.10", "10.5.0.10", "10.2.0.10",
+	"2001:db8:1::10", "2001:db8:4::10", "2001:db8:5::10",
+};
+
+/* IPv6 chains of the shapes the program follows, up to its 8 headers, and
+ * a first or atomic fragment among them. */
+static const char *const flow_chain[] = {
+	"", "", "", "H", "HRD", "A", "HRDA", "DDDDDDD", "ADDDDDDD", "F", "HF",
+	"DDDDDDF", "DDDDDDDF",
+};
+
+static size_t flow_frame(struct pktfuzz_rng *r, __u8 *buf)
+{
+	struct pkt p = { 0 };
+
+	p.src = flow_src[below(r, sizeof(flow_src) / sizeof(flow_src[0]))];
+	p.family = strchr(p.src, ':') ? 6 : 4;
+	p.sport = 1000 + below(r, 2);
+	p.dport = 443;
+	p.seq = below(r, 2) ? 100 : 200;
+	p.flags = PICK(r, TH_SYN, TH_SYN, TH_SYN, TH_SYN, TH_SYN, TH_SYN,
+		       TH_RST, TH_FIN | TH_ACK, TH_ACK, TH_RST | TH_ACK,
+		       TH_SYN | TH_ACK, TH_FIN);
+	p.vlans = PICK(r, 0, 0, 0, 1, 2);
+	if (p.family == 4) {
+		p.ip_opts = PICK(r, 0, 0, 0, 8);
+		if (!below(r, 6))
+			p.frag = 0x2000;	/* a first fragment, whole TCP */
+	} else {
+		p.ext = flow_chain[below(r, sizeof(flow_chain) /
+					    sizeof(flow_chain[0]))];
+		p.frag6 = below(r, 2);		/* first, or atomic */
+	}
+	p.tcp_opts = PICK(r, 0, 0, 12);
+	p.payload = PICK(r, 0, 0, 0, 10);
+	return pkt_build(&p, buf, NULL);
+}
+
+long pktfuzz_flows(struct pktfuzz *f, __u64 seed, long frames,
+		   double seconds, int reports, FILE *log, long *bad)
+{
+	__u8 b[PKT_MAX];
+	__u64 t0 = now_ns();
+	long i;
+
+	*bad = 0;
+	for (i = 0; i < frames; i++) {
+		struct pktfuzz_rng r = { seed * 0x2545f4914f6cdd1dULL + i };
+		size_t len;
+		int rc;
+
+		if ((i & 255) == 0 && now_ns() - t0 > seconds * 1e9)
+			break;
+		pktfuzz_rand(&r);
+		len = flow_frame(&r, b);
+		rc = pktfuzz_check(f, b, len);
+		if (rc < 0) {
+			fprintf(log, "frame %ld: %s", i, f->msg);
+			(*bad)++;
+			break;
+		}
+		if (rc && (*bad)++ < reports)
+			fprintf(log, "frame %ld of the flows of seed %llu (test_xdp "
+				"--fuzz --flows --seed %llu --frames %ld):\n%s",
+				i, (unsigned long long)seed,
+				(unsigned long long)seed, i + 1, f->msg);
+	}
+	return i;
+}
+
+/* ------------------------------------------------------------------------
  * `test_xdp --fuzz`.
  */
 static int save_frame(const char *dir, const char *name, const __u8 *b,
@@ -1231,17 +1426,22 @@ void pktfuzz_summary(const struct pktfuzz *f, FILE *log)
 	for (k = REF_NOT_IP; k <= REF_MAY_OPEN; k++)
 		fprintf(log, " %s %lu%s", ref_kind_name(k), f->by_kind[k],
 			k < REF_MAY_OPEN ? "," : "");
-	fprintf(log, "; verdicts: PASS %lu, DROP %lu, TX %lu\n",
+	fprintf(log, "; verdicts: PASS %lu, DROP %lu, TX %lu",
 		f->by_verdict[XDP_PASS], f->by_verdict[XDP_DROP],
 		f->by_verdict[XDP_TX]);
+	if (f->flows)
+		fprintf(log, "; repeats free %lu, charged %lu", f->repeats,
+			f->repeats_charged);
+	fprintf(log, "\n");
 }
 
 static void usage(FILE *fp)
 {
-	fprintf(fp, "usage: test_xdp --fuzz [--seed N] [--frames N] "
+	fprintf(fp, "usage: test_xdp --fuzz [--flows] [--seed N] [--frames N] "
 		"[--seconds S] [--save DIR] [--reports N] [FILE|DIR...]\n"
-		"  seeded random and mutated frames through xdp_rlgate, or "
-		"the frames in FILEs\n");
+		"  seeded random and mutated frames through xdp_rlgate and "
+		"tc_rlgate, or the frames in FILEs;\n"
+		"  --flows: copies of a few SYNs with free repeats on\n");
 }
 
 int pktfuzz_main(int argc, char **argv)
@@ -1251,7 +1451,8 @@ int pktfuzz_main(int argc, char **argv)
 	long frames = 1000000, bad = 0, n;
 	double seconds = 60;
 	const char *save = NULL;
-	int reports = 5, i, files = 0, rc = 0;
+	int reports = 5, i, files = 0, rc = 0, cpu;
+	bool flows = false;
 
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1259,6 +1460,10 @@ int pktfuzz_main(int argc, char **argv)
 		if (!strcmp(argv[i], "--help")) {
 			usage(stdout);
 			return 0;
+		}
+		if (!strcmp(argv[i], "--flows")) {
+			flows = true;
+			continue;
 		}
 		if (!v) {
 			fprintf(stderr, "Error: '%s' needs a value\n", argv[i]);
@@ -1283,10 +1488,17 @@ int pktfuzz_main(int argc, char **argv)
 		i++;
 	}
 	harness_quiet_libbpf();
+	/* The flow cache is per CPU: every frame on this one. */
+	cpu = sched_getcpu();
+	if (cpu < 0 || pin_to_cpu(cpu)) {
+		fprintf(stderr, "Error: couldn't pin to a CPU: %s\n",
+			strerror(errno));
+		return 1;
+	}
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return 1;
-	if (pktfuzz_open(f)) {
+	if (flows ? pktfuzz_open_flows(f) : pktfuzz_open(f)) {
 		fprintf(stderr, "Error: %s", f->msg);
 		free(f);
 		return 1;
@@ -1309,6 +1521,12 @@ int pktfuzz_main(int argc, char **argv)
 			}
 		}
 		printf("%d files, %ld broke a rule\n", files, bad);
+	} else if (flows) {
+		printf("seed %llu\n", (unsigned long long)seed);
+		n = pktfuzz_flows(f, seed, frames, seconds, reports, stdout,
+				  &bad);
+		printf("%ld frames of the flows of seed %llu, %ld broke a "
+		       "rule\n", n, (unsigned long long)seed, bad);
 	} else {
 		printf("seed %llu\n", (unsigned long long)seed);
 		n = pktfuzz_seeded(f, seed, frames, seconds, save, reports,

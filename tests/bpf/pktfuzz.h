@@ -18,6 +18,19 @@
 /* Longest frame generated or run; XDP test runs take up to a page. */
 #define PKTFUZZ_MAX	1500
 
+/* A SYN the flow model saw admitted (a token spent), as the reference
+ * read it: what a later copy may repeat for free. */
+struct pktfuzz_flow {
+	int family;
+	__u8 src[16], dst[16];
+	__u16 sport, dport;
+	__u32 isn;
+	__u32 repeats;		/* free copies taken since */
+	bool ended;		/* the client's RST or FIN came since */
+};
+
+#define PKTFUZZ_FLOWS	256
+
 /* One loaded xdp_rlgate with the fuzz world's tenants and rules, its
  * buckets reset before every frame, and the sums it last read. */
 struct pktfuzz {
@@ -27,13 +40,26 @@ struct pktfuzz {
 	struct rl_tenant init[RL_MAX_TENANTS];	/* slots as configured */
 	struct rl_stats stats[RL_MAX_TENANTS];	/* last per-CPU sums */
 	__u64 cnt[RL_CNT_MAX];
-	unsigned long frames, by_kind[8], by_verdict[5];
+	unsigned long frames, by_kind[8], by_verdict[5], repeats,
+		      repeats_charged;
 	char msg[16384];	/* the rule a frame broke, and why */
+	/* Free repeats on (pktfuzz_open_flows()): the flow cache carries
+	 * from frame to frame, and the model says which copies may pass
+	 * free. */
+	bool flows;
+	__u32 max_repeats;
+	struct pktfuzz_flow model[PKTFUZZ_FLOWS];
+	int n_model;
 };
 
 /* Loads the program (no free retransmissions: every SYN is charged) and
  * sets up the world.  0 or -errno, with a reason in f->msg. */
 int pktfuzz_open(struct pktfuzz *f);
+/* The same with free repeats of admitted SYNs on (retrans_window_ns an
+ * hour, retrans_gap_ns 0): a copy of an admitted SYN may pass free at most
+ * retrans_max_repeats times, never after the client's RST or FIN.  The
+ * flow cache is per CPU: the caller runs every frame on one CPU. */
+int pktfuzz_open_flows(struct pktfuzz *f);
 void pktfuzz_close(struct pktfuzz *f);
 
 /*
@@ -76,6 +102,12 @@ int pktfuzz_corpus(struct pktfuzz *f, const char *dir, int reports,
 long pktfuzz_seeded(struct pktfuzz *f, __u64 seed, long frames,
 		    double seconds, const char *save_dir, int reports,
 		    FILE *log, long *bad);
+/* Runs `frames` (or `seconds`) frames of a few flows of seed through a
+ * world of pktfuzz_open_flows(): copies of their SYNs in many shapes, RSTs,
+ * FINs and ACKs, each checked against the rules and the flow model.
+ * Returns the frames run, *bad those that broke a rule. */
+long pktfuzz_flows(struct pktfuzz *f, __u64 seed, long frames,
+		   double seconds, int reports, FILE *log, long *bad);
 /* One line: frames by the reference's kind and by verdict. */
 void pktfuzz_summary(const struct pktfuzz *f, FILE *log);
 

@@ -61,8 +61,14 @@ static void decide(struct ref *r, enum ref_kind k, const char *why)
  * by a reset and ignores one without SYN; only SYN without ACK reaches
  * conn_request.  (It also discards SYN|RST; the reference does not count on
  * that and calls every SYN without ACK a possible opening.) */
-static void judge_flags(struct ref *r, __u8 flags, const char *what)
+static void judge_flags(struct ref *r, const __u8 *seg, const char *what)
 {
+	__u8 flags = seg[13];
+
+	r->have_flags = true;
+	r->flags = flags;
+	r->have_isn = true;
+	r->isn = be32(seg + 4);
 	if (!(flags & F_SYN) || (flags & F_ACK))
 		decide(r, REF_NOT_SYN, "TCP flags are not SYN without ACK");
 	else
@@ -92,10 +98,9 @@ static void judge_whole_tcp(struct ref *r, const __u8 *seg, size_t seglen)
 		       "(tcp_v*_rcv drops it)");
 		return;
 	}
-	judge_flags(r, seg[13], "a whole SYN");
+	judge_flags(r, seg, "a whole SYN");
 	if (r->kind == REF_MAY_OPEN) {
 		r->syn = true;
-		r->isn = be32(seg + 4);
 		r->seg_data = seglen - doff;
 	}
 }
@@ -200,7 +205,7 @@ static void judge_ipv4(struct ref *r, const __u8 *ip, size_t n)
 			       "flags lie past the bytes Linux keeps");
 			return;
 		}
-		judge_flags(r, seg[13], "IPv4 first fragment of a SYN");
+		judge_flags(r, seg, "IPv4 first fragment of a SYN");
 		return;
 	}
 	judge_whole_tcp(r, seg, seglen);
@@ -334,7 +339,7 @@ tcp:
 		       "TCP header (RFC 8200: discarded)");
 		return;
 	}
-	judge_flags(r, ip6[p + 13], "IPv6 first fragment of a SYN");
+	judge_flags(r, ip6 + p, "IPv6 first fragment of a SYN");
 }
 
 void ref_judge(const __u8 *f, size_t len, struct ref *r)

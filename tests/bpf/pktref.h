@@ -35,7 +35,10 @@ struct ref {
 	bool fragment;		/* a piece of a fragmented datagram */
 	bool syn;		/* a whole SYN (not a fragment) whose TCP
 				 * header is complete: what a RST answers */
-	__u32 isn;		/* for a whole SYN: its sequence number */
+	bool have_flags;	/* the TCP flags byte Linux will use is known */
+	__u8 flags;
+	bool have_isn;		/* the sequence number is in the packet */
+	__u32 isn;
 	__u32 seg_data;		/* for a whole SYN: TCP payload bytes */
 	bool plain;		/* unfragmented IPv4 or IPv6 with no extension
 				 * headers, well formed to the end of TCP/UDP/

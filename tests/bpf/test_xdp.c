@@ -2111,11 +2111,15 @@ static int scen_fail_standalone_ignores(const void *arg)
 /* ------------------------------------------------------------------------
  * The packet fuzzer (pktfuzz.c), bounded: the regression corpus, then
  * seeded random and mutated frames, each checked against the independent
- * reference.  RLGATE_FUZZ_SEED, RLGATE_PKTFUZZ_FRAMES and
- * RLGATE_PKTFUZZ_SECONDS change the run; `test_xdp --fuzz` runs it alone.
+ * reference, then copies of a few SYNs with free repeats on, against the
+ * flow model.  RLGATE_FUZZ_SEED, RLGATE_PKTFUZZ_FRAMES,
+ * RLGATE_PKTFUZZ_SECONDS and RLGATE_PKTFUZZ_FLOWS change the run;
+ * `test_xdp --fuzz [--flows]` runs it alone.
  */
 #define FUZZ_FRAMES	400000
 #define FUZZ_SECONDS	25
+#define FUZZ_FLOW_FRAMES	100000
+#define FUZZ_FLOW_SECONDS	10
 
 /* tests/fuzz/corpus/xdp of the tree this binary was built from. */
 static void fuzz_corpus_dir(char *out, size_t cap)
@@ -2153,7 +2157,9 @@ static int scen_fuzz(const void *arg)
 	size_t log_len = 0;
 	__u64 seed = env_long("RLGATE_FUZZ_SEED", 1);
 	long frames = env_long("RLGATE_PKTFUZZ_FRAMES", FUZZ_FRAMES), bad, n;
+	long bad_flows = 0;
 	int files = 0, bad_files;
+	bool ran;
 	FILE *fp;
 
 	(void)arg;
@@ -2176,15 +2182,32 @@ static int scen_fuzz(const void *arg)
 			   NULL, 3, fp, &bad);
 	fprintf(fp, "%ld frames of seed %llu (RLGATE_FUZZ_SEED), %ld broke a "
 		"rule\n", n, (unsigned long long)seed, bad);
+	ran = n > 0;
 	pktfuzz_summary(f, fp);
+	pktfuzz_close(f);
+
+	/* Copies of admitted SYNs with free repeats on, against the model. */
+	memset(f, 0, sizeof(*f));
+	if (pktfuzz_open_flows(f)) {
+		fprintf(fp, "%s", f->msg);
+		bad++;
+	} else {
+		n = pktfuzz_flows(f, seed,
+				  env_long("RLGATE_PKTFUZZ_FLOWS", FUZZ_FLOW_FRAMES),
+				  FUZZ_FLOW_SECONDS, 3, fp, &bad_flows);
+		fprintf(fp, "%ld frames of the flows of seed %llu, %ld broke a "
+			"rule\n", n, (unsigned long long)seed, bad_flows);
+		pktfuzz_summary(f, fp);
+		pktfuzz_close(f);
+		bad += bad_flows + (n == 0);
+	}
 	fclose(fp);
 	for (line = strtok_r(log, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save))
 		diag("%s", line);
 	free(log);
-	pktfuzz_close(f);
 	free(f);
-	return bad_files || bad || n == 0 ? T_FAIL : T_PASS;
+	return bad_files || bad || !ran ? T_FAIL : T_PASS;
 }
 
 /* ------------------------------------------------------------------------
@@ -2261,7 +2284,8 @@ static const struct {
 	{ "fail policy: standalone tenants ignore agent_state and the fail "
 	  "fields", scen_fail_standalone_ignores },
 	{ "packet fuzz: the regression corpus and seeded random and mutated "
-	  "frames keep every verdict rule of an independent reference",
+	  "frames keep every verdict rule of an independent reference; "
+	  "copies of admitted SYNs pass free only as its flow model allows",
 	  scen_fuzz },
 };
 
