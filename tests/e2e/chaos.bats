@@ -405,7 +405,7 @@ connected_s1() {
 	done
 }
 
-@test "Redis frozen (SIGSTOP) for 3 s: the breaker trips within 1 s, client connect latency stays where it was, healthy again after SIGCONT" {
+@test "Redis frozen (SIGSTOP) for 3 s: the breaker trips within 1 s, no client connection waits for Redis, healthy again after SIGCONT" {
 	local out=$BATS_TEST_TMPDIR/load.json base p99 pid t0 t1 i to0=() to1
 
 	fleet_tenant_set 1 p-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
@@ -443,7 +443,11 @@ connected_s1() {
 	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	p99=$(jq .total.connect_p99_us "$out")
 	echo "connect p99: $base us before, $p99 us while Redis was frozen"
-	expect_between "connect p99 (us) while Redis was frozen (before: $base us)" "$p99" 0 $((base + 2000))
+	# A connection that waited for Redis would take the breaker's timeout
+	# at least (hundreds of ms); one decided in the kernel takes
+	# microseconds, a few ms on a loaded machine.  The gap is the test, not
+	# the machine's speed.
+	expect_between "connect p99 (us) while Redis was frozen (before: $base us)" "$p99" 0 100000
 	expect_eq "connections timed out while Redis was frozen" "$(jq .total.timed_out "$out")" 0
 	expect_eq "connections failed while Redis was frozen" "$(jq .total.errors "$out")" 0
 }
