@@ -255,6 +255,18 @@ expect_between() {
 	return 1
 }
 
+# expect_offered N [JSON]: the load generator issued N attempts, less what a
+# loaded machine made it skip (at most 1%, reported as `skipped`): the
+# offered load is what the test meant, whatever the machine's speed.
+expect_offered() {
+	local attempts skipped
+
+	attempts=$(json_get .total.attempts "${2-$LOADGEN_JSON}") || return 1
+	skipped=$(json_get .skipped "${2-$LOADGEN_JSON}") || return 1
+	expect_eq "attempts + skipped" $((attempts + skipped)) "$1" &&
+		expect_between "attempts skipped by a loaded machine" "$skipped" 0 $(($1 / 100))
+}
+
 # expect_near WHAT ACTUAL EXPECTED PERCENT
 expect_near() {
 	local lo hi
