@@ -158,3 +158,70 @@ demo: deps
 
 clean:
 	rm -rf build build-san
+
+# --- man pages, install, Debian package ----------------------------------------
+#   make install [PREFIX=/usr/local] [DESTDIR=]    make uninstall (same vars)
+#   make deb                                       build/rlgate_<version>_<arch>.deb
+MAN_SRCS := $(wildcard docs/man/*.scd)
+MANPAGES := $(MAN_SRCS:docs/man/%.scd=$(BUILD)/man/%)
+
+.PHONY: man install uninstall deb test-deb
+all: $(MANPAGES)
+man: $(MANPAGES)
+
+$(BUILD)/man/%: docs/man/%.scd
+	@mkdir -p $(@D)
+	scdoc < $< > $@
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR ?= $(PREFIX)/lib/rlgate
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/rlgate
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+
+INSTALL_PROGS := $(filter $(BUILD)/rlagent $(BUILD)/rlctl,$(PROGS))
+INSTALL_LIBS := $(filter %.so,$(PROGS))
+INSTALL_DOCS := README.md $(wildcard docs/*.md)
+INSTALL_RULES := $(wildcard contrib/prometheus/*.yml)
+INSTALL_DASHBOARDS := $(wildcard contrib/grafana/*.json)
+
+install: $(INSTALL_PROGS) $(INSTALL_LIBS) $(MANPAGES)
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/default $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 $(INSTALL_PROGS) $(DESTDIR)$(SBINDIR)/
+	$(if $(INSTALL_LIBS),install -d $(DESTDIR)$(LIBDIR) && \
+		install -m 0644 $(INSTALL_LIBS) $(DESTDIR)$(LIBDIR)/)
+	sed -e 's|/usr/local/sbin/|$(SBINDIR)/|g' \
+	    -e 's|/usr/local/share/doc/rlgate/|$(DOCDIR)/|g' \
+	    -e 's|/etc/default/|$(SYSCONFDIR)/default/|g' \
+		tools/rlagent.service > $(DESTDIR)$(UNITDIR)/rlagent.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/rlagent.service
+	test -e $(DESTDIR)$(SYSCONFDIR)/default/rlagent || \
+		install -m 0644 tools/rlagent.default $(DESTDIR)$(SYSCONFDIR)/default/rlagent
+	install -m 0644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 contrib/bash-completion/rlctl $(DESTDIR)$(BASHCOMPDIR)/rlctl
+	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
+	$(if $(INSTALL_RULES),install -d $(DESTDIR)$(DOCDIR)/prometheus && \
+		install -m 0644 $(INSTALL_RULES) $(DESTDIR)$(DOCDIR)/prometheus/)
+	$(if $(INSTALL_DASHBOARDS),install -d $(DESTDIR)$(DOCDIR)/grafana && \
+		install -m 0644 $(INSTALL_DASHBOARDS) $(DESTDIR)$(DOCDIR)/grafana/)
+
+# Removes what install put there; /etc/default/rlagent only if unchanged.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(SBINDIR)/,$(notdir $(INSTALL_PROGS))) \
+	      $(addprefix $(DESTDIR)$(LIBDIR)/,$(notdir $(INSTALL_LIBS))) \
+	      $(DESTDIR)$(UNITDIR)/rlagent.service \
+	      $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MANPAGES))) \
+	      $(DESTDIR)$(BASHCOMPDIR)/rlctl \
+	      $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS))) \
+	      $(addprefix $(DESTDIR)$(DOCDIR)/prometheus/,$(notdir $(INSTALL_RULES))) \
+	      $(addprefix $(DESTDIR)$(DOCDIR)/grafana/,$(notdir $(INSTALL_DASHBOARDS)))
+	if cmp -s tools/rlagent.default $(DESTDIR)$(SYSCONFDIR)/default/rlagent; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/default/rlagent; fi
+	-rmdir $(DESTDIR)$(DOCDIR)/prometheus $(DESTDIR)$(DOCDIR)/grafana \
+	       $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR) 2>/dev/null

@@ -12,6 +12,10 @@ packages=(
 	redis-server bats iproute2 jq curl procps util-linux netcat-openbsd
 	libclang-rt-dev		# libFuzzer, for the fuzz tests
 	python3-scapy		# crafted packets, for the hostile-client tests
+	# packaging, man pages and monitoring rules
+	scdoc			# man pages from docs/man/*.scd
+	debhelper lintian	# make deb, and its check
+	prometheus		# promtool for the rules' tests; a server for the e2e test
 )
 
 missing=()
@@ -27,10 +31,30 @@ if ((${#missing[@]})); then
 	fi
 	echo "installing: ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
+	# Debian starts (and enables) a prometheus server listening on every
+	# address when the package is installed; the tests only need the binaries
+	# and run their own server on loopback.  Keep the service from starting
+	# while installing, and leave it disabled.
+	prom=0 policy=
+	[[ " ${missing[*]} " == *" prometheus "* ]] && prom=1
+	if ((prom)) && [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		policy=/usr/sbin/policy-rc.d
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		trap 'rm -f "$policy"' EXIT
+	fi
 	# A fresh machine has no package lists yet; refresh once, not on every run.
 	if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
 		apt-get update -q
 		apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+	if [[ -n $policy ]]; then
+		rm -f "$policy"
+		trap - EXIT
+	fi
+	if ((prom)); then
+		systemctl stop prometheus.service >/dev/null 2>&1 || true
+		systemctl disable prometheus.service >/dev/null 2>&1 || true
 	fi
 fi
 

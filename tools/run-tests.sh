@@ -2,7 +2,7 @@
 # Runs every test suite and ends with one line "N passed, N failed, N skipped"
 # summing them all.  Exits non-zero when anything failed.  Output of a test is
 # shown only when it fails.
-#   tools/run-tests.sh [BUILD_DIR] [SUITE...]     suites: unit bpf lua e2e
+#   tools/run-tests.sh [BUILD_DIR] [SUITE...]     suites: unit bpf lua pkg e2e
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,7 +10,7 @@ build=${1:-build}
 shift || true
 [[ $build == /* ]] || build="$top/$build"
 suites=("$@")
-((${#suites[@]})) || suites=(unit bpf lua e2e)
+((${#suites[@]})) || suites=(unit bpf lua pkg e2e)
 export RLGATE_BUILD=$build
 export RLGATE_TOP=$top
 
@@ -85,8 +85,8 @@ for s in "${suites[@]}"; do
 	case $s in
 	unit) run_unit ;;
 	bpf) run_bpf ;;
-	lua | e2e) run_bats "$s" ;;
-	*) echo "unknown suite '$s' (expected unit, bpf, lua or e2e)" >&2; exit 2 ;;
+	lua | pkg | e2e) run_bats "$s" ;;
+	*) echo "unknown suite '$s' (expected unit, bpf, lua, pkg or e2e)" >&2; exit 2 ;;
 	esac
 	read -r p f k <"$tmp/$s.count"
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k))
