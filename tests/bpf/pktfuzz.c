@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* The packet-path fuzzer: one loaded xdp_rlgate with a world of tenants of
- * every kind, frames generated in the shapes attackers use (and mutated
- * blindly), and the rules every verdict must keep, judged against the
- * independent reference in pktref.c.  See docs/testing.md.
+/* The packet-path fuzzer: one loaded rlgate (its XDP and tc programs) with
+ * a world of tenants of every kind, frames generated in the shapes attackers
+ * use (and mutated blindly), and the rules every verdict must keep, judged
+ * against the independent reference in pktref.c and, for replayed SYNs, a
+ * flow model.  See docs/testing.md.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <sched.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -31,8 +31,8 @@ struct pktfuzz_flow {
 
 #define PKTFUZZ_FLOWS	256
 
-/* One loaded xdp_rlgate with the fuzz world's tenants and rules, its
- * buckets reset before every frame, and the sums it last read. */
+/* One loaded rlgate with the fuzz world's tenants and rules, its buckets
+ * reset before every frame, and the sums it last read. */
 struct pktfuzz {
 	struct rlgate_bpf *skel;
 	struct world w;
