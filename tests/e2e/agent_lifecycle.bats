@@ -178,3 +178,57 @@ abi_version() {
 	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"
 	expect_eq "connected while no agent runs (burst 1)" "$(json_get .total.connected)" 1
 }
+
+@test "unsafe paths are refused, not followed: a non-socket at --control, state and control directories others may write in or own; new ones are 0700 and 0750, the socket 0660 in --control-group, --pin-dir gets its parents" {
+	local d ctl2 state2 pins
+
+	# something else at --control is left alone
+	echo keep >"$CTL"
+	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" \
+		--metrics "$METRICS_ADDR"
+	echo "$output"
+	expect_eq "exit status (a file at --control)" "$status" 1
+	[[ $output == *"'$CTL'"*"not a socket"* ]] ||
+		{ echo "message does not name the path and the problem" >&2; return 1; }
+	expect_eq "the file at --control" "$(cat "$CTL")" keep
+	rm -f "$CTL"
+	! xdp_attached || { echo "eth0 left with an XDP program" >&2; return 1; }
+
+	# directories that others may write in, or that others own
+	for d in ww:0777 gw:0770 sticky:1777 owned:0755; do
+		mkdir -m "${d#*:}" "$BATS_TEST_TMPDIR/${d%:*}"
+	done
+	chown nobody "$BATS_TEST_TMPDIR/owned"
+	for d in ww gw sticky owned; do
+		run agent_exec --iface eth0 --control "$CTL" --state-dir "$BATS_TEST_TMPDIR/$d" \
+			--pin-dir "$PIN_DIR" --metrics "$METRICS_ADDR"
+		echo "$output"
+		expect_eq "exit status (state dir $d)" "$status" 1
+		[[ $output == *"refusing directory '$BATS_TEST_TMPDIR/$d'"* ]] ||
+			{ echo "message does not name the state dir $d" >&2; return 1; }
+		run agent_exec --iface eth0 --control "$BATS_TEST_TMPDIR/$d/sock" \
+			--state-dir "$STATE_DIR" --pin-dir "$PIN_DIR" --metrics "$METRICS_ADDR"
+		echo "$output"
+		expect_eq "exit status (control dir $d)" "$status" 1
+		[[ $output == *"refusing directory '$BATS_TEST_TMPDIR/$d'"* ]] ||
+			{ echo "message does not name the control dir $d" >&2; return 1; }
+		[[ ! -e $BATS_TEST_TMPDIR/$d/sock ]] || { echo "socket made in $d" >&2; return 1; }
+	done
+	! xdp_attached || { echo "eth0 left with an XDP program" >&2; return 1; }
+
+	# fresh directories, parents and all
+	ctl2=$BATS_TEST_TMPDIR/run/rlgate/sock
+	state2=$BATS_TEST_TMPDIR/lib/rlgate
+	pins=$PIN_DIR/site/rlgate	# the teardown removes $PIN_DIR and all in it
+	rlagent_start s1 "$ctl2" "$state2" "$pins" "$AGENT_LOG" --control-group nogroup ||
+		{ AGENT_PID=$RLAGENT_PID; return 1; }
+	AGENT_PID=$RLAGENT_PID
+	expect_eq "state dir mode" "$(stat -c %a "$state2")" 700
+	expect_eq "control dir mode and group" "$(stat -c '%a %G' "$(dirname "$ctl2")")" "750 nogroup"
+	expect_eq "socket type, mode and group" "$(stat -c '%F %a %G' "$ctl2")" "socket 660 nogroup"
+	[[ -e $pins/tenants ]] || { echo "no pins under $pins" >&2; return 1; }
+	"$RLGATE_BUILD/rlctl" --socket "$ctl2" tenant set web --rate 5/s --match 198.51.100.0/24 >/dev/null
+	[[ -s $state2/policy.json && ! -e $state2/.policy.json.tmp ]] ||
+		{ echo "state file missing or temporary left: $(ls -la "$state2")" >&2; return 1; }
+	agent_stop TERM
+}

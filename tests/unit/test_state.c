@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -39,6 +40,90 @@ static void write_file(const char *path, const char *text)
 		return;
 	fputs(text, f);
 	fclose(f);
+}
+
+/* The temporary of a save is created anew: a link planted under its name
+ * is removed, not followed (the file it points to stays as it was), and a
+ * temporary a crash left behind does not stop the next save. */
+static void test_save_no_follow(const char *dir)
+{
+	char tmp[512], victim[512], text[64] = "";
+	json_t *doc = json_pack("{s:i}", "version", 1), *back = NULL;
+	char err[STATE_ERR_MAX];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s/.policy.json.tmp", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	write_file(victim, "precious\n");
+	CHECK(symlink(victim, tmp) == 0, "couldn't plant a link");
+	CHECK(state_save(dir, "policy.json", doc) == 0, "save with a link planted "
+	      "at its temporary failed");
+	f = fopen(victim, "r");
+	CHECK(f && fgets(text, sizeof(text), f) && !strcmp(text, "precious\n"),
+	      "the save wrote through the planted link: '%s'", text);
+	if (f)
+		fclose(f);
+	CHECK(state_load(dir, "policy.json", &back, err, sizeof(err)) == 0 &&
+	      json_equal(doc, back), "the save did not land in policy.json");
+	json_decref(back);
+	CHECK(access(tmp, F_OK) < 0 && errno == ENOENT, "temporary left behind");
+
+	write_file(tmp, "left by a crash");
+	CHECK(state_save(dir, "policy.json", doc) == 0, "save with a stale "
+	      "temporary failed");
+	json_decref(doc);
+}
+
+/* state_secure_dir: created with exactly its mode (and group) whatever the
+ * umask, parents too; an existing directory that others could write in, or
+ * owned by someone else, or not a directory, is refused with a message
+ * naming it. */
+static void test_secure_dir(const char *base)
+{
+	char d[512], err[STATE_ERR_MAX];
+	struct stat st;
+	mode_t old = umask(0);
+	int r;
+
+	snprintf(d, sizeof(d), "%s/sec/a/state", base);
+	r = state_secure_dir(d, 0700, (gid_t)-1, err, sizeof(err));
+	CHECK(r == 0, "new dir with parents: %d %s", r, err);
+	CHECK(stat(d, &st) == 0 && (st.st_mode & 07777) == 0700,
+	      "new dir mode %04o, want 0700", (unsigned int)(st.st_mode & 07777));
+	CHECK(state_secure_dir(d, 0700, (gid_t)-1, err, sizeof(err)) == 0,
+	      "existing safe dir refused: %s", err);
+
+	snprintf(d, sizeof(d), "%s/sec/ctl", base);
+	r = state_secure_dir(d, 0750, 65534, err, sizeof(err));
+	CHECK(r == 0 && stat(d, &st) == 0 && (st.st_mode & 07777) == 0750 &&
+	      st.st_gid == 65534, "control dir: %d mode %04o gid %u %s", r,
+	      (unsigned int)(st.st_mode & 07777), (unsigned int)st.st_gid, err);
+
+	chmod(d, 0777);
+	r = state_secure_dir(d, 0750, (gid_t)-1, err, sizeof(err));
+	CHECK(r == -EPERM && strstr(err, d) && strstr(err, "0777") &&
+	      strstr(err, "everyone"), "world-writable dir: %d '%s'", r, err);
+	chmod(d, 0770);
+	r = state_secure_dir(d, 0750, (gid_t)-1, err, sizeof(err));
+	CHECK(r == -EPERM && strstr(err, d) && strstr(err, "its group"),
+	      "group-writable dir: %d '%s'", r, err);
+	chmod(d, 01777);
+	r = state_secure_dir(d, 0750, (gid_t)-1, err, sizeof(err));
+	CHECK(r == -EPERM, "sticky world-writable dir accepted");
+	chmod(d, 0755);
+	if (geteuid() == 0) {
+		CHECK(chown(d, 65534, (gid_t)-1) == 0, "chown");
+		r = state_secure_dir(d, 0750, (gid_t)-1, err, sizeof(err));
+		CHECK(r == -EPERM && strstr(err, d) && strstr(err, "uid 65534"),
+		      "dir of another user: %d '%s'", r, err);
+	}
+
+	snprintf(d, sizeof(d), "%s/sec/file", base);
+	write_file(d, "x");
+	r = state_secure_dir(d, 0700, (gid_t)-1, err, sizeof(err));
+	CHECK(r == -ENOTDIR && strstr(err, d), "a file as the dir: %d '%s'", r,
+	      err);
+	umask(old);
 }
 
 int main(void)
@@ -106,6 +191,8 @@ int main(void)
 	      "second quarantine clobbered the first");
 
 	json_decref(doc);
+	test_save_no_follow(sub);
+	test_secure_dir(dir);
 	{
 		char cmd[600];
 

@@ -1043,9 +1043,11 @@ int agent_policy_start(struct agent *a)
 	size_t n = 0;
 	int e;
 
-	e = state_mkdir(a->opts.state_dir);
-	if (e)
+	e = state_secure_dir(a->opts.state_dir, 0700, (gid_t)-1, err, sizeof(err));
+	if (e) {
+		log_error("%s", err);
 		return e;
+	}
 	e = state_load(a->opts.state_dir, AGENT_POLICY_FILE, &doc, err,
 		       sizeof(err));
 	if (e == 0) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -678,10 +679,11 @@ static bool socket_live(const char *path)
 int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[sizeof(sa.sun_path)];
+	char dir[sizeof(sa.sun_path)], msg[STATE_ERR_MAX];
 	struct ctl *c;
+	struct stat st;
+	int err, old_gid = 0;
 	mode_t old;
-	int err;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		log_error("couldn't create control socket on '%s': path longer "
@@ -696,9 +698,20 @@ int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out)
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	snprintf(dir, sizeof(dir), "%s", path);
-	err = state_mkdir(dirname(dir));
-	if (err)
+	/* 0750: the control group, if any, may reach the socket; nobody
+	 * else may put anything next to it. */
+	err = state_secure_dir(dirname(dir), 0750, gid, msg, sizeof(msg));
+	if (err) {
+		log_error("couldn't create control socket on '%s': %s", path, msg);
 		goto cleanup;
+	}
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		log_error("couldn't create control socket on '%s': something that "
+			  "is not a socket is there; remove it or choose another "
+			  "--control", path);
+		err = -EEXIST;
+		goto cleanup;
+	}
 	if (socket_live(path)) {
 		log_error("couldn't create control socket on '%s': another "
 			  "rlagent answers there (use --control for a second "
@@ -706,7 +719,7 @@ int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out)
 		err = -EADDRINUSE;
 		goto cleanup;
 	}
-	unlink(path);	/* stale, from an agent that was killed */
+	unlink(path);	/* a stale socket, from an agent that was killed */
 
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
@@ -715,25 +728,19 @@ int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out)
 			  strerror(-err));
 		goto cleanup;
 	}
-	/* Created 0660 from the start: no window in which anyone else could
-	 * connect. */
+	/* Created 0660 and in its group from the start, by the umask and
+	 * the file-system group bind creates it with: no window in which
+	 * anyone else could connect, and no chmod or chown by path after
+	 * the fact, which would follow whatever was put there meanwhile. */
 	old = umask(0117);
+	if (gid != (gid_t)-1)
+		old_gid = setfsgid(gid);
 	err = bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	if (gid != (gid_t)-1)
+		setfsgid((gid_t)old_gid);
 	umask(old);
 	if (err) {
 		log_error("couldn't bind control socket on '%s': %s", path,
-			  strerror(-err));
-		goto cleanup;
-	}
-	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
-		err = -errno;
-		log_error("couldn't chown control socket on '%s': %s", path,
-			  strerror(-err));
-		goto cleanup;
-	}
-	if (chmod(path, 0660) < 0) {
-		err = -errno;
-		log_error("couldn't chmod control socket on '%s': %s", path,
 			  strerror(-err));
 		goto cleanup;
 	}

@@ -26,9 +26,10 @@ struct agent;
 struct ctl;
 
 /* Creates the socket at path (mode 0660, group gid unless it is -1; the
- * parent directory is created 0755) and starts serving it.  Refuses if
- * another agent answers on path; a stale socket file is replaced.
- * 0 or -errno (logged). */
+ * parent directory is created 0750 in that group, and an existing one must
+ * be safe: state_secure_dir) and starts serving it.  Refuses if another
+ * agent answers on path, or if what is there is not a socket; a stale
+ * socket is replaced.  0 or -errno (logged). */
 int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out);
 
 /* Disconnects every client, closes and removes the socket. */

@@ -21,6 +21,7 @@
 #include "kern.h"
 #include "log.h"
 #include "loop.h"
+#include "state.h"
 #include "rlgate.skel.h"
 
 #ifndef BPF_FS_MAGIC
@@ -95,6 +96,10 @@ static int lock_pin_dir(struct kern *k)
 	struct statfs sfs;
 	int err;
 
+	/* Missing parents first (--pin-dir /sys/fs/bpf/site/rlgate): bpffs
+	 * takes mkdir like any file system.  A failure is logged there, and
+	 * the mkdir below says what it means for the pin dir. */
+	state_mkdir_parents(k->pin_dir);
 	if (mkdir(k->pin_dir, 0700) < 0 && errno != EEXIST) {
 		err = -errno;
 		log_error("couldn't create pin dir on '%s': %s%s", k->pin_dir,

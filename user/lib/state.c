@@ -42,6 +42,80 @@ int state_mkdir(const char *dir)
 	return 0;
 }
 
+int state_mkdir_parents(const char *path)
+{
+	char parent[PATH_MAX];
+	char *slash;
+
+	if (snprintf(parent, sizeof(parent), "%s", path) >= (int)sizeof(parent))
+		return -ENAMETOOLONG;
+	slash = strrchr(parent, '/');
+	if (!slash || slash == parent)
+		return 0;
+	*slash = '\0';
+	return access(parent, F_OK) == 0 ? 0 : state_mkdir(parent);
+}
+
+int state_secure_dir(const char *dir, mode_t mode, gid_t gid, char *err,
+		     size_t errlen)
+{
+	struct stat st;
+	int e;
+
+	e = state_mkdir_parents(dir);
+	if (e) {
+		snprintf(err, errlen, "couldn't create the parents of directory "
+			 "'%s': %s", dir, strerror(-e));
+		return e;
+	}
+	if (mkdir(dir, mode) == 0) {
+		/* exactly mode, whatever the umask; the group before anyone
+		 * of it can reach in */
+		if ((gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) < 0) ||
+		    chmod(dir, mode) < 0) {
+			e = -errno;
+			snprintf(err, errlen, "couldn't set up directory '%s': %s",
+				 dir, strerror(-e));
+			return e;
+		}
+		return 0;
+	}
+	if (errno != EEXIST) {
+		e = -errno;
+		snprintf(err, errlen, "couldn't create directory '%s': %s", dir,
+			 strerror(-e));
+		return e;
+	}
+	if (stat(dir, &st) < 0) {
+		e = -errno;
+		snprintf(err, errlen, "couldn't stat directory '%s': %s", dir,
+			 strerror(-e));
+		return e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "couldn't use directory '%s': it is not a "
+			 "directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen, "refusing directory '%s': owned by uid %u, "
+			 "not by uid %u (root), so its owner could swap the "
+			 "agent's files; chown it or choose another directory",
+			 dir, (unsigned int)st.st_uid, (unsigned int)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(err, errlen, "refusing directory '%s': mode %04o lets "
+			 "%s write in it and swap the agent's files; chmod go-w "
+			 "it (%04o for a new one) or choose another directory",
+			 dir, (unsigned int)(st.st_mode & 07777),
+			 st.st_mode & S_IWOTH ? "everyone" : "its group",
+			 (unsigned int)mode);
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int fsync_dir(const char *dir)
 {
 	int fd, err = 0;
@@ -96,7 +170,13 @@ int state_save_text(const char *dir, const char *name, const char *text,
 	    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	/* Created anew, never opened through a link: one planted under the
+	 * temporary's name (or a file left by a crash) is removed first; the
+	 * unlink removes a link itself, not what it points to. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			  0640);
 	if (fd < 0) {
 		err = -errno;
 		log_error("couldn't create file on '%s': %s", tmp, strerror(-err));

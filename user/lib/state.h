@@ -11,12 +11,31 @@
 
 #define STATE_ERR_MAX	512
 
+#include <sys/types.h>
+
 /* Creates dir (and missing parents, mode 0755) if it does not exist.
  * 0 or -errno. */
 int state_mkdir(const char *dir);
 
+/* Creates the missing parents of path (mode 0755), not path itself.
+ * 0 or -errno (logged). */
+int state_mkdir_parents(const char *path);
+
+/*
+ * A directory the agent writes in, safe from other users: creates dir's
+ * missing parents (0755) and dir itself with mode exactly (group gid unless
+ * it is -1).  An existing dir must be a directory owned by this user (root)
+ * that neither its group nor others may write in: whoever can write there
+ * can swap the files the agent writes for links of their own.  0, or -errno
+ * (-EPERM for an unsafe directory) with a message naming dir in err.
+ */
+int state_secure_dir(const char *dir, mode_t mode, gid_t gid, char *err,
+		     size_t errlen);
+
 /* Replaces dir/name with doc.  Readers see the old or the new content,
- * never a mix, even across a crash or power loss.  0 or -errno (logged). */
+ * never a mix, even across a crash or power loss.  The temporary file is
+ * created anew (O_EXCL), never through a link: a link planted under its name
+ * is removed, not followed.  0 or -errno (logged). */
 int state_save(const char *dir, const char *name, const json_t *doc);
 
 /* The same for a document already encoded: len bytes of text (a newline is
