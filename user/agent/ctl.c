@@ -41,6 +41,9 @@ struct ctl {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct ctl_client *clients;
 	unsigned int n_clients;
+	/* Armed while a client has requests left over from its turn: their
+	 * next turn, after the rest of the loop has had one. */
+	struct loop_timer *resume;
 };
 
 static void client_free(struct ctl_client *cl)
@@ -499,8 +502,8 @@ static void send_some(struct ctl_client *cl)
 
 /*
  * Answers the whole requests in the input buffer for at most CTL_SLICE_NS
- * (at least one), then gives the loop back; on_client comes back for the
- * rest once the socket is writable.  A client with CTL_OUT_MAX of replies
+ * (at least one), then gives the loop back; on_resume comes back for the
+ * rest after one turn of the loop.  A client with CTL_OUT_MAX of replies
  * unread that still has requests waiting is cut off: it is pipelining
  * without reading, and its replies would otherwise grow without bound.
  * Returns false if the client was freed.
@@ -558,20 +561,45 @@ static bool flush(struct ctl_client *cl)
 	return true;
 }
 
+static void on_resume(struct loop_timer *t, void *arg);
+
+/* Sets what the client waits for after its turn: more requests once those
+ * read are answered (a client that sends faster than it is served waits in
+ * its socket buffer), the socket's room for replies, and, for requests left
+ * over, the next turn (whether or not it reads its replies: one that does
+ * not is cut off by process_input, not left waiting). */
 static void update_interest(struct ctl_client *cl)
 {
+	struct ctl *c = cl->ctl;
 	bool pending = !cl->closing && line_pending(cl);
 	unsigned int ev = 0;
 
-	/* Requests already read are answered before more are read: a client
-	 * that sends faster than it is served waits in its socket buffer. */
 	if (!cl->closing && !pending)
 		ev |= LOOP_READ;
-	/* Writable is when its replies can go, and the next turn for the
-	 * requests left over from the last one. */
-	if (cl->out_len || pending)
+	if (cl->out_len)
 		ev |= LOOP_WRITE;
 	loop_watch_set(cl->w, ev);
+	if (pending && !c->resume &&
+	    loop_timer_add(c->a->loop, 0, 0, on_resume, c, &c->resume))
+		c->resume = NULL;
+}
+
+/* The next turn of every client with requests left over. */
+static void on_resume(struct loop_timer *t, void *arg)
+{
+	struct ctl *c = arg;
+	struct ctl_client *cl, *next;
+
+	(void)t;
+	c->resume = NULL;	/* one-shot: gone once fired */
+	for (cl = c->clients; cl; cl = next) {
+		next = cl->next;
+		if (cl->closing || !line_pending(cl))
+			continue;
+		if (!process_input(cl) || !flush(cl))
+			continue;
+		update_interest(cl);
+	}
 }
 
 static void on_client(struct loop_watch *w, int fd, unsigned int events,
@@ -775,6 +803,8 @@ void ctl_close(struct ctl *c)
 		if (flush(cl))
 			client_free(cl);
 	}
+	if (c->resume)
+		loop_timer_cancel(c->resume);
 	loop_watch_del(c->w);
 	close(c->fd);
 	unlink(c->path);
