@@ -16,6 +16,7 @@ packages=(
 	scdoc			# man pages from docs/man/*.scd
 	debhelper lintian	# make deb, and its check
 	prometheus		# promtool for the rules' tests; a server for the e2e test
+	python3-yaml		# reading the rules in their tests
 )
 
 missing=()
