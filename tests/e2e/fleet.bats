@@ -611,8 +611,8 @@ rss_kb() {
 	fleet_wait_stat 4 rf tokens 1 2
 	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 "$PORT")"
 	expect_eq "connected through s4" "$(json_get .total.connected)" 10
-	# hosts 1-3 return their first leases after their 1 s TTL (keeping one
-	# token each); host 4 tops up after the load
+	# hosts 1-3 keep their credit (nothing beyond it to give back after
+	# their 1 s TTL); host 4 tops up after the load
 	sleep 2
 	held=$(fleet_stat 4 rf tokens)
 	expect_eq "s4 tokens_refunded before SIGTERM" "$(fleet_stat 4 rf tokens_refunded)" 0

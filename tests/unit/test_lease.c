@@ -152,55 +152,74 @@ static void test_plan(void)
 	static const struct {
 		const char *what;
 		uint64_t count, burst, agents;
-		double rate;
+		double rate, refused;
 		uint64_t ttl_ms, lead_ms;
-		uint64_t size, lowwater;
+		uint64_t size, lowwater, chunk;
 	} rows[] = {
-		/* cap 500: tau = (500 - 20) / (1000 + 1000^2/3000) = 0.36 s,
-		 * 360 tokens, but a lease is at most the burst; the low-water
-		 * mark covers a whole lease refilling at the tenant's rate,
-		 * 100 ms, and the lead, 20 ms */
-		{ "3000/s, even 95%", 3000, 300, 3, 1000, 1000, 20, 300, 120 },
-		/* the busy host of a 90/5/5 skew: size + low-water = the cap */
-		{ "3000/s, 90% of 95% on one host", 3000, 300, 3, 2565, 1000, 20, 241, 259 },
+		/* cap 500; a chunk of 30 ms of the rate (90) refills in 30 ms,
+		 * so the low-water mark is 50 ms of the host's traffic, and the
+		 * lease the burst (a TTL of traffic would be 1000) */
+		{ "3000/s, even 95%", 3000, 300, 3, 1000, 0, 1000, 20, 300, 50, 90 },
+		/* the busy host of a 90/5/5 skew: a chunk that covers its own
+		 * refill would be bigger than a lease; size + low-water = cap */
+		{ "3000/s, 90% of 95% on one host", 3000, 300, 3, 2565, 0, 1000, 20,
+		  241, 259, 241 },
 		/* a quiet host: a lease TTL of its own traffic */
-		{ "3000/s, 5% of 95% on one host", 3000, 300, 3, 142.5, 1000, 20, 143, 10 },
-		{ "100/s, even 95%", 100, 100, 3, 95.0 / 3, 1000, 20, 24, 9 },
-		{ "10000/s, even 95%", 10000, 10000, 3, 9500.0 / 3, 1000, 20, 2483, 850 },
+		{ "3000/s, 5% of 95% on one host", 3000, 300, 3, 142.5, 0, 1000, 20,
+		  143, 8, 90 },
+		{ "100/s, even 95%", 100, 100, 3, 95.0 / 3, 0, 1000, 20, 31, 2, 3 },
+		/* at least the credit (3333) where the cap has room */
+		{ "10000/s, even 95%", 10000, 10000, 3, 9500.0 / 3, 0, 1000, 20,
+		  3174, 159, 300 },
 		/* not measured yet: the credit, and half of it as low-water */
-		{ "3000/s, demand unknown", 3000, 300, 3, -1, 1000, 20, 100, 50 },
-		{ "100/s, demand unknown: the credit is the cap", 100, 100, 3, -1, 1000, 20, 33, 16 },
-		{ "no demand at all", 3000, 300, 3, 0, 1000, 20, 1, 1 },
+		{ "3000/s, demand unknown", 3000, 300, 3, -1, 0, 1000, 20, 100, 50, 100 },
+		{ "100/s, demand unknown: the credit is the cap", 100, 100, 3, -1, 0, 1000,
+		  20, 33, 16, 33 },
+		/* asked all the same: traffic is starting, the credit */
+		{ "no demand measured", 3000, 300, 3, 0, 0, 1000, 20, 100, 50, 100 },
+		/* a quiet host leases its credit, not a TTL of its traffic */
+		{ "3000/s, a host at 5/s", 3000, 300, 3, 5, 0, 1000, 20, 100, 1, 5 },
 		/* a cap of 1 leaves no room for a low-water mark */
-		{ "1/s burst 1 (cap 1)", 1, 1, 3, 5, 1000, 20, 1, 0 },
-		{ "1/s burst 1 (cap 1), demand unknown", 1, 1, 3, -1, 1000, 20, 1, 0 },
-		/* the lead alone needs more than the cap: leases of 1 */
+		{ "1/s burst 1 (cap 1)", 1, 1, 3, 5, 0, 1000, 20, 1, 0, 1 },
+		{ "1/s burst 1 (cap 1), demand unknown", 1, 1, 3, -1, 0, 1000, 20, 1, 0, 1 },
 		/* demand above the whole rate: refused anyway, so the biggest
-		 * lease and a low-water mark of the lead (150/s x 20 ms) */
-		{ "150/s burst 30 with 2000/s of demand", 150, 30, 3, 2000, 1000, 20, 22, 3 },
-		{ "200/s burst 20, one host at 270/s", 200, 20, 3, 270, 1000, 20, 20, 4 },
-		/* a long lead moves tokens from the lease to the low-water mark */
-		{ "3000/s, even 95%, 100 ms lead", 3000, 300, 3, 1000, 1000, 100, 300, 200 },
-		{ "3000/s, even 95%, TTL 100 ms", 3000, 300, 3, 1000, 100, 20, 100, 54 },
+		 * lease and chunk and a low-water mark of the lead (150/s x
+		 * 20 ms) */
+		{ "150/s burst 30 with 2000/s of demand", 150, 30, 3, 2000, 0.9, 1000, 20,
+		  22, 3, 22 },
+		{ "200/s burst 20, one host at 270/s", 200, 20, 3, 270, 0.3, 1000, 20,
+		  20, 4, 20 },
+		/* under the rate, but refusing 10%: the fleet is at its limit */
+		{ "3000/s, even 150%", 3000, 300, 3, 1500, 0.1, 1000, 20, 300, 30, 300 },
+		/* ...refusing 1%: not yet */
+		{ "3000/s, even, 1% refused", 3000, 300, 3, 1000, 0.01, 1000, 20,
+		  300, 50, 90 },
+		/* a long lead: a bigger chunk, which covers its own refill */
+		{ "3000/s, even 95%, 100 ms lead", 3000, 300, 3, 1000, 0, 1000, 100,
+		  300, 150, 150 },
+		{ "3000/s, even 95%, TTL 100 ms", 3000, 300, 3, 1000, 0, 100, 20,
+		  100, 50, 90 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct policy_tenant t = tenant(rows[i].count, 1, rows[i].burst, 0,
 						POLICY_FAIL_STATIC);
 		struct lease_in in = {
-			.rate = rows[i].rate, .t = &t, .agents = rows[i].agents,
-			.ttl_ms = rows[i].ttl_ms, .lead_ms = rows[i].lead_ms,
+			.rate = rows[i].rate, .refused = rows[i].refused, .t = &t,
+			.agents = rows[i].agents, .ttl_ms = rows[i].ttl_ms,
+			.lead_ms = rows[i].lead_ms,
 		};
 		struct lease_plan p;
 
 		lease_plan(&in, &p);
-		CHECK(p.size == rows[i].size && p.lowwater == rows[i].lowwater,
-		      "%s: lease %llu low-water %llu, expected %llu and %llu",
-		      rows[i].what, (unsigned long long)p.size,
-		      (unsigned long long)p.lowwater, (unsigned long long)rows[i].size,
-		      (unsigned long long)rows[i].lowwater);
-		CHECK(p.chunk == p.size, "%s: chunk %llu, lease %llu", rows[i].what,
-		      (unsigned long long)p.chunk, (unsigned long long)p.size);
+		CHECK(p.size == rows[i].size && p.lowwater == rows[i].lowwater &&
+		      p.chunk == rows[i].chunk,
+		      "%s: lease %llu low-water %llu chunk %llu, expected %llu, %llu "
+		      "and %llu", rows[i].what, (unsigned long long)p.size,
+		      (unsigned long long)p.lowwater, (unsigned long long)p.chunk,
+		      (unsigned long long)rows[i].size,
+		      (unsigned long long)rows[i].lowwater,
+		      (unsigned long long)rows[i].chunk);
 	}
 }
 
@@ -229,9 +248,10 @@ static void test_plan_within_cap(void)
 
 					lease_plan(&in, &p);
 					CHECK(p.size >= 1 && p.size <= bursts[j] && p.size <= cap &&
+					      p.chunk >= 1 && p.chunk <= p.size &&
 					      (p.lowwater < cap || (cap == 1 && p.lowwater == 0)) &&
 					      p.lowwater + lease_topup(cap, p.lowwater, p.size) <= cap &&
-					      (rates[k] < 0 || cap == 1 || p.size + p.lowwater <= cap),
+					      (rates[k] <= 0 || cap == 1 || p.size + p.lowwater <= cap),
 					      "%llu/s burst %llu, %llu agents, demand %g: lease "
 					      "%llu low-water %llu, cap %llu",
 					      (unsigned long long)counts[i],

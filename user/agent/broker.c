@@ -80,6 +80,7 @@ struct slot {
 	bool fail_seen_ok;
 	uint64_t meter_ns, meter_count;	/* demand at the last lease sizing */
 	uint64_t sized_ns;		/* when the sizes above were set */
+	bool scarce;			/* the last reply left less than a chunk */
 	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
 	struct broker *b;
 	uint32_t idx;
@@ -447,7 +448,8 @@ static void bucket_args(const struct policy_tenant *p, struct bucket_args *ba)
 
 #define LEAD_MIN_MS	20	/* a lease's lead time: at least this, */
 #define LEAD_MAX_MS	100	/* at most this, else four round trips */
-#define METER_MIN_MS	20	/* demand since the last lease: once this old */
+#define METER_MIN_MS	5	/* demand since the last sizing: once this old, */
+#define METER_MAX_MS	500	/* and no older than this */
 #define RESIZE_MS	250	/* sizes of a busy tenant: at least this often */
 
 static uint64_t agents_of(const struct broker *b)
@@ -474,25 +476,37 @@ static uint64_t pay_debt(struct slot *s, uint64_t n)
 
 /* The host's demand (admitted + refused per second): the largest of the
  * rate over the last few seconds, the rate since the last one-second sample
- * and the rate since the last lease, so that traffic moving to this host
- * gets big leases at once, not after the window has caught up.  Negative
- * when nothing has been measured yet. */
-static double demand(const struct broker *b, const struct agent_tenant *t,
-		     struct slot *s, const struct rl_stats *now_st, uint64_t now)
+ * and the rate since the last sizing, so that traffic moving to this host
+ * gets big leases at once, not after the window has caught up.  Traffic that
+ * starts after a quiet spell, before a recent sizing could measure it, is
+ * not measured yet (negative): the two longer rates would average the quiet
+ * spell in.  *refused: the part of the demand refused over the window. */
+static double demand(const struct agent_tenant *t, struct slot *s,
+		     const struct rl_stats *now_st, uint64_t now, double *refused)
 {
-	uint64_t count = now_st->admitted + now_st->denied;
+	uint64_t count = now_st->admitted + now_st->denied, age = now - s->meter_ns;
 	const struct agent_sample *o, *l;
-	double dt, rate = -1;
+	double dt, rate = -1, meter = -1;
 
-	(void)b;
+	*refused = 0;
 	if (t->n_samples >= 2) {
 		o = &t->samples[0];
 		l = &t->samples[t->n_samples - 1];
 		dt = (double)(l->t_ns - o->t_ns) / 1e9;
-		if (dt > 0 && l->admitted + l->denied >= o->admitted + o->denied)
+		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied &&
+		    l->admitted + l->denied > o->admitted + o->denied) {
 			rate = (double)(l->admitted + l->denied - o->admitted -
 					o->denied) / dt;
+			*refused = (double)(l->denied - o->denied) /
+				   (double)(l->admitted + l->denied - o->admitted -
+					    o->denied);
+		}
 	}
+	if (s->meter_ns && age >= METER_MIN_MS * 1000000ULL &&
+	    age <= METER_MAX_MS * 1000000ULL && count >= s->meter_count)
+		meter = (double)(count - s->meter_count) / ((double)age / 1e9);
+	if (rate <= 0 && meter < 0)
+		return -1;
 	if (t->n_samples >= 1) {
 		l = &t->samples[t->n_samples - 1];
 		dt = (double)(now - l->t_ns) / 1e9;
@@ -500,15 +514,7 @@ static double demand(const struct broker *b, const struct agent_tenant *t,
 		    (double)(count - l->admitted - l->denied) / dt > rate)
 			rate = (double)(count - l->admitted - l->denied) / dt;
 	}
-	if (s->meter_ns && now - s->meter_ns >= METER_MIN_MS * 1000000ULL &&
-	    count >= s->meter_count) {
-		double recent = (double)(count - s->meter_count) /
-				((double)(now - s->meter_ns) / 1e9);
-
-		if (recent > rate)
-			rate = recent;
-	}
-	return rate;
+	return meter > rate ? meter : rate;
 }
 
 /* Sizes the next lease and the low-water mark (lease_plan()). */
@@ -525,7 +531,7 @@ static void size_lease(const struct broker *b, const struct agent_tenant *t,
 
 	in.lead_ms = lead > LEAD_MAX_MS ? LEAD_MAX_MS : lead;
 	if (kern_tenant_stats(&b->a->kern, t->slot, &st) == 0) {
-		in.rate = demand(b, t, s, &st, now);
+		in.rate = demand(t, s, &st, now, &in.refused);
 		s->meter_ns = now;
 		s->meter_count = st.admitted + st.denied;
 	}
@@ -631,6 +637,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		add = held < cap ? cap - held : 0;
 	}
 	kern_tokens_add(&b->a->kern, c->slot, add, (int64_t)s->lowwater);
+	s->scarce = remaining < c->chunk;
 	if (granted == c->n && remaining < c->chunk) {
 		/* Granted in full, but the global bucket cannot serve the
 		 * next chunk yet: the fleet is at its limit.  Prefetching
@@ -696,6 +703,11 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	}
 	size_lease(b, t, s, now);
 	topup = lease_topup(lease_cap(&t->pol, agents_of(b)), held, s->lease);
+	/* The bucket was short at the last reply: other hosts want it too.
+	 * Two chunks, not a whole lease: what one host takes at once while
+	 * it is scarce, another one waits for. */
+	if (s->scarce && topup > 2 * s->chunk)
+		topup = 2 * s->chunk;
 	n = topup + s->debt;
 	if (!n)
 		return;
@@ -930,8 +942,7 @@ static void expire_leases(struct broker *b)
  * low-water mark and it has demand (a low-water event, or its counters
  * moved within the lease TTL; a tenant that never had a lease gets one so
  * that its credit is paid back), or if it owes tokens; give back what sat
- * idle for longer than the lease TTL, keeping one token so that the first
- * connection after a quiet spell is admitted at once.
+ * idle for longer than the lease TTL beyond the credit.
  */
 static void lease_all(struct broker *b, uint64_t now)
 {
@@ -940,7 +951,7 @@ static void lease_all(struct broker *b, uint64_t now)
 	for (size_t i = 0; i < b->a->n_tenants; i++) {
 		const struct agent_tenant *t = &b->a->tenants[i];
 		struct slot *s = slot_of(b, t);
-		uint64_t count = 0, tokens, cap = lease_cap(&t->pol, agents_of(b));
+		uint64_t count = 0, tokens, keep, cap = lease_cap(&t->pol, agents_of(b));
 
 		if (t->n_samples) {
 			const struct agent_sample *l = &t->samples[t->n_samples - 1];
@@ -964,8 +975,14 @@ static void lease_all(struct broker *b, uint64_t now)
 			maybe_lease(b, t, now, !s->last_grant_ns);
 			continue;
 		}
-		if (tokens > 1 && now - s->last_grant_ns > ttl_ns)
-			refund(b, t, tokens - 1);
+		/* Idle: back to the credit (or one token), so that the first
+		 * connections after a quiet spell are admitted at once, even on
+		 * every host together. */
+		keep = lease_credit(&t->pol, agents_of(b));
+		if (!keep)
+			keep = 1;
+		if (tokens > keep && now - s->last_grant_ns > ttl_ns)
+			refund(b, t, tokens - keep);
 	}
 }
 

@@ -72,31 +72,29 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 {
 	const struct policy_tenant *t = in->t;
 	uint64_t cap = lease_cap(t, in->agents), max = min_u64(cap, t->burst);
+	uint64_t credit = lease_credit(t, in->agents);
 	double h = in->rate, r = (double)t->rate.count / (double)t->rate.period_s;
 	double lead = (double)in->lead_ms / 1000.0, tau = (double)in->ttl_ms / 1000.0;
-	double lead_tokens, l, w;
+	double lead_tokens, l, w, chunk, fixed;
 
-	if (h < 0) {
-		out->size = lease_credit(t, in->agents);
-		if (!out->size)
-			out->size = 1;
-		/* the top-up stays within the cap (lease_topup()) */
+	if (h <= 0) {
+		/* Nothing measured yet, or nothing lately and yet here we are
+		 * (a low-water event): traffic is starting that was not there to
+		 * measure.  The credit, and half of it as the low-water mark (the
+		 * top-up stays within the cap: lease_topup()). */
+		out->size = out->chunk = min_u64(max, credit ? credit : 1);
 		out->lowwater = min_u64(cap - 1, out->size / 2 ? out->size / 2 : 1);
-		out->chunk = out->size;
-		return;
-	}
-	if (h == 0) {
-		out->size = out->chunk = 1;
-		out->lowwater = cap > 1 ? 1 : 0;
 		return;
 	}
 	lead_tokens = h * lead;
-	if (h >= r) {
-		/* This host alone asks for more than the whole limit: it
-		 * refuses anyway, and no low-water mark changes that.  The
-		 * biggest leases, so that a saturated tenant costs the fewest
-		 * calls; the low-water mark only covers the round trip. */
-		w = ceil_tokens(r * lead);
+	if (h >= r || in->refused >= LEASE_SATURATED) {
+		/* This host alone asks for more than the whole limit, or it
+		 * refuses a good part of its traffic already: the fleet is at
+		 * its limit, and no low-water mark changes that.  The biggest
+		 * leases and the biggest chunks, so that a saturated tenant
+		 * costs the fewest calls; the low-water mark only covers the
+		 * round trip. */
+		w = ceil_tokens((h < r ? h : r) * lead);
 		if (w > (double)cap - 1)
 			w = (double)cap - 1;
 		l = (double)max;
@@ -108,7 +106,7 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 		return;
 	}
 	/* L + W = h tau + h (h tau / r + lead) <= cap gives the longest lease
-	 * period tau the cap allows. */
+	 * period tau the cap allows, with a chunk of a whole lease. */
 	if ((double)cap > lead_tokens) {
 		double tau_max = ((double)cap - lead_tokens) / (h + h * h / r);
 
@@ -122,12 +120,34 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 		l = 1;
 	if (l > (double)max)
 		l = (double)max;
-	w = ceil_tokens(h * (l / r + lead));
+	chunk = l;
+	/* A smaller chunk needs a smaller low-water mark, which leaves the
+	 * lease more of the cap: the chunk that covers its own refill,
+	 * W = h (W / r + lead), unless that is a whole lease anyway.  Not
+	 * below LEASE_CHUNK_MS of the rate: a host that finds the bucket
+	 * empty comes back no sooner than that. */
+	fixed = ceil_tokens(lead_tokens / (1 - h / r));
+	if (fixed < r * LEASE_CHUNK_MS / 1000.0)
+		fixed = ceil_tokens(r * LEASE_CHUNK_MS / 1000.0);
+	if (fixed < chunk) {
+		chunk = fixed;
+		l = ceil_tokens(h * (double)in->ttl_ms / 1000.0);
+		if (l > (double)max)
+			l = (double)max;
+	}
+	w = ceil_tokens(h * (chunk / r + lead));
 	if (w > (double)cap - 1)
 		w = (double)cap - 1;
 	if (l + w > (double)cap)
 		l = (double)cap - w;
-	out->size = l < 1 ? 1 : (uint64_t)l;
+	/* At least the credit, where the cap has room: a host whose traffic
+	 * is only starting does not fetch it a few tokens at a time while its
+	 * measured rate catches up. */
+	if (l < (double)credit && (double)cap - w > l)
+		l = (double)credit < (double)cap - w ? (double)credit : (double)cap - w;
+	if (l < 1)
+		l = 1;
+	out->size = (uint64_t)l;
 	out->lowwater = w < 0 ? 0 : (uint64_t)w;
-	out->chunk = out->size;
+	out->chunk = chunk < 1 ? 1 : chunk > l ? out->size : (uint64_t)chunk;
 }

@@ -37,9 +37,16 @@ uint64_t lease_bound(const struct policy_tenant *t, uint64_t agents,
  * possibly 0), within its cap.  Paid back by the first lease. */
 uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents);
 
+/* A host that refuses this much of its traffic is at the fleet's limit. */
+#define LEASE_SATURATED		0.05
+/* The smallest chunk, in ms of the tenant's rate: how soon a host that
+ * found the bucket empty may ask again. */
+#define LEASE_CHUNK_MS		30
+
 struct lease_in {
 	double rate;		/* this host's demand (admitted + refused) per
 				 * second; negative: not measured yet */
+	double refused;		/* the part of it refused lately, 0 .. 1 */
 	const struct policy_tenant *t;
 	uint64_t agents;	/* live agents, >= 1 */
 	uint64_t ttl_ms;	/* the lease TTL */
@@ -54,16 +61,20 @@ struct lease_plan {
 
 /*
  * Sizes a host's leases for its demand h (tokens per second) and the
- * tenant's rate r.  A lease of size L lasts L/h; when the global bucket is
- * empty, a chunk of L takes L/r to refill, so the low-water mark W covers
- * h x (L/r + lead): the host never runs dry while it waits, as long as the
- * fleet as a whole stays under the rate.  (A host whose own demand exceeds
- * r refuses anyway: it gets the biggest leases and a low-water mark of the
- * lead alone.)  L + W is kept within the cap (the
- * overshoot bound), and L within one lease TTL of traffic (fewer calls: one
- * per L admissions, and whatever sits unused for a TTL goes back anyway).
- * Unknown demand: the credit, so that a new tenant or a fresh agent does not
- * start by refusing while it measures, and half of it as the low-water mark.
+ * tenant's rate r.  When the global bucket is short, Redis tells the host to
+ * come back once a chunk C has refilled, C/r later; the low-water mark W
+ * covers h x (C/r + lead), so the host never runs dry while it waits, as
+ * long as the fleet as a whole stays under the rate.  C is a whole lease L,
+ * or less where that leaves L more room: the smallest C that covers its own
+ * refill (C = W), at least LEASE_CHUNK_MS of the rate.  L + W is kept within
+ * the cap (the overshoot bound), and L within one lease TTL of traffic
+ * (fewer calls: one per L admissions, and whatever sits unused for a TTL
+ * goes back anyway), but at least the credit where the cap has room.
+ * A host whose own demand exceeds r, or that refuses LEASE_SATURATED of it,
+ * is at the limit: the biggest leases and chunks (fewest calls) and a
+ * low-water mark of the lead alone.  Unknown demand: the credit, so that a
+ * new tenant or a fresh agent does not start by refusing while it
+ * measures, and half of it as the low-water mark.
  */
 void lease_plan(const struct lease_in *in, struct lease_plan *out);
 
