@@ -1,0 +1,124 @@
+#!/usr/bin/env bats
+# Fleet mode against its limit, end to end: three hosts, each with its own
+# rlagent leasing from one Redis, real connections from two clients to real
+# servers.  Below the limit nothing is refused - load spread evenly, skewed
+# 90/5/5, and moving from host to host every two seconds, up to 95% of the
+# limit - and above it the fleet admits the limit: at least 97% of
+# rate x T + burst, at most that plus the overshoot bound.
+#
+# One lab and three agents for the file; each test makes its own tenant
+# (deleted at teardown), with a burst of a tenth of a second of its rate: a
+# global bucket much smaller than what the hosts hold between them, where
+# leases sized without regard to it refuse connections below the limit.
+
+# shellcheck disable=SC2046 # $(fleet_targets ...) is several loadgen targets
+
+load helpers
+load agent_helpers
+load fleet_helpers
+
+FLEET_SERVERS=3
+
+setup_file() { fleet_setup_file; }
+teardown_file() { fleet_teardown_file; }
+setup() { fleet_setup; }
+teardown() { fleet_teardown; }
+
+SECS=8		# seconds of load per test
+
+# limit_tenant NAME RATE: a tenant of RATE/s with a burst of a tenth of a
+# second for both clients' prefixes, on every host, settled (first leases
+# back, a lease TTL idle).
+limit_tenant() {
+	fleet_tenant_set 1 "$1" --rate "$2/s" --burst $(($2 / 10)) \
+		--match "$(client_prefix c1),$(client_prefix c2)" --action rst
+	fleet_wait_tenant "$1" 2 >/dev/null
+	sleep 1.5
+}
+
+# offer OUT RATE SECS W1 W2 W3 [W1 W2 W3]...: RATE/s in all from both
+# clients (half each) for SECS seconds, weighted W1/W2/W3 over the hosts;
+# with several weight triples, SECS is split evenly between them, in turn:
+# the load moves.  OUT gets the reports, one JSON per line.
+offer() {
+	local out=$1 rate=$2 secs=$3 n p1 p2
+
+	shift 3
+	n=$(($# / 3))
+	while (($# >= 3)); do
+		loadgen_bg c1 "$out.c1" --rate "$(calc "$rate / 2")" --duration "$(calc "$secs / $n")" \
+			$(fleet_targets "$PORT" "$1" "$2" "$3")
+		p1=$LOADGEN_BG_PID
+		loadgen_bg c2 "$out.c2" --rate "$(calc "$rate / 2")" --duration "$(calc "$secs / $n")" \
+			$(fleet_targets "$PORT" "$1" "$2" "$3")
+		p2=$LOADGEN_BG_PID
+		loadgen_wait "$p1" "$out.c1" >/dev/null || return 1
+		jq -c . "$out.c1" >>"$out"
+		loadgen_wait "$p2" "$out.c2" >/dev/null || return 1
+		jq -c . "$out.c2" >>"$out"
+		shift 3
+	done
+}
+
+# total OUT FIELD: FIELD of the reports' totals, summed.
+total() {
+	jq -s --arg f "$2" 'map(.total[$f]) | add' "$1"
+}
+
+# under_limit NAME RATE PERCENT CALLS W1 W2 W3 [...]: PERCENT of RATE
+# offered as offer() does; at most 0.1% of the connections refused or timed
+# out, at most CALLS Redis calls per admitted connection.
+under_limit() {
+	local name=$1 rate=$2 pct=$3 max=$4 out=$BATS_TEST_TMPDIR/load.json att ref calls adm
+
+	shift 4
+	limit_tenant "$name" "$rate"
+	offer "$out" "$(calc "$rate * $pct / 100")" "$SECS" "$@"
+	att=$(total "$out" attempts)
+	ref=$(($(total "$out" refused) + $(total "$out" timed_out)))
+	sleep 1.2
+	calls=$(fleet_sum "$name" redis_calls)
+	adm=$(fleet_sum "$name" admitted)
+	echo "$name: $att offered ($pct% of $rate/s), $ref refused or timed out" \
+		"($(calc "$ref / $att" %.5f)); $calls Redis calls for $adm admitted"
+	expect_between "connections offered" "$att" "$(calc "0.95 * $rate * $pct / 100 * $SECS")" \
+		"$(calc "$rate * $pct / 100 * $SECS")"
+	expect_between "connections refused or timed out of $att at $pct% of the limit" "$ref" 0 \
+		"$(calc "int($att / 1000)")"
+	expect_between "Redis calls per admitted connection" "$(calc "$calls / $adm")" 0 "$max"
+}
+
+@test "1000/s, 95% of the limit spread evenly over three hosts: at most 0.1% refused" {
+	under_limit even 1000 95 0.1 1 1 1
+}
+
+@test "1000/s, 95% of the limit skewed 90/5/5: at most 0.1% refused" {
+	under_limit skew 1000 95 0.1 18 1 1
+}
+
+@test "1000/s, 95% of the limit moving from host to host every 2 s (90/5/5): at most 0.1% refused" {
+	under_limit moving 1000 95 0.1 18 1 1 1 18 1 1 1 18 18 1 1
+}
+
+# A burst of 10: no lease is bigger, so a call per 4 connections is as good
+# as it gets with a few partial grants.
+@test "100/s, 95% of the limit skewed 90/5/5, then moving: nothing refused" {
+	under_limit slow 100 95 0.25 18 1 1 1 18 1 1 1 18 1 1 1
+}
+
+@test "1000/s, 150% of the limit skewed 90/5/5: the fleet admits at least 97% of rate x T + burst, at most that plus the overshoot bound" {
+	local out=$BATS_TEST_TMPDIR/load.json adm t lim bound calls
+
+	limit_tenant over 1000
+	offer "$out" 1500 "$SECS" 18 1 1
+	adm=$(total "$out" connected)
+	t=$(jq -s 'map(.elapsed_s) | max' "$out")
+	lim=$(calc "1000 * $t + 100")
+	bound=$(fleet_stat 1 over overshoot_bound)
+	sleep 1.2
+	calls=$(fleet_sum over redis_calls)
+	echo "over: admitted $adm in $t s; rate x T + burst = $lim, bound $bound; $calls Redis calls"
+	expect_between "admitted at 150% of the limit" "$adm" "$(calc "0.97 * $lim")" \
+		"$(calc "$lim + $bound")"
+	expect_between "Redis calls per admitted connection" "$(calc "$calls / $adm")" 0 0.1
+}
