@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Fleet-mode benchmark: three hosts, each with rlagent leasing from one Redis,
-# one client offering 1.5x a tenant's limit skewed 90/5/5 over the hosts.
-# Prints `name value unit` lines: how close the fleet comes to the limit and
-# how many Redis calls each admitted connection costs, with adaptive leases
-# and with leases of one token (one call per connection).  Exits 1 when the
-# benchmark could not run; the figures themselves are results, not errors.
+# Fleet-mode benchmark: three hosts, each with rlagent leasing from one Redis.
+# One client offering 1.5x a tenant's limit skewed 90/5/5 over the hosts:
+# how close the fleet comes to the limit and how many Redis calls each
+# admitted connection costs, with adaptive leases and with leases of one
+# token (one call per connection).  Then two clients offering 85% and 95% of
+# a bigger tenant's limit (FLEET_BENCH_RATE/s, default 3000, burst a tenth of
+# a second), spread evenly and skewed 90/5/5: the part refused, which under
+# the limit is false refusals.  Prints `name value unit` lines.  Exits 1 when
+# the benchmark could not run; the figures themselves are results, not errors.
 #   tools/bench-fleet.sh [BUILD_DIR]      (root; FLEET_BENCH_SECONDS, default 10)
 set -uo pipefail
 
@@ -12,6 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 [[ $build == /* ]] || build=$PWD/$build
 secs=${FLEET_BENCH_SECONDS:-10}
+big=${FLEET_BENCH_RATE:-3000}	# the false-refusal scenarios' limit, per second
 rate=200		# the tenant's limit, per second
 burst=20
 offered=300		# per second, from one client
@@ -33,6 +37,9 @@ for c in redis-server redis-cli jq nsenter; do
 done
 if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 2)); then
 	die "FLEET_BENCH_SECONDS '$secs': expected a whole number of seconds, at least 2"
+fi
+if ! [[ $big =~ ^[0-9]+$ ]] || ((big < 100)); then
+	die "FLEET_BENCH_RATE '$big': expected a whole number of connections per second, at least 100"
 fi
 
 export RLGATE_BUILD=$build
@@ -62,7 +69,7 @@ rl() {
 	"$build/rlctl" --socket "$work/s$i/sock" "$@"
 }
 
-"$root/tools/lab.sh" up "$lab" --servers 3 --clients 1 --redis >"$work/lab.log" 2>&1 ||
+"$root/tools/lab.sh" up "$lab" --servers 3 --clients 2 --redis >"$work/lab.log" 2>&1 ||
 	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
 
 ip netns exec "$lab-redis" redis-server --bind "$redis_ip" --port "$redis_port" \
@@ -149,6 +156,55 @@ read -r adm1 calls1 leases1 bound1 lease1 <"$work/lease1"
 [[ -n ${lease:-} && -n ${lease1:-} ]] || die "a scenario printed no figures"
 ((adm > 0 && adm1 > 0 && calls > 0)) || die "nothing admitted or no Redis calls: admitted $adm/$adm1, calls $calls"
 
+# under NAME PERCENT W1 W2 W3: a fresh tenant NAME of $big/s (burst a tenth
+# of a second) for both clients' prefixes, settled; PERCENT of it offered
+# for $secs s from both clients, weighted W1/W2/W3 over the hosts.  Prints
+# "attempts refused redis_calls admitted offered_per_s" (refused: RST or
+# timed out).
+under() {
+	local name=$1 pct=$2 i n out1 out2 calls=0 adm=0 per
+
+	shift 2
+	rl 1 tenant set "$name" --rate "$big/s" --burst $((big / 10)) \
+		--match 192.0.2.64/28,192.0.2.80/28 --action rst >/dev/null || return 1
+	for i in 2 3; do
+		for ((n = 0; n < 40; n++)); do
+			rl "$i" tenant get "$name" >/dev/null 2>&1 && break
+			sleep 0.05
+		done
+	done
+	sleep 1.5
+	per=$(awk -v r="$big" -v p="$pct" 'BEGIN { printf "%.1f", r * p / 100 / 2 }')
+	for c in 1 2; do
+		ip netns exec "$lab-c$c" "$build/loadgen" --json --rate "$per" --duration "$secs" \
+			"192.0.2.11:8080@$1" "192.0.2.12:8080@$2" "192.0.2.13:8080@$3" \
+			>"$work/under-c$c.json" 2>"$work/loadgen.err" &
+		pids+=($!)
+	done
+	wait "${pids[-1]}" "${pids[-2]}" 2>/dev/null
+	out1=$(cat "$work/under-c1.json") && out2=$(cat "$work/under-c2.json") || return 1
+	sleep 1.2
+	for i in 1 2 3; do
+		n=$(rl "$i" --json stats "$name" | jq -er '.[0] | "\(.redis_calls) \(.admitted)"') || return 1
+		calls=$((calls + ${n% *}))
+		adm=$((adm + ${n#* }))
+	done
+	jq -nr --argjson a "$out1" --argjson b "$out2" --arg c "$calls" --arg d "$adm" \
+		'"\($a.total.attempts + $b.total.attempts) \($a.total.refused + $b.total.refused +
+		  $a.total.timed_out + $b.total.timed_out) \($c) \($d) \(($a.total.attempts +
+		  $b.total.attempts) / ([$a.elapsed_s, $b.elapsed_s] | max) | floor)"'
+	rl 1 tenant del "$name" >/dev/null
+}
+
+for pct in 85 95; do
+	: >"$work/under-$pct"
+	for w in "1 1 1" "18 1 1"; do
+		# shellcheck disable=SC2086 # the weights are three words
+		under "under-$pct-${w// /-}" "$pct" $w >>"$work/under-$pct" ||
+			die "the $pct% scenario ($w) did not run"
+	done
+done
+
 limit=$((rate * secs + burst))
 echo "# fleet: 3 hosts, limit $rate/s burst $burst, offered $offered/s for $secs s split" \
 	"${weights[*]}; limit x T + burst = $limit"
@@ -156,9 +212,19 @@ echo "# adaptive leases: admitted $adm, Redis calls $calls ($leases granted toke
 	"overshoot bound $bound, host 1 lease $lease"
 echo "# lease size 1 (tenant --overshoot 3 = 3 agents x 1 token): admitted $adm1," \
 	"Redis calls $calls1 ($leases1 granted tokens), overshoot bound $bound1, host 1 lease $lease1"
-awk -v a="$adm" -v c="$calls" -v a1="$adm1" -v c1="$calls1" -v l="$limit" 'BEGIN {
+for pct in 85 95; do
+	echo "# $pct% of $big/s (burst $((big / 10))), even then skewed 90/5/5, $secs s each:" \
+		"$(awk '{ printf "%s offered at %s/s, %s refused, %s Redis calls for %s admitted; ", $1, $5, $2, $3, $4 }' "$work/under-$pct")"
+done
+awk -v a="$adm" -v c="$calls" -v a1="$adm1" -v c1="$calls1" -v l="$limit" \
+	-v f85="$work/under-85" -v f95="$work/under-95" 'BEGIN {
+	while ((getline line < f85) > 0) { split(line, x); o85 += x[1]; r85 += x[2]; c85 += x[3]; a85 += x[4] }
+	while ((getline line < f95) > 0) { split(line, x); o95 += x[1]; r95 += x[2]; c95 += x[3]; a95 += x[4] }
 	printf "fleet_accuracy %.3f ratio\n", a / l
 	printf "fleet_redis_calls_per_admit %.3f calls\n", c / a
+	printf "fleet_false_refusals_ratio_85pct %.5f ratio\n", r85 / o85
+	printf "fleet_false_refusals_ratio_95pct %.5f ratio\n", r95 / o95
+	printf "fleet_redis_calls_per_admit_95pct %.4f calls\n", c95 / a95
 	printf "fleet_accuracy_lease1 %.3f ratio\n", a1 / l
 	printf "fleet_redis_calls_per_admit_lease1 %.3f calls\n", c1 / a1
 	printf "fleet_redis_calls_lease1_over_adaptive %.1f ratio\n", (c1 / a1) / (c / a)
