@@ -445,7 +445,7 @@ static void test_set(void)
 	      "any-port and a port rule on one prefix conflict: %s", err);
 
 	make(&ts[0], "a", "10/s", "192.0.2.0/24", "443,80");
-	CHECK(policy_validate_set(ts, 2, err) == -EINVAL &&
+	CHECK(policy_validate_set(ts, 2, err) == -EEXIST &&
 	      strstr(err, "'a'") && strstr(err, "'b'") &&
 	      strstr(err, "192.0.2.0/24 port 80"),
 	      "overlapping ports not a conflict: %s", err);
@@ -456,7 +456,7 @@ static void test_set(void)
 
 	make(&ts[0], "a", "10/s", "10.0.0.0/8,192.0.2.0/24", NULL);
 	make(&ts[1], "b", "10/s", "2001:db8::/32,192.0.2.0/24", NULL);
-	CHECK(policy_validate_set(ts, 2, err) == -EINVAL &&
+	CHECK(policy_validate_set(ts, 2, err) == -EEXIST &&
 	      strstr(err, "any port"), "any-port vs any-port: %s", err);
 
 	make(&ts[1], "b", "10/s", "2001:db8::/32", NULL);

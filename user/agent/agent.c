@@ -14,18 +14,7 @@
 
 const char *agent_code_name(enum agent_code c)
 {
-	switch (c) {
-	case AGENT_OK:
-		return "ok";
-	case AGENT_INVALID:
-		return "invalid";
-	case AGENT_NOT_FOUND:
-		return "not_found";
-	case AGENT_CONFLICT:
-		return "conflict";
-	default:
-		return "internal";
-	}
+	return ctl_code_name((enum ctl_code)c);
 }
 
 struct agent_tenant *agent_find(struct agent *a, const char *name)
@@ -401,9 +390,9 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	free(flat);
 	if (e) {
 		free(next);
-		/* policy_validate_set words overlapping rules as a
-		 * "conflict"; everything else it finds is bad input. */
-		return strstr(err, "conflict") ? AGENT_CONFLICT : AGENT_INVALID;
+		/* overlapping rules are a conflict; everything else it
+		 * finds is bad input */
+		return e == -EEXIST ? AGENT_CONFLICT : AGENT_INVALID;
 	}
 
 	/* Kept tenants first, so that the search for free slots below sees

@@ -14,6 +14,7 @@
 #include "kern.h"
 #include "loop.h"
 #include "policy.h"
+#include "ctl_proto.h"
 
 #ifndef RLGATE_VERSION
 #define RLGATE_VERSION	"0.1.0"
@@ -72,8 +73,14 @@ struct agent_fleet_update {
 };
 
 /* Error codes of the control protocol. */
-enum agent_code { AGENT_OK = 0, AGENT_INVALID, AGENT_NOT_FOUND, AGENT_CONFLICT,
-		  AGENT_INTERNAL };
+/* What a change to the policy came to: the control protocol's codes. */
+enum agent_code {
+	AGENT_OK = CTL_OK,
+	AGENT_INVALID = CTL_INVALID,
+	AGENT_NOT_FOUND = CTL_NOT_FOUND,
+	AGENT_CONFLICT = CTL_CONFLICT,
+	AGENT_INTERNAL = CTL_INTERNAL,
+};
 
 struct agent {
 	struct agent_opts opts;

@@ -8,10 +8,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Request bytes, newline included: room for `apply` of RL_MAX_TENANTS
- * tenants of some 40 IPv4 prefixes each.  Buffers grow lazily: malloc
- * leaves untouched pages unbacked. */
-#define CTL_LINE_MAX		(4 << 20)
+#include "ctl_proto.h"	/* CTL_LINE_MAX: request buffers grow lazily
+			 * (malloc leaves untouched pages unbacked) */
+
 #define CTL_MAX_CLIENTS		64
 #define CTL_STALL_NS		(10ULL * 1000000000ULL)
 /* Unread replies a client may leave queued: one that has this much and

@@ -20,7 +20,6 @@
 #include "log.h"
 #include "metrics.h"
 
-#define DEFAULT_CONTROL		"/run/rlgate/rlagent.sock"
 #define DEFAULT_METRICS		"127.0.0.1:9464"
 #define DEFAULT_STATE_DIR	"/var/lib/rlgate"
 #define DEFAULT_PIN_DIR		"/sys/fs/bpf/rlgate"
@@ -41,7 +40,7 @@ static void usage(FILE *f)
 "  -i, --iface IF[,IF...]      interfaces to protect (required)\n"
 "  -m, --mode MODE             auto (native XDP, else generic), native, skb, tc\n"
 "                              (default auto)\n"
-"  -c, --control PATH          control socket (default " DEFAULT_CONTROL ")\n"
+"  -c, --control PATH          control socket (default " CTL_DEFAULT_SOCKET ")\n"
 "  -g, --control-group GROUP   group allowed to use the control socket\n"
 "  -M, --metrics HOST:PORT     Prometheus endpoint, [V6]:PORT for IPv6\n"
 "                              (default " DEFAULT_METRICS ")\n"
@@ -218,7 +217,7 @@ int main(int argc, char **argv)
 	struct agent a = {
 		.opts = {
 			.mode = KERN_MODE_AUTO,
-			.control = DEFAULT_CONTROL,
+			.control = CTL_DEFAULT_SOCKET,
 			.metrics = DEFAULT_METRICS,
 			.state_dir = DEFAULT_STATE_DIR,
 			.pin_dir = DEFAULT_PIN_DIR,

@@ -39,7 +39,7 @@ int ctl_client_connect(struct ctl_client *c, const char *path, int timeout_ms)
 	c->fd = -1;
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : CTL_CLIENT_TIMEOUT_MS;
 	if (!path)
-		path = CTL_CLIENT_DEFAULT_SOCKET;
+		path = CTL_DEFAULT_SOCKET;
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return set_err(c, -ENAMETOOLONG, "connect to");
@@ -71,10 +71,10 @@ int ctl_client_send_line(struct ctl_client *c, const char *line)
 
 	if (c->fd < 0)
 		return set_err(c, -ENOTCONN, "send to");
-	if (n + 1 > CTL_CLIENT_LINE_MAX || memchr(line, '\n', n)) {
+	if (n + 1 > CTL_LINE_MAX || memchr(line, '\n', n)) {
 		snprintf(c->err, sizeof(c->err), "request of %zu bytes is not "
 			 "one line of at most %d bytes, the protocol's limit",
-			 n + 1, CTL_CLIENT_LINE_MAX);
+			 n + 1, CTL_LINE_MAX);
 		return -EMSGSIZE;
 	}
 	msg = malloc(n + 1);
@@ -130,10 +130,10 @@ int ctl_client_recv_line(struct ctl_client *c, char **line)
 			memmove(c->buf, nl + 1, c->len);
 			return 0;
 		}
-		if (c->len >= CTL_CLIENT_REPLY_MAX) {
+		if (c->len >= CTL_REPLY_MAX) {
 			snprintf(c->err, sizeof(c->err), "reply from rlagent on "
 				 "'%s' is longer than %d bytes", c->path,
-				 CTL_CLIENT_REPLY_MAX);
+				 CTL_REPLY_MAX);
 			return -EMSGSIZE;
 		}
 		if (c->cap - c->len < 4096) {

@@ -9,9 +9,8 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#define CTL_CLIENT_DEFAULT_SOCKET	"/run/rlgate/rlagent.sock"
-#define CTL_CLIENT_LINE_MAX		(4 << 20)	/* a request, newline included */
-#define CTL_CLIENT_REPLY_MAX		(64 << 20)	/* a reply: `tenant list` of every tenant */
+#include "ctl_proto.h"
+
 #define CTL_CLIENT_TIMEOUT_MS		10000
 #define CTL_CLIENT_ERR_MAX		512
 
@@ -25,7 +24,7 @@ struct ctl_client {
 	char err[CTL_CLIENT_ERR_MAX];	/* why the last call failed */
 };
 
-/* Connects to path (CTL_CLIENT_DEFAULT_SOCKET if NULL).  0 or -errno, with a
+/* Connects to path (CTL_DEFAULT_SOCKET if NULL).  0 or -errno, with a
  * message in c->err that names the socket and hints at the likely cause.
  * timeout_ms <= 0 means CTL_CLIENT_TIMEOUT_MS. */
 int ctl_client_connect(struct ctl_client *c, const char *path, int timeout_ms);

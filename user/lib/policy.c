@@ -755,8 +755,12 @@ cleanup:
 	return err;
 }
 
-int policy_check_set(const struct policy_tenant *ts, size_t n,
-		     policy_problem_fn fn, void *ctx)
+/* policy_check_set, telling fn which problems are conflicts. */
+typedef void (*problem_kind_fn)(void *ctx, size_t index, bool conflict,
+				const char *msg);
+
+static int check_set(const struct policy_tenant *ts, size_t n,
+		     problem_kind_fn fn, void *ctx)
 {
 	struct findings f = { 0 };
 	char err[POLICY_ERR_MAX];
@@ -766,14 +770,14 @@ int policy_check_set(const struct policy_tenant *ts, size_t n,
 		if (policy_validate(&ts[i], err) < 0) {
 			problems++;
 			if (fn)
-				fn(ctx, i, err);
+				fn(ctx, i, false, err);
 		}
 	}
 	if (find_names(ts, n, &f) || find_conflicts(ts, n, &f) || f.nomem) {
 		free(f.v);
 		fail(err, "out of memory while checking %zu tenants", n);
 		if (fn)
-			fn(ctx, 0, err);
+			fn(ctx, 0, false, err);
 		return problems + 1;
 	}
 	/* qsort() of NULL is undefined, even for no elements */
@@ -808,18 +812,41 @@ int policy_check_set(const struct policy_tenant *ts, size_t n,
 		}
 		problems++;
 		if (fn)
-			fn(ctx, d->i, err);
+			fn(ctx, d->i, d->x != FINDING_NAME, err);
 	}
 	free(f.v);
 	return problems;
 }
 
+struct plain_problem {
+	policy_problem_fn fn;
+	void *ctx;
+};
+
+static void plain(void *ctx, size_t index, bool conflict, const char *msg)
+{
+	struct plain_problem *p = ctx;
+
+	(void)conflict;
+	if (p->fn)
+		p->fn(p->ctx, index, msg);
+}
+
+int policy_check_set(const struct policy_tenant *ts, size_t n,
+		     policy_problem_fn fn, void *ctx)
+{
+	struct plain_problem p = { fn, ctx };
+
+	return check_set(ts, n, plain, &p);
+}
+
 struct first_problem {
 	char *err;
 	bool seen;
+	bool conflict;
 };
 
-static void keep_first(void *ctx, size_t index, const char *msg)
+static void keep_first(void *ctx, size_t index, bool conflict, const char *msg)
 {
 	struct first_problem *fp = ctx;
 
@@ -827,6 +854,7 @@ static void keep_first(void *ctx, size_t index, const char *msg)
 	if (fp->seen)
 		return;
 	fp->seen = true;
+	fp->conflict = conflict;
 	if (fp->err)
 		snprintf(fp->err, POLICY_ERR_MAX, "%s", msg);
 }
@@ -835,7 +863,9 @@ int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err)
 {
 	struct first_problem fp = { .err = err };
 
-	return policy_check_set(ts, n, keep_first, &fp) ? -EINVAL : 0;
+	if (!check_set(ts, n, keep_first, &fp))
+		return 0;
+	return fp.conflict ? -EEXIST : -EINVAL;
 }
 
 uint64_t policy_overshoot_budget(const struct policy_tenant *t)

@@ -112,7 +112,9 @@ void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
 int policy_validate(const struct policy_tenant *t, char *err);
 
 /* Checks a whole set: names unique, and no two tenants claim the same
- * (prefix, port) — for any-port rules, the same prefix with no ports. */
+ * (prefix, port) — for any-port rules, the same prefix with no ports.
+ * 0; -EEXIST when the first problem is such a conflict; -EINVAL for any
+ * other problem.  The first problem's message is in err. */
 int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err);
 
 /* Reports every problem of a set, each through fn with the index of the

@@ -33,7 +33,7 @@ static const char usage_main[] =
 "\n"
 "Options:\n"
 "  -s, --socket PATH    rlagent's control socket (default: $RLCTL_SOCKET,\n"
-"                       else " CTL_CLIENT_DEFAULT_SOCKET ")\n"
+"                       else " CTL_DEFAULT_SOCKET ")\n"
 "  -j, --json           print only JSON on stdout, errors as {\"error\": ...}\n"
 "  -h, --help           this help; 'rlctl COMMAND --help' for a command\n"
 "\n"
@@ -159,16 +159,15 @@ int rlctl_request(json_t *req, json_t **reply)
 int rlctl_refused(json_t *reply)
 {
 	json_t *v = json_object_get(reply, "error");
-	const char *code = json_string_value(json_object_get(reply, "code"));
+	enum ctl_code code = ctl_code_parse(json_string_value(
+					json_object_get(reply, "code")));
 
 	rlctl_error("%s", json_is_string(v) ? json_string_value(v) :
 		    "rlagent refused the request without saying why");
 	/* The agent's codes for bad input map to the same exit code as bad
-	 * input caught here, so scripts need not care who noticed. */
-	if (code && (!strcmp(code, "invalid") || !strcmp(code, "not_found") ||
-		     !strcmp(code, "conflict")))
-		return RLCTL_EXIT_USAGE;
-	return RLCTL_EXIT_FAIL;
+	 * input caught here, so scripts need not care who noticed; a refusal
+	 * is never success, whatever the code says. */
+	return code == CTL_OK ? RLCTL_EXIT_FAIL : ctl_code_exit(code);
 }
 
 int rlctl_call(json_t *req, json_t **reply)

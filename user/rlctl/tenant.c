@@ -270,7 +270,7 @@ static int tenant_set(int argc, char **argv)
 	if (ret != RLCTL_EXIT_OK)
 		goto out;
 	exists = json_is_true(json_object_get(reply, "ok"));
-	if (!exists && strcmp(str_field(reply, "code"), "not_found")) {
+	if (!exists && ctl_code_parse(str_field(reply, "code")) != CTL_NOT_FOUND) {
 		ret = rlctl_refused(reply);
 		goto out;
 	}
