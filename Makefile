@@ -225,3 +225,14 @@ uninstall:
 		rm -f $(DESTDIR)$(SYSCONFDIR)/default/rlagent; fi
 	-rmdir $(DESTDIR)$(DOCDIR)/prometheus $(DESTDIR)$(DOCDIR)/grafana \
 	       $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR) 2>/dev/null
+
+# The package is built from a copy of the tree in $(BUILD)/deb, so that
+# dpkg-buildpackage writes nothing beside the tree.
+DEB_VERSION = $(shell dpkg-parsechangelog -l debian/changelog -S Version)
+DEB_ARCH = $(shell dpkg --print-architecture)
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/rlgate
+	tar -cf - --exclude='./build*' --exclude=./.git . | tar -C $(BUILD)/deb/rlgate -xf -
+	cd $(BUILD)/deb/rlgate && dpkg-buildpackage -b -us -uc -Jauto
+	cp $(BUILD)/deb/rlgate_$(DEB_VERSION)_$(DEB_ARCH).deb $(BUILD)/
+	@echo "built $(BUILD)/rlgate_$(DEB_VERSION)_$(DEB_ARCH).deb"

@@ -1,0 +1,165 @@
+#!/usr/bin/env bats
+# The Debian package: `make deb` builds it with debhelper, lintian finds no
+# error, and dpkg installs it on this machine, upgrades it to a rebuilt
+# package of a higher version while an agent of it protects a lab host, and
+# purges it, leaving nothing behind.  Root; about 30 seconds.  Machine-wide
+# state (dpkg's database, /etc, /lib/systemd) is touched only between
+# install and purge, under a lock, and only when no rlgate is installed.
+
+load helpers
+load ../e2e/helpers
+load ../e2e/agent_helpers
+
+
+setup_file() {
+	export DEB_BUILD=$BATS_FILE_TMPDIR/build
+	make -s -C "$TOP" BUILD="$DEB_BUILD" deb >"$BATS_FILE_TMPDIR/deb.log" 2>&1 ||
+		{ tail -n 40 "$BATS_FILE_TMPDIR/deb.log" >&2; return 1; }
+	# The same source with a higher version, rebuilt on the first build.
+	local src=$DEB_BUILD/deb/rlgate
+	{
+		printf 'rlgate (%s-9) unstable; urgency=medium\n\n  * Rebuilt.\n\n' \
+			"$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version | sed 's/-[^-]*$//')"
+		printf ' -- rlgate maintainers <maintainers@users.noreply.a-seed-e0905f82.example>  %s\n\n' \
+			"$(date -R)"
+		cat "$src/debian/changelog"
+	} >"$BATS_FILE_TMPDIR/changelog"
+	cp "$BATS_FILE_TMPDIR/changelog" "$src/debian/changelog"
+	(cd "$src" && dpkg-buildpackage -b -us -uc -nc -Jauto) >>"$BATS_FILE_TMPDIR/deb.log" 2>&1 ||
+		{ tail -n 40 "$BATS_FILE_TMPDIR/deb.log" >&2; return 1; }
+}
+
+setup() { e2e_setup; }
+
+# Whatever happened: the agent stopped, the package purged (if this test
+# installed it), the lab and the pins gone.
+teardown() {
+	[[ -n ${AGENT:-} ]] && proc_stop "$AGENT" KILL 2>/dev/null
+	if [[ -e $BATS_TEST_TMPDIR/installed ]]; then
+		dpkg --purge rlgate >/dev/null 2>&1 </dev/null || true
+	fi
+	[[ -n ${LAB:-} ]] && ip -n "$(lab_ns s1)" link set dev eth0 xdp off 2>/dev/null
+	rm -rf "$BATS_TEST_TMPDIR/pins"* 2>/dev/null
+	[[ -n ${PINS:-} ]] && rm -rf "$PINS"
+	e2e_teardown
+	return 0
+}
+
+deb_file() {
+	local v
+	v=$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)
+	[[ $1 == new ]] && v=${v%-*}-9
+	echo "$DEB_BUILD/deb/rlgate_${v}_$(dpkg --print-architecture).deb"
+}
+
+@test "make deb builds rlgate_<version>_<arch>.deb with its runtime libraries, and lintian finds no error" {
+	v=$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)
+	deb=$DEB_BUILD/rlgate_${v}_$(dpkg --print-architecture).deb
+	[[ -s $deb ]]
+	[[ $(dpkg-deb -f "$deb" Package) == rlgate && $(dpkg-deb -f "$deb" Version) == "$v" ]]
+	deps=$(dpkg-deb -f "$deb" Depends)
+	echo "Depends: $deps"
+	for lib in libbpf1 libc6 libhiredis libjansson4 liburing2; do
+		[[ $deps == *"$lib"* ]]
+	done
+	run dpkg-deb -c "$deb"
+	for f in ./usr/sbin/rlagent ./usr/sbin/rlctl ./lib/systemd/system/rlagent.service \
+		./etc/default/rlagent ./usr/share/man/man8/rlagent.8.gz ./usr/share/man/man8/rlctl.8.gz \
+		./usr/share/bash-completion/completions/rlctl ./usr/share/doc/rlgate/operations.md \
+		./usr/share/doc/rlgate/prometheus/rlgate-rules.yml ./usr/share/doc/rlgate/grafana/rlgate.json; do
+		[[ $output == *" $f"* ]] || { echo "missing $f"; false; }
+	done
+	run lintian --fail-on error "$deb" "$(deb_file new)"
+	echo "$output"
+	[[ $status -eq 0 ]]
+	[[ -z $(grep '^E:' <<<"$output") ]]
+}
+
+@test "dpkg installs, upgrades (a running agent keeps enforcing, the new one adopts its pins) and purges the package" {
+	# One such test at a time on the machine: a lock on dpkg's directory
+	# (dpkg's own locks are not flock locks), which creates no file.
+	exec {lockfd}</var/lib/dpkg
+	flock -w 300 "$lockfd"
+	if dpkg-query -W -f='${db:Status-Status}' rlgate 2>/dev/null | grep -qv not-installed ||
+		[[ -e /etc/default/rlagent || -e /var/lib/rlgate || -e /lib/systemd/system/rlagent.service ]]; then
+		skip "rlgate is installed on this machine, or was: not a clean state"
+	fi
+	old=$DEB_BUILD/rlgate_$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)_$(dpkg --print-architecture).deb
+	new=$(deb_file new)
+	v_old=$(dpkg-deb -f "$old" Version) v_new=$(dpkg-deb -f "$new" Version)
+	dpkg --compare-versions "$v_new" gt "$v_old"
+
+	# --- install ---
+	: >"$BATS_TEST_TMPDIR/installed"
+	DEBIAN_FRONTEND=noninteractive dpkg -i "$old" </dev/null
+	[[ $(dpkg-query -W -f='${db:Status-Status} ${Version}' rlgate) == "installed $v_old" ]]
+	run /usr/sbin/rlagent --version
+	[[ $output == "rlagent ${v_old%-*}" ]]
+	run /usr/sbin/rlctl version
+	[[ ${lines[0]} == "rlctl ${v_old%-*}" ]]
+	[[ $(man -w rlagent) == /usr/share/man/man8/rlagent.8.gz ]]
+	[[ $(man -w rlctl) == /usr/share/man/man8/rlctl.8.gz ]]
+	dpkg-query -W -f='${Conffiles}\n' rlgate | grep -q '^ /etc/default/rlagent '
+	run systemd-analyze verify /lib/systemd/system/rlagent.service
+	echo "$output"
+	[[ $status -eq 0 && -z $(grep rlagent <<<"$output") ]]
+	grep -qx 'ExecStart=/usr/sbin/rlagent $RLAGENT_ARGS' /lib/systemd/system/rlagent.service
+	[[ $(systemctl is-enabled rlagent.service) == enabled ]]
+	[[ -L /etc/systemd/system/multi-user.target.wants/rlagent.service ]]
+	# Enabled, not started.
+	[[ -z $(pgrep -f '^/usr/sbin/rlagent') ]]
+
+	# --- the installed agent protects a lab host ---
+	lab_up --servers 1 --clients 1
+	PINS=/sys/fs/bpf/rlgate-$LAB-deb
+	sock=$BATS_TEST_TMPDIR/sock
+	mkdir -p "$BATS_TEST_TMPDIR/state"
+	RLGATE_BUILD=/usr/sbin rlagent_start s1 "$sock" "$BATS_TEST_TMPDIR/state" "$PINS" \
+		"$BATS_TEST_TMPDIR/agent.log"
+	AGENT=$RLAGENT_PID
+	/usr/sbin/rlctl --socket "$sock" tenant set web --rate 5/s --match "$(client_prefix c1)" >/dev/null
+	prog=$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id')
+	[[ $prog =~ ^[0-9]+$ ]]
+
+	# The operator's settings.
+	echo 'RLAGENT_ARGS="--iface eth9"' >/etc/default/rlagent
+
+	# --- upgrade ---
+	DEBIAN_FRONTEND=noninteractive dpkg -i "$new" </dev/null
+	[[ $(dpkg-query -W -f='${db:Status-Status} ${Version}' rlgate) == "installed $v_new" ]]
+	grep -qx 'RLAGENT_ARGS="--iface eth9"' /etc/default/rlagent
+	[[ $(systemctl is-enabled rlagent.service) == enabled ]]
+	# Nothing was detached: the same program enforces, on the same pins.
+	[[ $(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id') == "$prog" ]]
+	[[ -e $PINS/tenants ]]
+	proc_running "$AGENT"
+	# The agent restarted on the new binary adopts them: same tenant, and
+	# the program attached all along.
+	proc_stop "$AGENT" TERM
+	[[ $(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id') == "$prog" ]]
+	RLGATE_BUILD=/usr/sbin rlagent_start s1 "$sock" "$BATS_TEST_TMPDIR/state" "$PINS" \
+		"$BATS_TEST_TMPDIR/agent.log"
+	AGENT=$RLAGENT_PID
+	run /usr/sbin/rlctl --socket "$sock" --json tenant list
+	[[ $(jq -r '.[].name' <<<"$output") == web ]]
+	[[ $(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id') =~ ^[0-9]+$ ]]
+	grep -q 'adopted pinned' "$BATS_TEST_TMPDIR/agent.log"
+	/usr/sbin/rlctl --socket "$sock" detach eth0 >/dev/null
+	proc_wait_exit "$AGENT" 5
+	AGENT=
+	[[ ! -e $PINS ]]
+
+	# --- purge ---
+	DEBIAN_FRONTEND=noninteractive dpkg --purge rlgate </dev/null
+	rm -f "$BATS_TEST_TMPDIR/installed"
+	[[ $(dpkg-query -W -f='${db:Status-Status}' rlgate 2>/dev/null || echo not-installed) == not-installed ]]
+	for f in /usr/sbin/rlagent /usr/sbin/rlctl /lib/systemd/system/rlagent.service \
+		/etc/default/rlagent /usr/share/man/man8/rlagent.8.gz /usr/share/doc/rlgate \
+		/usr/share/bash-completion/completions/rlctl /var/lib/rlgate \
+		/etc/systemd/system/multi-user.target.wants/rlagent.service; do
+		[[ ! -e $f && ! -L $f ]] || { echo "left behind: $f"; false; }
+	done
+	run systemctl is-enabled rlagent.service
+	[[ $output != enabled ]]
+	[[ -z $(compgen -G '/var/lib/systemd/deb-systemd-helper-enabled/*rlagent*') ]]
+}
