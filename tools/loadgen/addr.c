@@ -10,17 +10,13 @@
 #include <string.h>
 
 #include "loadgen.h"
+#include "parse.h"
 
 static int parse_port(const char *s, uint16_t *port)
 {
-	char *end;
-	long v;
+	uint64_t v;
 
-	if (!*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < 1 || v > 65535)
+	if (parse_u64(s, 1, 65535, &v) < 0)
 		return -EINVAL;
 	*port = (uint16_t)v;
 	return 0;

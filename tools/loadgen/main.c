@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "loadgen.h"
+#include "parse.h"
 
 #define MAX_LISTEN 16
 #define MAX_INFLIGHT_LIMIT 1000000u
@@ -81,18 +82,12 @@ static double parse_positive(const char *name, const char *s, double max)
 static unsigned long parse_uint(const char *name, const char *s,
 				unsigned long min, unsigned long max)
 {
-	char *end;
-	unsigned long v;
+	uint64_t v;
 
-	errno = 0;
-	if (*s == '-' || *s == '+')
+	if (parse_u64(s, min, max, &v) < 0)
 		fail_usage("invalid %s '%s': expected an integer from %lu to %lu",
 			   name, s, min, max);
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		fail_usage("invalid %s '%s': expected an integer from %lu to %lu",
-			   name, s, min, max);
-	return v;
+	return (unsigned long)v;
 }
 
 static void parse_target(const char *arg, struct lg_target *t)

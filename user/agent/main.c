@@ -19,6 +19,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "metrics.h"
+#include "parse.h"
 
 #define DEFAULT_METRICS		"127.0.0.1:9464"
 #define DEFAULT_STATE_DIR	"/var/lib/rlgate"
@@ -102,21 +103,6 @@ static int parse_ifaces(char *list, struct agent_opts *o)
 	}
 	if (o->n_ifaces == 0)
 		return usage_error("invalid --iface '%s': expected IF[,IF...]", "");
-	return 0;
-}
-
-/* A whole number from lo to hi.  0 or -EINVAL. */
-static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
-		    uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
 	return 0;
 }
 
@@ -286,31 +272,31 @@ int main(int argc, char **argv)
 			bo.agent_id = optarg;
 			break;
 		case 'T':
-			if (parse_uint(optarg, 10, 3600000, &bo.lease_ttl_ms))
+			if (parse_u64(optarg, 10, 3600000, &bo.lease_ttl_ms))
 				return usage_error("invalid --lease-ttl '%s': expected "
 						   "milliseconds from 10 to 3600000",
 						   optarg);
 			break;
 		case 'O':
-			if (parse_uint(optarg, 1, 60000, &bo.timeout_ms))
+			if (parse_u64(optarg, 1, 60000, &bo.timeout_ms))
 				return usage_error("invalid --redis-timeout '%s': "
 						   "expected milliseconds from 1 to "
 						   "60000", optarg);
 			break;
 		case 'H':
-			if (parse_uint(optarg, 100, 3600000, &bo.stale_ms))
+			if (parse_u64(optarg, 100, 3600000, &bo.stale_ms))
 				return usage_error("invalid --heartbeat-stale '%s': "
 						   "expected milliseconds from 100 to "
 						   "3600000", optarg);
 			break;
 		case 'N':
-			if (parse_uint(optarg, 1, 100000, &bo.expected_agents))
+			if (parse_u64(optarg, 1, 100000, &bo.expected_agents))
 				return usage_error("invalid --expected-agents '%s': "
 						   "expected a count from 1 to 100000",
 						   optarg);
 			break;
 		case 'D':
-			if (parse_uint(optarg, 1, 315360000, &a.opts.tomb_ttl_ms))
+			if (parse_u64(optarg, 1, 315360000, &a.opts.tomb_ttl_ms))
 				return usage_error("invalid --tombstone-ttl '%s': "
 						   "expected seconds from 1 to "
 						   "315360000", optarg);
@@ -319,7 +305,7 @@ int main(int argc, char **argv)
 		case 'R': {
 			uint64_t mib;
 
-			if (parse_uint(optarg, 2, 1024, &mib))
+			if (parse_u64(optarg, 2, 1024, &mib))
 				return usage_error("invalid --rule-memory '%s': "
 						   "expected MiB from 2 to 1024",
 						   optarg);

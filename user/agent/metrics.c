@@ -15,6 +15,7 @@
 #include "broker.h"
 #include "log.h"
 #include "metrics.h"
+#include "parse.h"
 
 struct metrics_client {
 	struct metrics *m;
@@ -40,31 +41,11 @@ struct metrics {
 int metrics_parse_addr(const char *s, char *host, size_t hostlen,
 		       char *port, size_t portlen)
 {
-	const char *colon, *h = s;
-	size_t hl;
+	uint16_t p;
 
-	if (s[0] == '[') {
-		const char *end = strchr(s, ']');
-
-		if (!end || end[1] != ':')
-			return -EINVAL;
-		h = s + 1;
-		hl = (size_t)(end - h);
-		colon = end + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || strchr(s, ':') != colon)
-			return -EINVAL;
-		hl = (size_t)(colon - s);
-	}
-	if (hl == 0 || hl >= hostlen || strlen(colon + 1) == 0 ||
-	    strlen(colon + 1) >= portlen || strlen(colon + 1) > 5 ||
-	    strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
-	    atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
+	if (portlen < 6 || parse_hostport(s, host, hostlen, &p) < 0)
 		return -EINVAL;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	snprintf(port, portlen, "%s", colon + 1);
+	snprintf(port, portlen, "%u", p);
 	return 0;
 }
 

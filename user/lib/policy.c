@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "parse.h"
 #include "policy.h"
 
 /* Values echoed back in messages are cut here so that a pasted megabyte of
@@ -56,27 +57,6 @@ static int fail(char *err, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* Parses a plain decimal number: digits only (no sign, space, exponent or
- * hex, which strtoull would otherwise let through), at most max. */
-static int parse_uint(const char *s, size_t n, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (n == 0)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		if (v > (UINT64_MAX - 9) / 10)
-			return -ERANGE;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > max)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
-
 static bool name_char(char c, bool first)
 {
 	if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
@@ -119,7 +99,7 @@ int policy_parse_rate(const char *s, struct policy_rate *out, char *err)
 	case 'h': period = 3600; break;
 	default: goto bad;
 	}
-	ret = parse_uint(s, (size_t)(slash - s), UINT64_MAX, &count);
+	ret = parse_u64n(s, (size_t)(slash - s), UINT64_MAX, &count);
 	if (ret == -ERANGE || (ret == 0 && count > POLICY_RATE_MAX * period))
 		return fail(err, "invalid rate '" ECHO "': at most %llu per second "
 			    "(%llu/m, %llu/h) allowed", s, POLICY_RATE_MAX,
@@ -140,7 +120,7 @@ bad:
 int policy_parse_burst(const char *s, uint64_t *out, char *err)
 {
 	uint64_t v;
-	int ret = parse_uint(s, strlen(s), POLICY_BURST_MAX, &v);
+	int ret = parse_u64n(s, strlen(s), POLICY_BURST_MAX, &v);
 
 	if (ret < 0 || v == 0)
 		return fail(err, "invalid burst '" ECHO "': expected a whole number "
@@ -194,7 +174,7 @@ int policy_parse_prefix(const char *s, struct policy_prefix *out, char *err)
 	}
 	if (!slash) {
 		len = maxlen;
-	} else if (parse_uint(slash + 1, strlen(slash + 1), maxlen, &len) < 0) {
+	} else if (parse_u64n(slash + 1, strlen(slash + 1), maxlen, &len) < 0) {
 		return fail(err, "invalid prefix '" ECHO "': the length must be a "
 			    "whole number from 0 to %u for an IPv%d address", s,
 			    maxlen, p.family == AF_INET ? 4 : 6);
@@ -295,7 +275,7 @@ int policy_parse_ports(const char *list, struct policy_tenant *t, char *err)
 	while (next_item(&cur, &item)) {
 		uint64_t v;
 
-		if (parse_uint(item, strlen(item), 65535, &v) < 0 || v == 0) {
+		if (parse_u64n(item, strlen(item), 65535, &v) < 0 || v == 0) {
 			ret = fail(err, "invalid port '" ECHO "': expected a whole "
 				   "number from 1 to 65535 (list: PORT[,PORT...])",
 				   item);
