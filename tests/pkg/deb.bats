@@ -76,6 +76,8 @@ deb_file() {
 }
 
 @test "dpkg installs, upgrades (a running agent keeps enforcing, the new one adopts its pins) and purges the package" {
+	e2e_require_root
+	e2e_require_build rlagent pass.bpf.o
 	# One such test at a time on the machine: a lock on dpkg's directory
 	# (dpkg's own locks are not flock locks), which creates no file.
 	exec {lockfd}</var/lib/dpkg
