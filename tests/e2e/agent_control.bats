@@ -234,3 +234,14 @@ EOF
 	agent_start --rule-memory 2
 	expect_eq "policy after restart" "$(tenants_json)" "$POLICY"
 }
+
+@test "rlctl --version and rlctl version print rlctl's version and the running agent's, exit 0" {
+	local out
+
+	agent_start
+	out=$(rl --version)
+	[[ $out == *"rlctl 0."* && $out == *"rlagent 0."* ]] ||
+		{ echo "rlctl --version printed: $out" >&2; return 1; }
+	expect_eq "rlctl --json --version, rlagent" "$(rl --json --version | jq -r .rlagent)" \
+		"$(rl --json version | jq -r .rlagent)"
+}

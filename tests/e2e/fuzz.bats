@@ -413,6 +413,7 @@ libfuzzer_available() {
 		-D_GNU_SOURCE -I"$RLGATE_ROOT/bpf" -I"$RLGATE_ROOT/user/lib" \
 		-I"$RLGATE_ROOT/user/agent" "$RLGATE_ROOT/tests/fuzz/fuzz_state.c" \
 		"$RLGATE_ROOT/user/lib/policy.c" "$RLGATE_ROOT/user/lib/state.c" \
+		"$RLGATE_ROOT/user/lib/parse.c" "$RLGATE_ROOT/user/lib/ctl_proto.c" \
 		"$RLGATE_ROOT/user/lib/log.c" -ljansson -lbpf -o "$BATS_FILE_TMPDIR/fuzz_state"
 	mkdir -p "$corpus"
 	run "$BATS_FILE_TMPDIR/fuzz_state" -max_total_time="$LIBFUZZER_SECONDS" \

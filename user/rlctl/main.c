@@ -229,8 +229,11 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+:hjs:S:", opts, NULL)) != -1) {
 		if (opt == 's')
 			opt = 'S';
-		if (opt == 'V')
+		if (opt == 'V') {
+			/* a fresh getopt for the command's own, as below */
+			optind = 0;
 			return cmd_version(1, (char *[]){ "version", NULL });
+		}
 		ret = rlctl_common_opt(opt, argv, "rlctl", usage_main);
 		if (ret != RLCTL_CONTINUE)
 			return ret;
