@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The lease broker's insides, shared by its files and by nothing else:
+ * broker.c (life cycle, options, stats), broker_redis.c (connections,
+ * script calls, the circuit breaker), broker_lease.c (leasing, refunds,
+ * what the hosts owe), broker_fleet.c (the agent registry, the policy
+ * store).  Everything here runs on the agent's loop.
+ */
+#ifndef RL_BROKER_INT_H
+#define RL_BROKER_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "agent.h"
+#include "broker.h"
+#include "loop.h"
+
+#define CHECK_MS		50	/* lease check period */
+#define HEARTBEAT_MS		1000
+#define REGISTRY_TTL_MS		3000	/* three missed heartbeats: gone */
+#define ID_CLASH_CLEAR_NS	(10ULL * 1000000000ULL)	/* no other agent seen */
+#define CALL_TIMEOUT_NS		(2ULL * 1000000000ULL)
+#define BACKOFF_MIN_MS		100
+#define BACKOFF_MAX_MS		1000	/* the heartbeat's period: back as soon */
+#define SHUTDOWN_MS		1000
+#define CALL_RING		1024
+#define SCRIPTS_ALL		((1u << S_COUNT) - 1)
+
+enum script_id { S_LEASE, S_REFUND, S_HEARTBEAT, S_DEREGISTER, S_POLICY_SET,
+		 S_POLICY_GET, S_COUNT };
+
+extern const char *const broker_script_names[S_COUNT];
+
+enum conn_state { C_DOWN, C_CONNECTING, C_UP };
+
+/* One Redis connection with reconnect and backoff: the command connection
+ * and the subscriber (a subscribed connection takes no other commands). */
+struct conn {
+	struct broker *b;
+	redisAsyncContext *ac;
+	enum conn_state state;
+	uint64_t backoff_ms;
+	struct loop_timer *retry;
+	bool subscriber;
+	const char *name;
+};
+
+/* Lease state of one kernel slot. */
+struct slot {
+	char name[POLICY_NAME_MAX + 1];	/* "" while unused */
+	uint64_t gen;			/* bumped when the slot changes tenant */
+	bool inflight;
+	uint64_t sent_ns;
+	uint64_t wait_until_ns;		/* Redis advised to wait */
+	uint64_t last_grant_ns;
+	uint64_t last_active_ns;	/* last time the tenant's counters moved */
+	uint64_t seen_count;		/* admitted + denied at that time */
+	bool want_lease;		/* a low-water event asked for one */
+	uint64_t lease;			/* current lease size */
+	uint64_t lowwater;		/* prefetch when the kernel holds this few */
+	uint64_t chunk;			/* when Redis is short: come back for this */
+	struct policy_rate rate;	/* the limit the state above is about */
+	uint64_t burst, budget;
+	uint64_t refunding;		/* tokens in refunds not answered yet */
+	uint64_t debt;			/* tokens admitted without a lease */
+	uint64_t static_debt;		/* ...of those, by the static fail share */
+	int64_t fail_seen;		/* fail_count() at the last look */
+	bool fail_seen_ok;
+	uint64_t meter_ns, meter_count;	/* demand at the last lease sizing */
+	uint64_t sized_ns;		/* when the sizes above were set */
+	bool scarce;			/* the last reply left less than a chunk */
+	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
+	struct broker *b;
+	uint32_t idx;
+	struct broker_tenant_stats st;
+};
+
+struct broker {
+	struct agent *a;
+	struct broker_opts o;
+	char host[256], path[256];
+	int port;
+	char address[300];
+	char *password;
+	char agent_id[257];
+	char nonce[17];			/* this process's, in the registry */
+	bool hb_first;			/* no heartbeat answered on this connection */
+	bool id_clash;			/* another agent uses agent_id */
+	uint64_t id_clash_seen_ns;
+	uint64_t id_clashes;		/* episodes */
+	struct conn cmd, sub;
+	char sha[S_COUNT][41];
+	unsigned int scripts_mask;	/* bit i: script i loaded */
+	bool scripts_ok;
+	uint64_t load_sent_ns;		/* the last SCRIPT LOADs went out */
+	uint64_t load_backoff_ms;
+	struct loop_timer *load_retry;
+	bool load_warned;		/* once per episode */
+	struct loop_timer *check, *heartbeat;
+	/* policy store: tenants to read as one batch once POLICY_BATCH_MS
+	 * passed, and the fleet's changes that wait for another one */
+	char (*want)[POLICY_NAME_MAX + 1];
+	size_t n_want, cap_want;
+	struct loop_timer *want_timer;
+	char (*waiting)[POLICY_NAME_MAX + 1];
+	size_t n_waiting;
+	bool sync_again;	/* a sync's call failed: sync once healthy */
+	uint64_t live_agents;
+	uint64_t live_low_since_ns;	/* a smaller count seen since then */
+	uint64_t redis_calls, redis_errors;
+	uint64_t lease_buckets[BROKER_LEASE_BUCKETS];
+	double lease_sum_s;
+	uint64_t lease_count;
+	uint64_t rtt_ns;		/* lease round trip, a moving average */
+	struct slot *slots;		/* RL_MAX_TENANTS */
+	/* circuit breaker */
+	bool open, ever_healthy, tokens_expired;
+	unsigned int failures;
+	uint64_t open_since_ns;
+	time_t degraded_since;
+	char reason[160];
+	uint64_t transitions, redis_timeouts;
+	uint64_t ring[CALL_RING];	/* send times of calls in flight */
+	unsigned int ring_head, ring_len;
+	/* clean shutdown */
+	void (*done)(void *arg);
+	void *done_arg;
+	unsigned int pending;
+	struct loop_timer *deadline;
+};
+
+struct read_batch;
+
+/* One script call in flight: what its reply is about. */
+struct call {
+	struct broker *b;
+	enum script_id script;
+	uint32_t slot;
+	uint64_t gen;
+	uint64_t sent_ns;
+	uint64_t n;		/* lease: wanted; refund: tokens */
+	uint64_t chunk;		/* lease: the min chunk asked for */
+	redisCallbackFn *fn;	/* the script's own callback */
+	char name[POLICY_NAME_MAX + 1];
+	struct read_batch *batch;	/* policy_get: the batch, and which one */
+	size_t idx;
+};
+
+/* A tenant's bucket as the lease and refund scripts take it. */
+struct bucket_args {
+	char key[128], count[24], period[24], burst[24];
+};
+
+extern const double broker_lease_bounds[BROKER_LEASE_BUCKETS];
+
+/* broker_redis.c */
+void broker_conn_start(struct conn *c);
+bool broker_leasing(const struct broker *b);
+void breaker_success(struct broker *b);
+void breaker_check_timeouts(struct broker *b, uint64_t now);
+void broker_call_failed(struct broker *b, enum script_id s, const redisReply *r);
+bool broker_int_array(const redisReply *r, size_t n);
+int broker_eval(struct broker *b, enum script_id s, int nkeys, const char **args,
+		int nargs, redisCallbackFn *fn, struct call *c);
+void broker_bucket_args(const struct policy_tenant *p, struct bucket_args *ba);
+void broker_script_loads_check(struct broker *b, uint64_t now);
+
+/* broker_lease.c */
+uint64_t broker_agents_of(const struct broker *b);
+void broker_debt_look(struct broker *b);
+void broker_debt_begin(struct broker *b);
+void broker_lease_all(struct broker *b, uint64_t now);
+void broker_slot_unwait(struct slot *s);
+int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max);
+void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv);
+void broker_on_check(struct loop_timer *tm, void *arg);
+
+/* broker_fleet.c */
+void broker_heartbeat(struct broker *b);
+void broker_on_heartbeat_timer(struct loop_timer *t, void *arg);
+void broker_policy_sync(struct broker *b);
+void broker_on_message(redisAsyncContext *ac, void *reply, void *priv);
+
+#endif /* RL_BROKER_INT_H */

@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Leasing: each tenant's next chunk of the global bucket fetched while the
+ * last is being spent, sized from the host's own traffic; idle tokens
+ * refunded; what the host admitted without a lease (a static fail share)
+ * owed back to the bucket. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "broker_int.h"
+#include "lease.h"
+#include "log.h"
+
+/* --- leasing ------------------------------------------------------------------ */
+
+/*
+ * What a host holds of a tenant's tokens, and what it owes.
+ *
+ * held = tokens in the kernel + in a refund on its way to Redis; a lease on
+ * its way is never more than the cap allows on top (lease_topup()).  So a
+ * host never holds more than its lease cap, whatever the low-water events,
+ * the prefetch and the replies in flight do.
+ *
+ * debt = tokens admitted that no lease paid for: the credit a host starts a
+ * tenant with (so that no SYN is refused before its first lease is back),
+ * and what the static fail share admitted during a degraded spell shorter
+ * than a lease TTL (so that a Redis that flaps does not add a fresh share
+ * each time while its bucket keeps refilling).  Every lease asks for the
+ * debt on top and pays it first; tokens taken back from the kernel (refund,
+ * expiry) pay it too.  A spell longer than a lease TTL is an outage: the fail
+ * policy alone decides, and what it admitted is not paid back.
+ * Together: lease_bound() (docs/operations.md).
+ */
+
+#define LEAD_MIN_MS	20	/* a lease's lead time: at least this, */
+#define LEAD_MAX_MS	100	/* at most this, else four round trips */
+#define METER_MIN_MS	5	/* demand since the last sizing: once this old, */
+#define METER_MAX_MS	500	/* and no older than this */
+#define RESIZE_MS	250	/* sizes of a busy tenant: at least this often */
+
+uint64_t broker_agents_of(const struct broker *b)
+{
+	return b->live_agents ? b->live_agents : 1;
+}
+
+static uint64_t held_of(const struct broker *b, const struct slot *s)
+{
+	return kern_tenant_tokens(&b->a->kern, s->idx, loop_now_ns()) + s->refunding;
+}
+
+/* Tokens that leave the kernel unspent pay the debt first; returns what is
+ * left over. */
+static uint64_t pay_debt(struct slot *s, uint64_t n)
+{
+	uint64_t pay = n < s->debt ? n : s->debt;
+
+	s->debt -= pay;
+	if (s->static_debt > s->debt)
+		s->static_debt = s->debt;
+	return n - pay;
+}
+
+/* The host's demand (admitted + refused per second): the largest of the
+ * rate over the last few seconds, the rate since the last one-second sample
+ * and the rate since the last sizing, so that traffic moving to this host
+ * gets big leases at once, not after the window has caught up.  Traffic that
+ * starts after a quiet spell, before a recent sizing could measure it, is
+ * not measured yet (negative): the two longer rates would average the quiet
+ * spell in.  *refused: the part of the demand refused over the window. */
+static double demand(const struct agent_tenant *t, struct slot *s,
+		     const struct rl_stats *now_st, uint64_t now, double *refused)
+{
+	uint64_t count = now_st->admitted + now_st->denied, age = now - s->meter_ns;
+	const struct agent_sample *o, *l;
+	double dt, rate = -1, meter = -1;
+
+	*refused = 0;
+	if (t->n_samples >= 2) {
+		o = &t->samples[0];
+		l = &t->samples[t->n_samples - 1];
+		dt = (double)(l->t_ns - o->t_ns) / 1e9;
+		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied &&
+		    l->admitted + l->denied > o->admitted + o->denied) {
+			rate = (double)(l->admitted + l->denied - o->admitted -
+					o->denied) / dt;
+			*refused = (double)(l->denied - o->denied) /
+				   (double)(l->admitted + l->denied - o->admitted -
+					    o->denied);
+		}
+	}
+	if (s->meter_ns && age >= METER_MIN_MS * 1000000ULL &&
+	    age <= METER_MAX_MS * 1000000ULL && count >= s->meter_count)
+		meter = (double)(count - s->meter_count) / ((double)age / 1e9);
+	if (rate <= 0 && meter < 0)
+		return -1;
+	if (t->n_samples >= 1) {
+		l = &t->samples[t->n_samples - 1];
+		dt = (double)(now - l->t_ns) / 1e9;
+		if (dt >= 0.05 && count >= l->admitted + l->denied &&
+		    (double)(count - l->admitted - l->denied) / dt > rate)
+			rate = (double)(count - l->admitted - l->denied) / dt;
+	}
+	return meter > rate ? meter : rate;
+}
+
+/* Sizes the next lease and the low-water mark (lease_plan()). */
+static void size_lease(const struct broker *b, const struct agent_tenant *t,
+		       struct slot *s, uint64_t now)
+{
+	struct rl_stats st;
+	struct lease_plan p;
+	struct lease_in in = {
+		.rate = -1, .t = &t->pol, .agents = broker_agents_of(b),
+		.ttl_ms = b->o.lease_ttl_ms,
+	};
+	uint64_t lead = LEAD_MIN_MS + 4 * b->rtt_ns / 1000000ULL;
+
+	in.lead_ms = lead > LEAD_MAX_MS ? LEAD_MAX_MS : lead;
+	if (kern_tenant_stats(&b->a->kern, t->slot, &st) == 0) {
+		in.rate = demand(t, s, &st, now, &in.refused);
+		s->meter_ns = now;
+		s->meter_count = st.admitted + st.denied;
+	}
+	lease_plan(&in, &p);
+	s->lease = p.size;
+	s->lowwater = p.lowwater;
+	s->chunk = p.chunk;
+	s->sized_ns = now;
+}
+
+static void observe_lease_rtt(struct broker *b, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+
+	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++)
+		if (s <= broker_lease_bounds[i])
+			b->lease_buckets[i]++;
+	b->lease_sum_s += s;
+	b->lease_count++;
+	/* a slow average: one slow reply does not double every lead time */
+	b->rtt_ns = b->rtt_ns ? (b->rtt_ns * 7 + ns) / 8 : ns;
+}
+
+static void maybe_lease(struct broker *b, const struct agent_tenant *t,
+			uint64_t now, bool force);
+
+static void on_wait(struct loop_timer *tm, void *arg)
+{
+	struct slot *s = arg;
+	struct broker *b = s->b;
+
+	(void)tm;
+	s->wait_timer = NULL;
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+
+		if (t->slot == s->idx && strcmp(t->pol.name, s->name) == 0 &&
+		    broker_leasing(b))
+			maybe_lease(b, t, loop_now_ns(), false);
+	}
+}
+
+/* Forgets Redis's advice to wait: the limit changed, or Redis did. */
+void broker_slot_unwait(struct slot *s)
+{
+	if (s->wait_timer)
+		loop_timer_cancel(s->wait_timer);
+	s->wait_timer = NULL;
+	s->wait_until_ns = 0;
+}
+
+static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+	struct slot *s = &b->slots[c->slot];
+	redisReply *r = reply;
+	uint64_t now = loop_now_ns(), granted, remaining, wait_ms, add, held, cap;
+	struct agent_tenant *t;
+
+	(void)ac;
+	if (s->gen == c->gen)
+		s->inflight = false;
+	if (!broker_int_array(r, 3)) {
+		broker_call_failed(b, S_LEASE, r);
+		free(c);
+		return;
+	}
+	observe_lease_rtt(b, now - c->sent_ns);
+	log_debug("lease '%s': asked %llu, granted %lld, bucket %lld, wait %lld ms, "
+		  "owed %llu", c->name, (unsigned long long)c->n,
+		  r->element[0]->integer, r->element[1]->integer,
+		  r->element[2]->integer, (unsigned long long)s->debt);
+	granted = (uint64_t)r->element[0]->integer;
+	remaining = (uint64_t)r->element[1]->integer;
+	wait_ms = (uint64_t)r->element[2]->integer;
+	t = agent_find(b->a, c->name);
+	if (s->gen != c->gen || !t || t->slot != c->slot) {
+		/* The tenant went away (or its slot changed) while we asked.
+		 * Its limit is gone with it, so there is nothing to refund
+		 * against: the tokens lapse, erring on the side of fewer
+		 * admissions. */
+		if (granted)
+			log_debug("lease of %llu for departed tenant '%s' dropped",
+				  (unsigned long long)granted, c->name);
+		free(c);
+		breaker_success(b);
+		return;
+	}
+	if (granted) {
+		s->st.leases++;
+		s->st.tokens_leased += granted;
+		s->last_grant_ns = now;
+	}
+	/* The debt first; the kernel gets the rest, within the cap (which
+	 * may have shrunk while we asked: the excess lapses). */
+	add = pay_debt(s, granted);
+	held = held_of(b, s);
+	cap = lease_cap(&t->pol, broker_agents_of(b));
+	if (add > (held < cap ? cap - held : 0)) {
+		log_debug("lease '%s': %llu token(s) beyond the cap dropped", c->name,
+			  (unsigned long long)(add - (held < cap ? cap - held : 0)));
+		add = held < cap ? cap - held : 0;
+	}
+	kern_tokens_add(&b->a->kern, c->slot, add, (int64_t)s->lowwater);
+	s->scarce = remaining < c->chunk;
+	if (granted == c->n && remaining < c->chunk) {
+		/* Granted in full, but the global bucket cannot serve the
+		 * next chunk yet: the fleet is at its limit.  Prefetching
+		 * now would only fetch crumbs; come back when a chunk has
+		 * refilled (ignoring other hosts, who only make it later).
+		 * The low-water mark covers that long (lease_plan()). */
+		uint64_t per_ms = t->pol.rate.period_s * 1000;
+
+		wait_ms = ((c->chunk - remaining) * per_ms + t->pol.rate.count - 1) /
+			  t->pol.rate.count;
+	}
+	if (wait_ms) {
+		/* Saturated: come back exactly when a worthwhile chunk is
+		 * there.  Late, the bucket overflows its burst and the fleet
+		 * admits less than the limit; early, it costs a call. */
+		s->wait_until_ns = now + wait_ms * 1000000ULL;
+		if (s->wait_timer)
+			loop_timer_cancel(s->wait_timer);
+		if (loop_timer_add(b->a->loop, wait_ms, 0, on_wait, s, &s->wait_timer))
+			s->wait_timer = NULL;
+	}
+	free(c);
+	/* Last: closing the breaker leases for every tenant, this one with
+	 * its grant already counted. */
+	breaker_success(b);
+}
+
+/* Asks for a lease for t when it is at its low-water mark (or force: a
+ * low-water event, a first lease) or owes tokens, unless one is in flight or
+ * Redis said to wait.  The lease tops the host up to at most its cap, plus
+ * the debt. */
+static void maybe_lease(struct broker *b, const struct agent_tenant *t,
+			uint64_t now, bool force)
+{
+	struct slot *s = &b->slots[t->slot];
+	struct bucket_args ba;
+	char want[24], chunk[24];
+	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, chunk };
+	uint64_t held, n, topup;
+	struct call *c;
+
+	if (s->inflight) {
+		/* A reply that never comes (a hung Redis) must not stop this
+		 * tenant's leasing for good. */
+		if (now - s->sent_ns < CALL_TIMEOUT_NS)
+			return;
+		s->inflight = false;
+		s->gen++;
+	}
+	if (now < s->wait_until_ns)
+		return;
+	/* Sizing reads the kernel's counters: at each lease, and every
+	 * RESIZE_MS in between, so that the low-water mark follows traffic
+	 * that grows while the host still holds plenty. */
+	held = held_of(b, s);
+	if (held > s->lowwater && !force && !s->debt) {
+		if (now - s->sized_ns >= RESIZE_MS * 1000000ULL) {
+			size_lease(b, t, s, now);
+			kern_tokens_add(&b->a->kern, t->slot, 0, (int64_t)s->lowwater);
+		}
+		if (held > s->lowwater)
+			return;
+	}
+	size_lease(b, t, s, now);
+	topup = lease_topup(lease_cap(&t->pol, broker_agents_of(b)), held, s->lease);
+	/* The bucket was short at the last reply: other hosts want it too.
+	 * Two chunks, not a whole lease: what one host takes at once while
+	 * it is scarce, another one waits for. */
+	if (s->scarce && topup > 2 * s->chunk)
+		topup = 2 * s->chunk;
+	n = topup + s->debt;
+	if (!n)
+		return;
+	/* lease.lua's largest want; the bucket never holds more anyway */
+	if (n > POLICY_BURST_MAX)
+		n = POLICY_BURST_MAX;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->slot = t->slot;
+	c->gen = s->gen;
+	c->n = n;
+	c->chunk = s->chunk < t->pol.burst ? s->chunk : t->pol.burst;
+	snprintf(c->name, sizeof(c->name), "%s", t->pol.name);
+	broker_bucket_args(&t->pol, &ba);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)n);
+	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)c->chunk);
+	if (broker_eval(b, S_LEASE, 1, args, 6, on_lease, c)) {
+		free(c);
+		return;
+	}
+	s->inflight = true;
+	s->sent_ns = now;
+	s->want_lease = false;
+	s->st.redis_calls++;
+}
+
+void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call *c = priv;
+	struct broker *b = c->b;
+	struct slot *s = &b->slots[c->slot];
+	redisReply *r = reply;
+
+	(void)ac;
+	if (s->gen == c->gen)
+		s->refunding -= c->n < s->refunding ? c->n : s->refunding;
+	if (!r || r->type != REDIS_REPLY_INTEGER)
+		broker_call_failed(b, S_REFUND, r);
+	else
+		breaker_success(b);
+	if (b->done && b->pending && --b->pending == 0) {
+		void (*done)(void *) = b->done;
+
+		b->done = NULL;
+		done(b->done_arg);
+	}
+	free(c);
+}
+
+/* Takes up to max idle tokens (0: all) back from the kernel; they pay the
+ * debt first, and the rest is refunded to the tenant's global bucket.
+ * Returns 0 if a refund is under way. */
+int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
+{
+	struct bucket_args ba;
+	char n[24];
+	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, n };
+	struct slot *s = &b->slots[t->slot];
+	uint64_t taken, give;
+	struct call *c;
+
+	if (b->cmd.state != C_UP || !b->scripts_ok || (b->open && !b->done))
+		return -ENOTCONN;
+	taken = kern_tokens_take(&b->a->kern, t->slot, max);
+	if (!taken)
+		return -ENOENT;
+	give = pay_debt(s, taken);
+	if (!give)
+		return -ENOENT;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		kern_tokens_add(&b->a->kern, t->slot, give, (int64_t)s->lowwater);
+		return -ENOMEM;
+	}
+	c->slot = t->slot;
+	c->gen = s->gen;
+	c->n = give;
+	broker_bucket_args(&t->pol, &ba);
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)give);
+	if (broker_eval(b, S_REFUND, 1, args, 5, broker_on_refund, c)) {
+		kern_tokens_add(&b->a->kern, t->slot, give, (int64_t)s->lowwater);
+		free(c);
+		return -ENOTCONN;
+	}
+	s->refunding += give;
+	s->st.tokens_refunded += give;
+	s->st.redis_calls++;
+	return 0;
+}
+
+/*
+ * What the fail policy admitted on a slot, as a running count.  While the
+ * kernel is told the fleet is degraded, every SYN that finds no leased token
+ * goes to the fail policy (counted in `degraded`), and each it refuses is
+ * counted in `denied` (a shadow tenant's in `shadow_denied`): so degraded -
+ * denied - shadow_denied grows by one for each admission of the fail policy
+ * and by nothing else.  Outside a spell it falls with ordinary refusals;
+ * only its growth within a spell counts.
+ */
+static int fail_count(struct broker *b, uint32_t slot, int64_t *out)
+{
+	struct rl_stats st;
+	int err = kern_tenant_stats(&b->a->kern, slot, &st);
+
+	if (!err)
+		*out = (int64_t)(st.degraded - st.denied - st.shadow_denied);
+	return err;
+}
+
+/* Where a spell's count starts: now, before the kernel is told. */
+static void debt_baseline(struct broker *b, struct slot *s)
+{
+	s->fail_seen_ok = fail_count(b, s->idx, &s->fail_seen) == 0;
+}
+
+/* What the static fail share admitted since the last look becomes debt,
+ * up to what a spell shorter than a lease TTL can admit; past that (an
+ * outage, b->tokens_expired) nothing is counted.  The count is read CPU by
+ * CPU while SYNs are decided, so it may run one or two ahead for a moment:
+ * only growth beyond the highest value seen counts, never a token twice. */
+static void count_static_debt(struct broker *b, const struct policy_tenant *p,
+			      struct slot *s)
+{
+	uint64_t add, max;
+	int64_t n;
+
+	if (!s->fail_seen_ok || fail_count(b, s->idx, &n) || n <= s->fail_seen)
+		return;
+	add = (uint64_t)(n - s->fail_seen);
+	s->fail_seen = n;
+	max = lease_static_debt_max(p, broker_agents_of(b), b->o.lease_ttl_ms);
+	if (b->tokens_expired || p->fail != POLICY_FAIL_STATIC || s->static_debt >= max)
+		return;
+	if (add > max - s->static_debt)
+		add = max - s->static_debt;
+	s->static_debt += add;
+	s->debt += add;
+	s->st.static_charged += add;
+}
+
+/* Brings every tenant's count of fail-policy admissions up to date. */
+void broker_debt_look(struct broker *b)
+{
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		count_static_debt(b, &b->a->tenants[i].pol,
+				  &b->slots[b->a->tenants[i].slot]);
+}
+
+void broker_debt_begin(struct broker *b)
+{
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		debt_baseline(b, &b->slots[b->a->tenants[i].slot]);
+}
+
+/* Keeps the slot table in step with the tenant set.  A slot that changed
+ * tenant starts over, and when the kernel holds nothing for it, on credit
+ * (lease_credit()): no SYN waits for the first lease.  A changed limit
+ * forgets Redis's advice to wait, which was about the old one. */
+static struct slot *slot_sync(struct broker *b, uint32_t idx,
+			      const struct policy_tenant *p)
+{
+	struct slot *s = &b->slots[idx];
+
+	if (strcmp(s->name, p->name) != 0) {
+		uint64_t gen = s->gen + 1, credit;
+
+		broker_slot_unwait(s);
+		memset(s, 0, sizeof(*s));
+		s->gen = gen;
+		s->b = b;
+		s->idx = idx;
+		snprintf(s->name, sizeof(s->name), "%s", p->name);
+		s->rate = p->rate;
+		s->burst = p->burst;
+		s->budget = policy_overshoot_budget(p);
+		if (kern_tenant_tokens(&b->a->kern, idx, loop_now_ns()) == 0) {
+			credit = lease_credit(p, broker_agents_of(b));
+			s->debt = credit;
+			kern_tokens_add(&b->a->kern, idx, credit, 0);
+		}
+		debt_baseline(b, s);
+	}
+	if (s->rate.count != p->rate.count || s->rate.period_s != p->rate.period_s ||
+	    s->burst != p->burst || s->budget != policy_overshoot_budget(p)) {
+		s->rate = p->rate;
+		s->burst = p->burst;
+		s->budget = policy_overshoot_budget(p);
+		broker_slot_unwait(s);
+	}
+	return s;
+}
+
+static struct slot *slot_of(struct broker *b, const struct agent_tenant *t)
+{
+	return slot_sync(b, t->slot, &t->pol);
+}
+
+void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p)
+{
+	if (b)
+		slot_sync(b, slot, p);
+}
+
+/* Degraded for longer than a lease TTL: an outage.  What is left of the
+ * leases is stale budget and is dropped (paying the debt as far as it
+ * goes); the fail policy alone decides from now on, and what the static
+ * share admitted so far is not paid back. */
+static void expire_leases(struct broker *b)
+{
+	uint64_t dropped = 0;
+
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+		struct slot *s = slot_of(b, t);
+		uint64_t n = kern_tokens_take(&b->a->kern, t->slot, 0);
+
+		count_static_debt(b, &t->pol, s);
+		pay_debt(s, n);
+		s->debt -= s->static_debt;
+		s->static_debt = 0;
+		dropped += n;
+	}
+	b->tokens_expired = true;
+	if (dropped)
+		log_info("degraded past the lease TTL: %llu leased token(s) "
+			 "expired", (unsigned long long)dropped);
+}
+
+/*
+ * For each tenant: fetch a lease if its kernel bucket is at or below the
+ * low-water mark and it has demand (a low-water event, or its counters
+ * moved within the lease TTL; a tenant that never had a lease gets one so
+ * that its credit is paid back), or if it owes tokens; give back what sat
+ * idle for longer than the lease TTL beyond the credit.
+ */
+void broker_lease_all(struct broker *b, uint64_t now)
+{
+	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+		struct slot *s = slot_of(b, t);
+		uint64_t count = 0, tokens, keep, cap = lease_cap(&t->pol, broker_agents_of(b));
+
+		if (t->n_samples) {
+			const struct agent_sample *l = &t->samples[t->n_samples - 1];
+
+			count = l->admitted + l->denied;
+		}
+		if (count != s->seen_count) {
+			s->seen_count = count;
+			s->last_active_ns = now;
+		}
+		/* A lowered limit (or a grown fleet) shrinks the cap: what a
+		 * host holds beyond it goes back at once rather than being
+		 * spent under the old limit. */
+		tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
+		if (tokens + s->refunding > cap) {
+			broker_refund(b, t, tokens + s->refunding - cap);
+			continue;
+		}
+		if (s->want_lease || !s->last_grant_ns || s->debt ||
+		    now - s->last_active_ns < ttl_ns) {
+			maybe_lease(b, t, now, !s->last_grant_ns);
+			continue;
+		}
+		/* Idle: back to the credit (or one token), so that the first
+		 * connections after a quiet spell are admitted at once, even on
+		 * every host together. */
+		keep = lease_credit(&t->pol, broker_agents_of(b));
+		if (!keep)
+			keep = 1;
+		if (tokens > keep && now - s->last_grant_ns > ttl_ns)
+			broker_refund(b, t, tokens - keep);
+	}
+}
+
+/* Every CHECK_MS: the heartbeat to the kernel, the breaker's timeouts, the
+ * static share's debt while degraded, the outage rule, then leasing. */
+void broker_on_check(struct loop_timer *tm, void *arg)
+{
+	struct broker *b = arg;
+	uint64_t now = loop_now_ns(), ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+
+	(void)tm;
+	/* The kernel's view of this agent: alive, and whether Redis is. */
+	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
+			 b->open || b->done);
+	breaker_check_timeouts(b, now);
+	broker_script_loads_check(b, now);
+	/* While degraded, and once more after: what the fail policy admitted. */
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		slot_of(b, &b->a->tenants[i]);
+	if (b->open)
+		broker_debt_look(b);
+	/* The time again: the breaker may have opened just now, after now
+	 * was read. */
+	if (b->open && !b->tokens_expired && loop_now_ns() - b->open_since_ns > ttl_ns)
+		expire_leases(b);
+	if (broker_leasing(b))
+		broker_lease_all(b, now);
+}
+
+void broker_lowwater(struct broker *b, uint32_t slot)
+{
+	struct agent_tenant *t = NULL;
+
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		if (b->a->tenants[i].slot == slot)
+			t = &b->a->tenants[i];
+	if (!t)
+		return;
+	slot_of(b, t)->want_lease = true;
+	slot_of(b, t)->last_active_ns = loop_now_ns();
+	if (broker_leasing(b))
+		maybe_lease(b, t, loop_now_ns(), true);
+}
+
+void broker_tenants_changed(struct broker *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		slot_of(b, &b->a->tenants[i]);
+	if (broker_leasing(b))
+		broker_lease_all(b, loop_now_ns());
+}
