@@ -11,6 +11,10 @@ else
 BUILD ?= build
 endif
 
+# The one version string of rlagent, rlctl and the package (the upstream
+# part of debian/changelog's version must match: tests/pkg/deb.bats checks).
+VERSION := 0.1.0
+
 CC ?= cc
 CLANG ?= clang
 BPFTOOL ?= bpftool
@@ -26,7 +30,7 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null || echo $(ARCH)-linux-gn
 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -MMD -MP \
-	  -I$(BUILD) -Ibpf -Iuser/lib
+	  -I$(BUILD) -Ibpf -Iuser/lib -DRLGATE_VERSION='"$(VERSION)"'
 LDFLAGS ?=
 # Each program records only the libraries it calls into.
 LDFLAGS += -Wl,--as-needed

@@ -16,10 +16,6 @@
 #include "policy.h"
 #include "ctl_proto.h"
 
-#ifndef RLGATE_VERSION
-#define RLGATE_VERSION	"0.1.0"
-#endif
-
 #define AGENT_POLICY_FILE	"policy.json"
 #define AGENT_RATE_SAMPLES	4	/* 1 s apart: rates over the last 3 s */
 

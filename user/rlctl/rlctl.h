@@ -11,8 +11,6 @@
 
 #include "ctl_client.h"
 
-#define RLCTL_VERSION	"0.1.0"
-
 enum {
 	RLCTL_EXIT_OK = 0,
 	RLCTL_EXIT_FAIL = 1,	/* no agent, agent failed, I/O error */

@@ -507,10 +507,10 @@ int cmd_version(int argc, char **argv)
 	ctl_client_close(&c);
 	if (rlctl.json) {
 		rlctl_print_json(json_pack("{s:s, s:s?, s:s?}", "rlctl",
-					   RLCTL_VERSION, "rlagent", agent,
+					   RLGATE_VERSION, "rlagent", agent,
 					   "rlagent_error", *why ? why : NULL));
 	} else {
-		printf("rlctl %s\n", RLCTL_VERSION);
+		printf("rlctl %s\n", RLGATE_VERSION);
 		if (agent)
 			printf("rlagent %s\n", agent);
 		else
