@@ -164,7 +164,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	/* Degraded until Redis has answered once, a spell like any other:
 	 * tenants the kernel holds nothing for start on credit, then the
 	 * fail policies decide, not an empty leased bucket. */
-	b->open = true;
+	circuit_init(&b->circ);
 	b->open_since_ns = loop_now_ns();
 	b->degraded_since = time(NULL);
 	snprintf(b->reason, sizeof(b->reason), "not connected to Redis yet");
@@ -378,10 +378,10 @@ void broker_stats(const struct broker *b, struct broker_stats *out)
 	out->address = b->address;
 	out->state = b->cmd.state == C_UP ? "connected" :
 		     b->cmd.state == C_CONNECTING ? "connecting" : "down";
-	out->healthy = b->cmd.state == C_UP && b->scripts_ok && !b->open;
-	out->degraded_since = b->open ? b->degraded_since : 0;
-	out->reason = b->open ? b->reason : "";
-	out->transitions = b->transitions;
+	out->healthy = b->cmd.state == C_UP && b->scripts_ok && !b->circ.open;
+	out->degraded_since = b->circ.open ? b->degraded_since : 0;
+	out->reason = b->circ.open ? b->reason : "";
+	out->transitions = b->circ.transitions;
 	out->timeouts = b->redis_timeouts;
 	out->live_agents = b->live_agents;
 	out->agent_id = b->agent_id;

@@ -21,15 +21,8 @@
  */
 static void set_live_agents(struct broker *b, uint64_t n)
 {
-	uint64_t now = loop_now_ns();
-
-	if (n < b->live_agents) {
-		if (!b->live_low_since_ns)
-			b->live_low_since_ns = now;
-		if (now - b->live_low_since_ns < REGISTRY_TTL_MS * 1000000ULL)
-			return;
-	}
-	b->live_low_since_ns = 0;
+	n = circuit_live_agents(b->live_agents, n, loop_now_ns(),
+				REGISTRY_TTL_MS * 1000000ULL, &b->live_low_since_ns);
 	if (n == b->live_agents)
 		return;
 	log_info("live agents: %llu", (unsigned long long)n);

@@ -16,6 +16,7 @@
 
 #include "agent.h"
 #include "broker.h"
+#include "circuit.h"
 #include "loop.h"
 
 #define CHECK_MS		50	/* lease check period */
@@ -117,12 +118,12 @@ struct broker {
 	uint64_t rtt_ns;		/* lease round trip, a moving average */
 	struct slot *slots;		/* RL_MAX_TENANTS */
 	/* circuit breaker */
-	bool open, ever_healthy, tokens_expired;
-	unsigned int failures;
+	struct circuit circ;		/* user/lib/circuit.h */
+	bool tokens_expired;
 	uint64_t open_since_ns;
 	time_t degraded_since;
 	char reason[160];
-	uint64_t transitions, redis_timeouts;
+	uint64_t redis_timeouts;
 	uint64_t ring[CALL_RING];	/* send times of calls in flight */
 	unsigned int ring_head, ring_len;
 	/* clean shutdown */

@@ -358,7 +358,7 @@ int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 	uint64_t taken, give;
 	struct call *c;
 
-	if (b->cmd.state != C_UP || !b->scripts_ok || (b->open && !b->done))
+	if (b->cmd.state != C_UP || !b->scripts_ok || (b->circ.open && !b->done))
 		return -ENOTCONN;
 	taken = kern_tokens_take(&b->a->kern, t->slot, max);
 	if (!taken)
@@ -584,17 +584,17 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 	(void)tm;
 	/* The kernel's view of this agent: alive, and whether Redis is. */
 	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
-			 b->open || b->done);
+			 b->circ.open || b->done);
 	breaker_check_timeouts(b, now);
 	broker_script_loads_check(b, now);
 	/* While degraded, and once more after: what the fail policy admitted. */
 	for (size_t i = 0; i < b->a->n_tenants; i++)
 		slot_of(b, &b->a->tenants[i]);
-	if (b->open)
+	if (b->circ.open)
 		broker_debt_look(b);
 	/* The time again: the breaker may have opened just now, after now
 	 * was read. */
-	if (b->open && !b->tokens_expired && loop_now_ns() - b->open_since_ns > ttl_ns)
+	if (b->circ.open && !b->tokens_expired && loop_now_ns() - b->open_since_ns > ttl_ns)
 		expire_leases(b);
 	if (broker_leasing(b))
 		broker_lease_all(b, now);

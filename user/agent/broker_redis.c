@@ -25,46 +25,47 @@
 #define BREAKER_FAILURES	3
 
 
-static void breaker_open(struct broker *b, const char *reason)
+/* The breaker opened (circuit_step()): before the kernel turns to the
+ * fail policies, what they admit starts being counted. */
+static void on_opened(struct broker *b, const char *reason)
 {
-	b->failures = 0;
-	if (b->open)
-		return;
-	/* Before the kernel turns to the fail policies: from here on, what
-	 * they admit is counted. */
 	broker_debt_begin(b);
-	b->open = true;
 	b->open_since_ns = loop_now_ns();
 	b->degraded_since = time(NULL);
 	b->tokens_expired = false;
 	snprintf(b->reason, sizeof(b->reason), "%s", reason);
-	if (b->ever_healthy)
-		b->transitions++;
 	log_warn("fleet degraded: %s; each tenant's fail policy applies once its "
 		 "leased tokens are spent", reason);
 	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
 }
 
+static void breaker_open(struct broker *b, const char *reason)
+{
+	if (circuit_step(&b->circ, CIRCUIT_LOST, false, BREAKER_FAILURES) ==
+	    CIRCUIT_OPENED)
+		on_opened(b, reason);
+}
+
 static void breaker_failure(struct broker *b, const char *reason)
 {
-	if (++b->failures >= BREAKER_FAILURES)
-		breaker_open(b, reason);
+	if (circuit_step(&b->circ, CIRCUIT_FAILURE, false, BREAKER_FAILURES) ==
+	    CIRCUIT_OPENED)
+		on_opened(b, reason);
 }
 
 void breaker_success(struct broker *b)
 {
-	b->failures = 0;
-	if (!b->open || b->cmd.state != C_UP || !b->scripts_ok)
+	bool first = !b->circ.ever_healthy;
+
+	if (circuit_step(&b->circ, CIRCUIT_SUCCESS,
+			 b->cmd.state == C_UP && b->scripts_ok,
+			 BREAKER_FAILURES) != CIRCUIT_CLOSED)
 		return;
-	b->open = false;
-	if (b->ever_healthy)
-		b->transitions++;
-	if (b->ever_healthy)
+	if (!first)
 		log_warn("fleet healthy again after %.1f s degraded (%s): leasing",
 			 (double)(loop_now_ns() - b->open_since_ns) / 1e9, b->reason);
 	else
 		log_info("Redis on '%s' ready: leasing", b->address);
-	b->ever_healthy = true;
 	b->reason[0] = '\0';
 	/* The spell's last look, while every refusal is still the fail
 	 * policy's. */
@@ -78,7 +79,7 @@ void breaker_success(struct broker *b)
 /* Leases and refunds go out only while the breaker is closed. */
 bool broker_leasing(const struct broker *b)
 {
-	return b->cmd.state == C_UP && b->scripts_ok && !b->open && !b->done;
+	return b->cmd.state == C_UP && b->scripts_ok && !b->circ.open && !b->done;
 }
 
 /* Every reply passes here first: it answers the oldest call in flight. */
@@ -324,7 +325,7 @@ void broker_script_loads_check(struct broker *b, uint64_t now)
 	log_debug("Redis on '%s': no answer to SCRIPT LOAD within %llu ms: "
 		  "sending it again", b->address,
 		  (unsigned long long)(CALL_TIMEOUT_NS / 1000000));
-	if (b->open)
+	if (b->circ.open)
 		snprintf(b->reason, sizeof(b->reason), "Redis on '%.40s' did not "
 			 "answer SCRIPT LOAD within %llu ms", b->address,
 			 (unsigned long long)(CALL_TIMEOUT_NS / 1000000));
