@@ -2,7 +2,7 @@
 /* libFuzzer target for rlagent's policy state file: the bytes of a
  * policy.json go through the strict JSON reader and the agent's own
  * document parser (parse_doc in user/agent/agent.c, included here so its
- * static functions are reachable; the kernel and broker calls are stubs).
+ * static functions are reachable; the kernel calls are stubs).
  * Invariants: no crash or sanitizer report; a document that parses
  * survives a round trip through the agent's writer, save_policy, into a
  * private directory under /dev/shm and back (same tenants, slots, versions
@@ -53,23 +53,6 @@ uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns
 {
 	(void)k; (void)slot; (void)now_ns;
 	return 0;
-}
-
-void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
-			   size_t n_old, const struct agent_tenant *now,
-			   size_t n_now)
-{
-	(void)b; (void)old; (void)n_old; (void)now; (void)n_now;
-}
-
-void broker_tenants_changed(struct broker *b)
-{
-	(void)b;
-}
-
-void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p)
-{
-	(void)b; (void)slot; (void)p;
 }
 
 uint64_t loop_now_ns(void)

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "agent.h"
-#include "broker.h"
 #include "log.h"
 #include "state.h"
 
@@ -272,7 +271,8 @@ static int kern_apply(struct agent *a, const struct agent_tenant *old,
 			     !kern_slot_live(&a->kern, ts[i].slot);
 
 		kern_tenant_configure(&a->kern, ts[i].slot, &ts[i].pol, fresh);
-		broker_slot_ready(a->broker, ts[i].slot, &ts[i].pol);
+		if (a->hooks.slot_ready)
+			a->hooks.slot_ready(a->hooks.ctx, ts[i].slot, &ts[i].pol);
 		bs[i].slot = ts[i].slot;
 		bs[i].t = &ts[i].pol;
 	}
@@ -469,13 +469,15 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	free(a->tombs);
 	a->tombs = tombs;
 	a->n_tombs = n_tombs;
-	if (a->broker && !a->fleet_update)
-		broker_policy_changed(a->broker, a->tenants, a->n_tenants, next, n);
+	if (a->hooks.policy_changed && !a->fleet_update)
+		a->hooks.policy_changed(a->hooks.ctx, a->tenants, a->n_tenants,
+					next, n);
 	free(a->tenants);
 	a->tenants = next;
 	a->n_tenants = n;
 	a->policy_version++;
-	broker_tenants_changed(a->broker);
+	if (a->hooks.tenants_changed)
+		a->hooks.tenants_changed(a->hooks.ctx);
 	return AGENT_OK;
 }
 

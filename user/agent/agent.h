@@ -78,8 +78,27 @@ enum agent_code {
 	AGENT_INTERNAL = CTL_INTERNAL,
 };
 
+/*
+ * What the agent tells of its policy to whoever main.c installs (in fleet
+ * mode, the lease broker), in the spirit of hiredis's adapter hooks: the
+ * agent knows nothing of its listeners.  Each may be NULL.
+ */
+struct agent_hooks {
+	void *ctx;
+	/* slot now holds tenant p in the kernel; no rule points at it yet */
+	void (*slot_ready)(void *ctx, uint32_t slot, const struct policy_tenant *p);
+	/* the policy changed by a local request (rlctl), not by the fleet's
+	 * change: old and now are the tenant sets before and after */
+	void (*policy_changed)(void *ctx, const struct agent_tenant *old,
+			       size_t n_old, const struct agent_tenant *now,
+			       size_t n_now);
+	/* the tenant set in force changed (a->tenants is the new one) */
+	void (*tenants_changed)(void *ctx);
+};
+
 struct agent {
 	struct agent_opts opts;
+	struct agent_hooks hooks;
 	struct loop *loop;
 	struct kern kern;
 	struct ctl *ctl;
