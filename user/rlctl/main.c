@@ -36,6 +36,7 @@ static const char usage_main[] =
 "                       else " CTL_DEFAULT_SOCKET ")\n"
 "  -j, --json           print only JSON on stdout, errors as {\"error\": ...}\n"
 "  -h, --help           this help; 'rlctl COMMAND --help' for a command\n"
+"  -V, --version        rlctl's version and the agent's (as 'rlctl version')\n"
 "\n"
 "Exit status: 0 success, 1 failure (e.g. rlagent not running),\n"
 "2 bad command line or input (nothing was changed).\n";
@@ -82,7 +83,10 @@ int rlctl_common_opt(int opt, char **argv, const char *cmd, const char *usage)
 	char sub[128];
 
 	/* the top level's help is plain 'rlctl --help' */
-	snprintf(sub, sizeof(sub), "%s ", strcmp(cmd, "rlctl") ? cmd : "");
+	if (strcmp(cmd, "rlctl"))
+		snprintf(sub, sizeof(sub), "%s ", cmd);
+	else
+		sub[0] = '\0';
 	switch (opt) {
 	case 'j':
 		rlctl.json = true;
@@ -226,7 +230,7 @@ int main(int argc, char **argv)
 		rlctl.socket = env;
 	opterr = 0;
 	/* '+': stop at the command, whose own options follow it. */
-	while ((opt = getopt_long(argc, argv, "+:hjs:S:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:hjs:S:V", opts, NULL)) != -1) {
 		if (opt == 's')
 			opt = 'S';
 		if (opt == 'V') {
