@@ -169,9 +169,9 @@ struct syn_info {
 	__u8 _pad[6];
 };
 
-/* What the parser reads from the TCP header, before it knows the packet is
- * worth a decision.  Small, so that zeroing it costs the fast path nothing
- * worth measuring. */
+/* What the parser reads from the TCP header once it knows the packet is
+ * worth a decision: written whole (suspect(), parse_tcp() past the flag
+ * test), never for P_OTHER, the path of almost every packet. */
 struct l4_info {
 	__be16 sport;
 	__be16 dport;
@@ -235,15 +235,6 @@ enum parse {
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
 };
 
-/*
- * Reads the TCP header at tcp: a SYN without ACK, a RST or FIN, or anything
- * else.  A SYN is P_SYN only when its whole header, options included, lies
- * inside the frame and inside l4_len, the segment length the IP header gives;
- * a header cut short is P_SUSPECT, with the ports kept when they were
- * readable.
- *
- * What the decision needs is copied into si (see struct syn_info).
- */
 /* A packet that might open a connection and cannot be judged; the ports
  * are kept when the first four bytes of TCP are there (the classifier may
  * need the destination port). */
@@ -442,7 +433,8 @@ static __always_inline enum parse parse_ipv6(void *l3, void *data_end,
  *
  * The untagged IPv4 non-SYN (the bulk of all traffic) is the path this is
  * shaped for: its ethertype is tested first, and it touches nothing but the
- * headers - the flow key is only written once a SYN matched a rule.
+ * headers - si is only written once the flags (or the fragment bits) say
+ * the packet needs a decision.
  */
 static __always_inline enum parse parse_packet(void *data, void *data_end,
 					       struct syn_info *si)
