@@ -6,15 +6,20 @@ TOP=${RLGATE_TOP:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
 U=3600000000	# bucket units per token (see docs/redis.md)
 
 # Starts redis-server in a fresh temp dir and loads every lua/*.lua; the SHA
-# of lua/x.lua is exported as SHA_x.  Called from setup_file.
+# of lua/x.lua is exported as SHA_x.  Called from setup_file.  With
+# "cluster": a Redis Cluster of this one node serving every slot, which
+# refuses, as any cluster does, a call whose keys are in different slots.
 redis_start() {
+	local mode=${1:-} extra=()
 	export RDIR
 	RDIR=$(mktemp -d "${BATS_RUN_TMPDIR:-/tmp}/rlredis.XXXXXX")
 	export RSOCK=$RDIR/redis.sock
+	[[ $mode == cluster ]] &&
+		extra=(--cluster-enabled yes --cluster-config-file "$RDIR/nodes.conf")
 	redis-server --port 0 --unixsocket "$RSOCK" --unixsocketperm 700 \
 		--save '' --appendonly no --dir "$RDIR" \
 		--pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log" \
-		--daemonize yes >/dev/null || return 1
+		"${extra[@]}" --daemonize yes >/dev/null || return 1
 	local i
 	for ((i = 0; i < 100; i++)); do
 		[[ -S $RSOCK && -s $RDIR/redis.pid ]] &&
@@ -26,6 +31,18 @@ redis_start() {
 		cat "$RDIR/redis.log" >&2
 		return 1
 	}
+	if [[ $mode == cluster ]]; then
+		redis-cli -s "$RSOCK" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null || return 1
+		for ((i = 0; i < 100; i++)); do
+			redis-cli -s "$RSOCK" CLUSTER INFO | grep -q '^cluster_state:ok' &&
+				break
+			sleep 0.05
+		done
+		redis-cli -s "$RSOCK" CLUSTER INFO | grep -q '^cluster_state:ok' || {
+			echo "the one-node cluster did not come up" >&2
+			return 1
+		}
+	fi
 	local f name sha
 	for f in "$TOP"/lua/*.lua; do
 		name=$(basename "$f" .lua)

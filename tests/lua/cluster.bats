@@ -1,0 +1,59 @@
+#!/usr/bin/env bats
+# The scripts on a Redis Cluster: every call the agent makes in Cluster mode
+# names keys of one hash slot (a cluster refuses any other), and the key
+# names that a single Redis may mix across slots are named apart on a
+# cluster (docs/redis.md, "Keys on a Redis Cluster").
+
+load helpers
+
+setup_file() { redis_start cluster; }
+teardown_file() { redis_stop; }
+
+slot() { r CLUSTER KEYSLOT "$1"; }
+
+@test "a tenant's bucket and policy share one slot, whatever its name" {
+	for t in acme a A-1 x.y_z 0 "$(printf 'n%.0s' {1..63})"; do
+		[ "$(slot "rl:{t:$t}:bucket")" = "$(slot "rl:{t:$t}:policy")" ] ||
+			{ echo "tenant $t"; return 1; }
+		[ "$(slot "rl:{t:$t}:bucket")" = "$(slot "t:$t")" ]
+	done
+}
+
+@test "the cluster registry's two keys share one slot; the single-Redis names do not" {
+	[ "$(slot 'rl:{registry}:agents')" = "$(slot 'rl:{registry}:agent_ids')" ]
+	[ "$(slot 'rl:agents')" != "$(slot 'rl:agent_ids')" ]
+}
+
+@test "lease and refund run on a cluster" {
+	[ "$(lease 'rl:{t:acme}:bucket' 10 1 10 4 1)" = "4 6 0" ]
+	[ "$(refund 'rl:{t:acme}:bucket' 10 1 10 4)" = "10" ]
+}
+
+@test "policy_set with the policy key alone, and policy_get, run on a cluster" {
+	run r EVALSHA "$SHA_policy_set" 1 'rl:{t:acme}:policy' acme 5 '{"x":1}' 1000
+	[ "$(paste -sd' ' <<<"$output")" = "1 5" ]
+	[ "$(r EVALSHA "$SHA_policy_get" 1 'rl:{t:acme}:policy' | paste -sd' ')" = '5 {"x":1}' ]
+	[ "$(r SADD rl:tenants acme)" = 1 ]
+}
+
+@test "policy_set with rl:tenants as a second key is refused on a cluster (CROSSSLOT)" {
+	run r EVALSHA "$SHA_policy_set" 2 'rl:{t:beta}:policy' rl:tenants beta 5 '{}' 1000
+	[[ $output == CROSSSLOT* ]]
+	[ "$(r EVALSHA "$SHA_policy_get" 1 'rl:{t:beta}:policy' | paste -sd' ')" = '0 ' ]
+}
+
+@test "heartbeat, agents and deregister run with the cluster registry keys" {
+	n=0123456789abcdef
+	run r EVALSHA "$SHA_heartbeat" 2 'rl:{registry}:agents' 'rl:{registry}:agent_ids' \
+		host1 3000 "$n" 1
+	[ "${lines[0]}" = 1 ] && [ "${#lines[@]}" = 1 ]
+	[ "$(r EVALSHA "$SHA_agents" 1 'rl:{registry}:agents')" = 1 ]
+	[ "$(r EVALSHA "$SHA_deregister" 2 'rl:{registry}:agents' \
+		'rl:{registry}:agent_ids' host1 "$n")" = 0 ]
+}
+
+@test "heartbeat with the single-Redis registry keys is refused on a cluster (CROSSSLOT)" {
+	run r EVALSHA "$SHA_heartbeat" 2 rl:agents rl:agent_ids host1 3000 0123456789abcdef 1
+	[[ $output == CROSSSLOT* ]]
+	[ "$(r EXISTS rl:agents)" = 0 ] && [ "$(r EXISTS rl:agent_ids)" = 0 ]
+}
