@@ -14,10 +14,12 @@
 /*
  * The layout of everything shared with the kernel, as a whole: the structs
  * below, the maps' sizes and what each field means.  A change to any of them
- * bumps RL_ABI_VERSION, and the agent learns (user/agent/kern.c,
- * migrate_plan()) how to bring pins of the previous layout forward in
+ * bumps RL_ABI_VERSION, and the agent learns (user/agent: migratable(),
+ * migrate_map()) how to bring pins of the previous layout forward in
  * place.  The version is recorded in the pinned map `abi`; pins without it
- * were made by layout 1.
+ * were made by layout 1.  tests/e2e/upgrade.bats builds the last commit of
+ * the previous layout from git history and upgrades its pins under load: a
+ * bump names the new previous commit there.
  *   1  the first release
  *   2  `counters` grows to RL_CNT_SLOTS; rl_stats.unparsed and
  *      rl_flow_slot.repeats take padding that was zero
@@ -30,7 +32,9 @@ struct rl_abi {
 	__u32 version;		/* RL_ABI_VERSION of the build that pinned */
 };
 
-_Static_assert(sizeof(struct rl_abi) == 8, "rl_abi: the layout record");
+_Static_assert(sizeof(struct rl_abi) == 8 &&
+	       __builtin_offsetof(struct rl_abi, version) == 4,
+	       "rl_abi: the layout record");
 
 #define RL_MAX_TENANTS		4096
 /* `flow_cache_cpu` holds 2^bits slots per CPU: RL_FLOW_BITS unless the
@@ -106,10 +110,17 @@ struct rl_tenant {
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct rl_tenant) == 128 &&
+	       __builtin_offsetof(struct rl_tenant, generation) == 12 &&
 	       __builtin_offsetof(struct rl_tenant, interval_ns) == 16 &&
+	       __builtin_offsetof(struct rl_tenant, burst) == 24 &&
+	       __builtin_offsetof(struct rl_tenant, tolerance_ns) == 32 &&
+	       __builtin_offsetof(struct rl_tenant, lowwater) == 40 &&
+	       __builtin_offsetof(struct rl_tenant, fail) == 48 &&
+	       __builtin_offsetof(struct rl_tenant, fail_burst) == 52 &&
 	       __builtin_offsetof(struct rl_tenant, fail_interval_ns) == 56 &&
 	       __builtin_offsetof(struct rl_tenant, tat) == 64 &&
 	       __builtin_offsetof(struct rl_tenant, tokens) == 72 &&
+	       __builtin_offsetof(struct rl_tenant, lowwater_armed) == 80 &&
 	       __builtin_offsetof(struct rl_tenant, fail_tat) == 88,
 	       "rl_tenant: one cache line of configuration, one of state");
 
@@ -126,7 +137,9 @@ struct rl_agent_state {
 };
 
 _Static_assert(sizeof(struct rl_agent_state) == 24 &&
-	       __builtin_offsetof(struct rl_agent_state, degraded) == 16,
+	       __builtin_offsetof(struct rl_agent_state, stale_ns) == 8 &&
+	       __builtin_offsetof(struct rl_agent_state, degraded) == 16 &&
+	       __builtin_offsetof(struct rl_agent_state, live_agents) == 20,
 	       "rl_agent_state: layout shared with the kernel");
 
 /* Per tenant, per CPU (BPF_MAP_TYPE_PERCPU_ARRAY `tenant_stats`): counting
@@ -144,7 +157,12 @@ struct rl_stats {
 				 * shadow tenant, would have been) */
 };
 
-_Static_assert(sizeof(struct rl_stats) == 64, "rl_stats: one cache line");
+_Static_assert(sizeof(struct rl_stats) == 64 &&
+	       __builtin_offsetof(struct rl_stats, denied) == 8 &&
+	       __builtin_offsetof(struct rl_stats, rst_sent) == 32 &&
+	       __builtin_offsetof(struct rl_stats, degraded) == 48 &&
+	       __builtin_offsetof(struct rl_stats, unparsed) == 56,
+	       "rl_stats: one cache line of __u64 counters");
 
 #ifndef __BPF__
 /* Adds one CPU's stats to a sum (user space sums the per-CPU copies):
@@ -216,7 +234,9 @@ struct rl_cls_state {
 	__u32 generation;	/* bumped on every publish */
 };
 
-_Static_assert(sizeof(struct rl_cls_state) == 8, "rl_cls_state: two words");
+_Static_assert(sizeof(struct rl_cls_state) == 8 &&
+	       __builtin_offsetof(struct rl_cls_state, generation) == 4,
+	       "rl_cls_state: two words");
 
 /*
  * The bucket clock.  Reading the precise clock costs several times what the
@@ -284,7 +304,10 @@ struct rl_flow_slot {
  * from the client's side of the flow ends it, so the same SYN sent again
  * after a reset is charged as the new connection it is for the server.
  */
-_Static_assert(sizeof(struct rl_flow_slot) == 64, "rl_flow_slot: one cache line");
+_Static_assert(sizeof(struct rl_flow_slot) == 64 &&
+	       __builtin_offsetof(struct rl_flow_slot, seen_ns) == 48 &&
+	       __builtin_offsetof(struct rl_flow_slot, repeats) == 56,
+	       "rl_flow_slot: one cache line");
 
 #define RL_FLOW_MAX_REPEATS		2
 #define RL_DEFAULT_RETRANS_GAP_NS	(500ULL * 1000 * 1000)
@@ -345,7 +368,9 @@ struct rl_event {
 };
 
 _Static_assert(sizeof(struct rl_event) == 24 &&
-	       __builtin_offsetof(struct rl_event, tokens) == 8,
+	       __builtin_offsetof(struct rl_event, tenant) == 4 &&
+	       __builtin_offsetof(struct rl_event, tokens) == 8 &&
+	       __builtin_offsetof(struct rl_event, ts_ns) == 16,
 	       "rl_event: layout read by the agent");
 
 /* Global counters (PERCPU_ARRAY `counters`), indexed by this enum. */

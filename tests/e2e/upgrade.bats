@@ -1,0 +1,157 @@
+#!/usr/bin/env bats
+# Upgrading rlgate in place: the pins, program and state file that a real
+# build of the previous map layout left are taken over by this build's
+# rlagent under load, without a moment in which SYNs pass unlimited; pins of
+# a newer layout are refused and left enforcing.
+#
+# The previous layout's build is the fixture: the tree at ABI1_COMMIT, the
+# last commit of map layout 1 (bpf/rlgate.h: RL_ABI_VERSION), taken from git
+# history with `git archive` and built with its own Makefile.  Nothing of it
+# is checked in: a copy of the old kernel program and agent would be a second
+# source nobody maintains, while the history already holds exactly what was
+# released, and its own agent pins its maps and writes its state file just as
+# an operator's old installation did.  Skipped outside a git checkout with
+# that history (a release tarball, a shallow clone).
+
+load helpers
+load agent_helpers
+
+ABI1_COMMIT=1b56ba46cb3f342d711a755980cc9550984f81bf
+
+setup() { agent_setup; }
+teardown() {
+	[[ -z ${SAMPLER_PID:-} ]] || { kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null; }
+	agent_teardown
+}
+
+# abi1_build: rlagent and rlctl of the layout-1 tree, built in this test's
+# directory; ABI1_BUILD is their folder.
+abi1_build() {
+	local src=$BATS_TEST_TMPDIR/abi1
+
+	git -C "$RLGATE_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
+		skip "not a git checkout: the layout-1 fixture is built from git history"
+	git -C "$RLGATE_ROOT" cat-file -e "$ABI1_COMMIT^{commit}" 2>/dev/null ||
+		skip "commit $ABI1_COMMIT (map layout 1) is not in this clone's history"
+	mkdir -p "$src"
+	git -C "$RLGATE_ROOT" archive "$ABI1_COMMIT" | tar -x -C "$src" || return 1
+	env -u CFLAGS -u LDFLAGS -u SANITIZE make -s -C "$src" -j2 BUILD=build \
+		build/rlagent build/rlctl >"$src.log" 2>&1 ||
+		{ echo "couldn't build the layout-1 fixture:" >&2; tail -n 30 "$src.log" >&2; return 1; }
+	ABI1_BUILD=$src/build
+}
+
+# xdp_prog_id: the id of the XDP program on s1's eth0, or "none".
+xdp_prog_id() {
+	ip -n "$(lab_ns s1)" -j link show dev eth0 | jq -r '.[0].xdp.prog.id // "none"'
+}
+
+# abi_version: the layout version recorded in the pinned `abi` map (struct
+# rl_abi: the magic, then the version; its low byte is enough here).
+abi_version() {
+	local b
+
+	b=$(bpftool -j map lookup pinned "$PIN_DIR/abi" key 0 0 0 0 | jq -r '.value[4]') || return 1
+	echo $((b))
+}
+
+# tenant_of SOCKET RLCTL: the tenant "up" as the agent on SOCKET lists it,
+# the fields both layouts' builds have.
+tenant_of() {
+	"$2" --socket "$1" --json tenant list |
+		jq -cS '.[] | select(.name == "up") | {id, name, rate, burst, match, ports, action}'
+}
+
+@test "pins, program and policy of the previous layout's own build are upgraded in place under load: the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
+	local out=$BATS_TEST_TMPDIR/load.json ids=$BATS_TEST_TMPDIR/prog-ids pid
+	local old_id new_id tenant_before admitted_before syn_before
+	local attempts connected accepted admitted denied syn
+
+	abi1_build
+	RLGATE_BUILD=$ABI1_BUILD agent_start
+	"$ABI1_BUILD/rlctl" --socket "$CTL" tenant set up --rate 20/s --burst 40 \
+		--match "$(prefixes c1)" --action rst
+	[[ ! -e $PIN_DIR/abi ]] || { echo "the fixture recorded a layout: not layout 1" >&2; return 1; }
+	expect_eq "entries of the fixture's counters" \
+		"$(bpftool -j map show pinned "$PIN_DIR/counters" | jq .max_entries)" 5
+	tenant_before=$(tenant_of "$CTL" "$ABI1_BUILD/rlctl")
+	old_id=$(xdp_prog_id)
+
+	# Which program is on eth0, every 20 ms, from before the old agent
+	# stops until after the new one runs.
+	while :; do xdp_prog_id; sleep 0.02; done >"$ids" 2>&1 &
+	SAMPLER_PID=$!
+
+	# 150/s for 8 s against 20/s with a burst of 40: the bucket is empty
+	# from the first second on, so a bucket that did not carry over would
+	# admit up to 40 more.
+	loadgen_bg c1 "$out" --rate 150 --duration 8 "$(lab_target s1 "$PORT" 4)"
+	pid=$LOADGEN_BG_PID
+	sleep 2
+	admitted_before=$(RLGATE_BUILD=$ABI1_BUILD stat_get up admitted)
+	syn_before=$(metric_value rlgate_syn_total "$(metrics s1)")
+	agent_stop TERM
+	expect_eq "exit status of the layout-1 agent" "$AGENT_RC" 0
+	# no agent: the old program alone, on its own pins
+	sleep 1.5
+	expect_eq "program on eth0 with no agent running" "$(xdp_prog_id)" "$old_id"
+
+	agent_start
+	new_id=$(xdp_prog_id)
+	[[ $new_id != "$old_id" && $new_id != none ]] ||
+		{ echo "the new agent did not replace program $old_id (now: $new_id)" >&2; return 1; }
+	grep -q "migrated pinned map '$PIN_DIR/counters' from layout 1 (5 entries)" "$AGENT_LOG" ||
+		{ echo "the agent did not migrate counters" >&2; return 1; }
+	grep -q 'adopted pinned' "$AGENT_LOG" ||
+		{ echo "the agent did not adopt the pins" >&2; return 1; }
+	expect_eq "layout recorded after the upgrade" "$(abi_version)" 2
+	expect_eq "tenant after the upgrade" "$(tenant_of "$CTL" "$RLGATE_BUILD/rlctl")" "$tenant_before"
+
+	loadgen_wait "$pid" "$out"
+	sleep 0.2
+	kill "$SAMPLER_PID" 2>/dev/null
+	wait "$SAMPLER_PID" 2>/dev/null || true
+	SAMPLER_PID=
+
+	# eth0 always had a program: the old one, then the new one
+	expect_eq "programs seen on eth0 through the upgrade" \
+		"$(uniq "$ids" | tr '\n' ' ')" "$old_id $new_id "
+
+	attempts=$(json_get .total.attempts)
+	connected=$(json_get .total.connected)
+	expect_offered 1200
+	expect_near "connected across the upgrade (rate x time + burst)" "$connected" \
+		"$(expected 20 8 40)" 5
+	accepted=$(serve_stop)
+	expect_eq "connections the server accepted" "$accepted" "$connected"
+
+	# Every SYN was judged, by one program or the other, into the one
+	# tenant_stats map both share: what it counts is what was offered.
+	admitted=$(stat_get up admitted)
+	denied=$(stat_get up denied)
+	expect_between "stats admitted (continued from $admitted_before)" "$admitted" \
+		$((connected - 2)) $((connected + 2))
+	expect_between "stats admitted + denied (every SYN judged)" $((admitted + denied)) \
+		$((attempts - 2)) $((attempts + 2))
+	# the global counters went on from the old ones (the copy keeps what
+	# the old program counted up to it)
+	syn=$(metric_value rlgate_syn_total "$(metrics s1)")
+	expect_between "rlgate_syn_total after the upgrade" "$syn" "$syn_before" "$attempts"
+}
+
+@test "pins of a newer map layout are refused with a message; the program there keeps enforcing" {
+	agent_start
+	rl tenant set n --rate 1/h --burst 1 --match "$(prefixes c1)" --action rst
+	agent_stop TERM
+	# layout 99, magic "rlga"
+	bpftool map update pinned "$PIN_DIR/abi" key 0 0 0 0 \
+		value 0x72 0x6c 0x67 0x61 99 0 0 0
+	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
+		--pin-dir "$PIN_DIR"
+	expect_eq "exit status" "$status" 1
+	[[ $output == *"made by a newer rlgate (map layout 99; this build knows up to 2)"* ]] ||
+		{ echo "unexpected message: $output" >&2; return 1; }
+	xdp_attached || { echo "the program was detached" >&2; return 1; }
+	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"
+	expect_eq "connected while no agent runs (burst 1)" "$(json_get .total.connected)" 1
+}
