@@ -1,4 +1,4 @@
-/* Unit test of user/lib/policy.c: every parser's accept and reject cases, JSON round-trip, single-tenant and set validation. */
+/* Unit test of user/lib/policy*.c: every parser's accept and reject cases, JSON round-trip, single-tenant and set validation. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>

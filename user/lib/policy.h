@@ -2,6 +2,8 @@
 /* Tenant policy: the operator's model of a tenant (limits and match rules),
  * its parsing from rlctl arguments and JSON, its validation, and its JSON form.
  * Shared by rlctl (to reject bad input early) and rlagent (the authority).
+ * Text forms and derived numbers are in policy.c, parsers in policy_parse.c,
+ * validation in policy_check.c, the JSON form in policy_json.c.
  */
 #ifndef RL_POLICY_H
 #define RL_POLICY_H

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Tenant policy: the JSON form of a tenant, as the control protocol, the
+ * state file and the fleet's policy store carry it; decoding validates.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "policy_int.h"
+
+json_t *policy_tenant_to_json(const struct policy_tenant *t)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	json_t *j, *match, *ports;
+
+	policy_format_rate(&t->rate, buf, sizeof(buf));
+	match = json_array();
+	ports = json_array();
+	j = json_pack("{s:s%, s:s, s:I, s:o, s:o, s:s, s:b}",
+		      "name", t->name, strnlen(t->name, sizeof(t->name)),
+		      "rate", buf, "burst", (json_int_t)t->burst,
+		      "match", match, "ports", ports,
+		      "action", policy_action_name(t->action),
+		      "shadow", t->shadow);
+	if (j && t->overshoot)
+		json_object_set_new(j, "overshoot", json_integer((json_int_t)t->overshoot));
+	if (j)
+		json_object_set_new(j, "fail", json_string(policy_fail_name(t->fail)));
+	if (!j)
+		return NULL;
+	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
+		policy_format_prefix(&t->match[i], buf, sizeof(buf));
+		if (json_array_append_new(match, json_string(buf)) < 0)
+			goto fail;
+	}
+	for (unsigned int i = 0; i < t->n_ports && i < POLICY_MAX_PORTS; i++)
+		if (json_array_append_new(ports, json_integer(t->ports[i])) < 0)
+			goto fail;
+	return j;
+fail:
+	json_decref(j);
+	return NULL;
+}
+
+/* Fields the agent adds to what it returns; accepted (and ignored) on input
+ * so that `rlctl --json tenant list` output can be fed back to `apply`. */
+static const char *const read_only_keys[] = { "id", "version" };
+
+static bool known_key(const char *k)
+{
+	static const char *const keys[] = {
+		"name", "rate", "burst", "match", "ports", "action", "shadow",
+		"overshoot", "fail",
+	};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strcmp(k, keys[i]) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof(read_only_keys) / sizeof(read_only_keys[0]); i++)
+		if (strcmp(k, read_only_keys[i]) == 0)
+			return true;
+	return false;
+}
+
+int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
+{
+	const json_t *v, *item;
+	const char *key;
+	size_t i;
+
+	memset(t, 0, sizeof(*t));
+	if (!json_is_object(j))
+		return fail(err, "a tenant must be a JSON object");
+	json_object_foreach((json_t *)j, key, v)
+		if (!known_key(key))
+			return fail(err, "unknown field '" ECHO "': expected name, "
+				    "rate, burst, match, ports, action, shadow, overshoot, fail", key);
+
+	v = json_object_get(j, "name");
+	if (!json_is_string(v))
+		return fail(err, "field 'name' is missing or not a string");
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return fail(err, "field 'name' contains a NUL character");
+	if (policy_parse_name(json_string_value(v), t->name, err) < 0)
+		return -EINVAL;
+
+	v = json_object_get(j, "rate");
+	if (!json_is_string(v))
+		return fail(err, "field 'rate' is missing or not a string "
+			    "(e.g. \"100/s\")");
+	if (policy_parse_rate(json_string_value(v), &t->rate, err) < 0)
+		return -EINVAL;
+
+	v = json_object_get(j, "burst");
+	if (!v || json_is_null(v)) {
+		t->burst = policy_default_burst(&t->rate);
+	} else if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		   (uint64_t)json_integer_value(v) > POLICY_BURST_MAX) {
+		return fail(err, "field 'burst' must be a whole number from 1 "
+			    "to %llu", POLICY_BURST_MAX);
+	} else {
+		t->burst = (uint64_t)json_integer_value(v);
+	}
+
+	v = json_object_get(j, "match");
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return fail(err, "field 'match' must be a non-empty array of "
+			    "prefixes (e.g. [\"192.0.2.0/24\"])");
+	if (json_array_size(v) > POLICY_MAX_PREFIXES)
+		return fail(err, "field 'match' has %zu prefixes, at most %d "
+			    "allowed", json_array_size(v), POLICY_MAX_PREFIXES);
+	json_array_foreach(v, i, item) {
+		if (!json_is_string(item))
+			return fail(err, "field 'match' item %zu is not a string",
+				    i);
+		if (policy_parse_prefix(json_string_value(item),
+					&t->match[i], err) < 0)
+			return -EINVAL;
+		t->n_match = (unsigned int)i + 1;
+	}
+
+	v = json_object_get(j, "ports");
+	if (v && !json_is_null(v)) {
+		if (!json_is_array(v))
+			return fail(err, "field 'ports' must be an array of port "
+				    "numbers ([] for any port)");
+		if (json_array_size(v) > POLICY_MAX_PORTS)
+			return fail(err, "field 'ports' has %zu ports, at most %d "
+				    "allowed", json_array_size(v),
+				    POLICY_MAX_PORTS);
+		json_array_foreach(v, i, item) {
+			json_int_t p = json_integer_value(item);
+
+			if (!json_is_integer(item) || p < 1 || p > 65535)
+				return fail(err, "field 'ports' item %zu: expected "
+					    "a whole number from 1 to 65535", i);
+			t->ports[i] = (uint16_t)p;
+			t->n_ports = (unsigned int)i + 1;
+		}
+	}
+
+	v = json_object_get(j, "action");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return fail(err, "field 'action' must be \"drop\" or \"rst\"");
+		if (policy_parse_action(json_string_value(v), &t->action, err) < 0)
+			return -EINVAL;
+	}
+
+	v = json_object_get(j, "shadow");
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return fail(err, "field 'shadow' must be true or false");
+		t->shadow = json_is_true(v);
+	}
+
+	v = json_object_get(j, "overshoot");
+	if (v && !json_is_null(v)) {
+		json_int_t o = json_integer_value(v);
+
+		if (!json_is_integer(v) || o < 0 || (uint64_t)o > POLICY_BURST_MAX)
+			return fail(err, "field 'overshoot' must be a whole number "
+				    "from 0 (automatic) to %llu",
+				    (unsigned long long)POLICY_BURST_MAX);
+		t->overshoot = (uint64_t)o;
+	}
+
+	v = json_object_get(j, "fail");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return fail(err, "field 'fail' must be \"static\", \"allow\" "
+				    "or \"deny\"");
+		if (policy_parse_fail(json_string_value(v), &t->fail, err) < 0)
+			return -EINVAL;
+	}
+	return policy_validate(t, err);
+}
