@@ -21,6 +21,7 @@
 #include "kern.h"
 #include "log.h"
 #include "loop.h"
+#include "slot.h"
 #include "state.h"
 #include "rlgate.skel.h"
 
@@ -855,52 +856,18 @@ int kern_unpin(struct kern *k)
 
 /* --- tenants ------------------------------------------------------------- */
 
-/* Whole tokens of a GCRA bucket (see rlgate.h) at now: tat, interval,
- * tolerance and burst as the kernel reads them. */
-static uint64_t gcra_tokens(uint64_t tat, uint64_t now, uint64_t interval,
-			    uint64_t tol, uint64_t burst)
-{
-	uint64_t base = tat > now ? tat : now, tokens;
-
-	if (!interval)
-		return 0;
-	/* After a limit was lowered, tat may lie beyond the new tolerance:
-	 * that is an empty bucket, not a negative count. */
-	if (now + tol <= base)
-		return 0;
-	tokens = (now + tol - base) / interval;
-	return tokens < burst ? tokens : burst;
-}
-
 void kern_tenant_configure(struct kern *k, uint32_t slot,
 			   const struct policy_tenant *t, bool fresh)
 {
 	struct rl_tenant *rt = &k->tenants[slot];
-	uint64_t interval = policy_interval_ns(&t->rate);
-	uint64_t old_interval = rt->interval_ns, old_tol = rt->tolerance_ns;
-	uint64_t old_burst = rt->burst;
-	bool changed = old_interval != interval || old_burst != t->burst;
-	/* A new rate or burst on a standalone bucket: keep the tokens it
-	 * holds now (at most the new burst) and re-express them in the new
-	 * units.  Left alone, tat would keep the old rate's meaning: after
-	 * 1/h, a raise to 1000/s would still wait out the hour. */
-	bool rebase = !fresh && changed && rt->mode == RL_MODE_STANDALONE &&
-		      !k->leased;
 
 	if (fresh) {
 		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
 		void *zero = calloc(1, sz);
 
-		/* Out of service while the bucket and counters are reset:
-		 * no SYN spends from a half-reset slot.  Nothing of the slot's
-		 * last tenant stays: its bucket, its leased tokens, and its
-		 * static fail share (a deleted 1/h tenant's share, spent,
-		 * would refuse its successor for an hour while degraded). */
+		/* Out of service while the counters are reset (and the bucket,
+		 * by rl_slot_configure): no SYN counts for a half-reset slot. */
 		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
-		__atomic_store_n(&rt->tat, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
-		rt->lowwater_armed = 0;
 		if (zero) {
 			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.tenant_stats),
 						&slot, zero, BPF_ANY) < 0)
@@ -909,67 +876,12 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 			free(zero);
 		}
 	}
-	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
-	rt->flags = t->shadow ? RL_F_SHADOW : 0;
-	rt->interval_ns = interval;
-	rt->burst = t->burst;
-	/* policy_validate keeps burst x interval within 64 bits */
-	rt->tolerance_ns = t->burst * interval;
-	kern_tenant_fail(k, slot, t);
-	if (!fresh && changed)
-		/* The static share of new limits starts full, as a new
-		 * tenant's does: its state in the old units means nothing. */
-		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
-	if (rebase) {
-		uint64_t now = loop_now_ns(), next;
-		uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE);
-
-		/* CPUs admit by compare-and-swap on tat while this runs: a
-		 * plain store of the new value would erase every admission
-		 * made since tat was read (tokens minted from nothing).  So
-		 * this is a compare-and-swap too: if a CPU moved tat, the
-		 * tokens are counted again from where it left it.  They are
-		 * counted in the old limits', which is what the bucket held
-		 * them in; a SYN admitted between the stores above and this
-		 * one moved tat by the new interval, a fraction of a token
-		 * in the old units. */
-		do {
-			uint64_t keep = gcra_tokens(tat, now, old_interval,
-						    old_tol, old_burst);
-
-			if (keep > t->burst)
-				keep = t->burst;
-			next = now + rt->tolerance_ns - keep * interval;
-		} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
-						      __ATOMIC_ACQ_REL,
-						      __ATOMIC_ACQUIRE));
-	}
-	rt->lowwater = 0;
-	if (k->leased && rt->mode != RL_MODE_LEASED)
-		/* Tokens a standalone bucket held were never leased: a leased
-		 * slot starts empty and arms its first low-water event. */
-		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
-	if (k->leased)
-		__atomic_store_n(&rt->lowwater_armed, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&rt->mode, k->leased ? RL_MODE_LEASED : RL_MODE_STANDALONE,
-			 __ATOMIC_RELEASE);
+	rl_slot_configure(rt, t, fresh, k->leased, k->fail_agents, loop_now_ns());
 }
 
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
 {
-	struct rl_tenant *rt = &k->tenants[slot];
-	uint64_t interval;
-	uint32_t burst;
-
-	/* The kernel multiplies the two: policy_fail_share keeps the product
-	 * within 64 bits however many agents Redis reports. */
-	policy_fail_share(t, k->fail_agents, &interval, &burst);
-	rt->fail_interval_ns = interval;
-	rt->fail_burst = burst;
-	__atomic_store_n(&rt->fail, t->fail == POLICY_FAIL_ALLOW ? RL_FAIL_ALLOW :
-			 t->fail == POLICY_FAIL_DENY ? RL_FAIL_DENY : RL_FAIL_STATIC,
-			 __ATOMIC_RELEASE);
+	rl_slot_fail(&k->tenants[slot], t, k->fail_agents);
 }
 
 void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
@@ -1037,17 +949,7 @@ bool kern_slot_live(const struct kern *k, uint32_t slot)
 uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 			    uint64_t now_ns)
 {
-	const struct rl_tenant *rt = &k->tenants[slot];
-
-	if (rt->mode == RL_MODE_LEASED) {
-		int64_t t = __atomic_load_n(&rt->tokens, __ATOMIC_RELAXED);
-
-		return t > 0 ? (uint64_t)t : 0;
-	}
-	if (rt->mode != RL_MODE_STANDALONE)
-		return 0;
-	return gcra_tokens(__atomic_load_n(&rt->tat, __ATOMIC_RELAXED), now_ns,
-			   rt->interval_ns, rt->tolerance_ns, rt->burst);
+	return rl_slot_tokens(&k->tenants[slot], now_ns);
 }
 
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Tenant slots written from a policy while readers (the kernel's CPUs, or
+ * preloaded processes) spend from them with atomics: every store that
+ * could race with an admission is atomic, and the mode goes last.
+ */
+#include "slot.h"
+
+/* Tokens a GCRA bucket holds at now: (now + tolerance - max(tat, now)) /
+ * interval, at most burst. */
+static uint64_t gcra_tokens(uint64_t tat, uint64_t now, uint64_t interval,
+			    uint64_t tol, uint64_t burst)
+{
+	uint64_t base = tat > now ? tat : now, tokens;
+
+	if (!interval)
+		return 0;
+	/* After a limit was lowered, tat may lie beyond the new tolerance:
+	 * that is an empty bucket, not a negative count. */
+	if (now + tol <= base)
+		return 0;
+	tokens = (now + tol - base) / interval;
+	return tokens < burst ? tokens : burst;
+}
+
+void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
+		  uint64_t fail_agents)
+{
+	uint64_t interval;
+	uint32_t burst;
+
+	/* The reader multiplies the two: policy_fail_share keeps the product
+	 * within 64 bits however many agents Redis reports. */
+	policy_fail_share(t, fail_agents, &interval, &burst);
+	rt->fail_interval_ns = interval;
+	rt->fail_burst = burst;
+	__atomic_store_n(&rt->fail, t->fail == POLICY_FAIL_ALLOW ? RL_FAIL_ALLOW :
+			 t->fail == POLICY_FAIL_DENY ? RL_FAIL_DENY : RL_FAIL_STATIC,
+			 __ATOMIC_RELEASE);
+}
+
+void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
+		       bool fresh, bool leased, uint64_t fail_agents,
+		       uint64_t now)
+{
+	uint64_t interval = policy_interval_ns(&t->rate);
+	uint64_t old_interval = rt->interval_ns, old_tol = rt->tolerance_ns;
+	uint64_t old_burst = rt->burst;
+	bool changed = old_interval != interval || old_burst != t->burst;
+	/* A new rate or burst on a standalone bucket: keep the tokens it
+	 * holds now (at most the new burst) and re-express them in the new
+	 * units.  Left alone, tat would keep the old rate's meaning: after
+	 * 1/h, a raise to 1000/s would still wait out the hour. */
+	bool rebase = !fresh && changed && rt->mode == RL_MODE_STANDALONE &&
+		      !leased;
+
+	if (fresh) {
+		/* Out of service while the bucket is reset: nothing spends
+		 * from a half-reset slot.  Nothing of the slot's last tenant
+		 * stays: its bucket, its leased tokens, and its static fail
+		 * share (a deleted 1/h tenant's share, spent, would refuse
+		 * its successor for an hour while degraded). */
+		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
+		__atomic_store_n(&rt->tat, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
+		rt->lowwater_armed = 0;
+	}
+	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
+	rt->flags = t->shadow ? RL_F_SHADOW : 0;
+	rt->interval_ns = interval;
+	rt->burst = t->burst;
+	/* policy_validate keeps burst x interval within 64 bits */
+	rt->tolerance_ns = t->burst * interval;
+	rl_slot_fail(rt, t, fail_agents);
+	if (!fresh && changed)
+		/* The static share of new limits starts full, as a new
+		 * tenant's does: its state in the old units means nothing. */
+		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
+	if (rebase) {
+		uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE), next;
+
+		/* Readers admit by compare-and-swap on tat while this runs: a
+		 * plain store of the new value would erase every admission
+		 * made since tat was read (tokens minted from nothing).  So
+		 * this is a compare-and-swap too: if a reader moved tat, the
+		 * tokens are counted again from where it left it.  They are
+		 * counted in the old limits', which is what the bucket held
+		 * them in; an admission between the stores above and this
+		 * one moved tat by the new interval, a fraction of a token
+		 * in the old units. */
+		do {
+			uint64_t keep = gcra_tokens(tat, now, old_interval,
+						    old_tol, old_burst);
+
+			if (keep > t->burst)
+				keep = t->burst;
+			next = now + rt->tolerance_ns - keep * interval;
+		} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
+						      __ATOMIC_ACQ_REL,
+						      __ATOMIC_ACQUIRE));
+	}
+	rt->lowwater = 0;
+	if (leased && rt->mode != RL_MODE_LEASED)
+		/* Tokens a standalone bucket held were never leased: a leased
+		 * slot starts empty and arms its first low-water event. */
+		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
+	if (leased)
+		__atomic_store_n(&rt->lowwater_armed, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&rt->mode, leased ? RL_MODE_LEASED : RL_MODE_STANDALONE,
+			 __ATOMIC_RELEASE);
+}
+
+uint64_t rl_slot_tokens(const struct rl_tenant *rt, uint64_t now)
+{
+	uint32_t mode = __atomic_load_n(&rt->mode, __ATOMIC_ACQUIRE);
+
+	if (mode == RL_MODE_LEASED) {
+		int64_t t = __atomic_load_n(&rt->tokens, __ATOMIC_RELAXED);
+
+		return t > 0 ? (uint64_t)t : 0;
+	}
+	if (mode != RL_MODE_STANDALONE)
+		return 0;
+	return gcra_tokens(__atomic_load_n(&rt->tat, __ATOMIC_RELAXED), now,
+			   rt->interval_ns, rt->tolerance_ns, rt->burst);
+}
