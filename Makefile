@@ -73,6 +73,7 @@ LOADGEN_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/loadgen/*.c))
 PRELOAD_SRCS := $(wildcard user/preload/*.c)
 XDPTEST_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard tests/bpf/*.c)))
 LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/loader/*.c))
+POOLTOOL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/pool/*.c))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 
@@ -94,6 +95,9 @@ PROGS += $(BUILD)/tests/test_xdp
 endif
 ifneq ($(LOADER_OBJS),)
 PROGS += $(BUILD)/tests/rlload
+endif
+ifneq ($(POOLTOOL_OBJS),)
+PROGS += $(BUILD)/tests/rlpool
 endif
 
 .PHONY: all deps test bench demo clean
@@ -127,14 +131,22 @@ $(BUILD)/rlctl: $(RLCTL_OBJS) $(LIB)
 $(BUILD)/loadgen: $(LOADGEN_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
-$(BUILD)/librlpreload.so: $(PRELOAD_SRCS) $(LIB_SRCS) | $(SKELS)
-	$(CC) $(CFLAGS) -fPIC -shared -o $@ $(PRELOAD_SRCS) -ldl -lpthread
+# The library links only what runs inside the program (the pool's reader
+# side) and exports only the calls it wraps.
+PRELOAD_LIB_SRCS := user/lib/pool.c
+$(BUILD)/librlpreload.so: $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) $(wildcard user/lib/*.h) bpf/rlgate.h | $(BUILD)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fPIC -fvisibility=hidden -shared \
+		-Wl,-z,defs -o $@ $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) -ldl -lpthread
 
 $(BUILD)/tests/test_xdp: $(XDPTEST_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL) -lpthread
 
 $(BUILD)/tests/rlload: $(LOADER_OBJS) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+$(BUILD)/tests/rlpool: $(POOLTOOL_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 

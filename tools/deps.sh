@@ -10,6 +10,7 @@ packages=(
 	libhiredis-dev liburing-dev libjansson-dev
 	# run and test
 	redis-server bats iproute2 jq curl procps util-linux netcat-openbsd
+	nginx-light		# a real server for the preload library's tests
 	libclang-rt-dev		# libFuzzer, for the fuzz tests
 	python3-scapy		# crafted packets, for the hostile-client tests
 	# packaging, man pages and monitoring rules

@@ -583,29 +583,11 @@ void rl_cls_image_free(struct rl_cls_image *img)
 	memset(img, 0, sizeof(*img));
 }
 
-static uint32_t entry(const struct rl_cls_image *img, uint32_t group,
-		      uint32_t idx)
-{
-	return group < img->n_groups ? img->groups[group].e[idx & 0xff] :
-				       RL_CLS_NONE;
-}
-
 int rl_cls_lookup(const struct rl_cls_image *img, int family,
 		  const uint8_t *a, uint16_t port)
 {
-	int bytes = family == AF_INET ? 4 : 16;
-	uint32_t e;
-
-	e = entry(img, (family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + a[0],
-		  a[1]);
-	for (int i = 2; i < bytes && RL_CLS_TYPE(e) == RL_CLS_T_GROUP; i++)
-		e = entry(img, RL_CLS_VAL(e), a[i]);
-	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
-		uint32_t col = entry(img, RL_CLS_PORTS + (port >> 8), port);
-
-		e = entry(img, RL_CLS_VAL(e) + (col >> 8), col);
-	}
-	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
+	return rl_cls_walk(img->groups, img->groups ? img->n_groups : 0,
+			   family, a, port);
 }
 
 static size_t map_bytes(uint32_t half)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "rlgate.h"
 
@@ -53,6 +54,41 @@ int rl_cls_rules_add(struct rl_cls_rule **rules, size_t *n, size_t *cap,
  * -1. */
 int rl_cls_lookup(const struct rl_cls_image *img, int family,
 		  const uint8_t *addr, uint16_t port);
+
+/* The walk itself, over groups[0..n_groups) (a half as the compiler wrote
+ * it): an index at or past n_groups reads as no rule, so even a table that
+ * changes under the walk cannot send it out of bounds.  AF_INET addresses
+ * are 4 bytes, others 16.  Inline for librlpreload.so, which links nothing
+ * else of this file. */
+static inline uint32_t rl_cls_entry(const struct rl_cls_group *groups,
+				    uint32_t n_groups, uint32_t group,
+				    uint32_t idx)
+{
+	return group < n_groups ?
+	       __atomic_load_n(&groups[group].e[idx & 0xff], __ATOMIC_RELAXED) :
+	       RL_CLS_NONE;
+}
+
+static inline int rl_cls_walk(const struct rl_cls_group *groups,
+			      uint32_t n_groups, int family, const uint8_t *a,
+			      uint16_t port)
+{
+	int v4 = family == AF_INET, bytes = v4 ? 4 : 16;
+	uint32_t e;
+
+	e = rl_cls_entry(groups, n_groups,
+			 (v4 ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + a[0], a[1]);
+	for (int i = 2; i < bytes && RL_CLS_TYPE(e) == RL_CLS_T_GROUP; i++)
+		e = rl_cls_entry(groups, n_groups, RL_CLS_VAL(e), a[i]);
+	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
+		uint32_t col = rl_cls_entry(groups, n_groups,
+					    RL_CLS_PORTS + (port >> 8), port);
+
+		e = rl_cls_entry(groups, n_groups, RL_CLS_VAL(e) + (col >> 8),
+				 col);
+	}
+	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
+}
 
 /* The `cls` and `cls_state` maps, mapped into this process, and what waits
  * for a grace period: `cls_sync` and an inner map to store into it. */

@@ -1,0 +1,113 @@
+/* rlpool: a preload pool written for the e2e tests without an agent.
+ *   rlpool PATH SPEC...   makes (or adopts) the pool at PATH, tenant i+1
+ *                         from SPEC i: MATCH[,MATCH]@RATE@BURST[@PORT[,PORT]],
+ *                         standalone buckets, starting full
+ *   rlpool PATH --stats   prints "tenant SLOT ADMITTED DENIED" per slot in
+ *                         use, then "proc PID COMM FLAGS ADMITTED DENIED"
+ * Exit 0, 1 on failure, 2 on a bad argument.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "classify.h"
+#include "policy.h"
+#include "pool.h"
+#include "pool_write.h"
+
+#define SLOTS	16
+
+static int stats(const char *path)
+{
+	struct rl_pool_proc procs[RL_POOL_PROCS];
+	struct rl_pool p;
+	size_t n;
+	int err = rl_pool_map(&p, path);
+
+	if (err) {
+		fprintf(stderr, "Error: couldn't map pool '%s': %s\n", path,
+			strerror(-err));
+		return 1;
+	}
+	for (uint32_t i = 0; i < p.hdr->max_tenants; i++) {
+		struct rl_stats st;
+
+		if (p.tenants[i].mode == RL_MODE_NONE)
+			continue;
+		rl_pool_tenant_stats(&p, i, &st);
+		printf("tenant %u %llu %llu\n", i, (unsigned long long)st.admitted,
+		       (unsigned long long)st.denied);
+	}
+	n = rl_pool_procs(&p, procs, RL_POOL_PROCS);
+	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++)
+		printf("proc %u %s %u %llu %llu\n", procs[i].pid, procs[i].comm,
+		       procs[i].flags, (unsigned long long)procs[i].admitted,
+		       (unsigned long long)procs[i].denied);
+	rl_pool_unmap(&p);
+	return 0;
+}
+
+static int parse(char *spec, struct policy_tenant *t, char *err)
+{
+	char *f[4] = { 0 };
+	int n = 0;
+
+	for (char *s = strtok(spec, "@"); s && n < 4; s = strtok(NULL, "@"))
+		f[n++] = s;
+	if (n < 3) {
+		snprintf(err, POLICY_ERR_MAX, "expected MATCH@RATE@BURST[@PORTS]");
+		return -1;
+	}
+	if (policy_parse_prefixes(f[0], t, err) || policy_parse_rate(f[1], &t->rate, err) ||
+	    policy_parse_burst(f[2], &t->burst, err) ||
+	    (f[3] && policy_parse_ports(f[3], t, err)))
+		return -1;
+	return policy_validate(t, err);
+}
+
+int main(int argc, char **argv)
+{
+	struct policy_tenant ts[SLOTS];
+	struct rl_cls_rule *rules = NULL;
+	size_t n_rules = 0, cap = 0;
+	struct rl_cls_image img;
+	char err[POLICY_ERR_MAX];
+	struct rl_pool p;
+	bool adopted;
+	int n = argc - 2, e;
+
+	if (argc == 3 && strcmp(argv[2], "--stats") == 0)
+		return stats(argv[1]);
+	if (argc < 3 || n > SLOTS - 1) {
+		fprintf(stderr, "Usage: rlpool PATH SPEC... | rlpool PATH --stats\n");
+		return 2;
+	}
+	memset(ts, 0, sizeof(ts));
+	for (int i = 0; i < n; i++) {
+		snprintf(ts[i].name, sizeof(ts[i].name), "t%d", i + 1);
+		if (parse(argv[i + 2], &ts[i], err)) {
+			fprintf(stderr, "Error: tenant %d: %s\n", i + 1, err);
+			return 2;
+		}
+		if (rl_cls_rules_add(&rules, &n_rules, &cap, &ts[i], (uint32_t)i + 1))
+			return 1;
+	}
+	e = rl_pool_create(&p, argv[1], SLOTS, RL_CLS_GROUPS_MIN, (gid_t)-1, &adopted);
+	if (e) {
+		fprintf(stderr, "Error: couldn't make pool '%s': %s\n", argv[1],
+			strerror(-e));
+		return 1;
+	}
+	for (int i = 0; i < n; i++)
+		rl_pool_tenant_set(&p, (uint32_t)i + 1, &ts[i], true, false, 1,
+				   rl_pool_now_ns());
+	if (rl_cls_compile(rules, n_rules, RL_CLS_GROUPS_MIN, &img, err,
+			   sizeof(err)) || rl_pool_publish(&p, &img)) {
+		fprintf(stderr, "Error: couldn't publish the rules: %s\n", err);
+		return 1;
+	}
+	rl_cls_image_free(&img);
+	free(rules);
+	rl_pool_unmap(&p);
+	return 0;
+}

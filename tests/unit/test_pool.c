@@ -1,0 +1,328 @@
+/* test_pool: the preload pool as the library and the agent see it - the
+ * layout checks (another version, a damaged header, a missing file), rules
+ * classified as the kernel classifies them (IPv4, IPv6, ports), tokens
+ * spent as the kernel spends them (standalone buckets, leased tokens, the
+ * fail policies once the agent is silent, shadow), adoption keeping the
+ * buckets, and the process table.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "check.h"
+#include "classify.h"
+#include "policy.h"
+#include "pool.h"
+#include "pool_write.h"
+
+#define MS	1000000ULL
+#define T0	(1000ULL * RL_NSEC_PER_SEC)	/* a monotonic time well past 0 */
+
+static char dir[] = "/tmp/test_pool.XXXXXX";
+static char path[256];
+
+static struct policy_tenant tenant(const char *rate, uint64_t burst)
+{
+	struct policy_tenant t;
+	char err[POLICY_ERR_MAX];
+
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "t");
+	if (policy_parse_rate(rate, &t.rate, err))
+		fprintf(stderr, "bad rate %s: %s\n", rate, err);
+	t.burst = burst;
+	return t;
+}
+
+/* Admissions of n tries at time now. */
+static int takes(struct rl_pool *p, uint32_t slot, int n, uint64_t now)
+{
+	int ok = 0;
+
+	for (int i = 0; i < n; i++)
+		ok += rl_pool_take(p, slot, now) == RL_POOL_ADMIT;
+	return ok;
+}
+
+static void test_layout(void)
+{
+	struct rl_pool_hdr h;
+
+	CHECK(rl_pool_layout(16, RL_CLS_GROUPS_MIN, 8, &h) == 0, "a small pool");
+	CHECK(h.off_tenants == RL_POOL_HDR_BYTES && h.off_stats == h.off_tenants +
+	      16 * sizeof(struct rl_tenant) && h.off_cls % 4096 == 0 &&
+	      h.pre.size == h.off_cls + 2ULL * RL_CLS_GROUPS_MIN * 1024,
+	      "parts follow the header in order, the classifier on its own page");
+	CHECK(rl_pool_layout(0, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
+	      rl_pool_layout(RL_MAX_TENANTS + 1, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
+	      rl_pool_layout(16, RL_CLS_GROUPS_MIN - 1, 8, &h) == -EINVAL &&
+	      rl_pool_layout(16, RL_CLS_GROUPS_MIN, 0, &h) == -EINVAL,
+	      "counts no pool may have are refused");
+}
+
+static void test_refused_files(void)
+{
+	struct rl_pool w, r;
+	bool adopted;
+	char other[300];
+	int fd;
+
+	CHECK(rl_pool_map(&r, "/nonexistent/pool") == -ENOENT, "a missing pool");
+	snprintf(other, sizeof(other), "%s/other", dir);
+	CHECK(rl_pool_create(&w, other, 4, RL_CLS_GROUPS_MIN, (gid_t)-1,
+			     &adopted) == 0 && !adopted, "made");
+	/* a pool of another layout: refused, and the refusal counted there */
+	w.hdr->pre.version = RL_POOL_VERSION + 1;
+	CHECK(rl_pool_map(&r, other) == -EPROTO, "another version is refused");
+	CHECK(rl_pool_map(&r, other) == -EPROTO, "and again");
+	CHECK(w.hdr->pre.foreign == 2, "each refusal counted: %u",
+	      w.hdr->pre.foreign);
+	w.hdr->pre.version = RL_POOL_VERSION;
+	CHECK(rl_pool_map(&r, other) == 0, "the right version maps");
+	rl_pool_unmap(&r);
+	/* a header whose offsets do not follow from its counts */
+	w.hdr->off_cls += 4096;
+	CHECK(rl_pool_map(&r, other) == -EBADMSG, "a damaged header is refused");
+	w.hdr->off_cls -= 4096;
+	w.hdr->pre.magic = 0;
+	CHECK(rl_pool_map(&r, other) == -EBADMSG, "no magic is refused");
+	w.hdr->pre.magic = RL_POOL_MAGIC;
+	/* a file cut short */
+	fd = open(other, O_RDWR);
+	CHECK(fd >= 0 && ftruncate(fd, (off_t)w.hdr->pre.size - 4096) == 0,
+	      "truncated");
+	close(fd);
+	CHECK(rl_pool_map(&r, other) == -EBADMSG, "a short file is refused");
+	rl_pool_unmap(&w);
+	unlink(other);
+}
+
+static void test_standalone(struct rl_pool *w, struct rl_pool *r)
+{
+	struct policy_tenant t = tenant("10/s", 5);
+	struct rl_stats st;
+
+	CHECK(rl_pool_take(r, 3, T0) == RL_POOL_PASS, "a slot out of service passes");
+	rl_pool_tenant_set(w, 3, &t, true, false, 1, T0);
+	CHECK(takes(r, 3, 8, T0) == 5, "a full bucket admits the burst");
+	CHECK(takes(r, 3, 3, T0 + 100 * MS) == 1, "one token per 100 ms");
+	CHECK(takes(r, 3, 20, T0 + 1100 * MS) == 5, "refilled to the burst, no more");
+	rl_pool_tenant_stats(w, 3, &st);
+	CHECK(st.admitted == 11 && st.denied == 20, "counted: %llu admitted, %llu denied",
+	      (unsigned long long)st.admitted, (unsigned long long)st.denied);
+	/* a new limit keeps the bucket's state: it is empty now */
+	t = tenant("100/s", 5);
+	rl_pool_tenant_set(w, 3, &t, false, false, 1, T0 + 1100 * MS);
+	CHECK(takes(r, 3, 5, T0 + 1100 * MS) == 0, "a limit change refills nothing");
+	CHECK(takes(r, 3, 5, T0 + 1110 * MS) == 1, "and refills at the new rate");
+	rl_pool_tenant_set(w, 3, &t, true, false, 1, T0 + 1110 * MS);
+	rl_pool_tenant_stats(w, 3, &st);
+	CHECK(st.admitted == 0 && st.denied == 0, "a fresh slot counts from zero");
+	t.shadow = true;
+	rl_pool_tenant_set(w, 3, &t, true, false, 1, T0);
+	CHECK(takes(r, 3, 9, T0) == 9, "a shadow tenant admits");
+	rl_pool_tenant_stats(w, 3, &st);
+	CHECK(st.shadow_denied == 4 && st.denied == 0,
+	      "and counts what it would have refused: %llu",
+	      (unsigned long long)st.shadow_denied);
+	rl_pool_tenant_clear(w, 3);
+	CHECK(rl_pool_take(r, 3, T0) == RL_POOL_PASS, "a cleared slot passes");
+}
+
+static void test_leased(struct rl_pool *w, struct rl_pool *r)
+{
+	struct policy_tenant t = tenant("10/s", 20);
+	uint64_t now = T0;
+	struct rl_stats st;
+
+	rl_pool_heartbeat(w, now, 2000 * MS, false);
+	rl_pool_tenant_set(w, 5, &t, true, true, 2, now);
+	CHECK(takes(r, 5, 3, now) == 0, "a leased slot starts empty");
+	__atomic_fetch_add(&w->tenants[5].tokens, 3, __ATOMIC_RELAXED);
+	w->tenants[5].lowwater = 1;
+	w->tenants[5].lowwater_armed = 1;	/* the agent re-arms on a refill */
+	CHECK(takes(r, 5, 1, now) == 1 && w->tenants[5].lowwater_armed == 1,
+	      "leased tokens are spent; above low water stays armed");
+	CHECK(takes(r, 5, 4, now) == 2 && w->tenants[5].lowwater_armed == 0,
+	      "the rest, and low water disarms for the agent to see");
+	CHECK(w->tenants[5].tokens == 0, "no token minted or lost: %lld",
+	      (long long)w->tenants[5].tokens);
+	/* the agent silent past stale_ns: the static share (20 / 2 agents) */
+	now += 2001 * MS;
+	CHECK(rl_pool_degraded(r, now), "a stale heartbeat is degraded");
+	CHECK(takes(r, 5, 30, now) == 10, "the static fail share of 2 agents");
+	rl_pool_tenant_stats(w, 5, &st);
+	CHECK(st.degraded == 30, "decided by the fail policy: %llu",
+	      (unsigned long long)st.degraded);
+	t.fail = POLICY_FAIL_DENY;
+	rl_pool_tenant_set(w, 5, &t, false, true, 2, now);
+	CHECK(takes(r, 5, 3, now) == 0, "fail deny refuses");
+	t.fail = POLICY_FAIL_ALLOW;
+	rl_pool_tenant_set(w, 5, &t, false, true, 2, now);
+	CHECK(takes(r, 5, 3, now) == 3, "fail allow admits");
+	/* the agent back: leased tokens only again */
+	rl_pool_heartbeat(w, now, 2000 * MS, false);
+	CHECK(!rl_pool_degraded(r, now) && takes(r, 5, 3, now) == 0,
+	      "a fresh heartbeat: no tokens, no admission");
+	rl_pool_heartbeat(w, now, 2000 * MS, true);
+	CHECK(rl_pool_degraded(r, now) && takes(r, 5, 3, now) == 3,
+	      "degraded by the agent's word: the fail policy");
+	rl_pool_heartbeat(w, now, 0, false);
+	CHECK(!rl_pool_degraded(r, now + 3600 * RL_NSEC_PER_SEC),
+	      "no heartbeat expected: never stale");
+	rl_pool_tenant_clear(w, 5);
+}
+
+static void add_rule(struct rl_cls_rule *r, int family, const char *a,
+		     unsigned int plen, uint16_t port, uint32_t tenant)
+{
+	memset(r, 0, sizeof(*r));
+	r->family = family;
+	inet_pton(family, a, r->addr);
+	r->plen = plen;
+	r->port = port;
+	r->tenant = tenant;
+}
+
+static int cls(struct rl_pool *r, int family, const char *a, uint16_t port)
+{
+	uint8_t addr[16] = { 0 };
+
+	inet_pton(family, a, addr);
+	return rl_pool_classify(r, family, addr, port);
+}
+
+static void test_classify(struct rl_pool *w, struct rl_pool *r)
+{
+	struct rl_cls_rule rules[3];
+	struct rl_cls_image img;
+	char err[256];
+
+	CHECK(cls(r, AF_INET, "192.0.2.1", 80) == -1, "no rules: no tenant");
+	add_rule(&rules[0], AF_INET, "192.0.2.0", 24, 0, 1);
+	add_rule(&rules[1], AF_INET6, "2001:db8:1::", 48, 0, 2);
+	CHECK(rl_cls_compile(rules, 2, RL_CLS_GROUPS_MIN, &img, err,
+			     sizeof(err)) == 0, "compiled: %s", err);
+	CHECK(rl_pool_publish(w, &img) == 0, "published");
+	rl_cls_image_free(&img);
+	CHECK(!rl_pool_needs_port(r), "no port rules: the local port is not needed");
+	CHECK(cls(r, AF_INET, "192.0.2.77", 0) == 1, "IPv4 in the /24");
+	CHECK(cls(r, AF_INET, "192.0.3.1", 0) == -1, "IPv4 outside it");
+	CHECK(cls(r, AF_INET6, "2001:db8:1:5::9", 0) == 2, "IPv6 in the /48");
+	CHECK(cls(r, AF_INET6, "2001:db8:2::1", 0) == -1, "IPv6 outside it");
+
+	/* a port rule: a longer prefix for port 443 only */
+	add_rule(&rules[2], AF_INET, "192.0.2.128", 25, 443, 3);
+	CHECK(rl_cls_compile(rules, 3, RL_CLS_GROUPS_MIN, &img, err,
+			     sizeof(err)) == 0, "compiled: %s", err);
+	CHECK(rl_pool_publish(w, &img) == 0, "published again");
+	CHECK(rl_pool_publish(w, &img) == 0, "and into the other half");
+	rl_cls_image_free(&img);
+	CHECK(rl_pool_needs_port(r), "port rules: the local port matters");
+	CHECK(cls(r, AF_INET, "192.0.2.200", 443) == 3, "the port rule wins");
+	CHECK(cls(r, AF_INET, "192.0.2.200", 80) == 1, "other ports: the /24");
+	CHECK(cls(r, AF_INET, "192.0.2.1", 443) == 1, "outside the /25: the /24");
+	CHECK(w->hdr->cls_seq % 2 == 0 && w->hdr->cls_seq == 6,
+	      "each publish moved the count by two: %u", w->hdr->cls_seq);
+
+	/* rules that do not fit a half are refused, the old ones stay */
+	img.groups = calloc(RL_CLS_GROUPS_MIN + 1, sizeof(*img.groups));
+	img.n_groups = RL_CLS_GROUPS_MIN + 1;
+	CHECK(rl_pool_publish(w, &img) == -ENOSPC, "too big for a half");
+	free(img.groups);
+	CHECK(cls(r, AF_INET, "192.0.2.200", 443) == 3, "the rules in force stay");
+}
+
+static void test_adopt(struct rl_pool *w)
+{
+	struct policy_tenant t = tenant("1/s", 2);
+	struct rl_pool again, other;
+	bool adopted;
+	char p2[300];
+
+	rl_pool_tenant_set(w, 7, &t, true, false, 1, T0);
+	CHECK(takes(w, 7, 1, T0) == 1, "one token of two spent");
+	CHECK(rl_pool_create(&again, path, 16, RL_CLS_GROUPS_MIN, (gid_t)-1,
+			     &adopted) == 0 && adopted, "the same layout is adopted");
+	CHECK(takes(&again, 7, 3, T0) == 1, "with its bucket as it was");
+	CHECK(cls(&again, AF_INET, "192.0.2.200", 443) == 3, "and its rules");
+	rl_pool_unmap(&again);
+	/* another size: a new file in its place, which a reader notices */
+	snprintf(p2, sizeof(p2), "%s", path);
+	CHECK(rl_pool_create(&other, p2, 32, RL_CLS_GROUPS_MIN, (gid_t)-1,
+			     &adopted) == 0 && !adopted, "another size: made anew");
+	CHECK(other.ino != w->ino, "a new file (inode %lu, was %lu)",
+	      (unsigned long)other.ino, (unsigned long)w->ino);
+	CHECK(takes(&other, 7, 1, T0) == 0, "with nothing of the old one");
+	rl_pool_unmap(&other);
+}
+
+static void test_procs(struct rl_pool *w, struct rl_pool *r)
+{
+	struct rl_pool_proc list[4];
+	struct rl_pool_proc *a, *b;
+	pid_t child;
+	int status;
+
+	a = rl_pool_proc_claim(r, (uint32_t)getpid(), "tester");
+	b = rl_pool_proc_claim(r, (uint32_t)getpid(), "tester");
+	CHECK(a && a == b, "one line per process");
+	CHECK(strcmp(a->comm, "tester") == 0, "named: %s", a->comm);
+	/* a process that died: its line goes */
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	waitpid(child, &status, 0);
+	CHECK(rl_pool_proc_claim(r, (uint32_t)child, "gone") != NULL, "claimed");
+	CHECK(rl_pool_procs(w, list, 4) == 1 && list[0].pid == (uint32_t)getpid(),
+	      "only the live process is listed");
+	/* a full table reclaims lines of the dead, else counts the miss */
+	for (uint32_t i = 0; i < w->hdr->max_procs; i++)
+		if (w->procs[i].pid != (uint32_t)getpid())
+			w->procs[i].pid = (uint32_t)child;	/* dead */
+	CHECK(rl_pool_proc_claim(r, 1, "init") != NULL, "a dead line is reused");
+	for (uint32_t i = 0; i < w->hdr->max_procs; i++)
+		w->procs[i].pid = 1;
+	CHECK(rl_pool_proc_claim(r, (uint32_t)getpid() + 1, "y") == NULL &&
+	      w->hdr->procs_full == 1, "a full table of the living: counted");
+	memset(w->procs, 0, w->hdr->max_procs * sizeof(*w->procs));
+}
+
+int main(void)
+{
+	struct rl_pool w, r;
+	bool adopted;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/pool", dir);
+	test_layout();
+	test_refused_files();
+	CHECK(rl_pool_create(&w, path, 16, RL_CLS_GROUPS_MIN, (gid_t)-1,
+			     &adopted) == 0 && !adopted, "a pool made");
+	CHECK(rl_pool_map(&r, path) == 0, "and mapped by a reader");
+	if (!failures) {
+		struct stat st;
+
+		CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0660,
+		      "group read-write: %o", st.st_mode & 0777);
+		test_standalone(&w, &r);
+		test_leased(&w, &r);
+		test_classify(&w, &r);
+		test_procs(&w, &r);
+		test_adopt(&w);
+	}
+	rl_pool_unmap(&r);
+	rl_pool_unmap(&w);
+	unlink(path);
+	rmdir(dir);
+	return failures ? 1 : 0;
+}

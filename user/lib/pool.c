@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The preload pool, the reader's side: mapping and checking the file, and
+ * the decision librlpreload.so makes for every accepted connection.  Built
+ * into the library as well as librl.a, so nothing here allocates, locks or
+ * logs: it may run in a signal handler or in the child of a fork.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "classify.h"
+#include "pool.h"
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
+		   struct rl_pool_hdr *out)
+{
+	uint64_t off;
+
+	if (!max_tenants || max_tenants > RL_MAX_TENANTS ||
+	    cls_half < RL_CLS_GROUPS_MIN || cls_half > RL_CLS_GROUPS_MAX ||
+	    !max_procs || max_procs > 65536)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->pre.magic = RL_POOL_MAGIC;
+	out->pre.version = RL_POOL_VERSION;
+	out->max_tenants = max_tenants;
+	out->cls_half = cls_half;
+	out->max_procs = max_procs;
+	off = RL_POOL_HDR_BYTES;
+	out->off_tenants = off;
+	off += (uint64_t)max_tenants * sizeof(struct rl_tenant);
+	out->off_stats = off;
+	off += (uint64_t)max_tenants * sizeof(struct rl_stats);
+	out->off_procs = off;
+	off += (uint64_t)max_procs * sizeof(struct rl_pool_proc);
+	/* the classifier on a page of its own: most of it is never touched,
+	 * and tmpfs does not allocate pages nobody wrote */
+	off = align_up(off, 4096);
+	out->off_cls = off;
+	off += 2ULL * cls_half * sizeof(struct rl_cls_group);
+	out->pre.size = off;
+	return 0;
+}
+
+/* Whether hdr (as read from a file of file_len bytes) is a pool of this
+ * layout whose every part lies inside the file. */
+static int check(const struct rl_pool_hdr *hdr, uint64_t file_len)
+{
+	struct rl_pool_hdr want;
+
+	if (rl_pool_layout(hdr->max_tenants, hdr->cls_half, hdr->max_procs,
+			   &want))
+		return -EBADMSG;
+	if (hdr->pre.size != want.pre.size || file_len < want.pre.size ||
+	    hdr->off_tenants != want.off_tenants ||
+	    hdr->off_stats != want.off_stats ||
+	    hdr->off_procs != want.off_procs || hdr->off_cls != want.off_cls)
+		return -EBADMSG;
+	return 0;
+}
+
+int rl_pool_map(struct rl_pool *p, const char *path)
+{
+	struct rl_pool_preamble *pre;
+	struct rl_pool_hdr *hdr;
+	struct stat st;
+	void *base;
+	size_t len;
+	int fd, err;
+
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < RL_POOL_HDR_BYTES) {
+		close(fd);
+		return -EBADMSG;
+	}
+	len = (size_t)st.st_size;
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	err = -errno;
+	close(fd);
+	if (base == MAP_FAILED)
+		return err;
+	pre = base;
+	hdr = base;
+	if (__atomic_load_n(&pre->magic, __ATOMIC_ACQUIRE) != RL_POOL_MAGIC) {
+		err = -EBADMSG;
+		goto fail;
+	}
+	if (pre->version != RL_POOL_VERSION) {
+		__atomic_fetch_add(&pre->foreign, 1, __ATOMIC_RELAXED);
+		err = -EPROTO;
+		goto fail;
+	}
+	err = check(hdr, len);
+	if (err)
+		goto fail;
+	p->base = base;
+	p->len = len;
+	p->hdr = hdr;
+	p->tenants = (struct rl_tenant *)((char *)base + hdr->off_tenants);
+	p->stats = (struct rl_stats *)((char *)base + hdr->off_stats);
+	p->procs = (struct rl_pool_proc *)((char *)base + hdr->off_procs);
+	p->cls = (struct rl_cls_group *)((char *)base + hdr->off_cls);
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
+	return 0;
+fail:
+	munmap(base, len);
+	return err;
+}
+
+void rl_pool_unmap(struct rl_pool *p)
+{
+	if (p->base)
+		munmap(p->base, p->len);
+	memset(p, 0, sizeof(*p));
+}
+
+uint64_t rl_pool_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * RL_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+int rl_pool_classify(const struct rl_pool *p, int family, const uint8_t *addr,
+		     uint16_t port)
+{
+	struct rl_pool_hdr *h = p->hdr;
+	uint32_t half = h->cls_half;
+
+	/* A rule change is rare and takes microseconds: a few walks always
+	 * find a quiet moment.  One that never does answers "no rule". */
+	for (int tries = 0; tries < 8; tries++) {
+		uint32_t s1 = __atomic_load_n(&h->cls_seq, __ATOMIC_ACQUIRE);
+		uint32_t act = __atomic_load_n(&h->cls_active, __ATOMIC_ACQUIRE) & 1;
+		uint32_t n = __atomic_load_n(&h->cls_groups[act], __ATOMIC_RELAXED);
+		int t;
+
+		if (n > half)
+			n = half;
+		t = rl_cls_walk(p->cls + (size_t)act * half, n, family, addr,
+				port);
+		/* the walk's reads before the second look at the count */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&h->cls_seq, __ATOMIC_RELAXED) - s1 <= 1)
+			return t < (int)h->max_tenants ? t : -1;
+	}
+	return -1;
+}
+
+bool rl_pool_needs_port(const struct rl_pool *p)
+{
+	uint32_t act = __atomic_load_n(&p->hdr->cls_active, __ATOMIC_ACQUIRE) & 1;
+
+	/* a change under way may be adding the first port rule: look at both */
+	return __atomic_load_n(&p->hdr->cls_columns[act], __ATOMIC_RELAXED) ||
+	       (__atomic_load_n(&p->hdr->cls_seq, __ATOMIC_RELAXED) & 1);
+}
+
+bool rl_pool_degraded(const struct rl_pool *p, uint64_t now)
+{
+	const struct rl_agent_state *a = &p->hdr->agent;
+	uint64_t hb, stale;
+
+	if (__atomic_load_n(&a->degraded, __ATOMIC_RELAXED))
+		return true;
+	hb = __atomic_load_n(&a->heartbeat_ns, __ATOMIC_ACQUIRE);
+	stale = __atomic_load_n(&a->stale_ns, __ATOMIC_RELAXED);
+	return stale && now > hb && now - hb > stale;
+}
+
+/* The kernel's take_gcra(): one compare-and-swap on the theoretical
+ * arrival time admits. */
+static bool take_gcra(__u64 *tatp, uint64_t interval, uint64_t tol,
+		      uint64_t now)
+{
+	for (int i = 0; i < 8; i++) {
+		uint64_t tat = __atomic_load_n(tatp, __ATOMIC_RELAXED);
+		uint64_t base = tat > now ? tat : now;
+		uint64_t next = base + interval;
+
+		if (next - now > tol)
+			return false;
+		if (__atomic_compare_exchange_n(tatp, &tat, next, false,
+						__ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+	/* eight processes beat us to it in a row: the bucket is hot */
+	return false;
+}
+
+/* The kernel's take_leased(): a failed take is put back, so no token is
+ * lost or minted.  The low-water "event" is the flag itself: the agent
+ * looks at lowwater_armed of every leased tenant often (there is no ring
+ * buffer to wake it from here). */
+static bool take_leased(struct rl_tenant *t)
+{
+	__s64 old = __atomic_fetch_add(&t->tokens, -1, __ATOMIC_RELAXED);
+	__s64 left = old - 1;
+
+	if (old <= 0) {
+		__atomic_fetch_add(&t->tokens, 1, __ATOMIC_RELAXED);
+		left = 0;
+	}
+	if (left <= __atomic_load_n(&t->lowwater, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&t->lowwater_armed, __ATOMIC_RELAXED))
+		__atomic_store_n(&t->lowwater_armed, 0, __ATOMIC_RELAXED);
+	return old > 0;
+}
+
+static bool take_failed(struct rl_tenant *t, uint64_t now)
+{
+	uint64_t iv = __atomic_load_n(&t->fail_interval_ns, __ATOMIC_RELAXED);
+
+	switch (__atomic_load_n(&t->fail, __ATOMIC_ACQUIRE)) {
+	case RL_FAIL_ALLOW:
+		return true;
+	case RL_FAIL_DENY:
+		return false;
+	default:
+		return take_gcra(&t->fail_tat, iv,
+				 iv * __atomic_load_n(&t->fail_burst,
+						      __ATOMIC_RELAXED), now);
+	}
+}
+
+static void count(__u64 *c)
+{
+	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
+				  uint64_t now)
+{
+	struct rl_tenant *t;
+	struct rl_stats *st;
+	uint32_t mode;
+	bool ok;
+
+	if (slot >= p->hdr->max_tenants)
+		return RL_POOL_PASS;
+	t = &p->tenants[slot];
+	st = &p->stats[slot];
+	mode = __atomic_load_n(&t->mode, __ATOMIC_ACQUIRE);
+	if (mode == RL_MODE_STANDALONE) {
+		ok = take_gcra(&t->tat, __atomic_load_n(&t->interval_ns,
+							__ATOMIC_RELAXED),
+			       __atomic_load_n(&t->tolerance_ns, __ATOMIC_RELAXED),
+			       now);
+	} else if (mode == RL_MODE_LEASED) {
+		/* leased tokens first, even while degraded, as the kernel */
+		ok = take_leased(t);
+		if (!ok && rl_pool_degraded(p, now)) {
+			count(&st->degraded);
+			ok = take_failed(t, now);
+		}
+	} else {
+		return RL_POOL_PASS;
+	}
+	if (!ok && (__atomic_load_n(&t->flags, __ATOMIC_RELAXED) & RL_F_SHADOW)) {
+		count(&st->shadow_denied);
+		ok = true;
+	}
+	count(ok ? &st->admitted : &st->denied);
+	return ok ? RL_POOL_ADMIT : RL_POOL_REFUSE;
+}
+
+/* Whether the process in slot s is gone.  kill(pid, 0) is the one check
+ * that needs neither /proc nor the right to signal it (EPERM: alive). */
+static bool proc_gone(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+struct rl_pool_proc *rl_pool_proc_claim(struct rl_pool *p, uint32_t pid,
+					const char *comm)
+{
+	uint32_t n = p->hdr->max_procs;
+	struct rl_pool_proc *s = NULL;
+	int saved = errno;
+
+	for (uint32_t i = 0; i < n && !s; i++)
+		if (__atomic_load_n(&p->procs[i].pid, __ATOMIC_ACQUIRE) == pid)
+			s = &p->procs[i];
+	/* free slots first, then those of processes that died */
+	for (int pass = 0; pass < 2 && !s; pass++) {
+		for (uint32_t i = 0; i < n && !s; i++) {
+			uint32_t old = __atomic_load_n(&p->procs[i].pid,
+						       __ATOMIC_ACQUIRE);
+
+			if (pass == 0 ? old != 0 : old == 0 || !proc_gone(old))
+				continue;
+			if (__atomic_compare_exchange_n(&p->procs[i].pid, &old,
+							pid, false,
+							__ATOMIC_ACQ_REL,
+							__ATOMIC_RELAXED)) {
+				s = &p->procs[i];
+				__atomic_store_n(&s->flags, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&s->admitted, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&s->denied, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&s->seen_ns, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&s->start_ns, rl_pool_now_ns(),
+						 __ATOMIC_RELAXED);
+				for (size_t c = 0; c < sizeof(s->comm); c++) {
+					char ch = comm && c + 1 < sizeof(s->comm) ?
+						  comm[c] : '\0';
+
+					__atomic_store_n(&s->comm[c], ch,
+							 __ATOMIC_RELAXED);
+					if (!ch)
+						comm = NULL;
+				}
+			}
+		}
+	}
+	if (!s)
+		__atomic_fetch_add(&p->hdr->procs_full, 1, __ATOMIC_RELAXED);
+	errno = saved;
+	return s;
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The preload pool: the shared memory through which rlagent hands rules,
+ * limits and tokens to librlpreload.so inside unmodified programs - the
+ * second enforcement point, for hosts where XDP cannot be attached.  This
+ * header is the layout both sides map; pool.c is the reader's side (what the
+ * library runs on every accept), pool_write.c the agent's.
+ */
+#ifndef RL_POOL_H
+#define RL_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rlgate.h"
+
+/*
+ * The pool is one file (on tmpfs: /run or /dev/shm), mapped shared by the
+ * agent and by every preloaded process:
+ *
+ *   header      one page: struct rl_pool_hdr
+ *   tenants     max_tenants x struct rl_tenant, the kernel's own slot
+ *               layout: configuration line, then the bucket line
+ *   stats       max_tenants x struct rl_stats, added to with atomics by
+ *               every process (admitted, denied, shadow_denied, degraded)
+ *   procs       max_procs x struct rl_pool_proc: the processes seen
+ *   classifier  2 x cls_half x struct rl_cls_group: the kernel's compiled
+ *               trie, in two halves (see rlgate.h, "Classification")
+ *
+ * Offsets follow from the three counts (rl_pool_layout()), and a reader
+ * checks them, so a damaged header is refused, never trusted.
+ *
+ * The first 32 bytes (struct rl_pool_preamble) never change meaning
+ * between layouts: a library of another version still finds the magic and
+ * the version there, refuses the rest, and counts itself in `foreign`.
+ * Any other change to what follows bumps RL_POOL_VERSION; the agent then
+ * makes a new file, renamed over the old one.
+ *   1  the first layout
+ */
+#define RL_POOL_MAGIC		0x6c6f6f70	/* "pool" */
+#define RL_POOL_VERSION		1
+#define RL_POOL_DEFAULT_PATH	"/run/rlgate/preload.pool"
+#define RL_POOL_HDR_BYTES	4096
+#define RL_POOL_PROCS		256
+
+struct rl_pool_preamble {
+	__u32 magic;		/* RL_POOL_MAGIC */
+	__u32 version;		/* RL_POOL_VERSION of the agent that made it */
+	__u64 size;		/* bytes of the layout (the file is no shorter) */
+	__u32 foreign;		/* processes of another layout that found it */
+	__u32 _pad[3];
+};
+
+_Static_assert(sizeof(struct rl_pool_preamble) == 32,
+	       "rl_pool_preamble: the same in every layout");
+
+struct rl_pool_hdr {
+	struct rl_pool_preamble pre;
+	__u32 max_tenants;	/* slots in tenants and stats */
+	__u32 cls_half;		/* classifier groups per half */
+	__u32 max_procs;	/* slots in procs */
+	__u32 _pad0;
+	__u64 off_tenants, off_stats, off_procs, off_cls;
+	/*
+	 * The classifier is switched as the kernel's is, except that no grace
+	 * period can be waited for in processes the agent does not know:
+	 * cls_seq is a sequence count the writer makes odd while it writes a
+	 * half and even again once cls_active names it.  A reader takes the
+	 * count, walks cls_active's half and takes the count again: if it grew
+	 * by more than one, the half it walked may have been rewritten under
+	 * it, and it walks again.  (The half in use is only ever written two
+	 * switches later.)
+	 */
+	__u32 cls_seq;
+	__u32 cls_active;	/* 0 or 1 */
+	__u32 cls_groups[2];	/* groups each half's rules take */
+	__u32 cls_columns[2];	/* ports its rules name: 0, no need to
+				 * look up a connection's local port */
+	__u64 generation;	/* bumped on every change of rules or tenants */
+	/* The agent's heartbeat on CLOCK_MONOTONIC (the kernel's clock), as in
+	 * the kernel's `agent_state`: leased tenants apply their fail policy
+	 * once it is older than stale_ns, or while degraded is set. */
+	struct rl_agent_state agent;
+	__u32 agent_pid;	/* the agent that last wrote the pool */
+	__u32 procs_full;	/* processes that found the table full */
+	__u64 made_ns;		/* CLOCK_REALTIME when the file was made */
+};
+
+_Static_assert(sizeof(struct rl_pool_hdr) <= RL_POOL_HDR_BYTES,
+	       "rl_pool_hdr: fits its page");
+
+/* One process that loaded the library and listened or accepted through it. */
+struct rl_pool_proc {
+	__u32 pid;		/* 0: a free slot (in the pool's pid namespace
+				 * as the process sees it) */
+	__u32 flags;		/* RL_POOL_P_* */
+	__u64 start_ns;		/* CLOCK_MONOTONIC when it registered */
+	__u64 seen_ns;		/* ... when it last accepted */
+	__u64 admitted;		/* connections it was handed */
+	__u64 denied;		/* connections reset before it saw them */
+	char comm[16];		/* /proc/self/comm, NUL-terminated */
+	__u64 _pad;
+};
+
+_Static_assert(sizeof(struct rl_pool_proc) == 64, "rl_pool_proc: a cache line");
+
+#define RL_POOL_P_LISTEN	(1U << 0)	/* called listen() */
+#define RL_POOL_P_ACCEPT	(1U << 1)	/* accepted through the library */
+
+/* A mapped pool, as either side holds it. */
+struct rl_pool {
+	void *base;
+	size_t len;
+	struct rl_pool_hdr *hdr;
+	struct rl_tenant *tenants;
+	struct rl_stats *stats;
+	struct rl_pool_proc *procs;
+	struct rl_cls_group *cls;	/* both halves */
+	dev_t dev;			/* the file mapped, to notice a new one */
+	ino_t ino;
+};
+
+/* The offsets and size of the layout for these counts.  0, or -EINVAL for
+ * counts no pool may have. */
+int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
+		   struct rl_pool_hdr *out);
+
+/*
+ * Maps the pool at path, read-write (the library spends tokens in it), and
+ * checks its layout.  0; -ENOENT, -EACCES and other errors of open and mmap;
+ * -EPROTO for a pool of another layout (after counting this process in its
+ * preamble's `foreign`), -EBADMSG for a damaged one.  Async-signal-safe: no
+ * allocation, no locks; p is untouched on failure.
+ */
+int rl_pool_map(struct rl_pool *p, const char *path);
+void rl_pool_unmap(struct rl_pool *p);
+
+/* The tenant slot for a connection from (family, addr) to local `port`, as
+ * the kernel's classifier would answer, or -1.  IPv4 addresses are 4 bytes
+ * (a v4-mapped IPv6 address is IPv4: the kernel sees an IPv4 packet). */
+int rl_pool_classify(const struct rl_pool *p, int family, const uint8_t *addr,
+		     uint16_t port);
+
+/* Whether the rules in force name ports (so that the local port matters). */
+bool rl_pool_needs_port(const struct rl_pool *p);
+
+/* Whether the agent says it is degraded, or its heartbeat is stale, at
+ * now_ns (CLOCK_MONOTONIC). */
+bool rl_pool_degraded(const struct rl_pool *p, uint64_t now_ns);
+
+enum rl_pool_verdict {
+	RL_POOL_PASS = 0,	/* no tenant (a slot out of service) */
+	RL_POOL_ADMIT = 1,
+	RL_POOL_REFUSE = 2,
+};
+
+/*
+ * Spends a token of tenant slot `slot` at now_ns, exactly as the kernel
+ * does for a SYN: the standalone bucket (GCRA), or leased tokens and, once
+ * they are gone while the agent is degraded or silent, the fail policy;
+ * shadow tenants admit and count what they would refuse.  Counts the
+ * verdict in the pool's stats.  Lock-free and async-signal-safe.
+ */
+enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
+				  uint64_t now_ns);
+
+/* The monotonic clock both sides use, in ns. */
+uint64_t rl_pool_now_ns(void);
+
+/* A process table slot for pid, claimed (or the one it already holds), or
+ * NULL when the table is full (counted in procs_full).  Slots of processes
+ * that died are reclaimed first. */
+struct rl_pool_proc *rl_pool_proc_claim(struct rl_pool *p, uint32_t pid,
+					const char *comm);
+
+#endif /* RL_POOL_H */

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * librlpreload.so: rlgate's tenant limits inside an unmodified program, for
+ * hosts where XDP cannot be attached.  accept and accept4 are wrapped: each
+ * TCP connection accepted is classified as the kernel would classify its
+ * SYN and spends a token of the shared pool rlagent keeps (pool.h); over
+ * the limit it is reset before the program sees it, and the next one is
+ * accepted, so the program only ever sees what accept could have returned
+ * anyway.  listen is wrapped to list the process in the pool.
+ * docs/preload.md is the operator's side.
+ *
+ * Everything on the accept path is async-signal-safe and fork-safe: no
+ * allocation, no locks, no stdio; a replaced pool file is mapped anew and
+ * the old mapping kept (never unmapped while another thread may read it).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "pool.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define LOOK_EVERY_NS	RL_NSEC_PER_SEC	/* for a new or replaced pool */
+#define MAX_VIEWS	16		/* pool files mapped in one life */
+
+typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
+typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
+typedef int (*listen_fn)(int, int);
+
+static accept_fn real_accept;
+static accept4_fn real_accept4;
+static listen_fn real_listen;
+
+static char pool_path[PATH_MAX] = RL_POOL_DEFAULT_PATH;
+static bool fail_allow;		/* RLGATE_POOL_FAIL=allow */
+static char comm[16];
+
+static struct rl_pool views[MAX_VIEWS];
+static unsigned int n_views;	/* written only by the thread in look() */
+static struct rl_pool *cur;	/* the pool in use, or NULL */
+static uint64_t next_look_ns;
+static int looking;
+static int said_err;		/* the last failure told on stderr */
+
+/* What the library did without a pool, for a debugger or a core file:
+ * connections admitted or refused by RLGATE_POOL_FAIL. */
+EXPORT uint64_t rlpreload_unpooled_total;
+
+static pid_t my_pid;		/* getpid(), renewed in a forked child */
+static struct rl_pool_proc *my_proc;
+static const struct rl_pool *my_proc_view;
+static pid_t my_proc_pid;
+
+/* --- stderr, without stdio ------------------------------------------------ */
+
+static void say(const char *const *parts)
+{
+	char buf[1024];
+	size_t n = 0;
+
+	for (; *parts; parts++)
+		for (const char *s = *parts; *s && n < sizeof(buf) - 1; s++)
+			buf[n++] = *s;
+	buf[n++] = '\n';
+	while (write(STDERR_FILENO, buf, n) < 0 && errno == EINTR)
+		;
+}
+
+static const char *reason(int err)
+{
+	switch (-err) {
+	case ENOENT:
+		return "it does not exist (does rlagent run with --preload-pool?)";
+	case EACCES:
+	case EPERM:
+		return "permission denied (is the program in the pool's group?)";
+	case EPROTO:
+		return "it has another layout (librlpreload.so and rlagent "
+		       "are not of one version)";
+	case EBADMSG:
+		return "it is damaged";
+	default:
+		return "it cannot be mapped";
+	}
+}
+
+/* Tells once per kind of failure, and once when the pool is back. */
+static void tell(int err)
+{
+	int was = __atomic_exchange_n(&said_err, err, __ATOMIC_RELAXED);
+
+	if (err == was)
+		return;
+	if (!err) {
+		say((const char *[]){ "rlpreload: limiting by pool '", pool_path,
+				      "'", NULL });
+		return;
+	}
+	say((const char *[]){ "rlpreload: couldn't use pool '", pool_path,
+			      "': ", reason(err), "; ",
+			      fail_allow ? "admitting" : "refusing",
+			      " every connection until it can (RLGATE_POOL_FAIL=",
+			      fail_allow ? "allow" : "deny", ")", NULL });
+}
+
+/* --- the pool in use --------------------------------------------------------- */
+
+/* At most once per LOOK_EVERY_NS, by one thread: maps the pool if there is
+ * none yet, or a new file put in place of the one mapped. */
+static void look(uint64_t now, struct rl_pool *v)
+{
+	uint64_t next = __atomic_load_n(&next_look_ns, __ATOMIC_RELAXED);
+	struct stat st;
+	int err;
+
+	if (now < next || __atomic_exchange_n(&looking, 1, __ATOMIC_ACQUIRE))
+		return;
+	if (__atomic_load_n(&next_look_ns, __ATOMIC_RELAXED) != next)
+		goto out;	/* another thread just looked */
+	__atomic_store_n(&next_look_ns, now + LOOK_EVERY_NS, __ATOMIC_RELAXED);
+	if (v && (stat(pool_path, &st) < 0 ||
+		  (st.st_dev == v->dev && st.st_ino == v->ino)))
+		goto out;	/* the same file, or none to replace it */
+	if (n_views == MAX_VIEWS)
+		goto out;
+	err = rl_pool_map(&views[n_views], pool_path);
+	if (err) {
+		/* a pool in use stays in use: its rules and buckets are
+		 * the last the agent wrote */
+		tell(err);
+		goto out;
+	}
+	__atomic_store_n(&cur, &views[n_views++], __ATOMIC_RELEASE);
+	tell(0);
+out:
+	__atomic_store_n(&looking, 0, __ATOMIC_RELEASE);
+}
+
+static struct rl_pool *view(uint64_t now)
+{
+	struct rl_pool *v = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
+
+	if (now >= __atomic_load_n(&next_look_ns, __ATOMIC_RELAXED)) {
+		look(now, v);
+		v = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
+	}
+	return v;
+}
+
+/* This process's line in v's table, claimed on first use (and again in a
+ * forked child, or in a new pool). */
+static struct rl_pool_proc *proc_entry(struct rl_pool *v)
+{
+	pid_t pid = __atomic_load_n(&my_pid, __ATOMIC_RELAXED);
+	struct rl_pool_proc *s;
+
+	if (__atomic_load_n(&my_proc_view, __ATOMIC_ACQUIRE) == v &&
+	    __atomic_load_n(&my_proc_pid, __ATOMIC_RELAXED) == pid)
+		return __atomic_load_n(&my_proc, __ATOMIC_RELAXED);
+	s = rl_pool_proc_claim(v, (uint32_t)pid, comm);
+	__atomic_store_n(&my_proc, s, __ATOMIC_RELAXED);
+	__atomic_store_n(&my_proc_pid, pid, __ATOMIC_RELAXED);
+	__atomic_store_n(&my_proc_view, v, __ATOMIC_RELEASE);
+	return s;
+}
+
+/* --- the decision --------------------------------------------------------- */
+
+/* Whether the connection fd, from peer ss, may be handed to the program. */
+static bool admit(int fd, const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+	uint64_t now = rl_pool_now_ns();
+	struct rl_pool_proc *me;
+	enum rl_pool_verdict v;
+	const uint8_t *addr;
+	struct rl_pool *p;
+	uint16_t port = 0;
+	int family, t;
+
+	if (ss->ss_family == AF_INET) {
+		family = AF_INET;
+		addr = (const uint8_t *)&s4->sin_addr;
+	} else if (ss->ss_family == AF_INET6) {
+		/* an IPv4 client of a dual-stack socket: the kernel saw an
+		 * IPv4 SYN, so it is classified as one */
+		family = IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) ? AF_INET : AF_INET6;
+		addr = s6->sin6_addr.s6_addr + (family == AF_INET ? 12 : 0);
+	} else {
+		return true;	/* not TCP over IP: nothing to limit */
+	}
+	p = view(now);
+	if (!p) {
+		__atomic_fetch_add(&rlpreload_unpooled_total, 1, __ATOMIC_RELAXED);
+		return fail_allow;
+	}
+	if (rl_pool_needs_port(p)) {
+		struct sockaddr_storage local;
+		socklen_t len = sizeof(local);
+
+		if (getsockname(fd, (struct sockaddr *)&local, &len) == 0)
+			port = ntohs(local.ss_family == AF_INET ?
+				     ((struct sockaddr_in *)&local)->sin_port :
+				     ((struct sockaddr_in6 *)&local)->sin6_port);
+	}
+	t = rl_pool_classify(p, family, addr, port);
+	if (t < 0)
+		return true;
+	v = rl_pool_take(p, (uint32_t)t, now);
+	if (v == RL_POOL_PASS)
+		return true;
+	me = proc_entry(p);
+	if (me) {
+		__atomic_fetch_add(v == RL_POOL_ADMIT ? &me->admitted : &me->denied,
+				   1, __ATOMIC_RELAXED);
+		__atomic_store_n(&me->seen_ns, now, __ATOMIC_RELAXED);
+		if (!(__atomic_load_n(&me->flags, __ATOMIC_RELAXED) & RL_POOL_P_ACCEPT))
+			__atomic_fetch_or(&me->flags, RL_POOL_P_ACCEPT,
+					  __ATOMIC_RELAXED);
+	}
+	return v == RL_POOL_ADMIT;
+}
+
+/* A refused connection: reset (SO_LINGER 0 makes close send a RST), so the
+ * client fails at once, as with the kernel's RST. */
+static void reset(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+static void resolve(void)
+{
+	/* dlsym may allocate: done in the constructor, and here only for a
+	 * call from another library's constructor that ran before ours */
+	if (!real_accept)
+		real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
+	if (!real_accept4)
+		real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
+	if (!real_listen)
+		real_listen = (listen_fn)dlsym(RTLD_NEXT, "listen");
+}
+
+static int gate(int lfd, struct sockaddr *addr, socklen_t *addrlen, int flags,
+		bool four)
+{
+	int saved = errno;
+
+	if (!real_accept || !real_accept4)
+		resolve();
+	/* the kernel's EFAULT for an address without a length, untouched */
+	if (addr && !addrlen)
+		return four ? real_accept4(lfd, addr, addrlen, flags) :
+			      real_accept(lfd, addr, addrlen);
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		int fd;
+
+		memset(&ss, 0, sizeof(ss));
+		fd = four ? real_accept4(lfd, (struct sockaddr *)&ss, &len, flags) :
+			    real_accept(lfd, (struct sockaddr *)&ss, &len);
+		if (fd < 0)
+			return fd;
+		if (admit(fd, &ss)) {
+			if (addr) {
+				memcpy(addr, &ss, len < *addrlen ? len : *addrlen);
+				*addrlen = len;
+			}
+			errno = saved;
+			return fd;
+		}
+		reset(fd);
+	}
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *addrlen)
+{
+	return gate(fd, addr, addrlen, 0, false);
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags)
+{
+	return gate(fd, addr, addrlen, flags, true);
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct rl_pool *p;
+	int ret, saved;
+
+	if (!real_listen)
+		resolve();
+	ret = real_listen(fd, backlog);
+	if (ret < 0)
+		return ret;
+	saved = errno;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+		p = view(rl_pool_now_ns());
+		if (p) {
+			struct rl_pool_proc *me = proc_entry(p);
+
+			if (me)
+				__atomic_fetch_or(&me->flags, RL_POOL_P_LISTEN,
+						  __ATOMIC_RELAXED);
+		}
+	}
+	errno = saved;
+	return ret;
+}
+
+/* --- life cycle ---------------------------------------------------------- */
+
+static void after_fork(void)
+{
+	/* the child shares the mapping; its table line is its own */
+	__atomic_store_n(&my_pid, getpid(), __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void rlpreload_init(void)
+{
+	const char *e;
+	int fd;
+
+	resolve();
+	e = getenv("RLGATE_POOL");
+	if (e && *e) {
+		if (strlen(e) < sizeof(pool_path))
+			memcpy(pool_path, e, strlen(e) + 1);
+		else
+			say((const char *[]){ "rlpreload: RLGATE_POOL is longer "
+					      "than a path: using "
+					      RL_POOL_DEFAULT_PATH, NULL });
+	}
+	e = getenv("RLGATE_POOL_FAIL");
+	if (e && strcmp(e, "allow") == 0)
+		fail_allow = true;
+	else if (e && *e && strcmp(e, "deny") != 0)
+		say((const char *[]){ "rlpreload: RLGATE_POOL_FAIL '", e,
+				      "' is neither 'allow' nor 'deny': deny",
+				      NULL });
+	fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, comm, sizeof(comm) - 1);
+
+		comm[n > 0 ? n : 0] = '\0';
+		if (n > 0 && comm[n - 1] == '\n')
+			comm[n - 1] = '\0';
+		close(fd);
+	}
+	my_pid = getpid();
+	pthread_atfork(NULL, NULL, after_fork);
+	look(rl_pool_now_ns(), NULL);
+}
