@@ -75,6 +75,8 @@ XDPTEST_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard 
 LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/loader/*.c))
 POOLTOOL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/pool/*.c))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+# CHECK() and the TAP runner of every C test (tests/unit and tests/bpf).
+CHECK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/check.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 
 PROGS :=
@@ -138,7 +140,7 @@ $(BUILD)/librlpreload.so: $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) $(wildcard user/li
 	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fPIC -fvisibility=hidden -shared \
 		-Wl,-z,defs -o $@ $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) -ldl -lpthread
 
-$(BUILD)/tests/test_xdp: $(XDPTEST_OBJS) $(LIB)
+$(BUILD)/tests/test_xdp: $(XDPTEST_OBJS) $(CHECK_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL) -lpthread
 
@@ -150,7 +152,7 @@ $(BUILD)/tests/rlpool: $(POOLTOOL_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
-$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CHECK_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 

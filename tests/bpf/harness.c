@@ -219,14 +219,21 @@ int pin_to_cpu(int cpu)
 	return 0;
 }
 
+/* What every mode sets; the caller bumps the generation once it is done. */
+static void tenant_mode(struct rl_tenant *t, __u32 mode, __u32 action,
+			__u64 burst)
+{
+	t->mode = mode;
+	t->action = action;
+	t->burst = burst;
+}
+
 void tenant_standalone(struct rl_tenant *t, __u32 action, __u32 flags,
 		       __u64 interval_ns, __u64 burst)
 {
-	t->mode = RL_MODE_STANDALONE;
-	t->action = action;
+	tenant_mode(t, RL_MODE_STANDALONE, action, burst);
 	t->flags = flags;
 	t->interval_ns = interval_ns;
-	t->burst = burst;
 	t->tolerance_ns = burst * interval_ns;
 	t->generation++;
 }
@@ -234,9 +241,7 @@ void tenant_standalone(struct rl_tenant *t, __u32 action, __u32 flags,
 void tenant_leased(struct rl_tenant *t, __u32 action, __s64 tokens,
 		   __s64 lowwater, bool armed)
 {
-	t->mode = RL_MODE_LEASED;
-	t->action = action;
-	t->burst = tokens;
+	tenant_mode(t, RL_MODE_LEASED, action, tokens);
 	t->lowwater = lowwater;
 	t->lowwater_armed = armed;
 	t->tokens = tokens;
