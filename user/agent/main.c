@@ -4,7 +4,6 @@
  * all from one thread and one io_uring loop.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,61 +18,131 @@
 #include "ctl.h"
 #include "log.h"
 #include "metrics.h"
-#include "parse.h"
+#include "opts.h"
 
 #define DEFAULT_METRICS		"127.0.0.1:9464"
 #define DEFAULT_STATE_DIR	"/var/lib/rlgate"
 #define DEFAULT_PIN_DIR		"/sys/fs/bpf/rlgate"
 #define TICK_MS			1000
 
-static void usage(FILE *f)
+/* Everything the command line sets, for the option table to point into. */
+struct cli {
+	struct agent_opts agent;
+	struct broker_opts broker;
+	int log_level;
+	char *ifaces;		/* every --iface, joined by ',' */
+};
+
+#define CLI(field)	OPT_AT(struct cli, field)
+
+static const struct opt_value modes[] = {
+	{ "auto", KERN_MODE_AUTO }, { "native", KERN_MODE_NATIVE },
+	{ "skb", KERN_MODE_SKB }, { "tc", KERN_MODE_TC }, { NULL, 0 },
+};
+
+static const struct opt_value levels[] = {
+	{ "error", LOG_LVL_ERROR }, { "warn", LOG_LVL_WARN },
+	{ "info", LOG_LVL_INFO }, { "debug", LOG_LVL_DEBUG }, { NULL, 0 },
+};
+
+static int parse_redis(const char *s, void *dest, char *err, size_t len)
 {
-	fprintf(f,
-"Usage: rlagent --iface IF[,IF...] [OPTIONS]\n"
-"\n"
+	char host[256], path[256];
+	int port;
+
+	if (broker_parse_address(s, host, sizeof(host), &port, path,
+				 sizeof(path))) {
+		snprintf(err, len, "invalid --redis '%.64s': expected HOST:PORT, "
+			 "[IPV6]:PORT or unix:/PATH", s);
+		return -EINVAL;
+	}
+	*(const char **)dest = s;
+	return 0;
+}
+
+static const struct opt options[] = {
+	{ .kind = OPT_SECTION, .help = "Options:" },
+	{ "iface", 'i', OPT_LIST, CLI(ifaces), .arg = "IF[,IF...]",
+	  .help = "interfaces to protect (required; may repeat)" },
+	{ "mode", 'm', OPT_ENUM, CLI(agent.mode), .arg = "MODE",
+	  .values = modes, .def = "auto",
+	  .help = "how to attach; auto tries native XDP, then generic XDP" },
+	{ "control", 'c', OPT_STRING, CLI(agent.control), .arg = "PATH",
+	  .def = CTL_DEFAULT_SOCKET, .help = "control socket" },
+	{ "control-group", 'g', OPT_STRING, CLI(agent.control_group),
+	  .arg = "GROUP", .help = "group allowed to use the control socket" },
+	{ "metrics", 'M', OPT_HOSTPORT, CLI(agent.metrics), .arg = "HOST:PORT",
+	  .def = DEFAULT_METRICS,
+	  .help = "Prometheus endpoint, [V6]:PORT for IPv6" },
+	{ "state-dir", 's', OPT_STRING, CLI(agent.state_dir), .arg = "DIR",
+	  .def = DEFAULT_STATE_DIR, .help = "policy state" },
+	{ "pin-dir", 'p', OPT_STRING, CLI(agent.pin_dir), .arg = "DIR",
+	  .def = DEFAULT_PIN_DIR, .help = "bpffs pins" },
+	{ "log-level", 'l', OPT_ENUM, CLI(log_level), .arg = "LEVEL",
+	  .values = levels, .def = "info", .help = "what to log" },
+	{ "rule-memory", 0, OPT_U64, CLI(agent.rule_memory_mib), .arg = "MIB",
+	  .min = 2, .max = 1024, .def = "16", .expect = "MiB",
+	  .help = "kernel memory for the compiled rules; a change needs a "
+		  "detach" },
+	{ "tombstone-ttl", 0, OPT_U64, CLI(agent.tomb_ttl_ms), .arg = "S",
+	  .min = 1, .max = 315360000, .scale = 1000, .def = "604800",
+	  .expect = "seconds",
+	  .help = "a deleted tenant is remembered (in the state file and the "
+		  "fleet's store) this many seconds; 604800 is a week" },
+	{ "help", 'h', OPT_HELP, .help = "this help" },
+	{ "version", 'V', OPT_VERSION, .help = "print the version" },
+	{ .kind = OPT_SECTION,
+	  .help = "Fleet mode (tokens leased from one global bucket per tenant "
+		  "in Redis):" },
+	{ "redis", 'r', OPT_CUSTOM, CLI(broker.redis), .arg = "ADDR",
+	  .parse = parse_redis,
+	  .help = "HOST:PORT, [IPV6]:PORT or unix:PATH; without it the agent "
+		  "runs standalone" },
+	{ "redis-user", 0, OPT_STRING, CLI(broker.user), .arg = "USER",
+	  .help = "ACL user name for AUTH" },
+	{ "redis-password-file", 0, OPT_STRING, CLI(broker.password_file),
+	  .arg = "F", .help = "AUTH password: the first line of F" },
+	{ "agent-id", 0, OPT_STRING, CLI(broker.agent_id), .arg = "ID",
+	  .min = 1, .max = 256, .def_doc = "the host name",
+	  .help = "this agent in the registry" },
+	{ "lease-ttl", 0, OPT_U64, CLI(broker.lease_ttl_ms), .arg = "MS",
+	  .min = 10, .max = 3600000, .def = "1000", .expect = "milliseconds",
+	  .help = "leased tokens idle this long go back to Redis" },
+	{ "redis-timeout", 0, OPT_U64, CLI(broker.timeout_ms), .arg = "MS",
+	  .min = 1, .max = 60000, .def = "50", .expect = "milliseconds",
+	  .help = "a Redis call unanswered this long has failed; three "
+		  "failures in a row degrade the fleet" },
+	{ "heartbeat-stale", 0, OPT_U64, CLI(broker.stale_ms), .arg = "MS",
+	  .min = 100, .max = 3600000, .def = "2000", .expect = "milliseconds",
+	  .help = "the kernel applies the fail policies when this agent has "
+		  "been silent this long" },
+	{ "expected-agents", 0, OPT_U64, CLI(broker.expected_agents),
+	  .arg = "N", .min = 1, .max = 100000, .expect = "a count",
+	  .def_doc = "what the agent before knew, else 1",
+	  .help = "fleet size for the static fail share until Redis has told "
+		  "the real one" },
+	{ .kind = OPT_END },
+};
+
+/* Options that mean nothing without --redis. */
+static const char *const fleet_only[] = {
+	"redis-user", "redis-password-file", "agent-id", "redis-timeout",
+	"heartbeat-stale", "expected-agents", NULL,
+};
+
+static const struct opts_spec spec = {
+	.prog = "rlagent",
+	.synopsis = "rlagent --iface IF[,IF...] [OPTIONS]",
+	.doc =
 "Per-tenant TCP new-connection rate limiter agent.  Attaches rlgate's XDP (or\n"
 "tc) program to the interfaces, keeps the tenant policy and serves rlctl.\n"
 "Runs in the foreground and logs to stderr.  Stopping it (SIGTERM, SIGINT,\n"
 "even SIGKILL) leaves the program attached and enforcing; a restarted agent\n"
-"adopts the pinned maps and replaces the program without a gap.\n"
-"\n"
-"Options:\n"
-"  -i, --iface IF[,IF...]      interfaces to protect (required)\n"
-"  -m, --mode MODE             auto (native XDP, else generic), native, skb, tc\n"
-"                              (default auto)\n"
-"  -c, --control PATH          control socket (default " CTL_DEFAULT_SOCKET ")\n"
-"  -g, --control-group GROUP   group allowed to use the control socket\n"
-"  -M, --metrics HOST:PORT     Prometheus endpoint, [V6]:PORT for IPv6\n"
-"                              (default " DEFAULT_METRICS ")\n"
-"  -s, --state-dir DIR         policy state (default " DEFAULT_STATE_DIR ")\n"
-"  -p, --pin-dir DIR           bpffs pins (default " DEFAULT_PIN_DIR ")\n"
-"  -l, --log-level LEVEL       error, warn, info or debug (default info)\n"
-"      --rule-memory MIB       kernel memory for the compiled rules, 2 to\n"
-"                              1024 (default 16); a change needs a detach\n"
-"      --tombstone-ttl S       a deleted tenant is remembered (in the state\n"
-"                              file and the fleet's store) this many seconds,\n"
-"                              1 to 315360000 (default 604800, a week)\n"
-"\n"
-"Fleet mode (tokens leased from one global bucket per tenant in Redis):\n"
-"  -r, --redis ADDR            HOST:PORT, [IPV6]:PORT or unix:PATH; without it\n"
-"                              the agent runs standalone\n"
-"      --redis-user USER       ACL user name for AUTH\n"
-"      --redis-password-file F AUTH password: the first line of F\n"
-"      --agent-id ID           this agent in the registry (default: host name)\n"
-"      --lease-ttl MS          leased tokens idle this long go back to Redis\n"
-"                              (default 1000)\n"
-"      --redis-timeout MS      a Redis call unanswered this long has failed;\n"
-"                              three failures in a row degrade the fleet\n"
-"                              (default 50)\n"
-"      --heartbeat-stale MS    the kernel applies the fail policies when this\n"
-"                              agent has been silent this long (default 2000)\n"
-"      --expected-agents N     fleet size for the static fail share until\n"
-"                              Redis has told the real one (default 1)\n"
-"  -h, --help                  this help\n"
-"  -V, --version               print the version\n"
-"\n"
-"Exit status: 0 clean exit, 1 failure, 2 usage error.\n");
-}
+"adopts the pinned maps and replaces the program without a gap.\n",
+	.epilog = "Exit status: 0 clean exit, 1 failure, 2 usage error.\n",
+	.opts = options,
+	.col = 30,
+};
 
 static int usage_error(const char *fmt, const char *val)
 {
@@ -101,9 +170,50 @@ static int parse_ifaces(char *list, struct agent_opts *o)
 			return usage_error("too many interfaces (at most %s)", "32");
 		o->ifaces[o->n_ifaces++] = tok;
 	}
-	if (o->n_ifaces == 0)
-		return usage_error("invalid --iface '%s': expected IF[,IF...]", "");
 	return 0;
+}
+
+/* Reads the command line into c (c->ifaces is the caller's to free).  -1 to
+ * go on; otherwise the exit code, after printing the help, the version or
+ * a usage error. */
+static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid)
+{
+	struct opts_result res;
+	int r = opts_parse(&spec, argc, argv, c, &res);
+
+	if (r == OPTS_HELP) {
+		opts_usage(&spec, stdout);
+		return 0;
+	}
+	if (r == OPTS_VERSION) {
+		printf("rlagent %s\n", RLGATE_VERSION);
+		return 0;
+	}
+	if (r < 0)
+		return usage_error("%s", res.err);
+	log_set_level((enum log_level)c->log_level);
+	if (c->ifaces && (r = parse_ifaces(c->ifaces, &c->agent)))
+		return r;
+	if (c->agent.n_ifaces == 0)
+		return usage_error("missing --iface%s: which interfaces to protect?",
+				   "");
+	for (size_t i = 0; !c->broker.redis && fleet_only[i]; i++)
+		if (opts_given(&res, fleet_only[i]))
+			return usage_error("invalid options: --%s needs --redis",
+					   fleet_only[i]);
+	if (c->agent.control_group) {
+		struct group *g = getgrnam(c->agent.control_group);
+
+		if (!g)
+			return usage_error("invalid --control-group '%s': no such "
+					   "group", c->agent.control_group);
+		*gid = g->gr_gid;
+	}
+	if (c->agent.state_dir[0] != '/' || c->agent.pin_dir[0] != '/' ||
+	    c->agent.control[0] != '/')
+		return usage_error("%s: --state-dir, --pin-dir and --control "
+				   "must be absolute paths", "invalid path");
+	return -1;
 }
 
 /* The agent's hooks, wired to the broker in fleet mode. */
@@ -195,188 +305,24 @@ static void on_events(struct loop_watch *w, int fd, unsigned int events,
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "iface", required_argument, NULL, 'i' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "control", required_argument, NULL, 'c' },
-		{ "control-group", required_argument, NULL, 'g' },
-		{ "metrics", required_argument, NULL, 'M' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "pin-dir", required_argument, NULL, 'p' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "redis", required_argument, NULL, 'r' },
-		{ "redis-user", required_argument, NULL, 'U' },
-		{ "redis-password-file", required_argument, NULL, 'P' },
-		{ "agent-id", required_argument, NULL, 'A' },
-		{ "lease-ttl", required_argument, NULL, 'T' },
-		{ "redis-timeout", required_argument, NULL, 'O' },
-		{ "heartbeat-stale", required_argument, NULL, 'H' },
-		{ "expected-agents", required_argument, NULL, 'N' },
-		{ "rule-memory", required_argument, NULL, 'R' },
-		{ "tombstone-ttl", required_argument, NULL, 'D' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct agent a = {
-		.opts = {
-			.mode = KERN_MODE_AUTO,
-			.control = CTL_DEFAULT_SOCKET,
-			.metrics = DEFAULT_METRICS,
-			.state_dir = DEFAULT_STATE_DIR,
-			.pin_dir = DEFAULT_PIN_DIR,
-		},
-		.exit_code = 1,
-	};
-	struct broker_opts bo = { .lease_ttl_ms = 1000 };
+	struct agent a = { .exit_code = 1 };
+	struct cli cli = { 0 };
+	struct broker_opts bo;
 	struct loop_watch *sig_w = NULL, *ev_w = NULL;
 	struct loop_timer *tick = NULL;
 	bool kern_opened = false;
-	char host[96], port[8];
 	gid_t gid = (gid_t)-1;
-	enum log_level lvl;
 	sigset_t mask;
-	int opt, r, sfd = -1;
+	int r, sfd = -1;
 
 	log_set_ident("rlagent");
-	while ((opt = getopt_long(argc, argv, "i:m:c:g:M:s:p:l:hVr:", longopts,
-				  NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			r = parse_ifaces(optarg, &a.opts);
-			if (r)
-				return r;
-			break;
-		case 'm':
-			if (kern_parse_mode(optarg, &a.opts.mode))
-				return usage_error("invalid --mode '%s': expected "
-						   "auto, native, skb or tc", optarg);
-			break;
-		case 'c':
-			a.opts.control = optarg;
-			break;
-		case 'g':
-			a.opts.control_group = optarg;
-			break;
-		case 'M':
-			a.opts.metrics = optarg;
-			break;
-		case 's':
-			a.opts.state_dir = optarg;
-			break;
-		case 'p':
-			a.opts.pin_dir = optarg;
-			break;
-		case 'l':
-			if (log_parse_level(optarg, &lvl))
-				return usage_error("invalid --log-level '%s': "
-						   "expected error, warn, info or "
-						   "debug", optarg);
-			log_set_level(lvl);
-			break;
-		case 'r':
-			bo.redis = optarg;
-			break;
-		case 'U':
-			bo.user = optarg;
-			break;
-		case 'P':
-			bo.password_file = optarg;
-			break;
-		case 'A':
-			if (!optarg[0] || strlen(optarg) > 256)
-				return usage_error("invalid --agent-id '%s': expected "
-						   "1 to 256 characters", optarg);
-			bo.agent_id = optarg;
-			break;
-		case 'T':
-			if (parse_u64(optarg, 10, 3600000, &bo.lease_ttl_ms))
-				return usage_error("invalid --lease-ttl '%s': expected "
-						   "milliseconds from 10 to 3600000",
-						   optarg);
-			break;
-		case 'O':
-			if (parse_u64(optarg, 1, 60000, &bo.timeout_ms))
-				return usage_error("invalid --redis-timeout '%s': "
-						   "expected milliseconds from 1 to "
-						   "60000", optarg);
-			break;
-		case 'H':
-			if (parse_u64(optarg, 100, 3600000, &bo.stale_ms))
-				return usage_error("invalid --heartbeat-stale '%s': "
-						   "expected milliseconds from 100 to "
-						   "3600000", optarg);
-			break;
-		case 'N':
-			if (parse_u64(optarg, 1, 100000, &bo.expected_agents))
-				return usage_error("invalid --expected-agents '%s': "
-						   "expected a count from 1 to 100000",
-						   optarg);
-			break;
-		case 'D':
-			if (parse_u64(optarg, 1, 315360000, &a.opts.tomb_ttl_ms))
-				return usage_error("invalid --tombstone-ttl '%s': "
-						   "expected seconds from 1 to "
-						   "315360000", optarg);
-			a.opts.tomb_ttl_ms *= 1000;
-			break;
-		case 'R': {
-			uint64_t mib;
-
-			if (parse_u64(optarg, 2, 1024, &mib))
-				return usage_error("invalid --rule-memory '%s': "
-						   "expected MiB from 2 to 1024",
-						   optarg);
-			a.opts.rule_memory_mib = (uint32_t)mib;
-			break;
-		}
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("rlagent %s\n", RLGATE_VERSION);
-			return 0;
-		default:
-			fprintf(stderr, "Try 'rlagent --help'.\n");
-			return 2;
-		}
+	r = parse_args(argc, argv, &cli, &gid);
+	if (r >= 0) {
+		free(cli.ifaces);
+		return r;
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (a.opts.n_ifaces == 0)
-		return usage_error("missing --iface%s: which interfaces to protect?",
-				   "");
-	if (metrics_parse_addr(a.opts.metrics, host, sizeof(host), port,
-			       sizeof(port)))
-		return usage_error("invalid --metrics '%s': expected HOST:PORT "
-				   "or [IPV6]:PORT, e.g. 127.0.0.1:9464", a.opts.metrics);
-	if (bo.redis) {
-		char h[256], path[256];
-		int port;
-
-		if (broker_parse_address(bo.redis, h, sizeof(h), &port, path,
-					 sizeof(path)))
-			return usage_error("invalid --redis '%s': expected HOST:PORT, "
-					   "[IPV6]:PORT or unix:/PATH", bo.redis);
-	} else if (bo.user || bo.password_file || bo.agent_id || bo.timeout_ms ||
-		   bo.stale_ms || bo.expected_agents) {
-		return usage_error("%s: --redis-user, --redis-password-file, "
-				   "--agent-id, --redis-timeout, --heartbeat-stale "
-				   "and --expected-agents need --redis",
-				   "invalid options");
-	}
-	if (a.opts.control_group) {
-		struct group *g = getgrnam(a.opts.control_group);
-
-		if (!g)
-			return usage_error("invalid --control-group '%s': no such "
-					   "group", a.opts.control_group);
-		gid = g->gr_gid;
-	}
-	if (a.opts.state_dir[0] != '/' || a.opts.pin_dir[0] != '/' ||
-	    a.opts.control[0] != '/')
-		return usage_error("%s: --state-dir, --pin-dir and --control "
-				   "must be absolute paths", "invalid path");
+	a.opts = cli.agent;
+	bo = cli.broker;
 
 	log_libbpf_init();
 	a.start_mono_ns = loop_now_ns();
@@ -471,5 +417,6 @@ cleanup:
 	if (sfd >= 0)
 		close(sfd);
 	agent_free(&a);
+	free(cli.ifaces);
 	return a.exit_code;
 }
