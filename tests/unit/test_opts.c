@@ -302,7 +302,26 @@ static void test_commands(void)
 		{ "status", NULL, "how it is", cmd_nop, NULL },
 		{ NULL, NULL, NULL, NULL, NULL },
 	};
-	char names[128], *buf = NULL;
+	static const struct opt top_opts[] = {
+		{ .kind = OPT_SECTION, .help = "Options:" },
+		{ "level", 'l', OPT_ENUM, AT(mode), .arg = "LEVEL",
+		  .values = modes, .help = "how much" },
+		{ .kind = OPT_END },
+	};
+	static const struct opt top_common[] = {
+		{ "json", 'j', OPT_FLAG, OPT_AT(struct common, json),
+		  .help = "JSON" },
+		{ .kind = OPT_END },
+	};
+	const struct opts_spec top = {
+		.prog = "prog",
+		.commands = cmds,
+		.opts = top_opts,
+		.common = top_common,
+		.common_cfg = &common,
+		.list_common = true,
+	};
+	char names[128], *buf = NULL, *text;
 	size_t len = 0;
 	FILE *f;
 
@@ -327,6 +346,24 @@ static void test_commands(void)
 		      "                       overflows the column\n"
 		      "  status               how it is\n"), "list:\n%s", buf);
 	free(buf);
+
+	/* a program's usage: its commands, its options, then the common ones;
+	 * an enum's values in the synopsis, its name in the list */
+	text = usage_text(&top);
+	CHECK(!strcmp(text,
+		      "Usage: prog [--level a|b|c]\n"
+		      "\nCommands:\n"
+		      "  tenant set NAME [options]\n"
+		      "                       create or update\n"
+		      "  tenant get NAME      show one\n"
+		      "  tenant del NAME      delete one\n"
+		      "  a-rather-long-command ARG\n"
+		      "                       overflows the column\n"
+		      "  status               how it is\n"
+		      "\nOptions:\n"
+		      "  -l, --level LEVEL    how much (a, b or c)\n"
+		      "  -j, --json           JSON\n"), "usage:\n%s", text);
+	free(text);
 }
 
 int main(void)

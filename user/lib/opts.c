@@ -438,13 +438,14 @@ static void wrap(FILE *f, const char *text, int at, int col)
 	fputc('\n', f);
 }
 
-/* The value's name in the usage: arg, or an enum's values "a|b". */
-static void value_name(const struct opt *o, char *buf, size_t len)
+/* The value's name in the usage: arg, or an enum's values "a|b" (always in
+ * the synopsis: values). */
+static void value_name(const struct opt *o, bool values, char *buf, size_t len)
 {
 	size_t off = 0;
 
 	buf[0] = '\0';
-	if (o->arg || o->kind != OPT_ENUM) {
+	if (o->kind != OPT_ENUM || (o->arg && !values)) {
 		snprintf(buf, len, "%s", o->arg ? o->arg : "VALUE");
 		return;
 	}
@@ -503,7 +504,7 @@ static void synopsis(const struct opts_spec *spec, FILE *f)
 					 (o->flags & OPT_REST) ? "..." : "");
 			else if (pass == 1 && !(o->flags & OPT_POS) &&
 				 takes_value(o)) {
-				value_name(o, val, sizeof(val));
+				value_name(o, true, val, sizeof(val));
 				snprintf(tok, sizeof(tok), "[--%s %s]", o->name, val);
 			} else if (pass == 1 && !(o->flags & OPT_POS))
 				snprintf(tok, sizeof(tok), "[--%s]", o->name);
@@ -519,19 +520,11 @@ static void synopsis(const struct opts_spec *spec, FILE *f)
 	fputc('\n', f);
 }
 
-void opts_usage(const struct opts_spec *spec, FILE *f)
+/* Lists the rows of t that have help. */
+static void list_rows(const struct opt *t, int col, bool listed, FILE *f)
 {
-	int col = spec->col ? spec->col : DEFAULT_COL;
-	bool listed = false;
-
-	if (spec->synopsis)
-		fprintf(f, "Usage: %s\n", spec->synopsis);
-	else
-		synopsis(spec, f);
-	if (spec->doc)
-		fprintf(f, "\n%s", spec->doc);
-	for (size_t i = 0; i < rows(spec->opts); i++) {
-		const struct opt *o = &spec->opts[i];
+	for (size_t i = 0; i < rows(t); i++) {
+		const struct opt *o = &t[i];
 		char left[160], val[128], help[1024];
 		int at;
 
@@ -548,7 +541,7 @@ void opts_usage(const struct opts_spec *spec, FILE *f)
 		if (o->flags & OPT_POS) {
 			snprintf(left, sizeof(left), "  %s", o->name);
 		} else {
-			value_name(o, val, sizeof(val));
+			value_name(o, false, val, sizeof(val));
 			snprintf(left, sizeof(left), "  %c%c%c --%s%s%s",
 				 o->short_opt ? '-' : ' ',
 				 o->short_opt ? o->short_opt : ' ',
@@ -564,6 +557,28 @@ void opts_usage(const struct opts_spec *spec, FILE *f)
 			fprintf(f, "%*s", col - at, "");
 		wrap(f, help, col, col);
 	}
+}
+
+static void list(const struct opts_command *cmds, const char *group, int col,
+		 FILE *f);
+
+void opts_usage(const struct opts_spec *spec, FILE *f)
+{
+	int col = spec->col ? spec->col : DEFAULT_COL;
+
+	if (spec->synopsis)
+		fprintf(f, "Usage: %s\n", spec->synopsis);
+	else
+		synopsis(spec, f);
+	if (spec->doc)
+		fprintf(f, "\n%s", spec->doc);
+	if (spec->commands) {
+		fprintf(f, "\nCommands:\n");
+		list(spec->commands, NULL, col, f);
+	}
+	list_rows(spec->opts, col, false, f);
+	if (spec->list_common)
+		list_rows(spec->common, col, true, f);
 	if (spec->epilog)
 		fprintf(f, "\n%s", spec->epilog);
 }

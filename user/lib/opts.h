@@ -79,6 +79,17 @@ struct opt {
 #define OPT_AT(type, field) \
 	.off = offsetof(type, field), .size = sizeof(((type *)0)->field)
 
+/* A program's commands.  A row with subs is a group of commands (its own
+ * table, e.g. "tenant set"); a row without summary is an alias, accepted and
+ * not listed. */
+struct opts_command {
+	const char *name;
+	const char *args;	/* its arguments in the list ("NAME", "[NAME]") */
+	const char *summary;
+	int (*fn)(int argc, char **argv);
+	const struct opts_command *subs;
+};
+
 struct opts_spec {
 	const char *prog;	/* how the generated synopsis starts
 				 * ("rlctl [--json] top") */
@@ -88,12 +99,14 @@ struct opts_spec {
 				 * the positional rows and the options */
 	const char *doc;	/* what it does, after the synopsis */
 	const char *epilog;	/* after the options (exit status, examples) */
+	const struct opts_command *commands;	/* listed before the options */
 	const struct opt *opts;	/* listed in the usage */
 	/* Accepted too but not listed (a command's share of the program's
 	 * global options), with their own cfg. */
 	const struct opt *common;
 	void *common_cfg;
 	int col;		/* where help lines start (default 23) */
+	bool list_common;	/* the common rows are listed too, after opts */
 	bool stop_at_arg;	/* options end at the first argument: a
 				 * command with its own options follows */
 };
@@ -128,20 +141,9 @@ bool opts_given(const struct opts_result *res, const char *name);
 /* Frees what OPT_LIST rows of spec->opts allocated in cfg. */
 void opts_free(const struct opts_spec *spec, void *cfg);
 
-/* Prints the whole usage: synopsis, doc, the rows with their help,
- * ranges, values and defaults, and the epilog. */
+/* Prints the whole usage: synopsis, doc, commands, the rows with their
+ * help, ranges, values and defaults, and the epilog. */
 void opts_usage(const struct opts_spec *spec, FILE *f);
-
-/* A program's commands.  A row with subs is a group of commands (its own
- * table, e.g. "tenant set"); a row without summary is an alias, accepted and
- * not listed. */
-struct opts_command {
-	const char *name;
-	const char *args;	/* its arguments in the list ("NAME", "[NAME]") */
-	const char *summary;
-	int (*fn)(int argc, char **argv);
-	const struct opts_command *subs;
-};
 
 /* The row named name, or NULL. */
 const struct opts_command *opts_command_find(const struct opts_command *cmds,
