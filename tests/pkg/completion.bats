@@ -36,7 +36,7 @@ complete_line() {
 	[[ $(complete_line "") == "apply detach stats status tenant top version" ]]
 	[[ $(complete_line st) == "stats status" ]]
 	[[ $(complete_line tenant "") == "del get list set" ]]
-	[[ $(complete_line --) == "--help --json --socket" ]]
+	[[ $(complete_line --) == "--help --json --socket --version" ]]
 	[[ $(complete_line --json tenant "") == "del get list set" ]]
 }
 
@@ -50,6 +50,24 @@ complete_line() {
 	[[ $(complete_line tenant set web --rate "") == "" ]]
 	[[ $(complete_line top --) == "--help --interval --iterations --json --socket" ]]
 	[[ $(complete_line apply --d) == "--dry-run" ]]
+}
+
+@test "every option of each command's --help is offered (the help is made from rlctl's option tables)" {
+	[[ -x $BUILD/rlctl ]]
+	mapfile -t cmds < <(help_commands "$("$BUILD/rlctl" --help)")
+	[[ ${#cmds[@]} -ge 10 ]]
+	gaps=()
+	for c in "${cmds[@]}"; do
+		# shellcheck disable=SC2086 # a command is one or two words
+		offered=" $(complete_line $c --) "
+		# shellcheck disable=SC2086
+		while IFS= read -r o; do
+			o=${o##*, }
+			[[ $offered == *" $o "* ]] || gaps+=("$o of '$c'")
+		done < <(help_options "$("$BUILD/rlctl" $c --help)")
+	done
+	printf 'not offered: %s\n' "${gaps[@]}"
+	((${#gaps[@]} == 0))
 }
 
 @test "tenant names and interfaces come from the agent, through the socket given" {

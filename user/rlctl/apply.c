@@ -11,9 +11,14 @@
 #include "policy.h"
 #include "rlctl.h"
 
-static const char usage_apply[] =
-"Usage: rlctl [--json] apply [--dry-run] FILE\n"
-"\n"
+struct apply_args {
+	const char *file;
+	bool dry_run;
+};
+
+static const struct opts_spec apply_spec = {
+	RLCTL_CMD("apply"),
+	.doc =
 "Make the policy exactly the tenants in FILE ('-' for stdin), as one change:\n"
 "tenants not in FILE are deleted.  FILE is JSON:\n"
 "\n"
@@ -26,9 +31,15 @@ static const char usage_apply[] =
 "name, rate and match are required; burst defaults to one second of the\n"
 "rate, ports to [] (any port), action to drop, shadow to false.  The whole\n"
 "file is checked before anything is sent; every problem is reported and\n"
-"nothing is changed if there is one.\n"
-"\n"
-"      --dry-run        only check FILE; do not contact rlagent\n";
+"nothing is changed if there is one.\n",
+	.opts = (const struct opt[]){
+		{ "FILE", 0, OPT_STRING, OPT_POS, OPT_AT(struct apply_args, file),
+		  .expect = "a FILE ('-' for stdin)" },
+		{ "dry-run", 'n', OPT_FLAG, OPT_AT(struct apply_args, dry_run),
+		  .help = "only check FILE; do not contact rlagent" },
+		{ .kind = OPT_END },
+	},
+};
 
 struct problems {
 	const char *file;
@@ -84,32 +95,20 @@ static json_t *load_file(const char *file)
 
 int cmd_apply(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "dry-run", no_argument, NULL, 'n' },
-		RLCTL_COMMON_OPTS
-	};
+	struct apply_args args = { 0 };
 	struct policy_tenant *ts = NULL;
 	struct problems p = { 0 };
+	struct opts_result res;
 	size_t *orig = NULL, n = 0, i;
 	json_t *doc = NULL, *arr, *req = NULL, *out, *item, *reply = NULL;
 	const char *file, *key;
 	char err[POLICY_ERR_MAX];
-	bool dry_run = false;
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hjn", opts, NULL)) != -1) {
-		if (opt == 'n') {
-			dry_run = true;
-			continue;
-		}
-		if ((ret = rlctl_common_opt(opt, argv, "apply", usage_apply)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	}
-	ret = rlctl_positional(argc, argv, 1, 1, "apply", "a FILE ('-' for stdin)");
+	ret = rlctl_parse(&apply_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
-	file = argv[optind];
+	file = args.file;
 	ret = RLCTL_EXIT_USAGE;
 	doc = load_file(file);
 	if (!doc)
@@ -169,7 +168,7 @@ int cmd_apply(int argc, char **argv)
 		goto out;
 	}
 
-	if (dry_run) {
+	if (args.dry_run) {
 		if (rlctl.json)
 			rlctl_print_json(json_pack("{s:s, s:I, s:b}", "file", file,
 						   "tenants", (json_int_t)n,

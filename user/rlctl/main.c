@@ -13,33 +13,53 @@
 
 struct rlctl rlctl = { .timeout_ms = CTL_CLIENT_TIMEOUT_MS };
 
-static const char usage_main[] =
-"Usage: rlctl [--socket PATH] [--json] COMMAND [ARGS]\n"
-"\n"
-"Set and inspect per-tenant TCP new-connection rate limits on this host.\n"
-"\n"
-"Commands:\n"
-"  tenant set NAME --rate RATE --match PREFIX[,...] [options]\n"
-"                       create or update a tenant\n"
-"  tenant get NAME      show one tenant\n"
-"  tenant list          show every tenant\n"
-"  tenant del NAME      delete a tenant\n"
-"  apply FILE           make the policy exactly the tenants in FILE\n"
-"  status               agent version, uptime, interfaces, mode\n"
-"  stats [NAME]         per-tenant counters and rates\n"
-"  top                  live view of per-tenant rates\n"
-"  detach IF            detach the XDP program from interface IF\n"
-"  version              rlctl's version and the agent's\n"
-"\n"
-"Options:\n"
-"  -s, --socket PATH    rlagent's control socket (default: $RLCTL_SOCKET,\n"
-"                       else " CTL_DEFAULT_SOCKET ")\n"
-"  -j, --json           print only JSON on stdout, errors as {\"error\": ...}\n"
-"  -h, --help           this help; 'rlctl COMMAND --help' for a command\n"
-"  -V, --version        rlctl's version and the agent's (as 'rlctl version')\n"
-"\n"
-"Exit status: 0 success, 1 failure (e.g. rlagent not running),\n"
-"2 bad command line or input (nothing was changed).\n";
+const struct opt rlctl_common_opts[] = {
+	{ "socket", 's', OPT_STRING, OPT_AT(struct rlctl, socket),
+	  .arg = "PATH", .def_doc = "$RLCTL_SOCKET, else " CTL_DEFAULT_SOCKET,
+	  .help = "rlagent's control socket" },
+	{ "json", 'j', OPT_FLAG, OPT_AT(struct rlctl, json),
+	  .help = "print only JSON on stdout, errors as {\"error\": ...}" },
+	{ "help", 'h', OPT_HELP,
+	  .help = "this help; 'rlctl COMMAND --help' for a command" },
+	{ .kind = OPT_END },
+};
+
+static const struct opts_command commands[] = {
+	{ "tenant", NULL, "one tenant at a time", NULL, rlctl_tenant_cmds },
+	{ "apply", "FILE", "make the policy exactly the tenants in FILE",
+	  cmd_apply, NULL },
+	{ "status", NULL, "agent version, uptime, interfaces, mode", cmd_status,
+	  NULL },
+	{ "stats", "[NAME]", "per-tenant counters and rates", cmd_stats, NULL },
+	{ "top", NULL, "live view of per-tenant rates", cmd_top, NULL },
+	{ "detach", "IF", "detach the XDP program from interface IF",
+	  cmd_detach, NULL },
+	{ "version", NULL, "rlctl's version and the agent's", cmd_version, NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static const struct opt main_opts[] = {
+	{ .kind = OPT_SECTION, .help = "Options:" },
+	{ "version", 'V', OPT_VERSION,
+	  .help = "rlctl's version and the agent's (as 'rlctl version')" },
+	{ "COMMAND", 0, OPT_STRING, OPT_POS | OPT_OPTIONAL | OPT_REST, .arg = NULL },
+	{ .kind = OPT_END },
+};
+
+static const struct opts_spec main_spec = {
+	.prog = "rlctl",
+	.synopsis = "rlctl [--socket PATH] [--json] COMMAND [ARGS]",
+	.doc = "Set and inspect per-tenant TCP new-connection rate limits on "
+	       "this host.\n",
+	.commands = commands,
+	.opts = main_opts,
+	RLCTL_COMMON,
+	.list_common = true,
+	/* the command's own options follow it */
+	.stop_at_arg = true,
+	.epilog = "Exit status: 0 success, 1 failure (e.g. rlagent not running),\n"
+		  "2 bad command line or input (nothing was changed).\n",
+};
 
 void rlctl_error(const char *fmt, ...)
 {
@@ -74,50 +94,26 @@ int rlctl_usage_error(const char *cmd, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	rlctl_error("%s; see 'rlctl %s--help'", msg, cmd ? cmd : "");
+	rlctl_error("%s; see 'rlctl %s%s--help'", msg, cmd ? cmd : "",
+		    cmd ? " " : "");
 	return RLCTL_EXIT_USAGE;
 }
 
-int rlctl_common_opt(int opt, char **argv, const char *cmd, const char *usage)
+int rlctl_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,
+		struct opts_result *res)
 {
-	char sub[128];
+	int r = opts_parse(spec, argc, argv, cfg, res);
 
-	/* the top level's help is plain 'rlctl --help' */
-	if (strcmp(cmd, "rlctl"))
-		snprintf(sub, sizeof(sub), "%s ", cmd);
-	else
-		sub[0] = '\0';
-	switch (opt) {
-	case 'j':
-		rlctl.json = true;
-		return RLCTL_CONTINUE;
-	case 'S':
-		rlctl.socket = optarg;
-		return RLCTL_CONTINUE;
-	case 'h':
-		fputs(usage, stdout);
+	if (r == OPTS_HELP) {
+		opts_usage(spec, stdout);
 		return RLCTL_EXIT_OK;
-	case ':':
-		return rlctl_usage_error(sub, "option '%s' of '%s' needs a value",
-					 argv[optind - 1], cmd);
-	default:
-		return rlctl_usage_error(sub, "unknown option '%s' for '%s'",
-					 argv[optind - 1], cmd);
 	}
-}
-
-int rlctl_positional(int argc, char **argv, int min, int max, const char *cmd,
-		     const char *what)
-{
-	char sub[128];
-	int n = argc - optind;
-
-	snprintf(sub, sizeof(sub), "%s ", cmd);
-	if (n < min)
-		return rlctl_usage_error(sub, "'%s' needs %s", cmd, what);
-	if (n > max)
-		return rlctl_usage_error(sub, "unexpected argument '%s' for '%s'",
-					 argv[optind + max], cmd);
+	if (r == -ENOMEM) {
+		rlctl_error("out of memory");
+		return RLCTL_EXIT_FAIL;
+	}
+	if (r < 0 || r == OPTS_VERSION)
+		return rlctl_usage_error(spec->cmd, "%s", res->err);
 	return RLCTL_CONTINUE;
 }
 
@@ -197,6 +193,28 @@ int rlctl_call(json_t *req, json_t **reply)
 	return RLCTL_EXIT_OK;
 }
 
+int rlctl_call_get(json_t *req, const char *key, bool array, json_t **reply,
+		   json_t **field)
+{
+	char cmd[32];
+	int ret;
+
+	snprintf(cmd, sizeof(cmd), "%s",
+		 json_string_value(json_object_get(req, "cmd")) ?: "?");
+	ret = rlctl_call(req, reply);
+	if (ret != RLCTL_EXIT_OK)
+		return ret;
+	*field = json_object_get(*reply, key);
+	if (array ? !json_is_array(*field) : !json_is_object(*field)) {
+		rlctl_error("rlagent's reply to %s has no %s %s", cmd, key,
+			    array ? "array" : "object");
+		json_decref(*reply);
+		*reply = NULL;
+		return RLCTL_EXIT_FAIL;
+	}
+	return RLCTL_EXIT_OK;
+}
+
 void rlctl_disconnect(void)
 {
 	if (rlctl.connected)
@@ -204,65 +222,76 @@ void rlctl_disconnect(void)
 	rlctl.connected = false;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-} commands[] = {
-	{ "tenant", cmd_tenant },
-	{ "apply", cmd_apply },
-	{ "status", cmd_status },
-	{ "stats", cmd_stats },
-	{ "top", cmd_top },
-	{ "detach", cmd_detach },
-	{ "version", cmd_version },
-};
+/* Runs the command argv[0] of cmds; group is the command group's name
+ * ("tenant"), or NULL for rlctl's own commands. */
+static int run(const struct opts_command *cmds, const char *group, int argc,
+	       char **argv)
+{
+	const struct opts_command *c = opts_command_find(cmds, argv[0]);
+	char names[256];
+
+	if (!c) {
+		opts_command_names(cmds, names, sizeof(names));
+		rlctl_error("unknown %s%scommand '%.64s': expected %s; see 'rlctl "
+			    "%s%s--help'", group ? group : "", group ? " " : "",
+			    argv[0], names, group ? group : "", group ? " " : "");
+		return RLCTL_EXIT_USAGE;
+	}
+	if (!c->subs)
+		return c->fn(argc, argv);
+	/* a group: its own usage, made from its table */
+	if (argc < 2) {
+		opts_command_names(c->subs, names, sizeof(names));
+		rlctl_error("'%s' needs a command: %s; see 'rlctl %s --help'",
+			    c->name, names, c->name);
+		return RLCTL_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		char synopsis[64], epilog[96];
+		struct opts_spec spec = {
+			.synopsis = synopsis,
+			.commands = c->subs,
+			.epilog = epilog,
+		};
+
+		snprintf(synopsis, sizeof(synopsis), "rlctl [--json] %s COMMAND "
+			 "[ARGS]", c->name);
+		snprintf(epilog, sizeof(epilog), "'rlctl %s COMMAND --help' for "
+			 "each command's options.\n", c->name);
+		opts_usage(&spec, stdout);
+		return RLCTL_EXIT_OK;
+	}
+	return run(c->subs, c->name, argc - 1, argv + 1);
+}
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "version", no_argument, NULL, 'V' },
-		RLCTL_COMMON_OPTS
-	};
 	const char *env = getenv("RLCTL_SOCKET");
-	int opt, ret;
+	struct opts_result res;
+	int ret;
 
 	if (env && *env)
 		rlctl.socket = env;
-	opterr = 0;
-	/* '+': stop at the command, whose own options follow it. */
-	while ((opt = getopt_long(argc, argv, "+:hjs:S:V", opts, NULL)) != -1) {
-		if (opt == 's')
-			opt = 'S';
-		if (opt == 'V') {
-			/* a fresh getopt for the command's own, as below */
-			optind = 0;
-			return cmd_version(1, (char *[]){ "version", NULL });
-		}
-		ret = rlctl_common_opt(opt, argv, "rlctl", usage_main);
-		if (ret != RLCTL_CONTINUE)
-			return ret;
+	ret = opts_parse(&main_spec, argc, argv, NULL, &res);
+	if (ret == OPTS_HELP) {
+		opts_usage(&main_spec, stdout);
+		return RLCTL_EXIT_OK;
 	}
-	if (optind >= argc) {
+	if (ret == OPTS_VERSION)
+		return cmd_version(1, (char *[]){ "version", NULL });
+	if (ret < 0)
+		return rlctl_usage_error(NULL, "%s", res.err);
+	if (res.n_rest == 0) {
 		rlctl_error("no command given; see 'rlctl --help'");
 		return RLCTL_EXIT_USAGE;
 	}
-	if (!strcmp(argv[optind], "help")) {
-		fputs(usage_main, stdout);
+	if (!strcmp(res.rest[0], "help")) {
+		opts_usage(&main_spec, stdout);
 		return RLCTL_EXIT_OK;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[optind], commands[i].name))
-			continue;
-		argc -= optind;
-		argv += optind;
-		optind = 0;
-		ret = commands[i].fn(argc, argv);
-		rlctl_disconnect();
-		fflush(stdout);
-		return ret;
-	}
-	rlctl_error("unknown command '%.64s': expected tenant, apply, status, "
-		    "stats, top, detach or version; see 'rlctl --help'",
-		    argv[optind]);
-	return RLCTL_EXIT_USAGE;
+	ret = run(commands, NULL, res.n_rest, res.rest);
+	rlctl_disconnect();
+	fflush(stdout);
+	return ret;
 }

@@ -5,11 +5,11 @@
 #ifndef RLCTL_H
 #define RLCTL_H
 
-#include <getopt.h>
 #include <stdbool.h>
 #include <jansson.h>
 
 #include "ctl_client.h"
+#include "opts.h"
 
 enum {
 	RLCTL_EXIT_OK = 0,
@@ -17,7 +17,7 @@ enum {
 	RLCTL_EXIT_USAGE = 2,	/* bad command line or input, unknown tenant */
 };
 
-/* Returned by rlctl_common_opt when the option loop should go on. */
+/* Returned by rlctl_parse when the command should go on. */
 #define RLCTL_CONTINUE	(-1)
 
 struct rlctl {
@@ -30,23 +30,23 @@ struct rlctl {
 
 extern struct rlctl rlctl;
 
-/* Options every command accepts, for the end of each option table. */
-#define RLCTL_COMMON_OPTS					\
-	{ "json", no_argument, NULL, 'j' },			\
-	{ "help", no_argument, NULL, 'h' },			\
-	{ "socket", required_argument, NULL, 'S' },		\
-	{ NULL, 0, NULL, 0 }
+/* Options every command accepts (--json, --socket, --help). */
+extern const struct opt rlctl_common_opts[];
+#define RLCTL_COMMON	.common = rlctl_common_opts, .common_cfg = &rlctl
 
-/* Handles --json, --help (printing usage) and getopt's errors for the command
- * named cmd; RLCTL_CONTINUE, or the exit code to return at once. */
-int rlctl_common_opt(int opt, char **argv, const char *cmd, const char *usage);
+/* The start of command name's opts_spec ("tenant set"). */
+#define RLCTL_CMD(name)	\
+	.prog = "rlctl [--json] " name, .cmd = name, RLCTL_COMMON
 
-/* Checks the number of positional arguments left after the options. */
-int rlctl_positional(int argc, char **argv, int min, int max, const char *cmd,
-		     const char *what);
+/* Reads a command's argv by its table into cfg: RLCTL_CONTINUE, or the exit
+ * code to return at once (after printing the usage for --help, or the usage
+ * error). */
+int rlctl_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,
+		struct opts_result *res);
 
 void rlctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* rlctl_error, returning RLCTL_EXIT_USAGE, with a pointer to the help. */
+/* rlctl_error, returning RLCTL_EXIT_USAGE, with a pointer to the help of
+ * command cmd ("tenant set"; NULL for rlctl's own). */
 int rlctl_usage_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -58,7 +58,12 @@ void rlctl_print_json(json_t *v);
  * Otherwise prints the error and returns the exit code: 1 if the agent is
  * unreachable or failed, 2 if it refused the request as bad input. */
 int rlctl_call(json_t *req, json_t **reply);
-/* The same, but a reply with "ok":false is returned too (0, not printed):
+/* rlctl_call, then the reply's field key, which must be an array (else an
+ * object): 0 with *reply (the caller's to drop) and *field in it, or the
+ * exit code after saying what was wrong. */
+int rlctl_call_get(json_t *req, const char *key, bool array, json_t **reply,
+		   json_t **field);
+/* The same as rlctl_call, but a reply with "ok":false is returned too (0, not printed):
  * for callers to whom a refusal is an answer, like tenant.get on a name
  * that may not exist yet. */
 int rlctl_request(json_t *req, json_t **reply);
@@ -66,7 +71,11 @@ int rlctl_request(json_t *req, json_t **reply);
 int rlctl_refused(json_t *reply);
 void rlctl_disconnect(void);
 
-int cmd_tenant(int argc, char **argv);
+/* A tenant NAME argument, by the policy's parser (an OPT_CUSTOM parse). */
+int rlctl_opt_name(const char *s, void *dest, char *err, size_t len);
+
+/* The commands, each in the file of its kind. */
+extern const struct opts_command rlctl_tenant_cmds[];
 int cmd_apply(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stats(int argc, char **argv);

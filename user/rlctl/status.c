@@ -17,52 +17,86 @@
 #include "policy.h"
 #include "rlctl.h"
 
-static const char usage_status[] =
-"Usage: rlctl [--json] status\n"
-"\n"
+static const struct opts_spec status_spec = {
+	RLCTL_CMD("status"),
+	.doc =
 "Show rlagent's version, uptime, mode, the interfaces it is attached to\n"
-"(with the attach mode: native, skb or tc) and the number of tenants.\n";
+"(with the attach mode: native, skb or tc) and the number of tenants.\n",
+};
 
-static const char usage_stats[] =
-"Usage: rlctl [--json] stats [NAME]\n"
-"\n"
+struct stats_args {
+	char name[POLICY_NAME_MAX + 1];
+};
+
+static const struct opts_spec stats_spec = {
+	RLCTL_CMD("stats"),
+	.doc =
 "Per-tenant counters: connections admitted, denied, would-deny (shadow\n"
 "mode), retransmitted SYNs not charged again, tokens left, and admit and\n"
 "deny rates per second over the last few seconds.  NAME limits the output\n"
-"to one tenant.\n";
+"to one tenant.\n",
+	.opts = (const struct opt[]){
+		{ "NAME", 0, OPT_CUSTOM, OPT_POS | OPT_OPTIONAL,
+		  OPT_AT(struct stats_args, name), .parse = rlctl_opt_name },
+		{ .kind = OPT_END },
+	},
+};
 
-static const char usage_top[] =
-"Usage: rlctl [--json] top [--interval S] [--iterations N]\n"
-"\n"
+struct top_args {
+	double interval;
+	uint64_t iterations;
+};
+
+static const struct opts_spec top_spec = {
+	RLCTL_CMD("top"),
+	.doc =
 "A live view of per-tenant rates, busiest first, refreshed every second.\n"
-"Quit with q or Ctrl-C.  With --json, one line of JSON per refresh.\n"
-"\n"
-"  -i, --interval S     seconds between refreshes (0.1 to 3600, default 1)\n"
-"  -n, --iterations N   stop after N refreshes (default: run until quit)\n";
+"Quit with q or Ctrl-C.  With --json, one line of JSON per refresh.\n",
+	.opts = (const struct opt[]){
+		{ "interval", 'i', OPT_NUMBER, OPT_AT(struct top_args, interval),
+		  .arg = "S", .lo = 0.1, .hi = 3600, .def = "1", .expect = "seconds",
+		  .help = "seconds between refreshes" },
+		{ "iterations", 'n', OPT_U64, OPT_AT(struct top_args, iterations),
+		  .arg = "N", .min = 1, .max = 1000000000, .def_doc = "run until quit",
+		  .help = "stop after N refreshes" },
+		{ .kind = OPT_END },
+	},
+};
 
-static const char usage_detach[] =
-"Usage: rlctl [--json] detach IF\n"
-"\n"
+struct detach_args {
+	const char *ifname;
+};
+
+static int opt_ifname(const char *s, void *dest, char *err, size_t len)
+{
+	if (!*s || strlen(s) >= IF_NAMESIZE || strchr(s, '/') ||
+	    strpbrk(s, " \t\n:") || !strcmp(s, ".") || !strcmp(s, "..")) {
+		snprintf(err, len, "invalid interface name '%.64s': expected "
+			 "1-%d characters without '/', ':' or spaces (e.g. eth0)",
+			 s, IF_NAMESIZE - 1);
+		return -EINVAL;
+	}
+	*(const char **)dest = s;
+	return 0;
+}
+
+static const struct opts_spec detach_spec = {
+	RLCTL_CMD("detach"),
+	.doc =
 "Detach rlgate's program from network interface IF: its new connections\n"
 "are no longer limited.  When the last interface is detached, rlagent\n"
-"removes its pins and exits.\n";
+"removes its pins and exits.\n",
+	.opts = (const struct opt[]){
+		{ "IF", 0, OPT_CUSTOM, OPT_POS, OPT_AT(struct detach_args, ifname),
+		  .expect = "an interface IF", .parse = opt_ifname },
+		{ .kind = OPT_END },
+	},
+};
 
-static const char usage_version[] =
-"Usage: rlctl [--json] version\n"
-"\n"
-"Print rlctl's version and, if it can be reached, rlagent's.\n";
-
-static int no_args(int argc, char **argv, const char *cmd, const char *usage)
-{
-	static const struct option opts[] = { RLCTL_COMMON_OPTS };
-	int opt, ret;
-
-	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
-		if ((ret = rlctl_common_opt(opt, argv, cmd, usage)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	return rlctl_positional(argc, argv, 0, 0, cmd, "");
-}
+static const struct opts_spec version_spec = {
+	RLCTL_CMD("version"),
+	.doc = "Print rlctl's version and, if it can be reached, rlagent's.\n",
+};
 
 static void format_uptime(long long s, char *buf, size_t len)
 {
@@ -82,10 +116,11 @@ static void format_uptime(long long s, char *buf, size_t len)
 
 int cmd_status(int argc, char **argv)
 {
+	struct opts_result res;
 	json_t *reply, *ifs, *v;
 	char up[64];
 	size_t i;
-	int ret = no_args(argc, argv, "status", usage_status);
+	int ret = rlctl_parse(&status_spec, argc, argv, NULL, &res);
 
 	if (ret != RLCTL_CONTINUE)
 		return ret;
@@ -240,36 +275,20 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 
 int cmd_stats(int argc, char **argv)
 {
-	static const struct option opts[] = { RLCTL_COMMON_OPTS };
-	char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
+	struct stats_args args = { "" };
+	struct opts_result res;
 	json_t *req, *reply, *stats;
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
-		if ((ret = rlctl_common_opt(opt, argv, "stats", usage_stats)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	ret = rlctl_positional(argc, argv, 0, 1, "stats", "");
+	ret = rlctl_parse(&stats_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
 	req = json_pack("{s:s}", "cmd", "stats");
-	if (optind < argc) {
-		if (policy_parse_name(argv[optind], name, err) < 0) {
-			json_decref(req);
-			rlctl_error("%s", err);
-			return RLCTL_EXIT_USAGE;
-		}
-		json_object_set_new(req, "name", json_string(name));
-	}
-	ret = rlctl_call(req, &reply);
+	if (args.name[0])
+		json_object_set_new(req, "name", json_string(args.name));
+	ret = rlctl_call_get(req, "stats", true, &reply, &stats);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
-	stats = json_object_get(reply, "stats");
-	if (!json_is_array(stats)) {
-		rlctl_error("rlagent's reply to stats has no stats array");
-		json_decref(reply);
-		return RLCTL_EXIT_FAIL;
-	}
 	if (rlctl.json)
 		rlctl_print_json(json_incref(stats));
 	else if (json_array_size(stats) == 0)
@@ -318,56 +337,17 @@ static void top_wait(long long deadline, bool keys)
 	}
 }
 
-static int parse_interval(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v < 0.1 || v > 3600)
-		return rlctl_usage_error("top ", "invalid interval '%.64s': "
-					 "expected seconds from 0.1 to 3600", s);
-	*out = v;
-	return RLCTL_CONTINUE;
-}
-
 int cmd_top(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "interval", required_argument, NULL, 'i' },
-		{ "iterations", required_argument, NULL, 'n' },
-		RLCTL_COMMON_OPTS
-	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct termios saved, raw;
-	double interval = 1.0;
-	uint64_t iterations = 0, done = 0;
+	struct top_args args = { 0 };
+	struct opts_result res;
+	uint64_t done = 0;
 	bool keys = false, clear;
-	char err[POLICY_ERR_MAX];
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hji:n:", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'i':
-			ret = parse_interval(optarg, &interval);
-			if (ret != RLCTL_CONTINUE)
-				return ret;
-			break;
-		case 'n':
-			/* a burst is any whole number from 1; reuse its parser */
-			if (policy_parse_burst(optarg, &iterations, err) < 0)
-				return rlctl_usage_error("top ", "invalid iterations "
-							 "'%.64s': expected a whole "
-							 "number from 1", optarg);
-			break;
-		default:
-			ret = rlctl_common_opt(opt, argv, "top", usage_top);
-			if (ret != RLCTL_CONTINUE)
-				return ret;
-		}
-	}
-	ret = rlctl_positional(argc, argv, 0, 0, "top", "");
+	ret = rlctl_parse(&top_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
 
@@ -387,21 +367,15 @@ int cmd_top(int argc, char **argv)
 	}
 
 	while (!top_stop) {
-		long long next = mono_ms() + (long long)(interval * 1000);
+		long long next = mono_ms() + (long long)(args.interval * 1000);
 		json_t *reply, *stats;
 		char when[32];
 		time_t now = time(NULL);
 
-		ret = rlctl_call(json_pack("{s:s}", "cmd", "stats"), &reply);
+		ret = rlctl_call_get(json_pack("{s:s}", "cmd", "stats"), "stats",
+				     true, &reply, &stats);
 		if (ret != RLCTL_EXIT_OK)
 			break;
-		stats = json_object_get(reply, "stats");
-		if (!json_is_array(stats)) {
-			json_decref(reply);
-			rlctl_error("rlagent's reply to stats has no stats array");
-			ret = RLCTL_EXIT_FAIL;
-			break;
-		}
 		if (rlctl.json) {
 			json_t *line = json_pack("{s:I, s:O}", "time",
 						 (json_int_t)now, "stats", stats);
@@ -414,14 +388,14 @@ int cmd_top(int argc, char **argv)
 			if (clear)
 				fputs("\033[H\033[2J", stdout);
 			printf("rlgate top - %s - every %gs - %zu tenant%s%s\n\n",
-			       when, interval, json_array_size(stats),
+			       when, args.interval, json_array_size(stats),
 			       json_array_size(stats) == 1 ? "" : "s",
 			       keys ? " - q to quit" : "");
 			rlctl_print_stats_table(stats, true);
 		}
 		fflush(stdout);
 		json_decref(reply);
-		if (iterations && ++done >= iterations)
+		if (args.iterations && ++done >= args.iterations)
 			break;
 		top_wait(next, keys);
 	}
@@ -432,27 +406,16 @@ int cmd_top(int argc, char **argv)
 
 int cmd_detach(int argc, char **argv)
 {
-	static const struct option opts[] = { RLCTL_COMMON_OPTS };
+	struct detach_args args = { 0 };
+	struct opts_result res;
 	json_t *reply, *rem;
 	const char *ifname;
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
-		if ((ret = rlctl_common_opt(opt, argv, "detach", usage_detach)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	ret = rlctl_positional(argc, argv, 1, 1, "detach", "an interface IF");
+	ret = rlctl_parse(&detach_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
-	ifname = argv[optind];
-	if (!*ifname || strlen(ifname) >= IF_NAMESIZE || strchr(ifname, '/') ||
-	    strpbrk(ifname, " \t\n:") || !strcmp(ifname, ".") ||
-	    !strcmp(ifname, "..")) {
-		rlctl_error("invalid interface name '%.64s': expected 1-%d "
-			    "characters without '/', ':' or spaces (e.g. eth0)",
-			    ifname, IF_NAMESIZE - 1);
-		return RLCTL_EXIT_USAGE;
-	}
+	ifname = args.ifname;
 	ret = rlctl_call(json_pack("{s:s, s:s}", "cmd", "detach",
 				   "iface", ifname), &reply);
 	if (ret != RLCTL_EXIT_OK)
@@ -487,7 +450,8 @@ int cmd_version(int argc, char **argv)
 	json_t *reply = NULL, *req;
 	const char *agent = NULL;
 	char why[CTL_CLIENT_ERR_MAX] = "";
-	int ret = no_args(argc, argv, "version", usage_version);
+	struct opts_result res;
+	int ret = rlctl_parse(&version_spec, argc, argv, NULL, &res);
 
 	if (ret != RLCTL_CONTINUE)
 		return ret;

@@ -2,6 +2,7 @@
 /* rlctl tenant set|get|list|del: one tenant at a time.  Every argument is
  * checked here first, so bad input never reaches the agent.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,66 +10,135 @@
 #include "policy.h"
 #include "rlctl.h"
 
-static const char usage_tenant[] =
-"Usage: rlctl tenant set NAME --rate RATE --match PREFIX[,...] [options]\n"
-"       rlctl tenant get NAME\n"
-"       rlctl tenant list\n"
-"       rlctl tenant del NAME\n"
-"\n"
-"'rlctl tenant COMMAND --help' for each command's options.\n";
+/* The policy's own parsers, so that the command line and a policy file
+ * accept the same values with the same messages. */
+_Static_assert(OPTS_ERR_MAX >= POLICY_ERR_MAX, "room for a policy message");
 
-static const char usage_set[] =
-"Usage: rlctl tenant set NAME [--rate RATE] [--burst N] [--match PREFIX[,...]]\n"
-"                       [--port PORT[,...]|any] [--action drop|rst]\n"
-"                       [--shadow|--enforce] [--overshoot N|auto]\n"
-"                       [--fail static|allow|deny]\n"
-"\n"
+int rlctl_opt_name(const char *s, void *dest, char *err, size_t len)
+{
+	(void)len;
+	return policy_parse_name(s, dest, err);
+}
+
+static int opt_rate(const char *s, void *dest, char *err, size_t len)
+{
+	(void)len;
+	return policy_parse_rate(s, dest, err);
+}
+
+static int opt_overshoot(const char *s, void *dest, char *err, size_t len)
+{
+	if (!strcmp(s, "auto")) {
+		*(uint64_t *)dest = 0;
+		return 0;
+	}
+	if (policy_parse_burst(s, dest, err) < 0) {
+		snprintf(err, len, "invalid --overshoot '%.32s': expected 'auto' "
+			 "or a whole number of connections from 1 to %llu", s,
+			 (unsigned long long)POLICY_BURST_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct opt_value actions[] = {
+	{ "drop", POLICY_ACT_DROP }, { "rst", POLICY_ACT_RST }, { NULL, 0 },
+};
+
+static const struct opt_value fails[] = {
+	{ "static", POLICY_FAIL_STATIC }, { "allow", POLICY_FAIL_ALLOW },
+	{ "deny", POLICY_FAIL_DENY }, { NULL, 0 },
+};
+
+struct set_args {
+	char name[POLICY_NAME_MAX + 1];
+	struct policy_rate rate;
+	uint64_t burst, overshoot;
+	char *match, *ports;
+	int action, fail;
+	bool shadow, enforce;
+};
+
+#define SET(field)	OPT_AT(struct set_args, field)
+
+static const struct opts_spec set_spec = {
+	RLCTL_CMD("tenant set"),
+	.doc =
 "Create tenant NAME, or update it.  On update, options not given keep their\n"
 "current values (except --burst, which follows a new --rate unless given).\n"
-"Takes effect within one second.\n"
-"\n"
-"  NAME                 1-63 of A-Z a-z 0-9 _ . -, starting with a letter\n"
-"                       or digit\n"
-"  -r, --rate RATE      N/s, N/m or N/h, N from 1, at most 1e9/s\n"
-"                       (required to create)\n"
-"  -b, --burst N        bucket size, 1 to 100000000 (default: one second of\n"
-"                       the rate, at least 1)\n"
-"  -m, --match LIST     source prefixes, comma-separated IPv4/IPv6 addresses\n"
-"                       or CIDRs, at most 64 (required to create; may repeat)\n"
-"  -p, --port LIST      destination ports 1-65535, at most 16 (may repeat);\n"
-"                       'any' (the default on create) for every port\n"
-"  -a, --action ACTION  drop (silent; the default on create) or rst (the\n"
-"                       client fails at once)\n"
-"      --shadow         count would-deny but admit everything\n"
-"      --enforce        refuse over the limit (the default on create)\n"
-"      --overshoot N    fleet mode: tokens the hosts may hold between them,\n"
-"                       leased and not yet spent (the overshoot bound adds\n"
-"                       what static fail shares may owe); 'auto' (the\n"
-"                       default): the larger of the burst and half a second\n"
-"                       of the rate\n"
-"      --fail POLICY    fleet mode, when Redis or the agent fails and the\n"
-"                       leased tokens are spent: static (the default: a\n"
-"                       local share, rate / live agents), allow or deny\n"
-"\n"
+"Takes effect within one second.\n",
+	.epilog =
 "Example:\n"
 "  rlctl tenant set web --rate 100/s --burst 200 \\\n"
-"        --match 192.0.2.0/24,2001:db8::/32 --port 80,443 --action rst\n";
+"        --match 192.0.2.0/24,2001:db8::/32 --port 80,443 --action rst\n",
+	.opts = (const struct opt[]){
+		{ "NAME", 0, OPT_CUSTOM, OPT_POS, SET(name), .parse = rlctl_opt_name,
+		  .expect = "a tenant NAME",
+		  .help = "1-63 of A-Z a-z 0-9 _ . -, starting with a letter or digit" },
+		{ "rate", 'r', OPT_CUSTOM, SET(rate), .arg = "RATE", .parse = opt_rate,
+		  .help = "N/s, N/m or N/h, N from 1, at most 1e9/s (required to "
+			  "create)" },
+		{ "burst", 'b', OPT_U64, SET(burst), .arg = "N", .min = 1,
+		  .max = POLICY_BURST_MAX, .def_doc = "one second of the rate, at least 1",
+		  .help = "bucket size" },
+		{ "match", 'm', OPT_LIST, SET(match), .arg = "PREFIX[,...]",
+		  .help = "source prefixes, comma-separated IPv4/IPv6 addresses or "
+			  "CIDRs, at most 64 (required to create; may repeat)" },
+		{ "port", 'p', OPT_LIST, SET(ports), .arg = "PORT[,...]",
+		  .help = "destination ports 1-65535, at most 16 (may repeat); 'any' "
+			  "(the default on create) for every port" },
+		{ "ports", 0, OPT_LIST, OPT_HIDDEN, SET(ports), .arg = "PORT[,...]" },
+		{ "action", 'a', OPT_ENUM, SET(action), .arg = "ACTION",
+		  .values = actions,
+		  .help = "over the limit: drop refuses silently (the default on "
+			  "create), rst makes the client fail at once" },
+		{ "shadow", 0, OPT_FLAG, SET(shadow),
+		  .help = "count would-deny but admit everything" },
+		{ "enforce", 0, OPT_FLAG, SET(enforce),
+		  .help = "refuse over the limit (the default on create)" },
+		{ "overshoot", 0, OPT_CUSTOM, SET(overshoot), .arg = "N|auto",
+		  .parse = opt_overshoot,
+		  .help = "fleet mode: tokens the hosts may hold between them, leased "
+			  "and not yet spent (the overshoot bound adds what static fail "
+			  "shares may owe); 'auto' (the default): the larger of the "
+			  "burst and half a second of the rate" },
+		{ "fail", 0, OPT_ENUM, SET(fail), .arg = "POLICY", .values = fails,
+		  .help = "fleet mode, when Redis or the agent fails and the leased "
+			  "tokens are spent: static is a local share, rate / live "
+			  "agents (the default on create); allow or deny admit or "
+			  "refuse everything" },
+		{ .kind = OPT_END },
+	},
+};
 
-static const char usage_get[] =
-"Usage: rlctl [--json] tenant get NAME\n"
-"\n"
-"Show tenant NAME as the agent holds it.\n";
+struct name_args {
+	char name[POLICY_NAME_MAX + 1];
+};
 
-static const char usage_list[] =
-"Usage: rlctl [--json] tenant list\n"
-"\n"
+static const struct opt name_opts[] = {
+	{ "NAME", 0, OPT_CUSTOM, OPT_POS, OPT_AT(struct name_args, name),
+	  .parse = rlctl_opt_name, .expect = "a tenant NAME" },
+	{ .kind = OPT_END },
+};
+
+static const struct opts_spec get_spec = {
+	RLCTL_CMD("tenant get"),
+	.doc = "Show tenant NAME as the agent holds it.\n",
+	.opts = name_opts,
+};
+
+static const struct opts_spec list_spec = {
+	RLCTL_CMD("tenant list"),
+	.doc =
 "Show every tenant.  With --json, an array of tenant objects\n"
-"(name, rate, burst, match, ports, action, shadow, id).\n";
+"(name, rate, burst, match, ports, action, shadow, id).\n",
+};
 
-static const char usage_del[] =
-"Usage: rlctl [--json] tenant del NAME\n"
-"\n"
-"Delete tenant NAME; its connections are no longer limited.\n";
+static const struct opts_spec del_spec = {
+	RLCTL_CMD("tenant del"),
+	.doc = "Delete tenant NAME; its connections are no longer limited.\n",
+	.opts = name_opts,
+};
 
 static void join_strings(json_t *arr, char *buf, size_t len, const char *none)
 {
@@ -128,51 +198,18 @@ static void print_tenant(json_t *t)
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
 }
 
-static int need_name(int argc, char **argv, const char *cmd, char *name)
-{
-	char err[POLICY_ERR_MAX];
-	int ret = rlctl_positional(argc, argv, 1, 1, cmd, "a tenant NAME");
-
-	if (ret != RLCTL_CONTINUE)
-		return ret;
-	if (policy_parse_name(argv[optind], name, err) < 0) {
-		rlctl_error("%s", err);
-		return RLCTL_EXIT_USAGE;
-	}
-	return RLCTL_CONTINUE;
-}
-
-/* Appends one occurrence of a repeatable list option, so that "--port 80
- * --port 443" means "80,443" and duplicates across them are still caught. */
-static int append_list(char **list, const char *item)
-{
-	char *s;
-
-	if (asprintf(&s, "%s%s%s", *list ? *list : "", *list ? "," : "",
-		     item) < 0)
-		return -1;
-	free(*list);
-	*list = s;
-	return 0;
-}
-
-struct set_args {
-	const char *rate, *burst, *action, *overshoot, *fail;
-	char *match, *ports;
-	int shadow;		/* -1 not given, 0 --enforce, 1 --shadow */
-};
-
-/* Applies the options to t; t holds the current tenant, or defaults. */
-static int apply_set_args(const struct set_args *a, struct policy_tenant *t,
+/* Applies the options given (res) to t; t holds the current tenant, or
+ * defaults.  The lists are checked here, against the tenant. */
+static int apply_set_args(const struct set_args *a,
+			  const struct opts_result *res, struct policy_tenant *t,
 			  char *err)
 {
-	if (a->rate) {
-		if (policy_parse_rate(a->rate, &t->rate, err) < 0)
-			return -1;
+	if (opts_given(res, "rate")) {
+		t->rate = a->rate;
 		t->burst = policy_default_burst(&t->rate);
 	}
-	if (a->burst && policy_parse_burst(a->burst, &t->burst, err) < 0)
-		return -1;
+	if (opts_given(res, "burst"))
+		t->burst = a->burst;
 	if (a->match && policy_parse_prefixes(a->match, t, err) < 0)
 		return -1;
 	if (a->ports) {
@@ -181,86 +218,41 @@ static int apply_set_args(const struct set_args *a, struct policy_tenant *t,
 		else if (policy_parse_ports(a->ports, t, err) < 0)
 			return -1;
 	}
-	if (a->action && policy_parse_action(a->action, &t->action, err) < 0)
-		return -1;
-	if (a->shadow >= 0)
+	if (opts_given(res, "action"))
+		t->action = (enum policy_action)a->action;
+	if (a->shadow || a->enforce)
 		t->shadow = a->shadow;
-	if (a->fail && policy_parse_fail(a->fail, &t->fail, err) < 0)
-		return -1;
-	if (a->overshoot) {
-		if (!strcmp(a->overshoot, "auto"))
-			t->overshoot = 0;
-		else if (policy_parse_burst(a->overshoot, &t->overshoot, err) < 0) {
-			snprintf(err, POLICY_ERR_MAX, "invalid overshoot '%.32s': "
-				 "expected 'auto' or a whole number of connections "
-				 "from 1 to %llu", a->overshoot,
-				 (unsigned long long)POLICY_BURST_MAX);
-			return -1;
-		}
-	}
+	if (opts_given(res, "fail"))
+		t->fail = (enum policy_fail)a->fail;
+	if (opts_given(res, "overshoot"))
+		t->overshoot = a->overshoot;
 	return 0;
 }
 
 static int tenant_set(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "rate", required_argument, NULL, 'r' },
-		{ "burst", required_argument, NULL, 'b' },
-		{ "match", required_argument, NULL, 'm' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "ports", required_argument, NULL, 'p' },
-		{ "action", required_argument, NULL, 'a' },
-		{ "shadow", no_argument, NULL, 'W' },
-		{ "enforce", no_argument, NULL, 'E' },
-		{ "overshoot", required_argument, NULL, 'O' },
-		{ "fail", required_argument, NULL, 'F' },
-		RLCTL_COMMON_OPTS
-	};
-	struct set_args a = { .shadow = -1 };
+	struct set_args a = { .name = "" };
 	struct policy_tenant t, scratch;
-	char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
+	struct opts_result res;
+	const char *name = a.name;
+	char err[POLICY_ERR_MAX];
 	json_t *reply = NULL, *req;
 	bool exists;
-	int opt, ret = RLCTL_EXIT_USAGE;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hjr:b:m:p:a:", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'r': a.rate = optarg; break;
-		case 'b': a.burst = optarg; break;
-		case 'a': a.action = optarg; break;
-		case 'O': a.overshoot = optarg; break;
-		case 'F': a.fail = optarg; break;
-		case 'm':
-		case 'p':
-			if (append_list(opt == 'm' ? &a.match : &a.ports, optarg) < 0) {
-				rlctl_error("out of memory");
-				ret = RLCTL_EXIT_FAIL;
-				goto out;
-			}
-			break;
-		case 'W':
-		case 'E':
-			if (a.shadow == (opt == 'E')) {
-				ret = rlctl_usage_error("tenant set ", "--shadow and "
-							"--enforce exclude each other");
-				goto out;
-			}
-			a.shadow = opt == 'W';
-			break;
-		default:
-			ret = rlctl_common_opt(opt, argv, "tenant set", usage_set);
-			if (ret != RLCTL_CONTINUE)
-				goto out;
-		}
-	}
-	ret = need_name(argc, argv, "tenant set", name);
+	ret = rlctl_parse(&set_spec, argc, argv, &a, &res);
 	if (ret != RLCTL_CONTINUE)
 		goto out;
 	ret = RLCTL_EXIT_USAGE;
+	if (a.shadow && a.enforce) {
+		ret = rlctl_usage_error("tenant set", "--shadow and --enforce "
+					"exclude each other");
+		goto out;
+	}
 	/* Check every argument before talking to the agent: on a scratch
 	 * tenant, so that bad input is reported whether or not NAME exists. */
 	memset(&scratch, 0, sizeof(scratch));
-	if (apply_set_args(&a, &scratch, err) < 0) {
+	if (apply_set_args(&a, &res, &scratch, err) < 0) {
 		rlctl_error("%s", err);
 		goto out;
 	}
@@ -283,19 +275,20 @@ static int tenant_set(int argc, char **argv)
 			goto out;
 		}
 	} else {
-		if (!a.rate || !a.match) {
-			ret = rlctl_usage_error("tenant set ", "tenant '%s' does not "
+		if (!opts_given(&res, "rate") || !a.match) {
+			ret = rlctl_usage_error("tenant set", "tenant '%s' does not "
 						"exist; creating it needs --rate and "
 						"--match", name);
 			goto out;
 		}
 		memset(&t, 0, sizeof(t));
-		memcpy(t.name, name, sizeof(name));
+		memcpy(t.name, a.name, sizeof(a.name));
 		t.action = POLICY_ACT_DROP;
 	}
 	json_decref(reply);
 	reply = NULL;
-	if (apply_set_args(&a, &t, err) < 0 || policy_validate(&t, err) < 0) {
+	if (apply_set_args(&a, &res, &t, err) < 0 ||
+	    policy_validate(&t, err) < 0) {
 		rlctl_error("%s", err);
 		ret = RLCTL_EXIT_USAGE;
 		goto out;
@@ -315,35 +308,25 @@ static int tenant_set(int argc, char **argv)
 	}
 out:
 	json_decref(reply);
-	free(a.match);
-	free(a.ports);
+	opts_free(&set_spec, &a);
 	return ret;
 }
 
 static int tenant_get(int argc, char **argv)
 {
-	static const struct option opts[] = { RLCTL_COMMON_OPTS };
-	char name[POLICY_NAME_MAX + 1];
+	struct name_args args = { "" };
+	struct opts_result res;
+	const char *name = args.name;
 	json_t *reply, *t;
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
-		if ((ret = rlctl_common_opt(opt, argv, "tenant get", usage_get)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	ret = need_name(argc, argv, "tenant get", name);
+	ret = rlctl_parse(&get_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
-	ret = rlctl_call(json_pack("{s:s, s:s}", "cmd", "tenant.get",
-				   "name", name), &reply);
+	ret = rlctl_call_get(json_pack("{s:s, s:s}", "cmd", "tenant.get",
+					"name", name), "tenant", false, &reply, &t);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
-	t = json_object_get(reply, "tenant");
-	if (!json_is_object(t)) {
-		rlctl_error("rlagent's reply to tenant.get has no tenant object");
-		json_decref(reply);
-		return RLCTL_EXIT_FAIL;
-	}
 	if (rlctl.json)
 		rlctl_print_json(json_incref(t));
 	else
@@ -354,27 +337,18 @@ static int tenant_get(int argc, char **argv)
 
 static int tenant_list(int argc, char **argv)
 {
-	static const struct option opts[] = { RLCTL_COMMON_OPTS };
-	int opt, ret, wname = 4, wrate = 4;
+	int ret, wname = 4, wrate = 4;
+	struct opts_result res;
 	json_t *reply, *ts, *t;
 	size_t i;
 
-	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
-		if ((ret = rlctl_common_opt(opt, argv, "tenant list", usage_list)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	ret = rlctl_positional(argc, argv, 0, 0, "tenant list", "");
+	ret = rlctl_parse(&list_spec, argc, argv, NULL, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
-	ret = rlctl_call(json_pack("{s:s}", "cmd", "tenant.list"), &reply);
+	ret = rlctl_call_get(json_pack("{s:s}", "cmd", "tenant.list"), "tenants",
+			     true, &reply, &ts);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
-	ts = json_object_get(reply, "tenants");
-	if (!json_is_array(ts)) {
-		rlctl_error("rlagent's reply to tenant.list has no tenants array");
-		json_decref(reply);
-		return RLCTL_EXIT_FAIL;
-	}
 	if (rlctl.json) {
 		rlctl_print_json(json_incref(ts));
 		json_decref(reply);
@@ -414,15 +388,12 @@ static int tenant_list(int argc, char **argv)
 
 static int tenant_del(int argc, char **argv)
 {
-	static const struct option opts[] = { RLCTL_COMMON_OPTS };
-	char name[POLICY_NAME_MAX + 1];
-	int opt, ret;
+	struct name_args args = { "" };
+	struct opts_result res;
+	const char *name = args.name;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, ":hj", opts, NULL)) != -1)
-		if ((ret = rlctl_common_opt(opt, argv, "tenant del", usage_del)) !=
-		    RLCTL_CONTINUE)
-			return ret;
-	ret = need_name(argc, argv, "tenant del", name);
+	ret = rlctl_parse(&del_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
 	ret = rlctl_call(json_pack("{s:s, s:s}", "cmd", "tenant.del",
@@ -436,35 +407,15 @@ static int tenant_del(int argc, char **argv)
 	return RLCTL_EXIT_OK;
 }
 
-int cmd_tenant(int argc, char **argv)
-{
-	static const struct {
-		const char *name;
-		int (*fn)(int argc, char **argv);
-	} subs[] = {
-		{ "set", tenant_set }, { "get", tenant_get },
-		{ "show", tenant_get }, { "list", tenant_list },
-		{ "ls", tenant_list }, { "del", tenant_del },
-		{ "delete", tenant_del }, { "rm", tenant_del },
-	};
-
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
-		if (argc < 2) {
-			rlctl_error("'tenant' needs a command: set, get, list or "
-				    "del; see 'rlctl tenant --help'");
-			return RLCTL_EXIT_USAGE;
-		}
-		fputs(usage_tenant, stdout);
-		return RLCTL_EXIT_OK;
-	}
-	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
-		if (strcmp(argv[1], subs[i].name))
-			continue;
-		optind = 0;
-		return subs[i].fn(argc - 1, argv + 1);
-	}
-	rlctl_error("unknown tenant command '%.64s': expected set, get, list or "
-		    "del; see 'rlctl tenant --help'", argv[1]);
-	return RLCTL_EXIT_USAGE;
-}
+const struct opts_command rlctl_tenant_cmds[] = {
+	{ "set", "NAME --rate RATE --match PREFIX[,...] [options]",
+	  "create or update a tenant", tenant_set, NULL },
+	{ "get", "NAME", "show one tenant", tenant_get, NULL },
+	{ "show", NULL, NULL, tenant_get, NULL },
+	{ "list", NULL, "show every tenant", tenant_list, NULL },
+	{ "ls", NULL, NULL, tenant_list, NULL },
+	{ "del", "NAME", "delete a tenant", tenant_del, NULL },
+	{ "delete", NULL, NULL, tenant_del, NULL },
+	{ "rm", NULL, NULL, tenant_del, NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
