@@ -42,19 +42,37 @@ tally_tap() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# Each unit test program prints a TAP line per test function (tests/unit
+# check.c): they are numbered on here, prefixed with the program's name, with
+# the diagnostics that follow them.  A program that printed none, or that
+# failed other than by a failed test (a crash, a check outside of a test),
+# is a line of its own.
 run_unit() {
-	local n=0 t rc
+	local n=0 t rc prog line tap failed
 	{
 		for t in "$build"/tests/unit/test_*; do
 			[[ -x $t ]] || continue
-			n=$((n + 1))
+			prog=$(basename "$t")
 			timeout 120 "$t" >"$tmp/out" 2>&1
 			rc=$?
+			tap=0 failed=0
+			while IFS= read -r line; do
+				if [[ $line =~ ^(not )?ok\ [0-9]+\ -\ (.*)$ ]]; then
+					n=$((n + 1)) tap=1
+					[[ -n ${BASH_REMATCH[1]} ]] && failed=1
+					echo "${BASH_REMATCH[1]}ok $n - $prog: ${BASH_REMATCH[2]}"
+				elif [[ $line == "#"* ]]; then
+					echo "$line"
+				fi
+			done <"$tmp/out"
 			case $rc in
-			0) echo "ok $n - $(basename "$t")" ;;
-			77) echo "ok $n - $(basename "$t") # skip $(tail -n1 "$tmp/out")" ;;
-			*) echo "not ok $n - $(basename "$t") (exit $rc)"
-			   sed 's/^/# /' "$tmp/out" | tail -n 40 ;;
+			0) ((tap)) || echo "ok $((n += 1)) - $prog" ;;
+			77) ((tap)) || echo "ok $((n += 1)) - $prog # skip $(tail -n1 "$tmp/out")" ;;
+			*)
+				# exit 1 after a failed test says nothing more
+				((failed && rc == 1)) && continue
+				echo "not ok $((n += 1)) - $prog (exit $rc)"
+				sed 's/^/# /' "$tmp/out" | tail -n 40 ;;
 			esac
 		done
 	} | tally_tap unit

@@ -38,6 +38,8 @@ void check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int check_run(const char *name, void (*fn)(void));
 int check_run_arg(const char *name, int (*fn)(const void *arg),
 		  const void *arg);
+/* A test named after its function, as the kernel's test_progs names them. */
+#define CHECK_RUN(fn)	check_run(#fn, fn)
 
 /* Runs only the tests whose name contains `part` (NULL: all). */
 void check_filter(const char *part);

@@ -9,7 +9,7 @@
 
 #define MS	1000000ULL
 
-int main(void)
+static void test_breaker_sequences(void)
 {
 	/* S success, F failure, L lost; r/n: Redis ready or not for a
 	 * success.  Then the state after each step: o open, c closed; and the
@@ -59,53 +59,62 @@ int main(void)
 		      "%s: %llu transitions, want %llu", seq[i].name,
 		      (unsigned long long)c.transitions, seq[i].transitions);
 	}
+}
 
-	/* What circuit_step says it did. */
-	{
-		struct circuit c;
+/* What circuit_step says it did. */
+static void test_step_reports(void)
+{
+	struct circuit c;
 
-		circuit_init(&c);
-		CHECK(circuit_step(&c, CIRCUIT_SUCCESS, true, 3) == CIRCUIT_CLOSED,
-		      "first close not reported");
-		CHECK(circuit_step(&c, CIRCUIT_SUCCESS, true, 3) == CIRCUIT_SAME,
-		      "a success while closed reported as a change");
-		CHECK(circuit_step(&c, CIRCUIT_LOST, false, 3) == CIRCUIT_OPENED,
-		      "opening not reported");
-		CHECK(circuit_step(&c, CIRCUIT_LOST, false, 3) == CIRCUIT_SAME,
-		      "a loss while open reported as a change");
+	circuit_init(&c);
+	CHECK(circuit_step(&c, CIRCUIT_SUCCESS, true, 3) == CIRCUIT_CLOSED,
+	      "first close not reported");
+	CHECK(circuit_step(&c, CIRCUIT_SUCCESS, true, 3) == CIRCUIT_SAME,
+	      "a success while closed reported as a change");
+	CHECK(circuit_step(&c, CIRCUIT_LOST, false, 3) == CIRCUIT_OPENED,
+	      "opening not reported");
+	CHECK(circuit_step(&c, CIRCUIT_LOST, false, 3) == CIRCUIT_SAME,
+	      "a loss while open reported as a change");
+}
+
+/* Live agents: in use, seen, at (ms); the count believed.  A rise at
+ * once, a fall only after 3,000 ms of the lower count. */
+static void test_live_agents(void)
+{
+	static const struct {
+		unsigned long long seen, at_ms, want;
+	} steps[] = {
+		{ 3, 0, 3 },		/* the first count */
+		{ 4, 100, 4 },		/* a new agent: at once */
+		{ 3, 1000, 4 },		/* one missed heartbeat */
+		{ 3, 2000, 4 },
+		{ 4, 2500, 4 },		/* it was back: start again */
+		{ 3, 3000, 4 },
+		{ 3, 5999, 4 },		/* 2,999 ms of 3 */
+		{ 3, 6000, 3 },		/* 3,000 ms: gone */
+		{ 2, 6100, 3 },
+		{ 5, 6200, 5 },		/* rises cut the wait short */
+		{ 1, 6300, 5 },
+		{ 1, 9300, 1 },
+	};
+	uint64_t in_use = 1, low = 0;
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		/* the clock starts at 1 s: 0 means "no low count" */
+		in_use = circuit_live_agents(in_use, steps[i].seen,
+					     (1000 + steps[i].at_ms) * MS,
+					     3000 * MS, &low);
+		CHECK(in_use == steps[i].want, "step %zu (seen %llu at "
+		      "%llu ms): believe %llu, want %llu", i,
+		      steps[i].seen, steps[i].at_ms,
+		      (unsigned long long)in_use, steps[i].want);
 	}
+}
 
-	/* Live agents: in use, seen, at (ms); the count believed.  A rise at
-	 * once, a fall only after 3,000 ms of the lower count. */
-	{
-		static const struct {
-			unsigned long long seen, at_ms, want;
-		} steps[] = {
-			{ 3, 0, 3 },		/* the first count */
-			{ 4, 100, 4 },		/* a new agent: at once */
-			{ 3, 1000, 4 },		/* one missed heartbeat */
-			{ 3, 2000, 4 },
-			{ 4, 2500, 4 },		/* it was back: start again */
-			{ 3, 3000, 4 },
-			{ 3, 5999, 4 },		/* 2,999 ms of 3 */
-			{ 3, 6000, 3 },		/* 3,000 ms: gone */
-			{ 2, 6100, 3 },
-			{ 5, 6200, 5 },		/* rises cut the wait short */
-			{ 1, 6300, 5 },
-			{ 1, 9300, 1 },
-		};
-		uint64_t in_use = 1, low = 0;
-
-		for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-			/* the clock starts at 1 s: 0 means "no low count" */
-			in_use = circuit_live_agents(in_use, steps[i].seen,
-						     (1000 + steps[i].at_ms) * MS,
-						     3000 * MS, &low);
-			CHECK(in_use == steps[i].want, "step %zu (seen %llu at "
-			      "%llu ms): believe %llu, want %llu", i,
-			      steps[i].seen, steps[i].at_ms,
-			      (unsigned long long)in_use, steps[i].want);
-		}
-	}
-	return failures ? 1 : 0;
+int main(void)
+{
+	CHECK_RUN(test_breaker_sequences);
+	CHECK_RUN(test_step_reports);
+	CHECK_RUN(test_live_agents);
+	return check_exit();
 }

@@ -408,9 +408,9 @@ static void test_steps(void)
 
 int main(void)
 {
-	test_slots();
-	test_maps();
-	test_errors();
-	test_steps();
-	return failures ? 1 : 0;
+	CHECK_RUN(test_slots);
+	CHECK_RUN(test_maps);
+	CHECK_RUN(test_errors);
+	CHECK_RUN(test_steps);
+	return check_exit();
 }

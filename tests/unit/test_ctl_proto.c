@@ -7,7 +7,8 @@
 #include "ctl_proto.h"
 #include "check.h"
 
-int main(void)
+/* Every code: its name, the name parsed back, rlctl's exit status. */
+static void test_known_codes(void)
 {
 	static const struct {
 		enum ctl_code code;
@@ -20,8 +21,6 @@ int main(void)
 		{ CTL_CONFLICT, "conflict", 2 },
 		{ CTL_INTERNAL, "internal", 1 },
 	};
-	static const char *const unknown[] = { "", "Invalid", "notfound",
-					       "conflict ", "busy", NULL };
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		CHECK(strcmp(ctl_code_name(want[i].code), want[i].name) == 0,
@@ -34,11 +33,25 @@ int main(void)
 		      "'%s' exits %d, want %d", want[i].name,
 		      ctl_code_exit(want[i].code), want[i].exit);
 	}
+}
+
+/* Names no code has parse as internal; a code out of range is named so. */
+static void test_unknown_codes(void)
+{
+	static const char *const unknown[] = { "", "Invalid", "notfound",
+					       "conflict ", "busy", NULL };
+
 	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++)
 		CHECK(ctl_code_parse(unknown[i]) == CTL_INTERNAL,
 		      "unknown code '%s' is not internal",
 		      unknown[i] ? unknown[i] : "(null)");
 	CHECK(strcmp(ctl_code_name((enum ctl_code)99), "internal") == 0,
 	      "an out-of-range code is not named internal");
-	return failures ? 1 : 0;
+}
+
+int main(void)
+{
+	CHECK_RUN(test_known_codes);
+	CHECK_RUN(test_unknown_codes);
+	return check_exit();
 }

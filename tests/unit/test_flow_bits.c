@@ -7,7 +7,7 @@
 #include "rlgate.h"
 #include "check.h"
 
-int main(void)
+static void test_bits_by_cpus(void)
 {
 	static const struct { int cpus; unsigned int bits; } want[] = {
 		{ 1, 14 }, { 2, 14 }, { 8, 14 }, { 9, 13 }, { 16, 13 },
@@ -20,6 +20,11 @@ int main(void)
 		CHECK(bits == want[i].bits, "%d CPUs: %u bits, want %u",
 		      want[i].cpus, bits, want[i].bits);
 	}
+}
+
+/* Above the floor, never more than RL_FLOW_SLOTS_TOTAL slots in all. */
+static void test_total_bounded(void)
+{
 	for (int cpus = 1; cpus <= 4096; cpus++) {
 		unsigned long long total =
 			(unsigned long long)cpus << rl_flow_bits(cpus);
@@ -28,5 +33,11 @@ int main(void)
 			CHECK(total <= RL_FLOW_SLOTS_TOTAL, "%d CPUs: %llu "
 			      "slots in all", cpus, total);
 	}
-	return failures ? 1 : 0;
+}
+
+int main(void)
+{
+	CHECK_RUN(test_bits_by_cpus);
+	CHECK_RUN(test_total_bounded);
+	return check_exit();
 }

@@ -263,10 +263,10 @@ static void test_plan_within_cap(void)
 
 int main(void)
 {
-	test_limits();
-	test_static_debt_covers_the_kernel();
-	test_topup();
-	test_plan();
-	test_plan_within_cap();
-	return failures ? 1 : 0;
+	CHECK_RUN(test_limits);
+	CHECK_RUN(test_static_debt_covers_the_kernel);
+	CHECK_RUN(test_topup);
+	CHECK_RUN(test_plan);
+	CHECK_RUN(test_plan_within_cap);
+	return check_exit();
 }

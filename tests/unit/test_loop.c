@@ -11,7 +11,8 @@
 #include "loop.h"
 #include "check.h"
 
-
+/* The loop every test runs on. */
+static struct loop *the_loop;
 
 static int order[8];
 static int n_order;
@@ -29,8 +30,9 @@ static void stop_loop(struct loop_timer *t, void *arg)
 	loop_stop(arg);
 }
 
-static int test_timer_order(struct loop *l)
+static void test_timer_order(void)
 {
+	struct loop *l = the_loop;
 	struct loop_timer *cancelled, *stopper;
 
 	n_order = 0;
@@ -44,7 +46,6 @@ static int test_timer_order(struct loop *l)
 	CHECK(n_order == 3, "expected 3 timers, got %d", n_order);
 	CHECK(order[0] == 1 && order[1] == 2 && order[2] == 3,
 	      "timers out of order: %d %d %d", order[0], order[1], order[2]);
-	return 0;
 }
 
 static int ticks;
@@ -56,8 +57,9 @@ static void tick(struct loop_timer *t, void *arg)
 		loop_timer_cancel(t);	/* from inside its own callback */
 }
 
-static int test_periodic(struct loop *l)
+static void test_periodic(void)
 {
+	struct loop *l = the_loop;
 	uint64_t start = loop_now_ns();
 
 	ticks = 0;
@@ -67,7 +69,6 @@ static int test_periodic(struct loop *l)
 	CHECK(ticks == 3, "periodic timer fired %d times, expected 3 (cancel "
 	      "from its callback)", ticks);
 	CHECK(loop_now_ns() - start >= 55000000ULL, "loop stopped early");
-	return 0;
 }
 
 struct rd {
@@ -110,14 +111,17 @@ static void on_write(struct loop_watch *w, int fd, unsigned int ev, void *arg)
 	loop_watch_set(w, 0);
 }
 
-static int test_fd(struct loop *l)
+static void test_fd(void)
 {
+	struct loop *l = the_loop;
 	struct loop_watch *deleted, *wr;
 	struct rd r = { .l = l };
 	int p[2], q[2], spurious = 0, writable = 0;
 
-	if (pipe(p) < 0 || pipe(q) < 0)
-		return 77;
+	if (pipe(p) < 0 || pipe(q) < 0) {
+		check_skip("no pipes: %s", strerror(errno));
+		return;
+	}
 	CHECK(loop_watch_add(l, p[0], LOOP_READ, on_read, &r, &r.w) == 0,
 	      "watch_add failed");
 	CHECK(loop_watch_add(l, q[0], LOOP_READ, never, &spurious, &deleted) == 0,
@@ -139,31 +143,23 @@ static int test_fd(struct loop *l)
 	      "cleared in callback)", writable);
 	loop_watch_del(wr);
 	close(p[0]); close(p[1]); close(q[0]); close(q[1]);
-	return 0;
 }
 
 int main(void)
 {
-	struct loop *l;
 	int err;
 
 	log_set_ident("test_loop");
-	err = loop_new(0, &l);
+	err = loop_new(0, &the_loop);
 	if (err == -ENOSYS || err == -EPERM) {
 		fprintf(stderr, "SKIP: io_uring unavailable: %s\n", strerror(-err));
 		return 77;
 	}
 	if (err)
 		return 1;
-	test_timer_order(l);
-	test_periodic(l);
-	if (test_fd(l) == 77) {
-		loop_free(l);
-		return 77;
-	}
-	loop_free(l);
-	if (failures)
-		return 1;
-	printf("ok test_loop\n");
-	return 0;
+	CHECK_RUN(test_timer_order);
+	CHECK_RUN(test_periodic);
+	CHECK_RUN(test_fd);
+	loop_free(the_loop);
+	return check_exit();
 }

@@ -8,7 +8,7 @@
 #include "parse.h"
 #include "check.h"
 
-int main(void)
+static void test_parse_u64(void)
 {
 	static const struct {
 		const char *s;
@@ -32,6 +32,32 @@ int main(void)
 		{ "0x10", 0, 100, -EINVAL, 0 },
 		{ "1e3", 0, 10000, -EINVAL, 0 },
 	};
+
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		uint64_t v = 12345;
+		int ret = parse_u64(u[i].s, u[i].lo, u[i].hi, &v);
+
+		CHECK(ret == u[i].ret, "'%s' in [%llu, %llu]: %d, want %d",
+		      u[i].s, (unsigned long long)u[i].lo,
+		      (unsigned long long)u[i].hi, ret, u[i].ret);
+		CHECK(ret || v == u[i].v, "'%s': %llu, want %llu", u[i].s,
+		      (unsigned long long)v, (unsigned long long)u[i].v);
+		CHECK(!ret || v == 12345, "'%s': the output changed on failure",
+		      u[i].s);
+	}
+}
+
+/* A length-bounded number: the digits before a separator. */
+static void test_parse_u64n(void)
+{
+	uint64_t v = 0;
+
+	CHECK(parse_u64n("443,80", 3, 65535, &v) == 0 && v == 443,
+	      "the first 3 bytes of '443,80': %llu", (unsigned long long)v);
+}
+
+static void test_parse_hostport(void)
+{
 	static const struct {
 		const char *s;
 		int ret;
@@ -56,24 +82,6 @@ int main(void)
 		{ "a-host-name-longer-than-the-buffer-we-give:80", -EINVAL, NULL, 0 },
 	};
 
-	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
-		uint64_t v = 12345;
-		int ret = parse_u64(u[i].s, u[i].lo, u[i].hi, &v);
-
-		CHECK(ret == u[i].ret, "'%s' in [%llu, %llu]: %d, want %d",
-		      u[i].s, (unsigned long long)u[i].lo,
-		      (unsigned long long)u[i].hi, ret, u[i].ret);
-		CHECK(ret || v == u[i].v, "'%s': %llu, want %llu", u[i].s,
-		      (unsigned long long)v, (unsigned long long)u[i].v);
-		CHECK(!ret || v == 12345, "'%s': the output changed on failure",
-		      u[i].s);
-	}
-	{
-		uint64_t v = 0;
-
-		CHECK(parse_u64n("443,80", 3, 65535, &v) == 0 && v == 443,
-		      "the first 3 bytes of '443,80': %llu", (unsigned long long)v);
-	}
 	for (size_t i = 0; i < sizeof(hp) / sizeof(hp[0]); i++) {
 		char host[32] = "unchanged";
 		uint16_t port = 7;
@@ -89,5 +97,12 @@ int main(void)
 			CHECK(!strcmp(host, "unchanged") && port == 7,
 			      "'%s': outputs changed on failure", hp[i].s);
 	}
-	return failures ? 1 : 0;
+}
+
+int main(void)
+{
+	CHECK_RUN(test_parse_u64);
+	CHECK_RUN(test_parse_u64n);
+	CHECK_RUN(test_parse_hostport);
+	return check_exit();
 }

@@ -830,27 +830,22 @@ static void test_json(void)
 
 int main(void)
 {
-	test_name();
-	test_rate();
-	test_format_rate_and_defaults();
-	test_burst();
-	test_prefix();
-	test_prefix_list();
-	test_ports();
-	test_action();
-	test_validate();
-	test_set();
-	test_set_against_reference();
-	test_set_large();
-	test_json();
-	test_overshoot();
-	test_burst_overflow();
-	test_fail_share();
-	test_clean_utf8();
-	if (failures) {
-		printf("%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	CHECK_RUN(test_name);
+	CHECK_RUN(test_rate);
+	CHECK_RUN(test_format_rate_and_defaults);
+	CHECK_RUN(test_burst);
+	CHECK_RUN(test_prefix);
+	CHECK_RUN(test_prefix_list);
+	CHECK_RUN(test_ports);
+	CHECK_RUN(test_action);
+	CHECK_RUN(test_validate);
+	CHECK_RUN(test_set);
+	CHECK_RUN(test_set_against_reference);
+	CHECK_RUN(test_set_large);
+	CHECK_RUN(test_json);
+	CHECK_RUN(test_overshoot);
+	CHECK_RUN(test_burst_overflow);
+	CHECK_RUN(test_fail_share);
+	CHECK_RUN(test_clean_utf8);
+	return check_exit();
 }

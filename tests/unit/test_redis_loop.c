@@ -19,8 +19,6 @@
 #include "redis_loop.h"
 #include "check.h"
 
-
-
 struct state {
 	struct loop *loop;
 	int replies;
@@ -98,30 +96,17 @@ static pid_t start_redis(const char *dir, const char *sock)
 	return -1;
 }
 
-int main(void)
+/* What the tests share: one loop, one server, its socket. */
+static struct state s = { .order_ok = 1 };
+static char sock[128];
+static pid_t server;
+static redisAsyncContext *ac;
+
+/* 100 pipelined INCRs: every reply, in order. */
+static void test_pipelined_replies(void)
 {
-	char dir[] = "/tmp/rl-redis-loop.XXXXXX", sock[128];
-	struct state s = { .order_ok = 1 };
 	struct loop_timer *guard;
-	redisAsyncContext *ac;
-	pid_t pid;
 
-	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
-		printf("redis-server not installed\n");
-		return 77;
-	}
-	if (!mkdtemp(dir))
-		return 1;
-	snprintf(sock, sizeof(sock), "%s/redis.sock", dir);
-	pid = start_redis(dir, sock);
-	if (pid < 0) {
-		fprintf(stderr, "redis-server did not start\n");
-		return 1;
-	}
-	if (loop_new(0, &s.loop))
-		return 1;
-
-	/* 100 pipelined INCRs: every reply, in order. */
 	ac = redisAsyncConnectUnix(sock);
 	CHECK(ac && !ac->err, "connect: %s", ac ? ac->errstr : "oom");
 	ac->data = &s;
@@ -137,17 +122,27 @@ int main(void)
 	CHECK(s.connected == 1, "connect callback: %d", s.connected);
 	CHECK(s.replies == 100, "replies: %d of 100", s.replies);
 	CHECK(s.order_ok && s.last == 100, "replies out of order (last %lld)", s.last);
+}
 
-	/* The server goes away: hiredis reports a disconnect through us. */
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+/* The server goes away: hiredis reports a disconnect through us. */
+static void test_server_gone(void)
+{
+	struct loop_timer *guard;
+
+	kill(server, SIGKILL);
+	waitpid(server, NULL, 0);
 	loop_timer_add(s.loop, 5000, 0, on_timeout, &s, &guard);
 	redisAsyncCommand(ac, on_incr, NULL, "INCR n");
 	loop_run(s.loop);
 	CHECK(s.disconnected == -1, "disconnect with error reported: %d", s.disconnected);
 	loop_timer_cancel(guard);
+}
 
-	/* Nobody listening: a failed connect, reported, not a hang. */
+/* Nobody listening: a failed connect, reported, not a hang. */
+static void test_refused_connect(void)
+{
+	struct loop_timer *guard;
+
 	s.connected = 0;
 	ac = redisAsyncConnectUnix(sock);
 	if (ac && !ac->err) {
@@ -164,11 +159,33 @@ int main(void)
 		CHECK(ac && ac->err, "refused connect has an error");
 		redisAsyncFree(ac);
 	}
+}
 
+int main(void)
+{
+	char dir[] = "/tmp/rl-redis-loop.XXXXXX";
+	int status;
+
+	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+		printf("redis-server not installed\n");
+		return 77;
+	}
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(sock, sizeof(sock), "%s/redis.sock", dir);
+	server = start_redis(dir, sock);
+	if (server < 0) {
+		fprintf(stderr, "redis-server did not start\n");
+		return 1;
+	}
+	if (loop_new(0, &s.loop))
+		return 1;
+	CHECK_RUN(test_pipelined_replies);
+	CHECK_RUN(test_server_gone);
+	CHECK_RUN(test_refused_connect);
+	status = check_exit();
 	loop_free(s.loop);
 	unlink(sock);
 	rmdir(dir);
-	if (failures)
-		fprintf(stderr, "%d checks failed\n", failures);
-	return failures ? 1 : 0;
+	return status;
 }

@@ -179,11 +179,10 @@ static struct result run_v(const char *stdin_path, const char *const *args)
 		}
 		usleep(10000);
 	}
+	CHECK(r.rc != -1, "rlctl timed out");
 	if (r.rc == -1) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		printf("FAIL: rlctl timed out\n");
-		failures++;
 	}
 	r.out = slurp(out_path);
 	r.err = slurp(err_path);
@@ -826,16 +825,16 @@ int main(int argc, char **argv)
 	snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", dir);
 	snprintf(req_path, sizeof(req_path), "%s/requests", dir);
 
-	test_bad_input_sends_nothing();
-	test_messages_name_the_value();
-	test_no_agent();
-	test_tenant_set_create();
-	test_tenant_set_update();
-	test_agent_refusals();
-	test_read_commands();
-	test_top();
-	test_apply();
-	test_help();
+	CHECK_RUN(test_bad_input_sends_nothing);
+	CHECK_RUN(test_messages_name_the_value);
+	CHECK_RUN(test_no_agent);
+	CHECK_RUN(test_tenant_set_create);
+	CHECK_RUN(test_tenant_set_update);
+	CHECK_RUN(test_agent_refusals);
+	CHECK_RUN(test_read_commands);
+	CHECK_RUN(test_top);
+	CHECK_RUN(test_apply);
+	CHECK_RUN(test_help);
 
 	stop_fake();
 	{
@@ -845,10 +844,5 @@ int main(int argc, char **argv)
 		if (system(cmd) != 0)
 			printf("note: couldn't remove %s\n", dir);
 	}
-	if (failures) {
-		printf("%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return check_exit();
 }

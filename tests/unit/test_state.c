@@ -15,7 +15,9 @@
 #include "state.h"
 #include "check.h"
 
-
+/* The tests' folder, and the state folder inside it. */
+static char top[] = "/tmp/rl-test-state.XXXXXX";
+static char sub[256];
 
 static int count_entries(const char *dir, const char *prefix)
 {
@@ -45,8 +47,9 @@ static void write_file(const char *path, const char *text)
 /* The temporary of a save is created anew: a link planted under its name
  * is removed, not followed (the file it points to stays as it was), and a
  * temporary a crash left behind does not stop the next save. */
-static void test_save_no_follow(const char *dir)
+static void test_save_no_follow(void)
 {
+	const char *dir = sub;
 	char tmp[512], victim[512], text[64] = "";
 	json_t *doc = json_pack("{s:i}", "version", 1), *back = NULL;
 	char err[STATE_ERR_MAX];
@@ -78,8 +81,9 @@ static void test_save_no_follow(const char *dir)
  * umask, parents too; an existing directory that others could write in, or
  * owned by someone else, or not a directory, is refused with a message
  * naming it. */
-static void test_secure_dir(const char *base)
+static void test_secure_dir(void)
 {
+	const char *base = top;
 	char d[512], err[STATE_ERR_MAX];
 	struct stat st;
 	mode_t old = umask(0);
@@ -126,20 +130,13 @@ static void test_secure_dir(const char *base)
 	umask(old);
 }
 
-int main(void)
+/* Saved and loaded back; a missing file; a second save replaces. */
+static void test_round_trip(void)
 {
-	char dir[] = "/tmp/rl-test-state.XXXXXX";
-	char sub[256], path[512], bad[512], err[STATE_ERR_MAX];
+	char err[STATE_ERR_MAX];
 	json_t *doc, *back = NULL;
 	int r;
 
-	log_set_ident("test_state");
-	log_set_level(LOG_LVL_ERROR);
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 77;
-	}
-	snprintf(sub, sizeof(sub), "%s/a/b", dir);
 	CHECK(state_mkdir(sub) == 0, "state_mkdir of nested dirs failed");
 	CHECK(state_mkdir(sub) == 0, "state_mkdir of an existing dir failed");
 
@@ -164,10 +161,18 @@ int main(void)
 	CHECK(r == 0 && json_integer_value(json_object_get(back, "version")) == 8,
 	      "second save not visible");
 	json_decref(back);
-	back = NULL;
+	json_decref(doc);
+}
 
-	/* Damaged: truncated mid-document, as a crash without the rename
-	 * discipline would leave it. */
+/* Damaged: truncated mid-document, as a crash without the rename
+ * discipline would leave it, then trailing garbage; each quarantined under
+ * a name of its own. */
+static void test_damaged(void)
+{
+	char path[512], bad[512], err[STATE_ERR_MAX];
+	json_t *doc = json_pack("{s:i}", "version", 8), *back = NULL;
+	int r;
+
 	snprintf(path, sizeof(path), "%s/policy.json", sub);
 	write_file(path, "{\"version\":9,\"tenants\":[{\"name\":\"we");
 	r = state_load(sub, "policy.json", &back, err, sizeof(err));
@@ -189,19 +194,28 @@ int main(void)
 	      "second quarantine failed");
 	CHECK(count_entries(sub, "policy.json.bad.") == 2,
 	      "second quarantine clobbered the first");
-
 	json_decref(doc);
-	test_save_no_follow(sub);
-	test_secure_dir(dir);
-	{
-		char cmd[600];
+}
 
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "couldn't remove %s\n", dir);
+int main(void)
+{
+	char cmd[600];
+	int status;
+
+	log_set_ident("test_state");
+	log_set_level(LOG_LVL_ERROR);
+	if (!mkdtemp(top)) {
+		perror("mkdtemp");
+		return 77;
 	}
-	if (failures)
-		return 1;
-	printf("ok test_state\n");
-	return 0;
+	snprintf(sub, sizeof(sub), "%s/a/b", top);
+	CHECK_RUN(test_round_trip);
+	CHECK_RUN(test_damaged);
+	CHECK_RUN(test_save_no_follow);
+	CHECK_RUN(test_secure_dir);
+	status = check_exit();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	if (system(cmd) != 0)
+		fprintf(stderr, "couldn't remove %s\n", top);
+	return status;
 }
