@@ -300,49 +300,42 @@ static int node_index(int id)
 	return -1;
 }
 
-int main(void)
+/* Keys in each third of the slots: "a" 15495 (node 2), "b" 3300 (node 0),
+ * "c" 7365 (node 1), "d" 11298 (node 2); the slots of "a" and "c". */
+static unsigned int sa, sc;
+
+/* One seed is enough: the map names the others. */
+static void test_connect(void)
 {
 	char seeds[64];
-	/* Keys in each third of the slots: "a" 15495 (node 2), "b" 3300
-	 * (node 0), "c" 7365 (node 1), "d" 11298 (node 2). */
-	unsigned int sa = cluster_key_slot("a", 1), sc = cluster_key_slot("c", 1);
 	struct cc_opts o = {
 		.scripts = scripts, .n_scripts = 2,
 		.ops = { .node_up = on_up, .node_down = on_down, .map_changed = on_map },
 	};
-	int e, before;
 
-	log_set_level(LOG_LVL_ERROR);
-	if (loop_new(64, &l)) {
-		fprintf(stderr, "no io_uring here\n");
-		return 77;
-	}
-	for (int i = 0; i < NODES; i++)
-		if (node_start(&nodes[i], i)) {
-			fprintf(stderr, "couldn't listen on 127.0.0.1\n");
-			return 77;
-		}
-	for (unsigned int s = 0; s < CLUSTER_SLOTS; s++) {
-		truth[s] = s < 5461 ? 0 : s < 10923 ? 1 : 2;
-		migrating[s] = -1;
-	}
-
-	/* One seed is enough: the map names the others. */
 	snprintf(seeds, sizeof(seeds), "127.0.0.1:%u", nodes[0].port);
 	o.seeds = seeds;
 	CHECK(cc_open(l, &o, &cc) == 0, "cc_open");
 	CHECK(run_until(three_up, 5000), "three nodes ready: %d up, %u slots", ups,
 	      cc_covered(cc));
 	CHECK(map_changes == 1, "one map change, %d", map_changes);
+}
 
-	/* Routed by slot. */
+/* Routed by slot. */
+static void test_routed_by_slot(void)
+{
 	CHECK(eval("b") == 0 && res.integer == 0 && res.node == node_index(0),
 	      "'b' ran on node %lld", res.integer);
 	CHECK(eval("c") == 0 && res.integer == 1 && res.node == node_index(1),
 	      "'c' ran on node %lld", res.integer);
 	CHECK(eval("a") == 0 && res.integer == 2, "'a' ran on node %lld", res.integer);
+}
 
-	/* A stale map: MOVED is followed, and remembered. */
+/* A stale map: MOVED is followed, and remembered. */
+static void test_moved(void)
+{
+	int before;
+
 	truth[sc] = 2;
 	before = nodes[1].evals;
 	CHECK(eval("c") == 0 && res.integer == 2 && res.node == node_index(2),
@@ -354,8 +347,13 @@ int main(void)
 	before = nodes[1].evals;
 	CHECK(eval("c") == 0 && res.integer == 2 && nodes[1].evals == before,
 	      "the next call for 'c' goes straight to node 2");
+}
 
-	/* ASK: ASKING and the call on the slot's next owner; not remembered. */
+/* ASK: ASKING and the call on the slot's next owner; not remembered. */
+static void test_ask(void)
+{
+	int before;
+
 	migrating[sa] = 0;
 	before = nodes[2].evals;
 	CHECK(eval("a") == 0 && res.integer == 0 && nodes[0].askings == 1,
@@ -370,8 +368,14 @@ int main(void)
 	      res.err);
 	nodes[0].ask_always = false;
 	migrating[sa] = -1;
+}
 
-	/* TRYAGAIN waited out. */
+/* TRYAGAIN waited out; CLUSTERDOWN for longer than the waits is the
+ * caller's. */
+static void test_tryagain_clusterdown(void)
+{
+	int before;
+
 	nodes[0].tryagain = 2;
 	before = nodes[0].evals;
 	CHECK(eval("b") == 0 && res.integer == 0 && nodes[0].evals == before + 3,
@@ -385,9 +389,15 @@ int main(void)
 	      "CLUSTERDOWN given up after %d calls: '%s'", nodes[0].evals - before,
 	      res.err);
 	nodes[0].down = 0;
+}
 
-	/* NOSCRIPT: the script is loaded on that node and the call sent
-	 * again. */
+/* NOSCRIPT: the script is loaded on that node and the call sent
+ * again. */
+static void test_noscript(void)
+{
+	int before;
+	int e;
+
 	nodes[1].noscript = true;
 	truth[sc] = 1;
 	before = nodes[1].loads;
@@ -396,9 +406,14 @@ int main(void)
 	CHECK(e == 0 && res.integer == 1 && nodes[1].loads == before + 1,
 	      "NOSCRIPT on node 1: %lld (%s), %d load(s)", res.integer, res.err,
 	      nodes[1].loads - before);
+}
 
-	/* Two nodes sending a slot to each other: given up on after
-	 * CLUSTER_REDIRECTS_MAX redirections. */
+/* Two nodes sending a slot to each other: given up on after
+ * CLUSTER_REDIRECTS_MAX redirections. */
+static void test_moved_loop(void)
+{
+	int before;
+
 	nodes[1].moved_to = 2;
 	nodes[2].moved_to = 1;
 	before = nodes[1].evals + nodes[2].evals;
@@ -409,9 +424,12 @@ int main(void)
 	nodes[1].moved_to = nodes[2].moved_to = -1;
 	CHECK(eval("c") == 0 && res.integer == 1, "'c' on node 1 again: %lld (%s)",
 	      res.integer, res.err);
+}
 
-	/* A node that goes away is reported down, and its slots take no
-	 * calls. */
+/* A node that goes away is reported down, and its slots take no
+ * calls. */
+static void test_node_down(void)
+{
 	node_stop(&nodes[1]);
 	CHECK(run_until(one_down, 5000), "node 1 reported down");
 	CHECK(!cc_node_ready(cc, node_index(1)), "node 1 not ready");
@@ -424,11 +442,41 @@ int main(void)
 	CHECK(run_until(two_thirds, 5000), "%u slots served by ready nodes",
 	      cc_covered(cc));
 	CHECK(eval("b") == 0 && res.integer == 0, "node 0 still answers");
+}
 
+int main(void)
+{
+	log_set_level(LOG_LVL_ERROR);
+	if (loop_new(64, &l)) {
+		fprintf(stderr, "no io_uring here\n");
+		return 77;
+	}
+	for (int i = 0; i < NODES; i++)
+		if (node_start(&nodes[i], i)) {
+			fprintf(stderr, "couldn't listen on 127.0.0.1\n");
+			return 77;
+		}
+	for (unsigned int s = 0; s < CLUSTER_SLOTS; s++) {
+		truth[s] = s < 5461 ? 0 : s < 10923 ? 1 : 2;
+		migrating[s] = -1;
+	}
+	sa = cluster_key_slot("a", 1);
+	sc = cluster_key_slot("c", 1);
+
+	/* Each test goes on from the state the one before left. */
+	if (!CHECK_RUN(test_connect)) {
+		CHECK_RUN(test_routed_by_slot);
+		CHECK_RUN(test_moved);
+		CHECK_RUN(test_ask);
+		CHECK_RUN(test_tryagain_clusterdown);
+		CHECK_RUN(test_noscript);
+		CHECK_RUN(test_moved_loop);
+		CHECK_RUN(test_node_down);
+	}
 	cc_close(cc);
 	for (int i = 0; i < NODES; i++)
 		if (i != 1)
 			node_stop(&nodes[i]);
 	loop_free(l);
-	return failures ? 1 : 0;
+	return check_exit();
 }

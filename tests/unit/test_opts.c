@@ -368,9 +368,9 @@ static void test_commands(void)
 
 int main(void)
 {
-	test_values();
-	test_errors();
-	test_usage();
-	test_commands();
-	return failures ? 1 : 0;
+	CHECK_RUN(test_values);
+	CHECK_RUN(test_errors);
+	CHECK_RUN(test_usage);
+	CHECK_RUN(test_commands);
+	return check_exit();
 }

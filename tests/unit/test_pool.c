@@ -26,6 +26,9 @@
 
 static char dir[] = "/tmp/test_pool.XXXXXX";
 static char path[256];
+/* One pool as the agent maps it (w) and as a process of the library maps
+ * it (r): made by test_create, used by the tests after it. */
+static struct rl_pool pool_w, pool_r, *w = &pool_w, *r = &pool_r;
 
 static struct policy_tenant tenant(const char *rate, uint64_t burst)
 {
@@ -103,7 +106,7 @@ static void test_refused_files(void)
 	unlink(other);
 }
 
-static void test_standalone(struct rl_pool *w, struct rl_pool *r)
+static void test_standalone(void)
 {
 	struct policy_tenant t = tenant("10/s", 5);
 	struct rl_stats st;
@@ -135,7 +138,7 @@ static void test_standalone(struct rl_pool *w, struct rl_pool *r)
 	CHECK(rl_pool_take(r, 3, T0) == RL_POOL_PASS, "a cleared slot passes");
 }
 
-static void test_leased(struct rl_pool *w, struct rl_pool *r)
+static void test_leased(void)
 {
 	struct policy_tenant t = tenant("10/s", 20);
 	uint64_t now = T0;
@@ -198,7 +201,7 @@ static int cls(struct rl_pool *r, int family, const char *a, uint16_t port)
 	return rl_pool_classify(r, family, addr, port);
 }
 
-static void test_classify(struct rl_pool *w, struct rl_pool *r)
+static void test_classify(void)
 {
 	struct rl_cls_rule rules[3];
 	struct rl_cls_image img;
@@ -239,7 +242,7 @@ static void test_classify(struct rl_pool *w, struct rl_pool *r)
 	CHECK(cls(r, AF_INET, "192.0.2.200", 443) == 3, "the rules in force stay");
 }
 
-static void test_adopt(struct rl_pool *w)
+static void test_adopt(void)
 {
 	struct policy_tenant t = tenant("1/s", 2);
 	struct rl_pool again, other;
@@ -263,7 +266,7 @@ static void test_adopt(struct rl_pool *w)
 	rl_pool_unmap(&other);
 }
 
-static void test_procs(struct rl_pool *w, struct rl_pool *r)
+static void test_procs(void)
 {
 	struct rl_pool_proc list[4];
 	struct rl_pool_proc *a, *b;
@@ -294,35 +297,40 @@ static void test_procs(struct rl_pool *w, struct rl_pool *r)
 	memset(w->procs, 0, w->hdr->max_procs * sizeof(*w->procs));
 }
 
+static void test_create(void)
+{
+	struct stat st;
+	bool adopted;
+
+	CHECK(rl_pool_create(w, path, 16, RL_CLS_GROUPS_MIN, (gid_t)-1,
+			     &adopted) == 0 && !adopted, "a pool made");
+	CHECK(rl_pool_map(r, path) == 0, "and mapped by a reader");
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0660,
+	      "group read-write: %o", st.st_mode & 0777);
+}
+
 int main(void)
 {
-	struct rl_pool w, r;
-	bool adopted;
+	int status;
 
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/pool", dir);
-	test_layout();
-	test_refused_files();
-	CHECK(rl_pool_create(&w, path, 16, RL_CLS_GROUPS_MIN, (gid_t)-1,
-			     &adopted) == 0 && !adopted, "a pool made");
-	CHECK(rl_pool_map(&r, path) == 0, "and mapped by a reader");
-	if (!failures) {
-		struct stat st;
-
-		CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0660,
-		      "group read-write: %o", st.st_mode & 0777);
-		test_standalone(&w, &r);
-		test_leased(&w, &r);
-		test_classify(&w, &r);
-		test_procs(&w, &r);
-		test_adopt(&w);
+	CHECK_RUN(test_layout);
+	CHECK_RUN(test_refused_files);
+	if (!CHECK_RUN(test_create)) {
+		CHECK_RUN(test_standalone);
+		CHECK_RUN(test_leased);
+		CHECK_RUN(test_classify);
+		CHECK_RUN(test_procs);
+		CHECK_RUN(test_adopt);
 	}
-	rl_pool_unmap(&r);
-	rl_pool_unmap(&w);
+	status = check_exit();
+	rl_pool_unmap(r);
+	rl_pool_unmap(w);
 	unlink(path);
 	rmdir(dir);
-	return failures ? 1 : 0;
+	return status;
 }
