@@ -21,8 +21,8 @@ FLEET_AGENTS=2
 # loopback), so that the Prometheus host can scrape it.
 METRICS_ADDR=0.0.0.0:9464
 PROM_ADDR=127.0.0.1:19090
-RULES=$RLGATE_TOP/contrib/prometheus/rlgate-rules.yml
-DASHBOARD=$RLGATE_TOP/contrib/grafana/rlgate.json
+RULES=$RLGATE_ROOT/contrib/prometheus/rlgate-rules.yml
+DASHBOARD=$RLGATE_ROOT/contrib/grafana/rlgate.json
 TENANTS=(web api)
 
 # prom_get PATH [curl args]: GET PATH of the lab's Prometheus, from inside its
@@ -237,7 +237,7 @@ for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
 
 @test "rlctl's bash completion offers the running agent's tenants and interfaces" {
 	# shellcheck source=/dev/null
-	source "$RLGATE_TOP/contrib/bash-completion/rlctl"
+	source "$RLGATE_ROOT/contrib/bash-completion/rlctl"
 	PATH=$RLGATE_BUILD:$PATH
 	COMP_WORDS=(rlctl --socket "$(fleet_ctl 1)" tenant get "")
 	COMP_CWORD=5
