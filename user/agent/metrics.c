@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,26 +17,20 @@
 #include "log.h"
 #include "metrics.h"
 #include "parse.h"
+#include "server.h"
 
+/* One request, one reply: the client's deadline runs from its accept. */
 struct metrics_client {
-	struct metrics *m;
-	int fd;
-	struct loop_watch *w;
+	struct server_client sc;
 	char req[METRICS_REQ_MAX];
 	size_t req_len;
 	char *out;
 	size_t out_len, out_off;
-	uint64_t start_ns;
-	struct metrics_client *next;
 };
 
 struct metrics {
 	struct agent *a;
-	int fd;
-	struct loop_watch *w;
-	char addr[128];
-	struct metrics_client *clients;
-	unsigned int n_clients;
+	struct server *srv;
 };
 
 int metrics_parse_addr(const char *s, char *host, size_t hostlen,
@@ -49,21 +44,9 @@ int metrics_parse_addr(const char *s, char *host, size_t hostlen,
 	return 0;
 }
 
-static void client_free(struct metrics_client *cl)
+static void client_close(struct server_client *sc)
 {
-	struct metrics_client **pp;
-
-	for (pp = &cl->m->clients; *pp; pp = &(*pp)->next) {
-		if (*pp == cl) {
-			*pp = cl->next;
-			break;
-		}
-	}
-	cl->m->n_clients--;
-	loop_watch_del(cl->w);
-	close(cl->fd);
-	free(cl->out);
-	free(cl);
+	free(((struct metrics_client *)sc)->out);
 }
 
 /* Label values may hold any byte; the format wants \\, \" and \n escaped.
@@ -88,6 +71,23 @@ static void header(FILE *f, const char *name, const char *type,
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* The start of a tenant's row of metric name, up to its value. */
+static void tenant_row(FILE *f, const char *name, const char *tenant)
+{
+	fprintf(f, "%s{tenant=\"", name);
+	put_label(f, tenant);
+	fputs("\"} ", f);
+}
+
+/* A uint64_t at offset off in a stats struct. */
+static unsigned long long field_at(const void *stats, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)stats + off, sizeof(v));
+	return (unsigned long long)v;
+}
+
 /* A metric without labels: its header and its one line. */
 static void scalar(FILE *f, const char *name, const char *type, const char *help,
 		   unsigned long long v)
@@ -96,33 +96,39 @@ static void scalar(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "%s %llu\n", name, v);
 }
 
-enum field { F_ADMITTED, F_DENIED, F_SHADOW, F_RETRANS, F_RST, F_UNPARSED,
-	     F_TOKENS, F_RATE, F_BURST };
+/* Per tenant metrics: a uint64_t of the tenant's stats, at its offset in
+ * struct agent_tenant_stats, or one of the tenant's limits. */
+#define STAT(f)		offsetof(struct agent_tenant_stats, f)
+#define FROM_RATE	((size_t)-1)
+#define FROM_BURST	((size_t)-2)
 
 static const struct {
 	const char *name, *type, *help;
+	size_t from;
 } tenant_metrics[] = {
-	[F_ADMITTED] = { "rlgate_admitted_total", "counter",
-			 "New connections admitted (retransmitted SYNs included)." },
-	[F_DENIED] = { "rlgate_denied_total", "counter",
-		       "New connections refused (dropped or answered by RST)." },
-	[F_SHADOW] = { "rlgate_shadow_denied_total", "counter",
-		       "Shadow tenants: connections that would have been refused." },
-	[F_RETRANS] = { "rlgate_retransmits_total", "counter",
-			"Retransmitted SYNs of admitted connections, admitted free." },
-	[F_RST] = { "rlgate_rst_sent_total", "counter",
-		    "TCP RST replies sent to refused clients." },
-	[F_UNPARSED] = { "rlgate_tenant_unparsed_total", "counter",
-			 "Packets from the tenant's sources that might have opened a "
-			 "connection but could not be judged (fragmented or cut-short "
-			 "TCP headers, long IPv6 header chains): refused, or for a "
-			 "shadow tenant passed." },
-	[F_TOKENS] = { "rlgate_tokens", "gauge",
-		       "Tokens currently in the tenant's bucket." },
-	[F_RATE] = { "rlgate_limit_rate", "gauge",
-		     "Configured limit in new connections per second." },
-	[F_BURST] = { "rlgate_limit_burst", "gauge",
-		      "Configured bucket capacity (burst) in connections." },
+	{ "rlgate_admitted_total", "counter",
+	  "New connections admitted (retransmitted SYNs included).", STAT(s.admitted) },
+	{ "rlgate_denied_total", "counter",
+	  "New connections refused (dropped or answered by RST).", STAT(s.denied) },
+	{ "rlgate_shadow_denied_total", "counter",
+	  "Shadow tenants: connections that would have been refused.",
+	  STAT(s.shadow_denied) },
+	{ "rlgate_retransmits_total", "counter",
+	  "Retransmitted SYNs of admitted connections, admitted free.",
+	  STAT(s.retransmits) },
+	{ "rlgate_rst_sent_total", "counter",
+	  "TCP RST replies sent to refused clients.", STAT(s.rst_sent) },
+	{ "rlgate_tenant_unparsed_total", "counter",
+	  "Packets from the tenant's sources that might have opened a "
+	  "connection but could not be judged (fragmented or cut-short "
+	  "TCP headers, long IPv6 header chains): refused, or for a "
+	  "shadow tenant passed.", STAT(s.unparsed) },
+	{ "rlgate_tokens", "gauge",
+	  "Tokens currently in the tenant's bucket.", STAT(tokens) },
+	{ "rlgate_limit_rate", "gauge",
+	  "Configured limit in new connections per second.", FROM_RATE },
+	{ "rlgate_limit_burst", "gauge",
+	  "Configured bucket capacity (burst) in connections.", FROM_BURST },
 };
 
 /* A metric with a label is one row per label value; the help goes with
@@ -148,80 +154,86 @@ static const struct {
 	  "RST replies wanted but not possible (packet dropped instead)." },
 };
 
+/* The broker's own figures, one line each. */
+static void broker_scalars(FILE *f, const struct broker_stats *bs)
+{
+	const struct {
+		const char *name, *type, *help;
+		unsigned long long v;
+	} broker[] = {
+		{ "rlgate_redis_calls_total", "counter", "Calls to Redis (leases, "
+		  "refunds, heartbeats, policy, script loads).", bs->redis_calls },
+		{ "rlgate_redis_errors_total", "counter", "Redis calls that failed "
+		  "or returned something unusable.", bs->redis_errors },
+		{ "rlgate_live_agents", "gauge", "Agents alive in the fleet "
+		  "registry, this one included.", bs->live_agents },
+		{ "rlgate_agent_id_conflict", "gauge", "1 while another live agent "
+		  "heartbeats with this agent's --agent-id.", bs->agent_id_conflict },
+		{ "rlgate_agent_id_conflicts_total", "counter", "Times another live "
+		  "agent was found using this agent's --agent-id.",
+		  bs->agent_id_conflicts },
+		{ "rlgate_redis_connected", "gauge", "1 while connected to Redis "
+		  "with every script loaded.", strcmp(bs->state, "connected") == 0 },
+		{ "rlgate_broker_state", "gauge", "0 healthy (leasing), 1 degraded "
+		  "(fail policies apply once leased tokens are spent).", !bs->healthy },
+		{ "rlgate_broker_transitions_total", "counter", "Switches between "
+		  "healthy and degraded.", bs->transitions },
+		{ "rlgate_redis_timeouts_total", "counter", "Checks that found a "
+		  "Redis call unanswered past --redis-timeout.", bs->timeouts },
+	};
+
+	for (size_t m = 0; m < sizeof(broker) / sizeof(broker[0]); m++)
+		scalar(f, broker[m].name, broker[m].type, broker[m].help,
+		       broker[m].v);
+}
+
 /* Fleet mode: per tenant leasing, then the broker's own figures. */
 static void render_fleet(FILE *f, struct agent *a)
 {
+#define BT(f)	offsetof(struct broker_tenant_stats, f)
 	static const struct {
 		const char *name, *type, *help;
+		size_t from;
 	} per_tenant[] = {
 		{ "rlgate_tokens_leased_total", "counter",
-		  "Tokens leased from the tenant's global bucket in Redis." },
+		  "Tokens leased from the tenant's global bucket in Redis.",
+		  BT(tokens_leased) },
 		{ "rlgate_tokens_refunded_total", "counter",
-		  "Leased tokens given back unspent (idle past the lease TTL, or at shutdown)." },
-		{ "rlgate_leases_total", "counter", "Lease calls that granted tokens." },
+		  "Leased tokens given back unspent (idle past the lease TTL, or at shutdown).",
+		  BT(tokens_refunded) },
+		{ "rlgate_leases_total", "counter", "Lease calls that granted tokens.",
+		  BT(leases) },
 		{ "rlgate_tenant_redis_calls_total", "counter",
-		  "Lease and refund calls to Redis for the tenant." },
-		{ "rlgate_lease_size", "gauge", "Tokens this agent asks for per lease." },
+		  "Lease and refund calls to Redis for the tenant.", BT(redis_calls) },
+		{ "rlgate_lease_size", "gauge", "Tokens this agent asks for per lease.",
+		  BT(lease_size) },
 		{ "rlgate_overshoot_bound", "gauge",
 		  "Most connections the fleet can admit beyond rate x time + burst: "
-		  "live agents x lease cap." },
+		  "live agents x lease cap.", BT(overshoot_bound) },
 	};
+#undef BT
 	struct broker_stats bs;
 
 	for (size_t m = 0; m < sizeof(per_tenant) / sizeof(per_tenant[0]); m++) {
 		header(f, per_tenant[m].name, per_tenant[m].type, per_tenant[m].help);
 		for (size_t i = 0; i < a->n_tenants; i++) {
 			struct broker_tenant_stats bt;
-			uint64_t v[] = { 0, 0, 0, 0, 0, 0 };
 
 			broker_tenant_stats(a->broker, &a->tenants[i], &bt);
-			v[0] = bt.tokens_leased;
-			v[1] = bt.tokens_refunded;
-			v[2] = bt.leases;
-			v[3] = bt.redis_calls;
-			v[4] = bt.lease_size;
-			v[5] = bt.overshoot_bound;
-			fprintf(f, "%s{tenant=\"", per_tenant[m].name);
-			put_label(f, a->tenants[i].pol.name);
-			fprintf(f, "\"} %llu\n", (unsigned long long)v[m]);
+			tenant_row(f, per_tenant[m].name, a->tenants[i].pol.name);
+			fprintf(f, "%llu\n", field_at(&bt, per_tenant[m].from));
 		}
 	}
 	broker_stats(a->broker, &bs);
-	scalar(f, "rlgate_redis_calls_total", "counter",
-	       "Calls to Redis (leases, refunds, heartbeats, policy, script loads).",
-	       bs.redis_calls);
-	scalar(f, "rlgate_redis_errors_total", "counter",
-	       "Redis calls that failed or returned something unusable.",
-	       bs.redis_errors);
-	scalar(f, "rlgate_live_agents", "gauge",
-	       "Agents alive in the fleet registry, this one included.",
-	       bs.live_agents);
-	scalar(f, "rlgate_agent_id_conflict", "gauge",
-	       "1 while another live agent heartbeats with this agent's --agent-id.",
-	       bs.agent_id_conflict);
-	scalar(f, "rlgate_agent_id_conflicts_total", "counter",
-	       "Times another live agent was found using this agent's --agent-id.",
-	       bs.agent_id_conflicts);
-	scalar(f, "rlgate_redis_connected", "gauge",
-	       "1 while connected to Redis with every script loaded.",
-	       strcmp(bs.state, "connected") == 0);
-	scalar(f, "rlgate_broker_state", "gauge",
-	       "0 healthy (leasing), 1 degraded (fail policies apply once "
-	       "leased tokens are spent).", !bs.healthy);
-	scalar(f, "rlgate_broker_transitions_total", "counter",
-	       "Switches between healthy and degraded.", bs.transitions);
-	scalar(f, "rlgate_redis_timeouts_total", "counter",
-	       "Checks that found a Redis call unanswered past --redis-timeout.",
-	       bs.timeouts);
+	broker_scalars(f, &bs);
 	header(f, "rlgate_degraded_total", "counter",
 	       "SYNs decided by the tenant's fail policy while degraded.");
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		struct agent_tenant_stats ts;
 
 		agent_tenant_stats(a, &a->tenants[i], &ts);
-		fputs("rlgate_degraded_total{tenant=\"", f);
-		put_label(f, a->tenants[i].pol.name);
-		fprintf(f, "\"} %llu\n", (unsigned long long)ts.s.degraded);
+		tenant_row(f, "rlgate_degraded_total", a->tenants[i].pol.name);
+		fprintf(f, "%llu\n", (unsigned long long)ts.s.degraded);
 	}
 	header(f, "rlgate_lease_seconds", "histogram", "Round trip of lease calls.");
 	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++) {
@@ -262,39 +274,15 @@ static int render(struct agent *a, char **buf, size_t *len)
 		for (size_t i = 0; i < a->n_tenants; i++) {
 			const struct policy_tenant *p = &a->tenants[i].pol;
 
-			fprintf(f, "%s{tenant=\"", tenant_metrics[m].name);
-			put_label(f, p->name);
-			fputs("\"} ", f);
-			switch ((enum field)m) {
-			case F_ADMITTED:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].s.admitted);
-				break;
-			case F_DENIED:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].s.denied);
-				break;
-			case F_SHADOW:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].s.shadow_denied);
-				break;
-			case F_RETRANS:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].s.retransmits);
-				break;
-			case F_RST:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].s.rst_sent);
-				break;
-			case F_UNPARSED:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].s.unparsed);
-				break;
-			case F_TOKENS:
-				fprintf(f, "%llu\n", (unsigned long long)st[i].tokens);
-				break;
-			case F_RATE:
+			tenant_row(f, tenant_metrics[m].name, p->name);
+			if (tenant_metrics[m].from == FROM_RATE)
 				fprintf(f, "%.9g\n", (double)p->rate.count /
 					(double)p->rate.period_s);
-				break;
-			case F_BURST:
+			else if (tenant_metrics[m].from == FROM_BURST)
 				fprintf(f, "%llu\n", (unsigned long long)p->burst);
-				break;
-			}
+			else
+				fprintf(f, "%llu\n",
+					field_at(&st[i], tenant_metrics[m].from));
 		}
 	}
 
@@ -373,6 +361,7 @@ static void respond(struct metrics_client *cl, int code, const char *reason,
 /* Answers once the request head is complete (or cannot become valid). */
 static void handle_request(struct metrics_client *cl)
 {
+	struct metrics *m = server_ctx(cl->sc.srv);
 	char method[8], path[256];
 	char *body = NULL;
 	size_t len = 0;
@@ -389,7 +378,7 @@ static void handle_request(struct metrics_client *cl)
 		respond(cl, 404, "Not Found", "not found; try /metrics\n", 24);
 		return;
 	}
-	if (render(cl->m->a, &body, &len)) {
+	if (render(m->a, &body, &len)) {
 		respond(cl, 500, "Internal Server Error", "out of memory\n", 14);
 		return;
 	}
@@ -397,17 +386,16 @@ static void handle_request(struct metrics_client *cl)
 	free(body);
 }
 
-static void on_client(struct loop_watch *w, int fd, unsigned int events,
-		      void *arg)
+static void on_client(struct server_client *sc, unsigned int events)
 {
-	struct metrics_client *cl = arg;
+	struct metrics_client *cl = (struct metrics_client *)sc;
 
 	if (!cl->out && (events & (LOOP_READ | LOOP_HUP))) {
-		ssize_t n = read(fd, cl->req + cl->req_len,
+		ssize_t n = read(sc->fd, cl->req + cl->req_len,
 				 sizeof(cl->req) - 1 - cl->req_len);
 
 		if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
-			client_free(cl);
+			server_client_free(sc);
 			return;
 		}
 		if (n > 0)
@@ -420,14 +408,14 @@ static void on_client(struct loop_watch *w, int fd, unsigned int events,
 				"request too large\n", 18);
 		if (!cl->out) {
 			if (cl->req_len > 0 && (cl->req_len == sizeof(cl->req) - 1))
-				client_free(cl);
+				server_client_free(sc);
 			return;
 		}
-		loop_watch_set(w, LOOP_WRITE);
+		loop_watch_set(sc->w, LOOP_WRITE);
 	}
 	if (cl->out && (events & (LOOP_WRITE | LOOP_HUP) || cl->out_off == 0)) {
 		while (cl->out_off < cl->out_len) {
-			ssize_t n = send(fd, cl->out + cl->out_off,
+			ssize_t n = send(sc->fd, cl->out + cl->out_off,
 					 cl->out_len - cl->out_off, MSG_NOSIGNAL);
 
 			if (n < 0 && errno == EINTR)
@@ -435,132 +423,89 @@ static void on_client(struct loop_watch *w, int fd, unsigned int events,
 			if (n < 0 && errno == EAGAIN)
 				return;
 			if (n < 0) {
-				client_free(cl);
+				server_client_free(sc);
 				return;
 			}
 			cl->out_off += (size_t)n;
 		}
-		client_free(cl);
+		server_client_free(sc);
 	}
 }
 
-static void on_accept(struct loop_watch *w, int fd, unsigned int events,
-		      void *arg)
-{
-	struct metrics *m = arg;
-
-	(void)w;
-	(void)events;
-	for (;;) {
-		struct metrics_client *cl;
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (cfd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("couldn't accept connection on '%s': %s",
-					 m->addr, strerror(errno));
-			return;
-		}
-		if (m->n_clients >= METRICS_MAX_CLIENTS) {
-			close(cfd);
-			continue;
-		}
-		cl = calloc(1, sizeof(*cl));
-		if (!cl || loop_watch_add(m->a->loop, cfd, LOOP_READ, on_client,
-					  cl, &cl->w)) {
-			free(cl);
-			close(cfd);
-			continue;
-		}
-		cl->m = m;
-		cl->fd = cfd;
-		cl->start_ns = loop_now_ns();
-		cl->next = m->clients;
-		m->clients = cl;
-		m->n_clients++;
-	}
-}
+static const struct server_ops metrics_ops = {
+	.client_size = sizeof(struct metrics_client),
+	.max_clients = METRICS_MAX_CLIENTS,
+	.stall_ns = METRICS_STALL_NS,
+	.event = on_client,
+	.close = client_close,
+};
 
 void metrics_tick(struct metrics *m, uint64_t now_ns)
 {
-	struct metrics_client *cl, *next;
-
-	if (!m)
-		return;
-	for (cl = m->clients; cl; cl = next) {
-		next = cl->next;
-		if (now_ns - cl->start_ns > METRICS_STALL_NS)
-			client_free(cl);
-	}
+	if (m)
+		server_tick(m->srv, now_ns);
 }
 
-int metrics_open(struct agent *a, const char *addr, struct metrics **out)
+/* A TCP socket bound to addr, in *fd.  0 or -errno (logged). */
+static int bind_addr(const char *addr, int *fd)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
 	char host[96], port[8];
-	struct metrics *m;
 	int err, one = 1;
 
 	if (metrics_parse_addr(addr, host, sizeof(host), port, sizeof(port)))
 		return -EINVAL;
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	m->a = a;
-	m->fd = -1;
-	snprintf(m->addr, sizeof(m->addr), "%s", addr);
 	err = getaddrinfo(host, port, &hints, &res);
 	if (err) {
 		log_error("couldn't resolve address on '%s': %s", addr,
 			  gai_strerror(err));
-		err = -EINVAL;
-		goto cleanup;
+		return -EINVAL;
 	}
-	m->fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		       0);
-	if (m->fd < 0) {
+	*fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (*fd < 0) {
 		err = -errno;
 		log_error("couldn't create socket on '%s': %s", addr,
 			  strerror(-err));
-		goto cleanup;
+	} else {
+		setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(*fd, res->ai_addr, res->ai_addrlen) < 0) {
+			err = -errno;
+			log_error("couldn't bind metrics socket on '%s': %s",
+				  addr, strerror(-err));
+			close(*fd);
+		}
 	}
-	setsockopt(m->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(m->fd, res->ai_addr, res->ai_addrlen) < 0) {
-		err = -errno;
-		log_error("couldn't bind metrics socket on '%s': %s", addr,
-			  strerror(-err));
-		goto cleanup;
-	}
-	if (listen(m->fd, 64) < 0) {
-		err = -errno;
-		log_error("couldn't listen on '%s': %s", addr, strerror(-err));
-		goto cleanup;
-	}
-	err = loop_watch_add(a->loop, m->fd, LOOP_READ, on_accept, m, &m->w);
-	if (err)
-		goto cleanup;
 	freeaddrinfo(res);
+	return err;
+}
+
+int metrics_open(struct agent *a, const char *addr, struct metrics **out)
+{
+	struct metrics *m = calloc(1, sizeof(*m));
+	int err, fd;
+
+	if (!m)
+		return -ENOMEM;
+	m->a = a;
+	err = bind_addr(addr, &fd);
+	/* the server takes fd, even when it fails */
+	if (!err)
+		err = server_start(a->loop, fd, addr, &metrics_ops, m, &m->srv);
+	if (err) {
+		free(m);
+		return err;
+	}
 	log_info("metrics on http://%s/metrics", addr);
 	*out = m;
 	return 0;
-cleanup:
-	if (m->fd >= 0)
-		close(m->fd);
-	if (res)
-		freeaddrinfo(res);
-	free(m);
-	return err;
 }
 
 void metrics_close(struct metrics *m)
 {
 	if (!m)
 		return;
-	while (m->clients)
-		client_free(m->clients);
-	loop_watch_del(m->w);
-	close(m->fd);
+	server_stop(m->srv);
 	free(m);
 }

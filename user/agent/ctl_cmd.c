@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The control protocol's commands (docs/control-protocol.md): a request
+ * object in, checked field by field, one of the agent's all-or-nothing
+ * operations, a reply object out.  ctl.c frames them on the socket.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "broker.h"
+#include "ctl_cmd.h"
+#include "log.h"
+
+json_t *ctl_error(enum agent_code code, const char *msg)
+{
+	char clean[POLICY_ERR_MAX * 2];
+
+	/* Every message gets an answer: one quoting a cut-off character of
+	 * the client's input would not be a JSON string otherwise. */
+	snprintf(clean, sizeof(clean), "%s", msg);
+	policy_clean_utf8(clean);
+	return json_pack("{s:b,s:s,s:s}", "ok", 0, "error", clean, "code",
+			 agent_code_name(code));
+}
+
+/* Reads a tenant object from a request.  "id" is read-only: a client may
+ * send back what tenant.get returned, so it is ignored rather than
+ * refused. */
+static int tenant_arg(const json_t *j, struct policy_tenant *t, char *err)
+{
+	json_t *copy;
+	int r;
+
+	if (!json_is_object(j)) {
+		snprintf(err, POLICY_ERR_MAX, "a tenant must be a JSON object");
+		return -EINVAL;
+	}
+	copy = json_copy((json_t *)j);
+	if (!copy) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return -ENOMEM;
+	}
+	json_object_del(copy, "id");
+	r = policy_tenant_from_json(copy, t, err);
+	json_decref(copy);
+	return r;
+}
+
+/* The request's "name", or NULL with the error reply in *r. */
+static const char *name_arg(const json_t *req, json_t **r)
+{
+	json_t *v = json_object_get(req, "name");
+
+	if (!json_is_string(v)) {
+		*r = ctl_error(AGENT_INVALID, "field 'name' is missing or not a "
+			       "string");
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static json_t *cmd_version(struct ctl_call *call, const json_t *req)
+{
+	(void)call;
+	(void)req;
+	return json_pack("{s:b,s:s}", "ok", 1, "version", RLGATE_VERSION);
+}
+
+static json_t *cmd_status(struct ctl_call *call, const json_t *req)
+{
+	struct agent *a = call->a;
+	json_t *ifs = json_array();
+
+	(void)req;
+	for (unsigned int i = 0; i < a->kern.n_ifaces; i++)
+		json_array_append_new(ifs, json_pack("{s:s,s:s}", "name",
+			a->kern.ifaces[i].name, "attach",
+			kern_mode_name(a->kern.ifaces[i].mode)));
+	json_t *r = json_pack("{s:b,s:s,s:I,s:s,s:o,s:I,s:s,s:s,s:I}",
+			      "ok", 1, "version", RLGATE_VERSION,
+			      "uptime_s", (json_int_t)((loop_now_ns() -
+						       a->start_mono_ns) / 1000000000ULL),
+			      "mode", a->broker ? "fleet" : "standalone",
+			      "interfaces", ifs,
+			      "tenants", (json_int_t)a->n_tenants,
+			      "pin_dir", a->kern.pin_dir,
+			      "state_dir", a->opts.state_dir,
+			      "policy_version", (json_int_t)a->policy_version);
+
+	if (r && a->broker) {
+		struct broker_stats bs;
+
+		broker_stats(a->broker, &bs);
+		json_object_set_new(r, "redis", json_pack("{s:s,s:s,s:I,s:I}",
+				    "address", bs.address, "state", bs.state,
+				    "calls", (json_int_t)bs.redis_calls,
+				    "errors", (json_int_t)bs.redis_errors));
+		json_object_set_new(r, "live_agents", json_integer((json_int_t)bs.live_agents));
+		json_object_set_new(r, "agent_id", json_string(bs.agent_id));
+		json_object_set_new(r, "agent_instance", json_string(bs.nonce));
+		json_object_set_new(r, "agent_id_conflict", json_boolean(bs.agent_id_conflict));
+		json_object_set_new(r, "broker", json_string(bs.healthy ? "healthy" :
+							     "degraded"));
+		json_object_set_new(r, "broker_transitions",
+				    json_integer((json_int_t)bs.transitions));
+		if (!bs.healthy) {
+			json_object_set_new(r, "degraded_since",
+					    json_integer((json_int_t)bs.degraded_since));
+			json_object_set_new(r, "degraded_reason", json_string(bs.reason));
+		}
+	}
+	return r;
+}
+
+static json_t *cmd_tenant_set(struct ctl_call *call, const json_t *req)
+{
+	struct agent *a = call->a;
+	char err[POLICY_ERR_MAX];
+	struct policy_tenant t;
+	enum agent_code c;
+
+	if (!json_object_get(req, "tenant"))
+		return ctl_error(AGENT_INVALID, "field 'tenant' is missing");
+	if (tenant_arg(json_object_get(req, "tenant"), &t, err))
+		return ctl_error(AGENT_INVALID, err);
+	c = agent_tenant_set(a, &t, err);
+	if (c != AGENT_OK)
+		return ctl_error(c, err);
+	log_info("tenant %s set (slot %u)", t.name, agent_find(a, t.name)->slot);
+	return json_pack("{s:b,s:o}", "ok", 1, "tenant",
+			 agent_tenant_json(agent_find(a, t.name)));
+}
+
+static json_t *cmd_tenant_get(struct ctl_call *call, const json_t *req)
+{
+	json_t *r = NULL;
+	const char *name = name_arg(req, &r);
+	struct agent_tenant *t;
+	char err[POLICY_ERR_MAX];
+
+	if (!name)
+		return r;
+	t = agent_find(call->a, name);
+	if (!t) {
+		snprintf(err, sizeof(err), "no tenant named '%.64s'", name);
+		return ctl_error(AGENT_NOT_FOUND, err);
+	}
+	return json_pack("{s:b,s:o}", "ok", 1, "tenant", agent_tenant_json(t));
+}
+
+static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
+{
+	struct agent *a = call->a;
+	json_t *arr = json_array();
+
+	(void)req;
+	for (size_t i = 0; i < a->n_tenants; i++)
+		json_array_append_new(arr, agent_tenant_json(&a->tenants[i]));
+	return json_pack("{s:b,s:o}", "ok", 1, "tenants", arr);
+}
+
+static json_t *cmd_tenant_del(struct ctl_call *call, const json_t *req)
+{
+	json_t *r = NULL;
+	const char *name = name_arg(req, &r);
+	char err[POLICY_ERR_MAX];
+	enum agent_code c;
+
+	if (!name)
+		return r;
+	c = agent_tenant_del(call->a, name, err);
+	if (c != AGENT_OK)
+		return ctl_error(c, err);
+	log_info("tenant %s deleted", name);
+	return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *cmd_apply(struct ctl_call *call, const json_t *req)
+{
+	json_t *arr = json_object_get(req, "tenants"), *item;
+	char err[POLICY_ERR_MAX], msg[POLICY_ERR_MAX + 32];
+	struct policy_tenant *ts;
+	unsigned int counts[3] = { 0 };
+	enum agent_code c;
+	json_t *r;
+	size_t i;
+
+	if (!json_is_array(arr))
+		return ctl_error(AGENT_INVALID, "field 'tenants' is missing or "
+				 "not an array");
+	ts = calloc(json_array_size(arr) + 1, sizeof(*ts));
+	if (!ts)
+		return ctl_error(AGENT_INTERNAL, "out of memory");
+	json_array_foreach(arr, i, item) {
+		if (tenant_arg(item, &ts[i], err)) {
+			snprintf(msg, sizeof(msg), "tenant #%zu: %s", i, err);
+			r = ctl_error(AGENT_INVALID, msg);
+			goto cleanup;
+		}
+	}
+	c = agent_apply(call->a, ts, json_array_size(arr), counts, err);
+	if (c != AGENT_OK) {
+		r = ctl_error(c, err);
+		goto cleanup;
+	}
+	log_info("policy applied: %u added, %u updated, %u removed", counts[0],
+		 counts[1], counts[2]);
+	r = json_pack("{s:b,s:i,s:i,s:i}", "ok", 1, "added", counts[0],
+		      "updated", counts[1], "removed", counts[2]);
+cleanup:
+	free(ts);
+	return r;
+}
+
+static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
+{
+	struct agent_tenant_stats st;
+
+	json_t *j;
+
+	agent_tenant_stats(a, t, &st);
+	j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f}",
+			 "tenant", t->pol.name,
+			 "admitted", (json_int_t)st.s.admitted,
+			 "denied", (json_int_t)st.s.denied,
+			 "shadow_denied", (json_int_t)st.s.shadow_denied,
+			 "retransmits", (json_int_t)st.s.retransmits,
+			 "unparsed", (json_int_t)st.s.unparsed,
+			 "rst_sent", (json_int_t)st.s.rst_sent,
+			 "tokens", (json_int_t)st.tokens,
+			 "admit_rate", st.admit_rate,
+			 "deny_rate", st.deny_rate);
+	if (j && a->broker) {
+		struct broker_tenant_stats bt;
+
+		broker_tenant_stats(a->broker, t, &bt);
+		json_object_set_new(j, "leases", json_integer((json_int_t)bt.leases));
+		json_object_set_new(j, "degraded", json_integer((json_int_t)st.s.degraded));
+		json_object_set_new(j, "tokens_leased", json_integer((json_int_t)bt.tokens_leased));
+		json_object_set_new(j, "tokens_refunded", json_integer((json_int_t)bt.tokens_refunded));
+		json_object_set_new(j, "redis_calls", json_integer((json_int_t)bt.redis_calls));
+		json_object_set_new(j, "lease_size", json_integer((json_int_t)bt.lease_size));
+		json_object_set_new(j, "overshoot_bound", json_integer((json_int_t)bt.overshoot_bound));
+		json_object_set_new(j, "tokens_owed", json_integer((json_int_t)bt.owed));
+		json_object_set_new(j, "static_charged", json_integer((json_int_t)bt.static_charged));
+	}
+	return j;
+}
+
+static json_t *cmd_stats(struct ctl_call *call, const json_t *req)
+{
+	struct agent *a = call->a;
+	json_t *v = json_object_get(req, "name"), *arr;
+	char err[POLICY_ERR_MAX];
+
+	if (v && !json_is_null(v)) {
+		struct agent_tenant *t;
+
+		if (!json_is_string(v))
+			return ctl_error(AGENT_INVALID, "field 'name' is not a "
+					 "string");
+		t = agent_find(a, json_string_value(v));
+		if (!t) {
+			snprintf(err, sizeof(err), "no tenant named '%.64s'",
+				 json_string_value(v));
+			return ctl_error(AGENT_NOT_FOUND, err);
+		}
+		arr = json_array();
+		json_array_append_new(arr, stats_json(a, t));
+	} else {
+		arr = json_array();
+		for (size_t i = 0; i < a->n_tenants; i++)
+			json_array_append_new(arr, stats_json(a, &a->tenants[i]));
+	}
+	return json_pack("{s:b,s:o}", "ok", 1, "stats", arr);
+}
+
+static json_t *cmd_detach(struct ctl_call *call, const json_t *req)
+{
+	struct agent *a = call->a;
+	json_t *v = json_object_get(req, "iface");
+	char err[POLICY_ERR_MAX];
+	int e;
+
+	if (!json_is_string(v))
+		return ctl_error(AGENT_INVALID, "field 'iface' is missing or not "
+				 "a string");
+	e = kern_detach(&a->kern, json_string_value(v));
+	if (e == -ENOENT) {
+		snprintf(err, sizeof(err), "interface '%.32s' is not attached",
+			 json_string_value(v));
+		return ctl_error(AGENT_NOT_FOUND, err);
+	}
+	if (e) {
+		snprintf(err, sizeof(err), "couldn't detach from '%.32s': %s",
+			 json_string_value(v), strerror(-e));
+		return ctl_error(AGENT_INTERNAL, err);
+	}
+	if (a->kern.n_ifaces == 0) {
+		/* Nothing enforces any more: the pins would only keep dead
+		 * state alive.  The policy file stays for the next start. */
+		kern_unpin(&a->kern);
+		log_info("last interface detached; pins removed, exiting");
+		call->exit_after = true;
+	}
+	return json_pack("{s:b,s:i}", "ok", 1, "remaining",
+			 (int)a->kern.n_ifaces);
+}
+
+static const struct {
+	const char *name;
+	json_t *(*fn)(struct ctl_call *call, const json_t *req);
+} commands[] = {
+	{ "version", cmd_version },
+	{ "status", cmd_status },
+	{ "tenant.set", cmd_tenant_set },
+	{ "tenant.get", cmd_tenant_get },
+	{ "tenant.list", cmd_tenant_list },
+	{ "tenant.del", cmd_tenant_del },
+	{ "apply", cmd_apply },
+	{ "stats", cmd_stats },
+	{ "detach", cmd_detach },
+};
+
+json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *req, *cmd, *r;
+	char msg[256];
+
+	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!req || !json_is_object(req)) {
+		snprintf(msg, sizeof(msg), "request is not a JSON object%s%s",
+			 req ? "" : ": ", req ? "" : jerr.text);
+		json_decref(req);
+		return ctl_error(AGENT_INVALID, msg);
+	}
+	cmd = json_object_get(req, "cmd");
+	if (!json_is_string(cmd)) {
+		json_decref(req);
+		return ctl_error(AGENT_INVALID, "field 'cmd' is missing or not a "
+				 "string");
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(commands[i].name, json_string_value(cmd)) == 0) {
+			log_debug("control: %s", commands[i].name);
+			r = commands[i].fn(call, req);
+			json_decref(req);
+			return r;
+		}
+	}
+	snprintf(msg, sizeof(msg), "unknown command '%.64s': expected version, "
+		 "status, tenant.set, tenant.get, tenant.list, tenant.del, "
+		 "apply, stats or detach", json_string_value(cmd));
+	json_decref(req);
+	return ctl_error(AGENT_INVALID, msg);
+}
