@@ -56,7 +56,6 @@ static int run_fail_row(const void *arg)
 	const struct fail_row *row = arg;
 	struct inst in;
 	struct rl_tenant *t;
-	int n;
 
 	t = fail_world(&in, RL_ACT_DROP, 0, row->fail, 1, SEC_NS,
 		       row->heartbeat_age_ns == NO_HEARTBEAT ? 0 :
@@ -64,10 +63,7 @@ static int run_fail_row(const void *arg)
 		       row->stale_ns, row->degraded);
 	if (!t)
 		return -1;
-	n = count_admits(&in, row->n, 1000);
-	CHECK(n == row->want, "%s admitted %d, want %d", row->what, n,
-	      row->want);
-	EXPECT_STATS(&in.w, 1, row->stats);
+	EXPECT_ADMITS(&in, row->n, 1000, row->want, row->stats, row->what);
 	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
 	inst_close(&in);
 	return 0;
@@ -102,20 +98,17 @@ static int scen_fail_tokens_first(const void *arg)
 {
 	struct inst in;
 	struct rl_tenant *t;
-	int n;
 
 	(void)arg;
 	t = fail_world(&in, RL_ACT_DROP, 3, RL_FAIL_DENY, 1, SEC_NS,
 		       now_ns(), STALE_NS, 1);
 	if (!t)
 		return -1;
-	n = count_admits(&in, 3, 1000);
-	CHECK(n == 3, "3 leased tokens while degraded admitted %d, want 3", n);
+	EXPECT_ADMITS(&in, 3, 1000, 3, "admitted=3 denied=0 degraded=0",
+		      "3 leased tokens while degraded");
 	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
-	EXPECT_STATS(&in.w, 1, "admitted=3 denied=0 degraded=0");
-	n = count_admits(&in, 2, 2000);
-	CHECK(n == 0, "fail deny after the tokens admitted %d, want 0", n);
-	EXPECT_STATS(&in.w, 1, "admitted=3 denied=2 degraded=2");
+	EXPECT_ADMITS(&in, 2, 2000, 0, "admitted=3 denied=2 degraded=2",
+		      "fail deny after the tokens");
 	inst_close(&in);
 	return 0;
 }
@@ -164,7 +157,6 @@ static int scen_fail_static_burst(const void *arg)
 	struct inst in;
 	struct rl_tenant *t;
 	__u64 tat;
-	int n;
 
 	(void)arg;
 	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_STATIC, 3, SEC_NS,
@@ -172,9 +164,8 @@ static int scen_fail_static_burst(const void *arg)
 	if (!t)
 		return -1;
 	t->fail_tat = 0;
-	n = count_admits(&in, 7, 1000);
-	CHECK(n == 3, "static share of burst 3 admitted %d, want 3", n);
-	EXPECT_STATS(&in.w, 1, "admitted=3 denied=4 degraded=7");
+	EXPECT_ADMITS(&in, 7, 1000, 3, "admitted=3 denied=4 degraded=7",
+		      "static share of burst 3");
 	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
 	/* Three admissions from a full share: fail_tat = now + 3 intervals. */
 	tat = t->fail_tat;
@@ -231,23 +222,18 @@ static int scen_fail_stale_heartbeat(const void *arg)
 {
 	struct inst in;
 	struct rl_tenant *t;
-	int n;
 
 	(void)arg;
 	t = fail_world(&in, RL_ACT_DROP, 0, RL_FAIL_ALLOW, 1, SEC_NS,
 		       now_ns() - SEC_NS, STALE_NS, 0);
 	if (!t)
 		return -1;
-	n = count_admits(&in, 2, 1000);
-	CHECK(n == 0, "heartbeat 1 s old (stale after 2 s) admitted %d, want 0",
-	      n);
-	EXPECT_STATS(&in.w, 1, "admitted=0 denied=2 degraded=0");
+	EXPECT_ADMITS(&in, 2, 1000, 0, "admitted=0 denied=2 degraded=0",
+		      "heartbeat 1 s old (stale after 2 s)");
 	CHECK(!agent_state_set(&in.w, now_ns() - 3 * SEC_NS, STALE_NS, 0),
 	      "couldn't set agent_state");
-	n = count_admits(&in, 2, 2000);
-	CHECK(n == 2, "heartbeat 3 s old (stale after 2 s) admitted %d, want 2",
-	      n);
-	EXPECT_STATS(&in.w, 1, "admitted=2 denied=2 degraded=2");
+	EXPECT_ADMITS(&in, 2, 2000, 2, "admitted=2 denied=2 degraded=2",
+		      "heartbeat 3 s old (stale after 2 s)");
 	inst_close(&in);
 	return 0;
 }
@@ -259,7 +245,6 @@ static int scen_fail_standalone_ignores(const void *arg)
 {
 	struct inst in;
 	struct rl_tenant *t;
-	int n;
 
 	(void)arg;
 	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
@@ -273,16 +258,12 @@ static int scen_fail_standalone_ignores(const void *arg)
 		inst_close(&in);
 		return -1;
 	}
-	n = count_admits(&in, 3, 1000);
-	CHECK(n == 0, "empty standalone bucket, degraded, fail allow admitted "
-	      "%d, want 0", n);
-	EXPECT_STATS(&in.w, 1, "admitted=0 denied=3 degraded=0");
+	EXPECT_ADMITS(&in, 3, 1000, 0, "admitted=0 denied=3 degraded=0",
+		      "empty standalone bucket, degraded, fail allow");
 	tenant_fail(t, RL_FAIL_DENY, 5, SEC_NS);
 	t->tat = 0;				/* full: 2 tokens */
-	n = count_admits(&in, 4, 2000);
-	CHECK(n == 2, "full standalone bucket of 2, degraded, fail deny "
-	      "admitted %d, want 2", n);
-	EXPECT_STATS(&in.w, 1, "admitted=2 denied=5 degraded=0");
+	EXPECT_ADMITS(&in, 4, 2000, 2, "admitted=2 denied=5 degraded=0",
+		      "full standalone bucket of 2, degraded, fail deny");
 	CHECK(t->fail_tat == 0, "a standalone tenant moved fail_tat to %llu",
 	      (unsigned long long)t->fail_tat);
 	inst_close(&in);

@@ -111,15 +111,24 @@ int count_admits(struct inst *in, int n, __u16 sport0)
 	return admits;
 }
 
+void expect_admits(const char *file, int line, struct inst *in, int n,
+		   __u16 sport0, int want, const char *stats, const char *what)
+{
+	int got = count_admits(in, n, sport0);
+
+	if (got != want)
+		check_fail(file, line, "%s admitted %d, want %d", what, got,
+			   want);
+	if (stats)
+		expect_stats(file, line, &in->w, 1, stats);
+}
+
 void expect_refill(struct inst *in, __u64 *tatp, __u64 burst,
 		   __u64 earned_ns, int n, int want, __u16 sport0,
 		   const char *what)
 {
-	int got;
-
 	*tatp = now_coarse_ns() + burst * SEC_NS - earned_ns;
-	got = count_admits(in, n, sport0);
-	CHECK(got == want, "%s admitted %d, want %d", what, got, want);
+	EXPECT_ADMITS(in, n, sport0, want, NULL, what);
 }
 
 void expect_refill_realtime(struct inst *in, __u64 *tatp, const char *what)

@@ -59,6 +59,14 @@ int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict);
  * within microseconds). */
 int count_admits(struct inst *in, int n, __u16 sport0);
 
+/* Sends n SYNs as count_admits() does and checks that `want` of them pass,
+ * then (unless stats is NULL) tenant 1's stats as EXPECT_STATS does. */
+#define EXPECT_ADMITS(in, n, sport0, want, stats, what) \
+	expect_admits(__FILE__, __LINE__, (in), (n), (sport0), (want), \
+		      (stats), (what))
+void expect_admits(const char *file, int line, struct inst *in, int n,
+		   __u16 sport0, int want, const char *stats, const char *what);
+
 /* A bucket of `burst` tokens, one a second, on *tatp (a tenant's tat, or
  * its static share's fail_tat) as if it were empty earned_ns ago: sends n
  * SYNs from ports sport0 on and checks that `want` of them pass.  Set on
@@ -99,7 +107,10 @@ struct scenario {
 };
 void run_scenarios(const struct scenario *s, size_t n);
 
-/* The feature suites, in the order test_xdp runs them. */
+/* The feature suites, in the order test_xdp runs them.  A new feature is a
+ * file of its own, tests/bpf/xdp_<feature>.c, whose <feature>_tests()
+ * runs its rows and scenarios (run_cases(), run_scenarios()); it is named
+ * here and in test_xdp.c's list. */
 void verdict_tests(void);	/* xdp_verdicts.c */
 void fragment_tests(void);	/* xdp_fragments.c */
 void rule_tests(void);		/* xdp_rules.c */
