@@ -19,8 +19,14 @@ load agent_helpers
 ABI1_COMMIT=1b56ba46cb3f342d711a755980cc9550984f81bf
 
 setup() { agent_setup; }
+# The sampler and the load, when a test stopped before it waited for them.
 teardown() {
-	[[ -z ${SAMPLER_PID:-} ]] || { kill "$SAMPLER_PID" 2>/dev/null; wait "$SAMPLER_PID" 2>/dev/null; }
+	local pid
+
+	for pid in ${SAMPLER_PID:-} ${LOAD_PID:-}; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	agent_teardown
 }
 
@@ -63,7 +69,7 @@ tenant_of() {
 }
 
 @test "pins, program and policy of the previous layout's own build are upgraded in place under load: the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
-	local out=$BATS_TEST_TMPDIR/load.json ids=$BATS_TEST_TMPDIR/prog-ids pid
+	local out=$BATS_TEST_TMPDIR/load.json ids=$BATS_TEST_TMPDIR/prog-ids
 	local old_id new_id tenant_before admitted_before syn_before
 	local attempts connected accepted admitted denied syn
 
@@ -86,7 +92,7 @@ tenant_of() {
 	# from the first second on, so a bucket that did not carry over would
 	# admit up to 40 more.
 	loadgen_bg c1 "$out" --rate 150 --duration 8 "$(lab_target s1 "$PORT" 4)"
-	pid=$LOADGEN_BG_PID
+	LOAD_PID=$LOADGEN_BG_PID
 	sleep 2
 	admitted_before=$(RLGATE_BUILD=$ABI1_BUILD stat_get up admitted)
 	syn_before=$(metric_value rlgate_syn_total "$(metrics s1)")
@@ -107,7 +113,8 @@ tenant_of() {
 	expect_eq "layout recorded after the upgrade" "$(abi_version)" 2
 	expect_eq "tenant after the upgrade" "$(tenant_of "$CTL" "$RLGATE_BUILD/rlctl")" "$tenant_before"
 
-	loadgen_wait "$pid" "$out"
+	loadgen_wait "$LOAD_PID" "$out"
+	LOAD_PID=
 	sleep 0.2
 	kill "$SAMPLER_PID" 2>/dev/null
 	wait "$SAMPLER_PID" 2>/dev/null || true
