@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* rlgate's enforcement point: admits or refuses every new TCP connection
- * (a SYN without ACK) per tenant, at XDP or tc ingress.  Everything that is
- * not a SYN leaves after the fewest checks we can manage.
+ * (a SYN without ACK) per tenant, at XDP or tc ingress, and sees the
+ * connections of capped tenants end (tc egress for the server's side).
+ * Everything that is not a SYN leaves after the fewest checks we can manage.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -119,6 +120,31 @@ struct {
 	__type(value, struct rl_agent_state);
 } agent_state SEC(".maps");
 
+/* Connections in flight of capped tenants (see RL_CONNS_MAX).  A plain
+ * hash, preallocated: an LRU would evict counted connections, and an insert
+ * in the packet path should never wait for memory. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RL_CONNS_MAX);
+	__type(key, struct rl_flow);
+	__type(value, struct rl_conn);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RL_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct rl_conn_stats);
+} conn_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_conn_ctl);
+} conn_ctl SEC(".maps");
+
 enum verdict { V_PASS, V_DROP, V_RST };
 
 #ifndef READ_ONCE
@@ -166,7 +192,8 @@ struct syn_info {
 	__u32 tenant;		/* set by judge() for a V_RST */
 	__u8 has_port;		/* flow.sport and flow.dport were readable */
 	__u8 fragment;		/* part of a fragmented datagram: never a RST */
-	__u8 _pad[6];
+	__u8 tcp_flags;		/* P_SYN and P_END: the TCP flags byte */
+	__u8 _pad[5];
 };
 
 /* What the parser reads from the TCP header once it knows the packet is
@@ -177,6 +204,7 @@ struct l4_info {
 	__be16 dport;
 	__be32 isn;
 	__u32 seg_len;
+	__u32 tcp_flags;
 	__u8 has_port;
 	__u8 fragment;
 	__u8 _pad[2];
@@ -195,6 +223,10 @@ static __always_inline void count(__u32 idx)
 #define TCP_FLAG_SYN	0x02
 #define TCP_FLAG_RST	0x04
 #define TCP_FLAG_ACK	0x10
+
+#ifndef EEXIST
+#define EEXIST		17
+#endif
 
 /* The longest IPv6 header chain followed, in bytes (a chain must fit in the
  * first fragment, so no real one comes near). */
@@ -278,6 +310,7 @@ static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
 	si->dport = tcp->dest;
 	si->has_port = 1;
 	si->isn = tcp->seq;
+	si->tcp_flags = flags;
 	if (!(flags & TCP_FLAG_SYN) || (flags & TCP_FLAG_ACK))
 		return P_END;
 
@@ -481,6 +514,7 @@ static __always_inline enum parse parse_packet(void *data, void *data_end,
 	si->flow.isn = l4.isn;
 	si->has_port = l4.has_port;
 	si->fragment = l4.fragment;
+	si->tcp_flags = l4.tcp_flags;
 	si->seg_len = l4.seg_len;
 	/* The fixed IP header was bounds-checked by the parser. */
 	if (si->flow.family == 4) {
@@ -841,6 +875,181 @@ static __always_inline void flow_end(const struct syn_info *si)
 }
 
 /*
+ * Connection caps (see RL_CONNS_MAX).  A connection is counted in by the CPU
+ * that inserts its entry and out by whoever deletes it; the delete succeeds
+ * once, so a RST seen twice, a RST after the FINs, or the agent's sweep
+ * racing the kernel give a connection back exactly once.
+ */
+
+/* Whether any tenant has a cap: until one does, a RST or FIN costs no hash
+ * lookup. */
+static __always_inline bool caps_on(void)
+{
+	__u32 zero = 0;
+	struct rl_conn_ctl *c = bpf_map_lookup_elem(&conn_ctl, &zero);
+
+	return c && READ_ONCE(c->capped);
+}
+
+/* The key of a connection: its 4-tuple in the client's direction.  egress:
+ * si is a packet from the server. */
+static __always_inline void conn_key(const struct syn_info *si, bool egress,
+				     struct rl_flow *k)
+{
+	const flow_word *src = (const flow_word *)&si->flow;
+	flow_word *dst = (flow_word *)k;
+
+	if (!egress) {
+#pragma unroll
+		for (int i = 0; i < (int)FLOW_WORDS; i++)
+			dst[i] = src[i];
+	} else {
+		/* saddr and daddr are words 0-1 and 2-3 */
+		dst[0] = src[2];
+		dst[1] = src[3];
+		dst[2] = src[0];
+		dst[3] = src[1];
+		dst[5] = src[5];
+		k->sport = si->flow.dport;
+		k->dport = si->flow.sport;
+	}
+	k->isn = 0;
+	k->_pad = 0;
+}
+
+/* Gives one connection back to slot id, unless the slot has a new tenant
+ * since (epoch).  Never below zero: a give-back that finds none is undone. */
+static __always_inline void conn_release(__u32 id, __u32 epoch)
+{
+	struct rl_tenant *t = bpf_map_lookup_elem(&tenants, &id);
+
+	if (!t || READ_ONCE(t->conn_epoch) != epoch)
+		return;
+	if (__sync_fetch_and_add(&t->conns, -1) <= 0)
+		__sync_fetch_and_add(&t->conns, 1);
+}
+
+/* Deletes the entry of connection k and, if this delete is the one that
+ * succeeded, gives the connection back.  c is read first: once deleted, a
+ * preallocated element may be reused at once. */
+static __always_inline void conn_delete(const struct rl_flow *k,
+					const struct rl_conn *c)
+{
+	__u32 id = READ_ONCE(c->tenant), epoch = READ_ONCE(c->epoch);
+	struct rl_conn_stats *cs;
+
+	if (bpf_map_delete_elem(&conns, k))
+		return;
+	conn_release(id, epoch);
+	cs = bpf_map_lookup_elem(&conn_stats, &id);
+	if (cs)
+		cs->closed++;
+}
+
+/*
+ * A RST or FIN of a counted connection: a RST either way ends it, a FIN
+ * ends it once the other side has sent one too (a half-close keeps it
+ * counted).  Retransmitted FINs change nothing: the bit is already set.
+ */
+static __always_inline void conn_end(const struct syn_info *si, bool egress,
+				     __u64 now)
+{
+	struct rl_flow k;
+	struct rl_conn *c;
+	__u32 bit, old;
+
+	conn_key(si, egress, &k);
+	c = bpf_map_lookup_elem(&conns, &k);
+	if (!c)
+		return;
+	if (si->tcp_flags & TCP_FLAG_RST) {
+		conn_delete(&k, c);
+		return;
+	}
+	bit = egress ? RL_CONN_FIN_SERVER : RL_CONN_FIN_CLIENT;
+	WRITE_ONCE(c->seen_ns, now);
+	old = __sync_fetch_and_or(&c->fin, bit);
+	/* only the FIN that completes the pair deletes */
+	if (!(old & bit) && ((old | bit) == (RL_CONN_FIN_CLIENT |
+					     RL_CONN_FIN_SERVER)))
+		conn_delete(&k, c);
+}
+
+/* What the cap decided for a SYN, before the bucket is asked. */
+enum conn_verdict {
+	CONN_FREE,	/* not capped, or this connection is already counted */
+	CONN_RESERVED,	/* a place is reserved: insert, or give it back */
+	CONN_REFUSED,	/* at the cap */
+};
+
+/*
+ * The cap's half of a SYN of a capped tenant.  A SYN with the ISN of a
+ * counted connection is that connection again (a retransmission the flow
+ * cache forgot, or a replay): never a second place.  A SYN with another ISN
+ * on a counted 4-tuple is a new connection reusing the ports (the server
+ * has the old one in TIME_WAIT or forgot it): the old one has ended.
+ * Otherwise a place is reserved below conn_slots; a shadow tenant reserves
+ * past it, so that what it counts is what is really in flight.
+ */
+static __always_inline enum conn_verdict conn_reserve(struct rl_tenant *t,
+						      struct rl_conn_stats *cs,
+						      const struct rl_flow *k,
+						      const struct syn_info *si)
+{
+	struct rl_conn *c = bpf_map_lookup_elem(&conns, k);
+
+	if (c) {
+		if (READ_ONCE(c->isn) == si->flow.isn) {
+			cs->repeats++;
+			return CONN_FREE;
+		}
+		conn_delete(k, c);
+		cs->reused++;
+	}
+	if (__sync_fetch_and_add(&t->conns, 1) < READ_ONCE(t->conn_slots))
+		return CONN_RESERVED;
+	if (t->flags & RL_F_SHADOW) {
+		cs->shadow_denied++;
+		return CONN_RESERVED;
+	}
+	__sync_fetch_and_add(&t->conns, -1);
+	cs->denied++;
+	return CONN_REFUSED;
+}
+
+/* Counts in an admitted connection whose place conn_reserve() took.  False
+ * when the table is full: the place is given back and the SYN refused (never
+ * admitted uncounted).  Another CPU inserting the same 4-tuple first means
+ * the same connection: our place goes back and the SYN passes. */
+static __always_inline bool conn_insert(struct rl_tenant *t, __u32 id,
+					struct rl_conn_stats *cs,
+					const struct rl_flow *k,
+					const struct syn_info *si, __u64 now)
+{
+	struct rl_conn c = {
+		.tenant = id,
+		.epoch = READ_ONCE(t->conn_epoch),
+		.isn = si->flow.isn,
+		.opened_ns = now,
+		.seen_ns = now,
+	};
+	long err = bpf_map_update_elem(&conns, k, &c, BPF_NOEXIST);
+
+	if (!err) {
+		cs->opened++;
+		return true;
+	}
+	__sync_fetch_and_add(&t->conns, -1);
+	if (err == -EEXIST) {
+		cs->repeats++;
+		return true;
+	}
+	cs->full++;
+	count(RL_CNT_CONN_FULL);
+	return false;
+}
+
+/*
  * A packet that might open a connection but cannot be judged (P_SUSPECT):
  * refused when its source belongs to a tenant, passed otherwise.  Not
  * charged - it is refused whole - and a shadow tenant lets it pass, counted,
@@ -883,9 +1092,12 @@ static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
  */
 __noinline int judge(struct syn_info *si)
 {
+	enum conn_verdict cv = CONN_FREE;
 	struct rl_flow_slot *slot = NULL;
+	struct rl_conn_stats *cs = NULL;
 	struct rl_tenant *t;
 	struct rl_stats *st;
+	struct rl_flow ck;
 	__u64 now;
 	bool ok;
 	int id;
@@ -895,6 +1107,8 @@ __noinline int judge(struct syn_info *si)
 		return V_PASS;
 	if (si->kind == P_END) {
 		flow_end(si);
+		if (caps_on())
+			conn_end(si, false, bpf_ktime_get_coarse_ns());
 		return V_PASS;
 	}
 	if (si->kind == P_SUSPECT)
@@ -928,6 +1142,20 @@ __noinline int judge(struct syn_info *si)
 		}
 	}
 
+	/* The cap before the bucket, so that a SYN refused at the cap costs
+	 * no token.  A SYN that also carries RST or FIN opens nothing on the
+	 * server: it is not counted. */
+	if ((t->flags & RL_F_CONNCAP) &&
+	    !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN))) {
+		cs = bpf_map_lookup_elem(&conn_stats, &key);
+		if (cs) {
+			conn_key(si, false, &ck);
+			cv = conn_reserve(t, cs, &ck, si);
+			if (cv == CONN_REFUSED)
+				goto refuse;
+		}
+	}
+
 	if (t->mode == RL_MODE_STANDALONE) {
 		ok = take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now);
 	} else {
@@ -942,6 +1170,13 @@ __noinline int judge(struct syn_info *si)
 		st->shadow_denied++;
 		ok = true;
 	}
+	if (cv == CONN_RESERVED && cs) {
+		if (!ok)
+			__sync_fetch_and_add(&t->conns, -1);
+		else if (!conn_insert(t, key, cs, &ck, si, now) &&
+			 !(t->flags & RL_F_SHADOW))
+			ok = false;
+	}
 	if (ok) {
 		st->admitted++;
 		if (slot)
@@ -949,6 +1184,7 @@ __noinline int judge(struct syn_info *si)
 		return V_PASS;
 	}
 
+refuse:
 	st->denied++;
 	/* A fragment's RST could not acknowledge the whole SYN: drop it. */
 	if (t->action == RL_ACT_RST && !si->fragment) {
@@ -1042,6 +1278,37 @@ int tc_rlgate(struct __sk_buff *skb)
 	default:
 		return TC_ACT_SHOT;
 	}
+}
+
+/*
+ * The server's side of capped connections: its FIN or RST leaves through tc
+ * egress, which XDP never sees.  A global function, verified once like
+ * judge().  Never changes a packet's fate.
+ */
+__noinline int egress_end(struct syn_info *si)
+{
+	if (!si || si->kind != P_END)
+		return 0;
+	conn_end(si, true, bpf_ktime_get_coarse_ns());
+	return 0;
+}
+
+/* tc egress on the protected interfaces: sees the server end connections
+ * (its FIN, its RST, its refusal of a SYN).  Everything passes; while no
+ * tenant has a cap, nothing is even parsed. */
+SEC("tc")
+int tc_rlgate_egress(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct syn_info si;
+
+	if (!caps_on())
+		return TC_ACT_OK;
+	/* A local stack's headers are in the linear area: no pull. */
+	if (parse_packet(data, data_end, &si) == P_END)
+		egress_end(&si);
+	return TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -23,8 +23,13 @@
  *   1  the first release
  *   2  `counters` grows to RL_CNT_SLOTS; rl_stats.unparsed and
  *      rl_flow_slot.repeats take padding that was zero
+ *   3  connection caps: rl_tenant.conn_epoch, conns and conn_slots take
+ *      state padding that was zero (0 slots with RL_F_CONNCAP clear: no
+ *      cap), RL_F_CONNCAP, counters RL_CNT_CONN_FULL; new maps `conns`,
+ *      `conn_stats` and `conn_ctl`, created empty on adoption (nothing
+ *      to migrate: connections opened before are not counted)
  */
-#define RL_ABI_VERSION		2
+#define RL_ABI_VERSION		3
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
 
 struct rl_abi {
@@ -61,6 +66,8 @@ enum rl_action {
 };
 
 #define RL_F_SHADOW		(1U << 0)	/* count would-deny, admit anyway */
+#define RL_F_CONNCAP		(1U << 1)	/* connections in flight are capped
+						 * at conn_slots (see `conns`) */
 
 /* Leased tenants, once their tokens are spent while the fleet is degraded
  * (the agent's Redis breaker is open, or the agent's heartbeat is stale). */
@@ -103,10 +110,23 @@ struct rl_tenant {
 	/* leased: 1 while a low-water event may be sent; the kernel clears it
 	 * when it sends one, user space sets it again after a refill */
 	__u32 lowwater_armed;
-	__u32 _state_pad0;
+	/* RL_F_CONNCAP: set by user space whenever the slot gets a new
+	 * tenant.  An entry of `conns` records the epoch it was counted in,
+	 * and its end gives back a connection only to the same epoch, so an
+	 * entry left by a tenant deleted earlier never lowers the count of
+	 * the tenant that took its slot. */
+	__u32 conn_epoch;
 	/* RL_FAIL_STATIC while degraded: a GCRA bucket like tat */
 	__u64 fail_tat;
-	__u64 _state_pad[4];
+	/* RL_F_CONNCAP: connections in flight, one per entry of `conns` of
+	 * this slot and epoch.  Raised only by the CPU that inserts the entry
+	 * (after reserving below conn_slots), lowered only by whoever deletes
+	 * it (a delete succeeds once); never below zero. */
+	__s64 conns;
+	/* RL_F_CONNCAP: how many connections may be in flight.  Written by
+	 * user space: the cap (standalone), or the slots held (fleet). */
+	__s64 conn_slots;
+	__u64 _state_pad[2];
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct rl_tenant) == 128 &&
@@ -121,7 +141,10 @@ _Static_assert(sizeof(struct rl_tenant) == 128 &&
 	       __builtin_offsetof(struct rl_tenant, tat) == 64 &&
 	       __builtin_offsetof(struct rl_tenant, tokens) == 72 &&
 	       __builtin_offsetof(struct rl_tenant, lowwater_armed) == 80 &&
-	       __builtin_offsetof(struct rl_tenant, fail_tat) == 88,
+	       __builtin_offsetof(struct rl_tenant, conn_epoch) == 84 &&
+	       __builtin_offsetof(struct rl_tenant, fail_tat) == 88 &&
+	       __builtin_offsetof(struct rl_tenant, conns) == 96 &&
+	       __builtin_offsetof(struct rl_tenant, conn_slots) == 104,
 	       "rl_tenant: one cache line of configuration, one of state");
 
 /* The agent's side of fleet mode, for the kernel (ARRAY `agent_state`, one
@@ -385,12 +408,73 @@ enum rl_counter {
 	RL_CNT_UNPARSED_DROP,	/* ... could not be judged, and refused: they
 				 * might open a connection from a tenant */
 	RL_CNT_REPEAT_CHARGED,	/* copies of an admitted SYN charged as new */
+	RL_CNT_CONN_FULL,	/* SYNs of capped tenants refused: `conns`
+				 * was full */
 	RL_CNT_MAX,
 };
 
 /* The `counters` map has room to grow without a layout change. */
 #define RL_CNT_SLOTS		16
 _Static_assert(RL_CNT_MAX <= RL_CNT_SLOTS, "counters: RL_CNT_SLOTS too small");
+
+/*
+ * Connection caps.  `conns` (a hash, BPF_MAP_TYPE_HASH: an LRU would evict
+ * entries and lose counts) holds one entry per connection in flight of a
+ * capped tenant, keyed by its 4-tuple in the client's direction (struct
+ * rl_flow with isn zero).  The kernel inserts it (BPF_NOEXIST) when it
+ * admits the SYN, and deletes it on a RST either way or once both sides
+ * have sent a FIN - the server's side seen by the tc egress program.  User
+ * space deletes what the kernel cannot see end: entries with no socket left
+ * (for local servers), and entries idle past a TTL.  Whoever's delete
+ * succeeds gives the connection back (rl_tenant.conns), so a close seen
+ * twice is given back once.
+ *
+ * The table holds RL_CONNS_MAX entries in all; the agent refuses caps that
+ * together exceed it, and a SYN that finds it full anyway is refused
+ * (RL_CNT_CONN_FULL) rather than admitted uncounted.
+ */
+#define RL_CONNS_MAX		(128 * 1024)
+
+#define RL_CONN_FIN_CLIENT	(1U << 0)
+#define RL_CONN_FIN_SERVER	(1U << 1)
+
+struct rl_conn {
+	__u32 tenant;		/* the slot it is counted in */
+	__u32 epoch;		/* that slot's conn_epoch then */
+	__u32 isn;		/* the client's ISN: a SYN with it is this
+				 * connection again, never a second one */
+	__u32 fin;		/* RL_CONN_FIN_*: FINs seen, atomically or'ed */
+	__u64 opened_ns;	/* coarse clock at the SYN */
+	__u64 seen_ns;		/* coarse clock at the SYN or a FIN since */
+};
+
+_Static_assert(sizeof(struct rl_conn) == 32, "rl_conn: layout shared");
+
+/* Per tenant, per CPU (`conn_stats`): what the cap did. */
+struct rl_conn_stats {
+	__u64 opened;		/* connections counted in */
+	__u64 closed;		/* ... and out, by the kernel (RST, FINs) */
+	__u64 denied;		/* SYNs refused at the cap (also in
+				 * rl_stats.denied) */
+	__u64 shadow_denied;	/* shadow tenants: admitted over the cap,
+				 * counted in anyway */
+	__u64 repeats;		/* SYNs of a connection already counted */
+	__u64 reused;		/* a new SYN on a 4-tuple still counted
+				 * (TIME_WAIT reuse): the old one ended */
+	__u64 full;		/* SYNs refused: `conns` was full */
+	__u64 _pad;
+};
+
+_Static_assert(sizeof(struct rl_conn_stats) == 64, "rl_conn_stats: one line");
+
+/* `conn_ctl`, one entry, mmapable: while no tenant has a cap, a RST or FIN
+ * costs no lookup in `conns`. */
+struct rl_conn_ctl {
+	__u32 capped;		/* tenants with RL_F_CONNCAP (0: none) */
+	__u32 _pad;
+};
+
+_Static_assert(sizeof(struct rl_conn_ctl) == 8, "rl_conn_ctl: two words");
 
 /* IPv6 extension headers followed before TCP; a longer chain from a tenant's
  * source is refused (see parse_ipv6()). */

@@ -23,6 +23,7 @@ static void (*const suites[])(void) = {
 	leased_tests,
 	flow_cache_tests,
 	fail_policy_tests,
+	conn_tests,
 	fuzz_tests,
 };
 

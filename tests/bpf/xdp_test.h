@@ -119,6 +119,7 @@ void bucket_tests(void);	/* xdp_buckets.c */
 void leased_tests(void);	/* xdp_leased.c */
 void flow_cache_tests(void);	/* xdp_flow_cache.c */
 void fail_policy_tests(void);	/* xdp_fail_policy.c */
+void conn_tests(void);		/* xdp_conns.c */
 void fuzz_tests(void);		/* xdp_fuzz.c */
 
 #endif /* RL_TEST_XDP_TEST_H */

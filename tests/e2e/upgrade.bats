@@ -110,7 +110,7 @@ tenant_of() {
 		{ echo "the agent did not migrate counters" >&2; return 1; }
 	grep -q 'adopted pinned' "$AGENT_LOG" ||
 		{ echo "the agent did not adopt the pins" >&2; return 1; }
-	expect_eq "layout recorded after the upgrade" "$(abi_version)" 2
+	expect_eq "layout recorded after the upgrade" "$(abi_version)" 3
 	expect_eq "tenant after the upgrade" "$(tenant_of "$CTL" "$RLGATE_BUILD/rlctl")" "$tenant_before"
 
 	loadgen_wait "$LOAD_PID" "$out"
@@ -156,7 +156,7 @@ tenant_of() {
 	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
 		--pin-dir "$PIN_DIR"
 	expect_eq "exit status" "$status" 1
-	[[ $output == *"made by a newer rlgate (map layout 99; this build knows up to 2)"* ]] ||
+	[[ $output == *"made by a newer rlgate (map layout 99; this build knows up to 3)"* ]] ||
 		{ echo "unexpected message: $output" >&2; return 1; }
 	xdp_attached || { echo "the program was detached" >&2; return 1; }
 	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Connection caps: counts in flight as the kernel keeps them (`conns`, the
+ * tenant's conns) through the orders of SYNs, FINs and RSTs that broke
+ * other limiters' counters - a refused connection's close, two RSTs, a lost
+ * FIN healed by the agent's sweep, TIME_WAIT reuse, simultaneous close.
+ * The server's side runs through tc_rlgate_egress.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "conns.h"
+#include "xdp_test.h"
+
+#define CLIENT		"10.1.0.10"
+#define SERVER		"192.0.2.1"
+#define SPORT		40000
+
+/* One copy of rlgate: tenant 1 (10.1/16) capped, a full bucket of 100. */
+struct cinst {
+	struct rlgate_bpf *skel;
+	struct world w;
+	int xdp_fd, egress_fd, conns_fd, conn_stats_fd;
+	struct rl_conn_ctl *ctl;
+	struct rl_tenant *t;
+};
+
+static void cinst_close(struct cinst *in)
+{
+	world_fini(&in->w);
+	rlgate_bpf__destroy(in->skel);
+	in->skel = NULL;
+}
+
+/* retrans_window_ns 0: every copy of a SYN reaches the cap's own check,
+ * as one the flow cache forgot would. */
+static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
+{
+	__u32 zero = 0;
+	struct rl_conn_ctl ctl = { .capped = 1 };
+	int err;
+
+	memset(in, 0, sizeof(*in));
+	in->skel = rlgate_bpf__open();
+	if (!in->skel) {
+		diag("couldn't open the rlgate skeleton: %s", strerror(errno));
+		return -1;
+	}
+	in->skel->rodata->retrans_window_ns = 0;
+	err = rlgate_bpf__load(in->skel);
+	if (err) {
+		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
+		rlgate_bpf__destroy(in->skel);
+		in->skel = NULL;
+		return -1;
+	}
+	if (world_init(&in->w, in->skel->obj) ||
+	    rule_add(&in->w, "10.1.0.0/16", 0, 1)) {
+		diag("couldn't set up the maps");
+		cinst_close(in);
+		return -1;
+	}
+	in->xdp_fd = bpf_program__fd(in->skel->progs.xdp_rlgate);
+	in->egress_fd = bpf_program__fd(in->skel->progs.tc_rlgate_egress);
+	in->conns_fd = bpf_map__fd(in->skel->maps.conns);
+	in->conn_stats_fd = bpf_map__fd(in->skel->maps.conn_stats);
+	if (bpf_map_update_elem(bpf_map__fd(in->skel->maps.conn_ctl), &zero,
+				&ctl, 0)) {
+		diag("couldn't write conn_ctl: %s", strerror(errno));
+		cinst_close(in);
+		return -1;
+	}
+	in->t = &in->w.tenants[1];
+	tenant_standalone(in->t, action, flags | RL_F_CONNCAP, SEC_NS, 100);
+	in->t->conn_epoch = 1;
+	in->t->conn_slots = cap;
+	return 0;
+}
+
+/* A segment from the client (ingress, XDP) or from the server (egress, tc),
+ * on connection sport. */
+static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
+	       __u32 seq, __u32 *verdict)
+{
+	struct pkt p = { .family = 4, .flags = flags, .src = CLIENT,
+			 .dst = SERVER, .sport = sport, .dport = 443,
+			 .seq = seq };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len, err;
+
+	if (from_server) {
+		p.src = SERVER;
+		p.dst = CLIENT;
+		p.sport = 443;
+		p.dport = sport;
+	}
+	len = pkt_build(&p, buf, NULL);
+	err = xdp_run(from_server ? in->egress_fd : in->xdp_fd, buf, len, out,
+		      sizeof(out), 1, &r);
+	if (err) {
+		diag("bpf_prog_test_run_opts: %s", strerror(-err));
+		return err;
+	}
+	if (verdict)
+		*verdict = r.retval;
+	if (from_server && r.retval != TC_ACT_OK) {
+		diag("egress returned %u, not TC_ACT_OK", r.retval);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void conn_stats_sum(struct cinst *in, struct rl_conn_stats *out)
+{
+	struct rl_conn_stats per[256];
+	__u32 key = 1;
+
+	memset(out, 0, sizeof(*out));
+	if (in->w.ncpus > 256 ||
+	    bpf_map_lookup_elem(in->conn_stats_fd, &key, per))
+		return;
+	for (int c = 0; c < in->w.ncpus; c++) {
+		out->opened += per[c].opened;
+		out->closed += per[c].closed;
+		out->denied += per[c].denied;
+		out->shadow_denied += per[c].shadow_denied;
+		out->repeats += per[c].repeats;
+		out->reused += per[c].reused;
+		out->full += per[c].full;
+	}
+}
+
+static unsigned int entries(struct cinst *in)
+{
+	struct rl_flow k, next;
+	unsigned int n = 0;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(in->conns_fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		n++;
+	}
+	return n;
+}
+
+/* One step of a scenario: a segment, and the count in flight after it. */
+struct cstep {
+	int side;		/* C (client, XDP) or S (server, tc egress) */
+	__u8 flags;
+	__u16 sport;		/* the connection: SPORT + this */
+	__u32 seq;
+	__u32 verdict;		/* XDP verdict (client side only) */
+	__s64 conns;		/* in flight after it */
+	int sweep;		/* instead of a segment: the agent forgets the
+				 * connection sport as its sweep would */
+};
+
+#define C		1
+#define S		2
+#define SYN_(p, seq, v, n)	{ C, TH_SYN, (p), (seq), (v), (n), 0 }
+#define CLI(f, p, n)		{ C, (f), (p), 7, XDP_PASS, (n), 0 }
+#define SRV(f, p, n)		{ S, (f), (p), 9, 0, (n), 0 }
+#define SWEEP(p, n)		{ 0, 0, (p), 0, 0, (n), 1 }
+#define END			{ 0 }
+
+/* Forgets connection sport as the agent's sweep does. */
+static int sweep_one(struct cinst *in, __u16 sport)
+{
+	struct pkt p = { .family = 4, .src = CLIENT, .dst = SERVER,
+			 .sport = SPORT + sport, .dport = 443 };
+	struct rl_flow k = { .family = 4 };
+	struct rl_conn c;
+
+	inet_pton(AF_INET, CLIENT, k.saddr);
+	inet_pton(AF_INET, SERVER, k.daddr);
+	k.sport = pkt_sport(&p);
+	k.dport = pkt_dport(&p);
+	if (bpf_map_lookup_elem(in->conns_fd, &k, &c))
+		return 0;
+	return rl_conn_forget(in->conns_fd, in->w.tenants, &k, &c);
+}
+
+static const char *side_name(const struct cstep *st)
+{
+	if (st->sweep)
+		return "sweep";
+	return st->side == S ? "server" : "client";
+}
+
+/* Runs steps against a fresh copy with a cap; checks the verdicts and the
+ * count after every step, and that the count never went below zero. */
+static void run_steps(struct cinst *in, const struct cstep *steps)
+{
+	int failed = failures;
+
+	for (int i = 0; steps[i].side || steps[i].sweep; i++) {
+		const struct cstep *st = &steps[i];
+		__u32 v = 0;
+		int err;
+
+		if (st->sweep) {
+			err = sweep_one(in, st->sport);
+			CHECK(err >= 0, "step %d: sweep: %s", i,
+			      strerror(-err));
+		} else if (seg(in, st->side == S, st->flags, SPORT + st->sport,
+			       st->seq, &v)) {
+			CHECK(0, "step %d: the segment could not be run", i);
+		}
+		if (st->side == C && !st->sweep)
+			CHECK(v == st->verdict, "step %d (%s flags 0x%02x conn "
+			      "%u): verdict %u, want %u", i, side_name(st),
+			      st->flags, st->sport, v, st->verdict);
+		CHECK(in->t->conns == st->conns, "step %d (%s flags 0x%02x "
+		      "conn %u): %lld in flight, want %lld", i, side_name(st),
+		      st->flags, st->sport, (long long)in->t->conns,
+		      (long long)st->conns);
+		if (failures != failed)
+			break;
+	}
+	CHECK(entries(in) == (unsigned int)in->t->conns, "%u entries in "
+	      "conns, the tenant counts %lld", entries(in),
+	      (long long)in->t->conns);
+}
+
+struct cscen {
+	const char *name;
+	__s64 cap;
+	__u32 action, flags;
+	struct cstep steps[16];
+	/* what conn_stats must say at the end */
+	__u64 opened, closed, denied, repeats, reused, shadow_denied;
+};
+
+#define FA	(TH_FIN | TH_ACK)
+#define RA	(TH_RST | TH_ACK)
+
+static const struct cscen cscens[] = {
+	{ "caps: SYNs over the cap are refused, counted denied at the cap; the "
+	  "refused connection's close gives nothing back", 2, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
+	    SYN_(3, 300, XDP_DROP, 2), CLI(TH_RST, 3, 2), CLI(FA, 3, 2),
+	    SRV(FA, 3, 2), SRV(RA, 3, 2), END },
+	  .opened = 2, .denied = 1 },
+	{ "caps: a refusal at the cap with action rst answers RST|ACK", 1,
+	  RL_ACT_RST, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_TX, 1), END },
+	  .opened = 1, .denied = 1 },
+	{ "caps: a SYN with the ISN of a counted connection is that "
+	  "connection again, never a second place", 1, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(1, 100, XDP_PASS, 1),
+	    SYN_(1, 100, XDP_PASS, 1), END },
+	  .opened = 1, .repeats = 2 },
+	{ "caps: two RSTs for one connection give it back once", 2,
+	  RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
+	    CLI(TH_RST, 1, 1), CLI(TH_RST, 1, 1), SRV(RA, 1, 1), END },
+	  .opened = 2, .closed = 1 },
+	{ "caps: FIN from the client alone (a half-close, retransmitted) keeps "
+	  "it counted; the server's FIN ends it", 3, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), CLI(FA, 1, 1), CLI(FA, 1, 1),
+	    CLI(TH_ACK, 1, 1), SRV(FA, 1, 0), CLI(TH_ACK, 1, 0), END },
+	  .opened = 1, .closed = 1 },
+	{ "caps: server closes first, then the client; a RST after both FINs "
+	  "gives nothing more back", 3, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SRV(FA, 1, 1), SRV(FA, 1, 1),
+	    CLI(FA, 1, 0), CLI(TH_RST, 1, 0), END },
+	  .opened = 1, .closed = 1 },
+	{ "caps: simultaneous close (both FINs cross) ends it once", 2,
+	  RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
+	    CLI(FA, 1, 2), SRV(FA, 1, 1), SRV(FA, 2, 1), CLI(FA, 2, 0),
+	    CLI(FA, 2, 0), SRV(FA, 1, 0), END },
+	  .opened = 2, .closed = 2 },
+	{ "caps: a server refusing the connection (RST|ACK on egress) gives "
+	  "its place back", 1, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SRV(RA, 1, 0),
+	    SYN_(2, 200, XDP_PASS, 1), END },
+	  .opened = 2, .closed = 1 },
+	{ "caps: lost FIN healed by the sweep; the late FIN and the kernel's "
+	  "RST find nothing to give back", 1, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), CLI(FA, 1, 1), SYN_(2, 200, XDP_DROP, 1),
+	    SWEEP(1, 0), SWEEP(1, 0), SRV(FA, 1, 0), SRV(RA, 1, 0),
+	    SYN_(2, 200, XDP_PASS, 1), END },
+	  .opened = 2, .denied = 1 },
+	{ "caps: TIME_WAIT reuse (a new ISN on a counted 4-tuple) ends the old "
+	  "connection and counts the new one", 1, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), CLI(FA, 1, 1),
+	    SYN_(1, 5000, XDP_PASS, 1), SRV(FA, 1, 1), CLI(FA, 1, 0), END },
+	  .opened = 2, .closed = 2, .reused = 1 },
+	{ "caps: shadow admits past the cap and counts what is really in "
+	  "flight", 1, RL_ACT_DROP, RL_F_SHADOW,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
+	    SYN_(3, 300, XDP_PASS, 3), CLI(TH_RST, 2, 2), END },
+	  .opened = 3, .closed = 1, .shadow_denied = 2 },
+	{ "caps: cap 0 with the flag set refuses every SYN (fleet: no slots "
+	  "held)", 0, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_DROP, 0), CLI(TH_RST, 1, 0), END },
+	  .denied = 1 },
+};
+
+static int run_cscen(const void *arg)
+{
+	const struct cscen *sc = arg;
+	struct rl_conn_stats cs;
+	struct rl_stats st;
+	struct cinst in;
+
+	if (cinst_open(&in, sc->cap, sc->action, sc->flags))
+		return -1;
+	run_steps(&in, sc->steps);
+	conn_stats_sum(&in, &cs);
+	tenant_stats_sum(&in.w, 1, &st);
+	CHECK(cs.opened == sc->opened && cs.closed == sc->closed &&
+	      cs.denied == sc->denied && cs.repeats == sc->repeats &&
+	      cs.reused == sc->reused && cs.shadow_denied == sc->shadow_denied,
+	      "conn_stats opened %llu closed %llu denied %llu repeats %llu "
+	      "reused %llu shadow %llu; want %llu %llu %llu %llu %llu %llu",
+	      (unsigned long long)cs.opened, (unsigned long long)cs.closed,
+	      (unsigned long long)cs.denied, (unsigned long long)cs.repeats,
+	      (unsigned long long)cs.reused,
+	      (unsigned long long)cs.shadow_denied,
+	      (unsigned long long)sc->opened, (unsigned long long)sc->closed,
+	      (unsigned long long)sc->denied, (unsigned long long)sc->repeats,
+	      (unsigned long long)sc->reused,
+	      (unsigned long long)sc->shadow_denied);
+	CHECK(st.denied == sc->denied, "rl_stats.denied %llu, want the cap's "
+	      "%llu", (unsigned long long)st.denied,
+	      (unsigned long long)sc->denied);
+	cinst_close(&in);
+	return 0;
+}
+
+/* A SYN the bucket refuses gives its reserved place back and costs the cap
+ * nothing; a SYN the cap refuses costs the bucket no token. */
+static int scen_cap_and_rate(const void *arg)
+{
+	struct rl_conn_stats cs;
+	struct cinst in;
+	__u64 tat;
+	__u32 v;
+
+	(void)arg;
+	if (cinst_open(&in, 1, RL_ACT_DROP, 0))
+		return -1;
+	/* empty bucket: nothing for an hour */
+	in.t->tat = now_ns() + 3600 * SEC_NS;
+	if (seg(&in, false, TH_SYN, SPORT + 1, 1, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.t->conns == 0, "rate refusal: verdict %u, "
+	      "%lld in flight; want drop, 0", v, (long long)in.t->conns);
+	conn_stats_sum(&in, &cs);
+	CHECK(cs.denied == 0 && cs.opened == 0, "rate refusal counted at the "
+	      "cap: denied %llu opened %llu", (unsigned long long)cs.denied,
+	      (unsigned long long)cs.opened);
+	/* full bucket, cap reached: the refusal must leave tat alone */
+	in.t->tat = 0;
+	if (seg(&in, false, TH_SYN, SPORT + 1, 1, &v))
+		goto fail;
+	tat = in.t->tat;
+	if (seg(&in, false, TH_SYN, SPORT + 2, 2, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.t->tat == tat && in.t->conns == 1,
+	      "cap refusal: verdict %u, tat moved %d, %lld in flight", v,
+	      in.t->tat != tat, (long long)in.t->conns);
+	cinst_close(&in);
+	return 0;
+fail:
+	cinst_close(&in);
+	return -1;
+}
+
+/* An entry counted in an earlier epoch of the slot (a deleted tenant's)
+ * never lowers the count of the tenant there now, nor below zero. */
+static int scen_epoch(const void *arg)
+{
+	struct cinst in;
+
+	(void)arg;
+	if (cinst_open(&in, 2, RL_ACT_DROP, 0))
+		return -1;
+	if (seg(&in, false, TH_SYN, SPORT + 1, 1, NULL))
+		goto fail;
+	/* the slot gets a new tenant: a new epoch, nothing in flight */
+	in.t->conn_epoch = 2;
+	in.t->conns = 0;
+	if (seg(&in, false, TH_RST, SPORT + 1, 7, NULL))
+		goto fail;
+	CHECK(in.t->conns == 0 && entries(&in) == 0, "old epoch's RST: %lld "
+	      "in flight, %u entries; want 0, 0", (long long)in.t->conns,
+	      entries(&in));
+	cinst_close(&in);
+	return 0;
+fail:
+	cinst_close(&in);
+	return -1;
+}
+
+/* With no tenant capped (conn_ctl.capped 0) ends are not looked up: the
+ * fast path of uncapped hosts does no hash lookup. */
+static int scen_gate(const void *arg)
+{
+	struct rl_conn_ctl off = { 0 };
+	__u32 zero = 0;
+	struct cinst in;
+
+	(void)arg;
+	if (cinst_open(&in, 2, RL_ACT_DROP, 0))
+		return -1;
+	if (seg(&in, false, TH_SYN, SPORT + 1, 1, NULL) ||
+	    bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero,
+				&off, 0) ||
+	    seg(&in, false, TH_RST, SPORT + 1, 7, NULL) ||
+	    seg(&in, true, RA, SPORT + 1, 7, NULL))
+		goto fail;
+	CHECK(in.t->conns == 1, "ends seen with the gate closed: %lld in "
+	      "flight, want 1", (long long)in.t->conns);
+	cinst_close(&in);
+	return 0;
+fail:
+	cinst_close(&in);
+	return -1;
+}
+
+/* The sweep's decisions (user/lib/conns.c) on the entries it meets. */
+static int scen_judge(const void *arg)
+{
+	struct rl_tenant t = { .mode = RL_MODE_STANDALONE,
+			       .flags = RL_F_CONNCAP, .conn_epoch = 3 };
+	struct rl_conn c = { .tenant = 1, .epoch = 3, .opened_ns = 10 * SEC_NS,
+			     .seen_ns = 20 * SEC_NS };
+	struct rl_conn_view v = { .t = &t, .grace_ns = 2 * SEC_NS,
+				  .ttl_ns = 60 * SEC_NS };
+	static const struct {
+		bool local, sock;
+		__u64 now;
+		__u32 epoch;
+		enum rl_conn_fate want;
+	} rows[] = {
+		{ true, true, 1000 * SEC_NS, 3, RL_CONN_KEEP },
+		{ true, false, 11 * SEC_NS, 3, RL_CONN_KEEP },	/* in grace */
+		{ true, false, 12 * SEC_NS, 3, RL_CONN_GONE },
+		{ true, false, 5 * SEC_NS, 3, RL_CONN_KEEP },	/* clock behind */
+		{ false, false, 79 * SEC_NS, 3, RL_CONN_KEEP },	/* idle 59 s */
+		{ false, false, 80 * SEC_NS, 3, RL_CONN_IDLE },
+		{ true, true, 11 * SEC_NS, 2, RL_CONN_STALE },
+	};
+
+	(void)arg;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		enum rl_conn_fate f;
+
+		v.local = rows[i].local;
+		v.has_socket = rows[i].sock;
+		v.now_ns = rows[i].now;
+		c.epoch = rows[i].epoch;
+		f = rl_conn_judge(&c, &v);
+		CHECK(f == rows[i].want, "row %zu: fate %d, want %d", i, f,
+		      rows[i].want);
+	}
+	c.epoch = 3;
+	t.flags = 0;
+	CHECK(rl_conn_judge(&c, &v) == RL_CONN_STALE, "a tenant without a cap "
+	      "keeps its entries");
+	return 0;
+}
+
+static struct scenario conn_scenarios[ARRAY_SIZE(cscens) + 4];
+
+void conn_tests(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cscens); i++)
+		conn_scenarios[n++] = (struct scenario){ cscens[i].name,
+							 run_cscen, &cscens[i] };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: a SYN the bucket refuses gives its place back; a SYN "
+		"the cap refuses costs no token", scen_cap_and_rate, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: an entry of the slot's earlier tenant (epoch) never "
+		"lowers the count of the tenant there now", scen_epoch, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: with no tenant capped, RST and FIN are not looked up",
+		scen_gate, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: the sweep keeps local connections with a socket, "
+		"forgets those without past the grace, idle ones past the "
+		"TTL, and stale epochs", scen_judge, NULL };
+	run_scenarios(conn_scenarios, n);
+}

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Connection caps from user space: the sweep's decision on an entry, and
+ * giving back a connection the agent saw end (see conns.h).
+ */
+#include <errno.h>
+#include <bpf/bpf.h>
+
+#include "conns.h"
+
+enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
+				const struct rl_conn_view *v)
+{
+	const struct rl_tenant *t = v->t;
+	uint64_t seen = c->seen_ns > c->opened_ns ? c->seen_ns : c->opened_ns;
+
+	if (!t || t->mode == RL_MODE_NONE || !(t->flags & RL_F_CONNCAP) ||
+	    __atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) != c->epoch)
+		return RL_CONN_STALE;
+	if (v->local) {
+		if (v->has_socket)
+			return RL_CONN_KEEP;
+		/* a clock behind the entry: too young to judge */
+		if (v->now_ns > c->opened_ns &&
+		    v->now_ns - c->opened_ns >= v->grace_ns)
+			return RL_CONN_GONE;
+		return RL_CONN_KEEP;
+	}
+	if (v->now_ns > seen && v->now_ns - seen >= v->ttl_ns)
+		return RL_CONN_IDLE;
+	return RL_CONN_KEEP;
+}
+
+void rl_conn_release(struct rl_tenant *tenants, uint32_t id, uint32_t epoch)
+{
+	struct rl_tenant *t;
+
+	if (id >= RL_MAX_TENANTS)
+		return;
+	t = &tenants[id];
+	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) != epoch)
+		return;
+	if (__atomic_fetch_sub(&t->conns, 1, __ATOMIC_RELAXED) <= 0)
+		__atomic_fetch_add(&t->conns, 1, __ATOMIC_RELAXED);
+}
+
+int rl_conn_forget(int conns_fd, struct rl_tenant *tenants,
+		   const struct rl_flow *k, const struct rl_conn *c)
+{
+	if (bpf_map_delete_elem(conns_fd, k) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	rl_conn_release(tenants, c->tenant, c->epoch);
+	return 1;
+}
