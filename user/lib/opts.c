@@ -399,7 +399,7 @@ void opts_free(const struct opts_spec *spec, void *cfg)
 	}
 }
 
-/* --- usage ------------------------------------------------------------------ */
+/* --- usage --------------------------------------------------------------- */
 
 /* Prints text starting at column `at` (where the cursor is), wrapped before
  * WIDTH with following lines indented to col; '\n' in text breaks the line
@@ -583,7 +583,7 @@ void opts_usage(const struct opts_spec *spec, FILE *f)
 		fprintf(f, "\n%s", spec->epilog);
 }
 
-/* --- commands --------------------------------------------------------------- */
+/* --- commands ------------------------------------------------------------ */
 
 const struct opts_command *opts_command_find(const struct opts_command *cmds,
 					     const char *name)

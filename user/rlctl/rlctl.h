@@ -71,9 +71,6 @@ int rlctl_request(json_t *req, json_t **reply);
 int rlctl_refused(json_t *reply);
 void rlctl_disconnect(void);
 
-/* A tenant NAME argument, by the policy's parser (an OPT_CUSTOM parse). */
-int rlctl_opt_name(const char *s, void *dest, char *err, size_t len);
-
 /* The commands, each in the file of its kind. */
 extern const struct opts_command rlctl_tenant_cmds[];
 int cmd_apply(int argc, char **argv);

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "policy.h"
+#include "policy_opts.h"
 #include "rlctl.h"
 
 static const struct opts_spec status_spec = {
@@ -37,7 +37,7 @@ static const struct opts_spec stats_spec = {
 "to one tenant.\n",
 	.opts = (const struct opt[]){
 		{ "NAME", 0, OPT_CUSTOM, OPT_POS | OPT_OPTIONAL,
-		  OPT_AT(struct stats_args, name), .parse = rlctl_opt_name },
+		  OPT_AT(struct stats_args, name), .parse = policy_opt_name },
 		{ .kind = OPT_END },
 	},
 };

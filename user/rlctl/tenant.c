@@ -7,24 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "policy_opts.h"
 #include "rlctl.h"
-
-/* The policy's own parsers, so that the command line and a policy file
- * accept the same values with the same messages. */
-_Static_assert(OPTS_ERR_MAX >= POLICY_ERR_MAX, "room for a policy message");
-
-int rlctl_opt_name(const char *s, void *dest, char *err, size_t len)
-{
-	(void)len;
-	return policy_parse_name(s, dest, err);
-}
-
-static int opt_rate(const char *s, void *dest, char *err, size_t len)
-{
-	(void)len;
-	return policy_parse_rate(s, dest, err);
-}
 
 static int opt_overshoot(const char *s, void *dest, char *err, size_t len)
 {
@@ -40,15 +24,6 @@ static int opt_overshoot(const char *s, void *dest, char *err, size_t len)
 	}
 	return 0;
 }
-
-static const struct opt_value actions[] = {
-	{ "drop", POLICY_ACT_DROP }, { "rst", POLICY_ACT_RST }, { NULL, 0 },
-};
-
-static const struct opt_value fails[] = {
-	{ "static", POLICY_FAIL_STATIC }, { "allow", POLICY_FAIL_ALLOW },
-	{ "deny", POLICY_FAIL_DENY }, { NULL, 0 },
-};
 
 struct set_args {
 	char name[POLICY_NAME_MAX + 1];
@@ -72,14 +47,17 @@ static const struct opts_spec set_spec = {
 "  rlctl tenant set web --rate 100/s --burst 200 \\\n"
 "        --match 192.0.2.0/24,2001:db8::/32 --port 80,443 --action rst\n",
 	.opts = (const struct opt[]){
-		{ "NAME", 0, OPT_CUSTOM, OPT_POS, SET(name), .parse = rlctl_opt_name,
-		  .expect = "a tenant NAME",
-		  .help = "1-63 of A-Z a-z 0-9 _ . -, starting with a letter or digit" },
-		{ "rate", 'r', OPT_CUSTOM, SET(rate), .arg = "RATE", .parse = opt_rate,
-		  .help = "N/s, N/m or N/h, N from 1, at most 1e9/s (required to "
-			  "create)" },
+		{ "NAME", 0, OPT_CUSTOM, OPT_POS, SET(name),
+		  .parse = policy_opt_name, .expect = "a tenant NAME",
+		  .help = "1-63 of A-Z a-z 0-9 _ . -, starting with a letter "
+			  "or digit" },
+		{ "rate", 'r', OPT_CUSTOM, SET(rate), .arg = "RATE",
+		  .parse = policy_opt_rate,
+		  .help = "N/s, N/m or N/h, N from 1, at most 1e9/s "
+			  "(required to create)" },
 		{ "burst", 'b', OPT_U64, SET(burst), .arg = "N", .min = 1,
-		  .max = POLICY_BURST_MAX, .def_doc = "one second of the rate, at least 1",
+		  .max = POLICY_BURST_MAX,
+		  .def_doc = "one second of the rate, at least 1",
 		  .help = "bucket size" },
 		{ "match", 'm', OPT_LIST, SET(match), .arg = "PREFIX[,...]",
 		  .help = "source prefixes, comma-separated IPv4/IPv6 addresses or "
@@ -89,7 +67,7 @@ static const struct opts_spec set_spec = {
 			  "(the default on create) for every port" },
 		{ "ports", 0, OPT_LIST, OPT_HIDDEN, SET(ports), .arg = "PORT[,...]" },
 		{ "action", 'a', OPT_ENUM, SET(action), .arg = "ACTION",
-		  .values = actions,
+		  .values = policy_action_values,
 		  .help = "over the limit: drop refuses silently (the default on "
 			  "create), rst makes the client fail at once" },
 		{ "shadow", 0, OPT_FLAG, SET(shadow),
@@ -102,7 +80,8 @@ static const struct opts_spec set_spec = {
 			  "and not yet spent (the overshoot bound adds what static fail "
 			  "shares may owe); 'auto' (the default): the larger of the "
 			  "burst and half a second of the rate" },
-		{ "fail", 0, OPT_ENUM, SET(fail), .arg = "POLICY", .values = fails,
+		{ "fail", 0, OPT_ENUM, SET(fail), .arg = "POLICY",
+		  .values = policy_fail_values,
 		  .help = "fleet mode, when Redis or the agent fails and the leased "
 			  "tokens are spent: static is a local share, rate / live "
 			  "agents (the default on create); allow or deny admit or "
@@ -117,7 +96,7 @@ struct name_args {
 
 static const struct opt name_opts[] = {
 	{ "NAME", 0, OPT_CUSTOM, OPT_POS, OPT_AT(struct name_args, name),
-	  .parse = rlctl_opt_name, .expect = "a tenant NAME" },
+	  .parse = policy_opt_name, .expect = "a tenant NAME" },
 	{ .kind = OPT_END },
 };
 
