@@ -2,7 +2,6 @@
  * across weighted targets and reports how each ended; --serve mode accepts
  * and closes connections.  Used by the lab, the e2e tests, demo and bench. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -12,46 +11,14 @@
 #include <string.h>
 
 #include "loadgen.h"
+#include "opts.h"
 #include "parse.h"
 
 #define MAX_LISTEN 16
 #define MAX_INFLIGHT_LIMIT 1000000u
-#define DEFAULT_TIMEOUT_MS 500u
+#define DEFAULT_TIMEOUT_MS "500"
 
 static bool json_mode;
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"Usage: loadgen --rate N --duration SECONDS [OPTIONS] TARGET[@WEIGHT]...\n"
-"       loadgen --serve ADDR:PORT [--serve ADDR:PORT]... [--duration SECONDS]\n"
-"\n"
-"Opens new TCP connections at N per second (in total, split over the targets\n"
-"by weight) for SECONDS, closes each at once with a RST, and reports per\n"
-"target how many were attempted, connected, refused (answered with a RST),\n"
-"timed out and failed otherwise, with connect latency percentiles.\n"
-"\n"
-"  TARGET               A.B.C.D:PORT or [IPV6]:PORT; @WEIGHT an integer >= 1\n"
-"                       (default 1)\n"
-"  -r, --rate N         connections per second over all targets (> 0)\n"
-"  -d, --duration S     seconds to open connections for (> 0, decimals ok)\n"
-"  -t, --timeout MS     connect timeout (default %u; below the kernel's 1 s\n"
-"                       SYN retransmit, so a dropped SYN counts as timed out)\n"
-"  -m, --max-inflight N connections pending at once (default: enough for\n"
-"                       rate x timeout, plus 64); when reached, attempts wait\n"
-"  -b, --bind ADDR      source address for every connection\n"
-"  -j, --json           print only JSON on stdout\n"
-"  -s, --serve ADDR:PORT\n"
-"                       server mode: accept and close connections on ADDR:PORT\n"
-"                       until SIGINT/SIGTERM or --duration; prints\n"
-"                       'loadgen: listening on ADDR:PORT' on stderr when ready\n"
-"                       and the number accepted at exit\n"
-"      --backlog N      listen backlog in server mode (default 4096)\n"
-"  -h, --help           this help\n"
-"\n"
-"Exit status: 0 done, 1 failure, 2 bad arguments.\n",
-		DEFAULT_TIMEOUT_MS);
-}
 
 static void __attribute__((format(printf, 1, 2))) fail_usage(const char *fmt, ...)
 {
@@ -67,28 +34,89 @@ static void __attribute__((format(printf, 1, 2))) fail_usage(const char *fmt, ..
 	exit(2);
 }
 
-static double parse_positive(const char *name, const char *s, double max)
-{
-	char *end;
-	double v;
+/* Every --serve address, in order. */
+struct listen_list {
+	struct lg_addr addr[MAX_LISTEN];
+	size_t n;
+};
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v <= 0 || v > max)
-		fail_usage("invalid %s '%s': expected a number > 0 and <= %g", name, s, max);
-	return v;
+static int parse_listen(const char *s, void *dest, char *err, size_t len)
+{
+	struct listen_list *l = dest;
+
+	if (l->n == MAX_LISTEN) {
+		snprintf(err, len, "too many --serve addresses: at most %d",
+			 MAX_LISTEN);
+		return -EINVAL;
+	}
+	if (addr_parse(s, true, &l->addr[l->n])) {
+		snprintf(err, len, "invalid --serve address '%.64s': expected "
+			 "A.B.C.D:PORT or [IPV6]:PORT", s);
+		return -EINVAL;
+	}
+	l->n++;
+	return 0;
 }
 
-static unsigned long parse_uint(const char *name, const char *s,
-				unsigned long min, unsigned long max)
-{
-	uint64_t v;
+struct cli {
+	struct lg_client_opts client;
+	const char *bind;
+	struct listen_list listen;
+	int backlog;
+	bool json;
+};
 
-	if (parse_u64(s, min, max, &v) < 0)
-		fail_usage("invalid %s '%s': expected an integer from %lu to %lu",
-			   name, s, min, max);
-	return (unsigned long)v;
-}
+#define CLI(field)	OPT_AT(struct cli, field)
+
+static const struct opts_spec spec = {
+	.prog = "loadgen",
+	.synopsis =
+"loadgen --rate N --duration SECONDS [OPTIONS] TARGET[@WEIGHT]...\n"
+"       loadgen --serve ADDR:PORT [--serve ADDR:PORT]... [--duration SECONDS]",
+	.doc =
+"Opens new TCP connections at N per second (in total, split over the targets\n"
+"by weight) for SECONDS, closes each at once with a RST, and reports per\n"
+"target how many were attempted, connected, refused (answered with a RST),\n"
+"timed out and failed otherwise, with connect latency percentiles.\n",
+	.epilog = "Exit status: 0 done, 1 failure, 2 bad arguments.\n",
+	.opts = (const struct opt[]){
+		{ "TARGET", 0, OPT_STRING, OPT_POS | OPT_OPTIONAL | OPT_REST,
+		  .help = "A.B.C.D:PORT or [IPV6]:PORT; @WEIGHT an integer from 1 "
+			  "to 1000000 (default 1)" },
+		{ "rate", 'r', OPT_NUMBER, OPT_ABOVE, CLI(client.rate),
+		  .arg = "N", .lo = 0, .hi = 1e7,
+		  .expect = "connections per second",
+		  .help = "connections per second over all targets" },
+		{ "duration", 'd', OPT_NUMBER, OPT_ABOVE, CLI(client.duration_s),
+		  .arg = "S", .lo = 0, .hi = 86400 * 7, .expect = "seconds",
+		  .help = "seconds to open connections for, decimals ok" },
+		{ "timeout", 't', OPT_U64, CLI(client.timeout_ms), .arg = "MS",
+		  .min = 1, .max = 600000, .def = DEFAULT_TIMEOUT_MS,
+		  .expect = "milliseconds",
+		  .help = "connect timeout; below the kernel's 1 s SYN retransmit, "
+			  "so a dropped SYN counts as timed out" },
+		{ "max-inflight", 'm', OPT_U64, CLI(client.max_inflight),
+		  .arg = "N", .min = 1, .max = MAX_INFLIGHT_LIMIT,
+		  .def_doc = "enough for rate x timeout, plus 64",
+		  .help = "connections pending at once; when reached, attempts "
+			  "wait" },
+		{ "bind", 'b', OPT_STRING, CLI(bind), .arg = "ADDR",
+		  .help = "source address for every connection" },
+		{ "json", 'j', OPT_FLAG, CLI(json),
+		  .help = "print only JSON on stdout" },
+		{ "serve", 's', OPT_CUSTOM, CLI(listen), .arg = "ADDR:PORT",
+		  .parse = parse_listen,
+		  .help = "server mode: accept and close connections on ADDR:PORT "
+			  "until SIGINT/SIGTERM or --duration; prints 'loadgen: "
+			  "listening on ADDR:PORT' on stderr when ready and the "
+			  "number accepted at exit (may repeat)" },
+		{ "backlog", 0, OPT_U64, CLI(backlog), .arg = "N", .min = 1,
+		  .max = INT_MAX, .def = "4096",
+		  .help = "listen backlog in server mode" },
+		{ "help", 'h', OPT_HELP, .help = "this help" },
+		{ .kind = OPT_END },
+	},
+};
 
 static void parse_target(const char *arg, struct lg_target *t)
 {
@@ -102,13 +130,10 @@ static void parse_target(const char *arg, struct lg_target *t)
 	t->weight = 1;
 	at = strrchr(buf, '@');
 	if (at) {
-		char *end;
-		unsigned long w;
+		uint64_t w;
 
 		*at = '\0';
-		errno = 0;
-		w = strtoul(at + 1, &end, 10);
-		if (errno || end == at + 1 || *end || at[1] == '-' || w < 1 || w > 1000000)
+		if (parse_u64(at + 1, 1, 1000000, &w) < 0)
 			fail_usage("invalid weight in target '%s': expected an integer from 1 to 1000000",
 				   arg);
 		t->weight = (unsigned int)w;
@@ -166,26 +191,13 @@ static int run_serve(struct lg_addr *listen, size_t n, double duration, int back
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "rate", required_argument, NULL, 'r' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "max-inflight", required_argument, NULL, 'm' },
-		{ "bind", required_argument, NULL, 'b' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "serve", required_argument, NULL, 's' },
-		{ "backlog", required_argument, NULL, 'B' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct lg_client_opts o = { .timeout_ms = DEFAULT_TIMEOUT_MS };
-	struct lg_addr listen[MAX_LISTEN];
+	struct cli c = { .client = { 0 } };
+	struct lg_client_opts o;
 	struct lg_client_result res;
+	struct opts_result args;
 	struct lg_target *targets;
-	const char *bind_arg = NULL;
-	size_t n_listen = 0, n;
-	bool have_rate = false, have_duration = false;
-	int backlog = 4096, c, ret;
+	size_t n;
+	int ret;
 	char msg[512];
 
 	/* --json changes how errors are printed, so find it before parsing. */
@@ -193,88 +205,52 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j"))
 			json_mode = true;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":r:d:t:m:b:js:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			o.rate = parse_positive("rate", optarg, 1e7);
-			have_rate = true;
-			break;
-		case 'd':
-			o.duration_s = parse_positive("duration", optarg, 86400 * 7);
-			have_duration = true;
-			break;
-		case 't':
-			o.timeout_ms = (unsigned int)parse_uint("timeout", optarg, 1, 600000);
-			break;
-		case 'm':
-			o.max_inflight = (unsigned int)parse_uint("max-inflight", optarg, 1,
-								  MAX_INFLIGHT_LIMIT);
-			break;
-		case 'b':
-			bind_arg = optarg;
-			break;
-		case 'j':
-			json_mode = true;
-			break;
-		case 's':
-			if (n_listen == MAX_LISTEN)
-				fail_usage("too many --serve addresses: at most %d", MAX_LISTEN);
-			if (addr_parse(optarg, true, &listen[n_listen]))
-				fail_usage("invalid --serve address '%s': expected A.B.C.D:PORT or [IPV6]:PORT",
-					   optarg);
-			n_listen++;
-			break;
-		case 'B':
-			backlog = (int)parse_uint("backlog", optarg, 1, INT_MAX);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case ':':
-			fail_usage("option '%s' needs a value", argv[optind - 1]);
-			break;
-		default:
-			fail_usage("unknown option '%s'", argv[optind - 1]);
-		}
+	ret = opts_parse(&spec, argc, argv, &c, &args);
+	if (ret == OPTS_HELP) {
+		opts_usage(&spec, stdout);
+		return 0;
 	}
+	if (ret < 0)
+		fail_usage("%s", args.err);
+	o = c.client;
 
 	install_signals();
 
-	if (n_listen) {
-		if (have_rate || optind < argc || bind_arg)
+	if (c.listen.n) {
+		if (opts_given(&args, "rate") || args.n_rest || c.bind)
 			fail_usage("--serve takes no --rate, --bind or targets");
-		return run_serve(listen, n_listen, have_duration ? o.duration_s : 0, backlog);
+		return run_serve(c.listen.addr, c.listen.n, o.duration_s,
+				 c.backlog);
 	}
 
-	if (!have_rate)
+	if (!opts_given(&args, "rate"))
 		fail_usage("missing --rate N");
-	if (!have_duration)
+	if (!opts_given(&args, "duration"))
 		fail_usage("missing --duration SECONDS");
-	if (optind >= argc)
+	if (!args.n_rest)
 		fail_usage("missing TARGET: at least one A.B.C.D:PORT or [IPV6]:PORT");
 	if (llround(o.rate * o.duration_s) < 1)
 		fail_usage("rate %g x duration %g makes no connection at all", o.rate,
 			   o.duration_s);
 
-	n = (size_t)(argc - optind);
+	n = (size_t)args.n_rest;
 	targets = calloc(n, sizeof(*targets));
 	if (!targets) {
 		fail_run("couldn't allocate targets on 'loadgen': Cannot allocate memory");
 		return 1;
 	}
 	for (size_t i = 0; i < n; i++)
-		parse_target(argv[optind + i], &targets[i]);
+		parse_target(args.rest[i], &targets[i]);
 
-	if (bind_arg) {
-		if (addr_parse(bind_arg, false, &o.bind))
+	if (c.bind) {
+		if (addr_parse(c.bind, false, &o.bind))
 			fail_usage("invalid --bind address '%s': expected an IPv4 or IPv6 address",
-				   bind_arg);
+				   c.bind);
 		o.have_bind = true;
 		for (size_t i = 0; i < n; i++)
 			if (targets[i].addr.ss.ss_family != o.bind.ss.ss_family)
 				fail_usage("target '%s' and --bind '%s' are not the same address family",
-					   targets[i].addr.label, bind_arg);
+					   targets[i].addr.label, c.bind);
 	}
 
 	if (!o.max_inflight) {
