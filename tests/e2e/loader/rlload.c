@@ -5,7 +5,6 @@
  * rlagent is.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +19,7 @@
 
 #include "rlgate.h"
 #include "rlgate.skel.h"
-#include "policy.h"
+#include "policy_opts.h"
 #include "classify.h"
 
 static volatile sig_atomic_t stop;
@@ -31,14 +30,43 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: rlload --iface IF --match PREFIX[,PREFIX...] --rate RATE --burst N\n"
-		"              [--port PORT[,PORT...]] [--action drop|rst] [--shadow] [--skb]\n"
-		"Attaches xdp_rlgate to IF with one tenant, prints 'ready', waits for\n"
-		"SIGINT/SIGTERM and detaches.\n");
-}
+struct cli {
+	const char *iface;
+	struct policy_tenant t;
+	int action;
+	bool skb;
+};
+
+static const struct opts_spec spec = {
+	.prog = "rlload",
+	.doc = "Attaches xdp_rlgate to IF with one tenant, prints 'ready', waits "
+	       "for\nSIGINT/SIGTERM and detaches.\n",
+	.opts = (const struct opt[]){
+		{ "iface", 0, OPT_STRING, OPT_AT(struct cli, iface),
+		  .arg = "IF", .help = "the interface (required)" },
+		{ "match", 0, OPT_CUSTOM, OPT_AT(struct cli, t),
+		  .arg = "PREFIX[,...]", .parse = policy_opt_prefixes,
+		  .help = "the tenant's prefixes (required)" },
+		{ "rate", 0, OPT_CUSTOM, OPT_AT(struct cli, t.rate),
+		  .arg = "RATE", .parse = policy_opt_rate,
+		  .help = "N/s, N/m or N/h (required)" },
+		{ "burst", 0, OPT_U64, OPT_AT(struct cli, t.burst),
+		  .arg = "N", .min = 1, .max = POLICY_BURST_MAX,
+		  .def_doc = "one second of the rate", .help = "bucket size" },
+		{ "port", 0, OPT_CUSTOM, OPT_AT(struct cli, t),
+		  .arg = "PORT[,...]", .parse = policy_opt_ports,
+		  .help = "destination ports (default: any)" },
+		{ "action", 0, OPT_ENUM, OPT_AT(struct cli, action),
+		  .values = policy_action_values, .def = "drop",
+		  .help = "over the limit" },
+		{ "shadow", 0, OPT_FLAG, OPT_AT(struct cli, t.shadow),
+		  .help = "admit everything" },
+		{ "skb", 0, OPT_FLAG, OPT_AT(struct cli, skb),
+		  .help = "generic XDP" },
+		{ "help", 'h', OPT_HELP, .help = "this help" },
+		{ .kind = OPT_END },
+	},
+};
 
 /* Compiles the tenant's rules (each prefix, times each port) into the
  * classifier and publishes them. */
@@ -78,54 +106,35 @@ static int add_rules(struct rlgate_bpf *skel, const struct policy_tenant *t,
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "iface", required_argument, NULL, 'i' },
-		{ "match", required_argument, NULL, 'm' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "burst", required_argument, NULL, 'b' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "action", required_argument, NULL, 'a' },
-		{ "shadow", no_argument, NULL, 's' },
-		{ "skb", no_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
-	struct policy_tenant t = { .name = "test" };
-	char err[POLICY_ERR_MAX] = "";
-	const char *iface = NULL;
-	__u32 xdp_flags = XDP_FLAGS_DRV_MODE;
+	struct cli c = { .t = { .name = "test" } };
+	struct policy_tenant *t = &c.t;
+	struct opts_result res;
+	const char *iface;
+	__u32 xdp_flags;
 	struct rlgate_bpf *skel = NULL;
 	struct rl_tenant *tenants = MAP_FAILED;
 	size_t map_len = 0;
-	int ifindex = 0, opt, ret = 1;
-	bool have_rate = false, have_burst = false;
+	int ifindex = 0, ret = 1;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int e = 0;
-
-		switch (opt) {
-		case 'i': iface = optarg; break;
-		case 'm': e = policy_parse_prefixes(optarg, &t, err); break;
-		case 'r': e = policy_parse_rate(optarg, &t.rate, err); have_rate = true; break;
-		case 'b': e = policy_parse_burst(optarg, &t.burst, err); have_burst = true; break;
-		case 'p': e = policy_parse_ports(optarg, &t, err); break;
-		case 'a': e = policy_parse_action(optarg, &t.action, err); break;
-		case 's': t.shadow = true; break;
-		case 'S': xdp_flags = XDP_FLAGS_SKB_MODE; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-		if (e) {
-			fprintf(stderr, "Error: %s\n", err);
-			return 2;
-		}
+	ret = opts_parse(&spec, argc, argv, &c, &res);
+	if (ret == OPTS_HELP) {
+		opts_usage(&spec, stdout);
+		return 0;
 	}
-	if (!iface || !t.n_match || !have_rate) {
-		usage(stderr);
+	if (ret < 0) {
+		fprintf(stderr, "Error: %s\n", res.err);
 		return 2;
 	}
-	if (!have_burst)
-		t.burst = policy_default_burst(&t.rate);
+	if (!c.iface || !t->n_match || !opts_given(&res, "rate")) {
+		fprintf(stderr, "Error: rlload needs --iface, --match and --rate\n");
+		return 2;
+	}
+	ret = 1;
+	iface = c.iface;
+	t->action = (enum policy_action)c.action;
+	xdp_flags = c.skb ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+	if (!opts_given(&res, "burst"))
+		t->burst = policy_default_burst(&t->rate);
 	ifindex = if_nametoindex(iface);
 	if (!ifindex) {
 		fprintf(stderr, "Error: couldn't find interface '%s': %s\n", iface,
@@ -148,14 +157,14 @@ int main(int argc, char **argv)
 	}
 
 	/* Slot 1: configure before any rule points at it. */
-	tenants[1].action = t.action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
-	tenants[1].flags = t.shadow ? RL_F_SHADOW : 0;
-	tenants[1].interval_ns = policy_interval_ns(&t.rate);
-	tenants[1].burst = t.burst;
-	tenants[1].tolerance_ns = t.burst * tenants[1].interval_ns;
+	tenants[1].action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
+	tenants[1].flags = t->shadow ? RL_F_SHADOW : 0;
+	tenants[1].interval_ns = policy_interval_ns(&t->rate);
+	tenants[1].burst = t->burst;
+	tenants[1].tolerance_ns = t->burst * tenants[1].interval_ns;
 	tenants[1].tat = 0;
 	__atomic_store_n(&tenants[1].mode, RL_MODE_STANDALONE, __ATOMIC_RELEASE);
-	if (add_rules(skel, &t, 1))
+	if (add_rules(skel, t, 1))
 		goto cleanup;
 
 	if (bpf_xdp_attach(ifindex, bpf_program__fd(skel->progs.xdp_rlgate),
