@@ -25,12 +25,12 @@ static int opt_overshoot(const char *s, void *dest, char *err, size_t len)
 	return 0;
 }
 
+/* The options land on the tenant they change: on a blank one to check them,
+ * then on the agent's copy (or a new one), where only those given change
+ * it.  A new option of the tenant is one row. */
 struct set_args {
-	char name[POLICY_NAME_MAX + 1];
-	struct policy_rate rate;
-	uint64_t burst, overshoot;
-	char *match, *ports;
-	int action, fail;
+	struct policy_tenant t;
+	char *match, *ports;	/* every --match, --port: replace the lists */
 	bool shadow, enforce;
 };
 
@@ -47,15 +47,14 @@ static const struct opts_spec set_spec = {
 "  rlctl tenant set web --rate 100/s --burst 200 \\\n"
 "        --match 192.0.2.0/24,2001:db8::/32 --port 80,443 --action rst\n",
 	.opts = (const struct opt[]){
-		{ "NAME", 0, OPT_CUSTOM, OPT_POS, SET(name),
+		{ "NAME", 0, OPT_CUSTOM, OPT_POS, SET(t.name),
 		  .parse = policy_opt_name, .expect = "a tenant NAME",
-		  .help = "1-63 of A-Z a-z 0-9 _ . -, starting with a letter "
-			  "or digit" },
-		{ "rate", 'r', OPT_CUSTOM, SET(rate), .arg = "RATE",
+		  .help = "1-63 of A-Z a-z 0-9 _ . -, from a letter or digit" },
+		{ "rate", 'r', OPT_CUSTOM, SET(t.rate), .arg = "RATE",
 		  .parse = policy_opt_rate,
 		  .help = "N/s, N/m or N/h, N from 1, at most 1e9/s "
 			  "(required to create)" },
-		{ "burst", 'b', OPT_U64, SET(burst), .arg = "N", .min = 1,
+		{ "burst", 'b', OPT_U64, SET(t.burst), .arg = "N", .min = 1,
 		  .max = POLICY_BURST_MAX,
 		  .def_doc = "one second of the rate, at least 1",
 		  .help = "bucket size" },
@@ -66,7 +65,7 @@ static const struct opts_spec set_spec = {
 		  .help = "destination ports 1-65535, at most 16 (may repeat); 'any' "
 			  "(the default on create) for every port" },
 		{ "ports", 0, OPT_LIST, OPT_HIDDEN, SET(ports), .arg = "PORT[,...]" },
-		{ "action", 'a', OPT_ENUM, SET(action), .arg = "ACTION",
+		{ "action", 'a', OPT_ENUM, SET(t.action), .arg = "ACTION",
 		  .values = policy_action_values,
 		  .help = "over the limit: drop refuses silently (the default on "
 			  "create), rst makes the client fail at once" },
@@ -74,13 +73,13 @@ static const struct opts_spec set_spec = {
 		  .help = "count would-deny but admit everything" },
 		{ "enforce", 0, OPT_FLAG, SET(enforce),
 		  .help = "refuse over the limit (the default on create)" },
-		{ "overshoot", 0, OPT_CUSTOM, SET(overshoot), .arg = "N|auto",
+		{ "overshoot", 0, OPT_CUSTOM, SET(t.overshoot), .arg = "N|auto",
 		  .parse = opt_overshoot,
 		  .help = "fleet mode: tokens the hosts may hold between them, leased "
 			  "and not yet spent (the overshoot bound adds what static fail "
 			  "shares may owe); 'auto' (the default): the larger of the "
 			  "burst and half a second of the rate" },
-		{ "fail", 0, OPT_ENUM, SET(fail), .arg = "POLICY",
+		{ "fail", 0, OPT_ENUM, SET(t.fail), .arg = "POLICY",
 		  .values = policy_fail_values,
 		  .help = "fleet mode, when Redis or the agent fails and the leased "
 			  "tokens are spent: static is a local share, rate / live "
@@ -177,18 +176,16 @@ static void print_tenant(json_t *t)
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
 }
 
-/* Applies the options given (res) to t; t holds the current tenant, or
- * defaults.  The lists are checked here, against the tenant. */
-static int apply_set_args(const struct set_args *a,
-			  const struct opts_result *res, struct policy_tenant *t,
-			  char *err)
+/* What the table alone cannot do: a new rate brings its default burst
+ * unless --burst is given, the lists are parsed against the tenant, and
+ * --shadow or --enforce set one flag. */
+static int finish_set(struct set_args *a, const struct opts_result *res,
+		      char *err)
 {
-	if (opts_given(res, "rate")) {
-		t->rate = a->rate;
+	struct policy_tenant *t = &a->t;
+
+	if (opts_given(res, "rate") && !opts_given(res, "burst"))
 		t->burst = policy_default_burst(&t->rate);
-	}
-	if (opts_given(res, "burst"))
-		t->burst = a->burst;
 	if (a->match && policy_parse_prefixes(a->match, t, err) < 0)
 		return -1;
 	if (a->ports) {
@@ -197,24 +194,17 @@ static int apply_set_args(const struct set_args *a,
 		else if (policy_parse_ports(a->ports, t, err) < 0)
 			return -1;
 	}
-	if (opts_given(res, "action"))
-		t->action = (enum policy_action)a->action;
 	if (a->shadow || a->enforce)
 		t->shadow = a->shadow;
-	if (opts_given(res, "fail"))
-		t->fail = (enum policy_fail)a->fail;
-	if (opts_given(res, "overshoot"))
-		t->overshoot = a->overshoot;
 	return 0;
 }
 
 static int tenant_set(int argc, char **argv)
 {
-	struct set_args a = { .name = "" };
-	struct policy_tenant t, scratch;
+	struct set_args a = { .t = { .name = "" } };
 	struct opts_result res;
-	const char *name = a.name;
-	char err[POLICY_ERR_MAX];
+	char name[POLICY_NAME_MAX + 1], err[OPTS_ERR_MAX];
+	struct policy_tenant t;
 	json_t *reply = NULL, *req;
 	bool exists;
 	int ret;
@@ -223,15 +213,15 @@ static int tenant_set(int argc, char **argv)
 	if (ret != RLCTL_CONTINUE)
 		goto out;
 	ret = RLCTL_EXIT_USAGE;
+	memcpy(name, a.t.name, sizeof(name));
 	if (a.shadow && a.enforce) {
 		ret = rlctl_usage_error("tenant set", "--shadow and --enforce "
 					"exclude each other");
 		goto out;
 	}
-	/* Check every argument before talking to the agent: on a scratch
-	 * tenant, so that bad input is reported whether or not NAME exists. */
-	memset(&scratch, 0, sizeof(scratch));
-	if (apply_set_args(&a, &res, &scratch, err) < 0) {
+	/* Check every argument before talking to the agent, so that bad
+	 * input is reported whether or not NAME exists. */
+	if (finish_set(&a, &res, err) < 0) {
 		rlctl_error("%s", err);
 		goto out;
 	}
@@ -261,24 +251,31 @@ static int tenant_set(int argc, char **argv)
 			goto out;
 		}
 		memset(&t, 0, sizeof(t));
-		memcpy(t.name, a.name, sizeof(a.name));
 		t.action = POLICY_ACT_DROP;
 	}
 	json_decref(reply);
 	reply = NULL;
-	if (apply_set_args(&a, &res, &t, err) < 0 ||
-	    policy_validate(&t, err) < 0) {
+	/* the same command line again, onto the tenant it changes */
+	opts_free(&set_spec, &a);
+	memset(&a, 0, sizeof(a));
+	a.t = t;
+	if (opts_parse(&set_spec, argc, argv, &a, &res) < 0)
+		snprintf(err, sizeof(err), "%s", res.err);
+	else if (finish_set(&a, &res, err) == 0 &&
+		 policy_validate(&a.t, err) == 0)
+		err[0] = '\0';
+	if (err[0]) {
 		rlctl_error("%s", err);
 		ret = RLCTL_EXIT_USAGE;
 		goto out;
 	}
 	req = json_pack("{s:s, s:o}", "cmd", "tenant.set",
-			"tenant", policy_tenant_to_json(&t));
+			"tenant", policy_tenant_to_json(&a.t));
 	ret = rlctl_call(req, &reply);
 	if (ret != RLCTL_EXIT_OK)
 		goto out;
 	if (!json_is_object(json_object_get(reply, "tenant")))
-		json_object_set_new(reply, "tenant", policy_tenant_to_json(&t));
+		json_object_set_new(reply, "tenant", policy_tenant_to_json(&a.t));
 	if (rlctl.json) {
 		rlctl_print_json(json_incref(json_object_get(reply, "tenant")));
 	} else {
