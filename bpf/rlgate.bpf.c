@@ -1162,7 +1162,8 @@ __noinline int judge(struct syn_info *si)
 		/* Leased tokens first, even while degraded: a Redis blip
 		 * shorter than a lease changes nothing. */
 		ok = take_leased(t, key, st, now);
-		if (!ok && fleet_degraded(now))
+		if (!ok && ((READ_ONCE(t->flags) & RL_F_DEGRADED) ||
+			    fleet_degraded(now)))
 			ok = take_failed(t, st, now);
 	}
 

@@ -27,7 +27,10 @@
  *      state padding that was zero (0 slots with RL_F_CONNCAP clear: no
  *      cap), RL_F_CONNCAP, counters RL_CNT_CONN_FULL; new maps `conns`,
  *      `conn_stats` and `conn_ctl`, created empty on adoption (nothing
- *      to migrate: connections opened before are not counted)
+ *      to migrate: connections opened before are not counted).
+ *      RL_F_DEGRADED came later within 3, without a bump: it is clear in
+ *      every slot pinned before it, which is what it means there, and
+ *      only the agent of the same build sets it
  */
 #define RL_ABI_VERSION		3
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
@@ -68,6 +71,10 @@ enum rl_action {
 #define RL_F_SHADOW		(1U << 0)	/* count would-deny, admit anyway */
 #define RL_F_CONNCAP		(1U << 1)	/* connections in flight are capped
 						 * at conn_slots (see `conns`) */
+/* Leased: this tenant's own Redis is out of reach (its Redis Cluster shard
+ * failed) while the rest of the fleet's is not: its fail policy applies
+ * once its tokens are spent, as when the whole fleet is degraded. */
+#define RL_F_DEGRADED		(1U << 2)
 
 /* Leased tenants, once their tokens are spent while the fleet is degraded
  * (the agent's Redis breaker is open, or the agent's heartbeat is stale). */

@@ -113,6 +113,29 @@ static int scen_fail_tokens_first(const void *arg)
 	return 0;
 }
 
+/* The fleet is healthy but the tenant's own Redis shard is not
+ * (RL_F_DEGRADED): its leased tokens first, then its fail policy; the flag
+ * cleared, an empty bucket refuses again. */
+static int scen_fail_shard_degraded(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 2, RL_FAIL_ALLOW, 1, SEC_NS,
+		       now_ns(), STALE_NS, 0);
+	if (!t)
+		return -1;
+	t->flags |= RL_F_DEGRADED;
+	EXPECT_ADMITS(&in, 5, 1000, 5, "admitted=5 denied=0 degraded=3",
+		      "shard degraded, 2 tokens, fail allow");
+	t->flags &= ~RL_F_DEGRADED;
+	EXPECT_ADMITS(&in, 2, 2000, 0, "admitted=5 denied=2 degraded=3",
+		      "shard back, empty bucket");
+	inst_close(&in);
+	return 0;
+}
+
 /* Degraded, fail deny, action rst: refused with the RST|ACK the SYN's
  * description calls for. */
 static int scen_fail_deny_rst(const void *arg)
@@ -279,6 +302,9 @@ static const struct scenario scenarios[] = {
 	  &not_degraded },
 	{ "fail policy allow: degraded, empty bucket admits every SYN, each "
 	  "counted degraded", run_fail_row, &allow },
+	{ "fail policy: a tenant whose Redis shard is degraded (RL_F_DEGRADED) "
+	  "on a healthy fleet spends its tokens, then its fail policy decides; "
+	  "cleared, an empty bucket refuses", scen_fail_shard_degraded, NULL },
 	{ "fail policy deny with action rst: degraded, empty bucket answers "
 	  "RST|ACK", scen_fail_deny_rst, NULL },
 	{ "fail policy static: full share admits exactly fail_burst (GCRA on "

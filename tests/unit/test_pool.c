@@ -176,6 +176,15 @@ static void test_leased(void)
 	rl_pool_heartbeat(w, now, 2000 * MS, true);
 	CHECK(rl_pool_degraded(r, now) && takes(r, 5, 3, now) == 3,
 	      "degraded by the agent's word: the fail policy");
+	/* the tenant's own Redis shard out of reach, the fleet's fine */
+	rl_pool_heartbeat(w, now, 2000 * MS, false);
+	__atomic_fetch_or(&w->tenants[5].flags, RL_F_DEGRADED, __ATOMIC_RELAXED);
+	CHECK(!rl_pool_degraded(r, now) && takes(r, 5, 3, now) == 3,
+	      "a tenant whose shard is degraded: its fail policy");
+	rl_pool_tenant_set(w, 5, &t, false, true, 2, now);
+	CHECK(takes(r, 5, 3, now) == 3, "a new limit keeps the shard's word");
+	rl_pool_tenant_set(w, 5, &t, true, true, 2, now);
+	CHECK(takes(r, 5, 3, now) == 0, "a new tenant in the slot starts without it");
 	rl_pool_heartbeat(w, now, 0, false);
 	CHECK(!rl_pool_degraded(r, now + 3600 * RL_NSEC_PER_SEC),
 	      "no heartbeat expected: never stale");

@@ -894,6 +894,16 @@ void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 	__atomic_store_n(&k->agent->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
 }
 
+void kern_tenant_degraded(struct kern *k, uint32_t slot, bool on)
+{
+	__u32 *f = &k->tenants[slot].flags;
+
+	if (on)
+		__atomic_fetch_or(f, RL_F_DEGRADED, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(f, ~RL_F_DEGRADED, __ATOMIC_RELAXED);
+}
+
 uint64_t kern_fleet_agents(struct kern *k, uint64_t n)
 {
 	if (!k->agent)

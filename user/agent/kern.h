@@ -111,6 +111,10 @@ void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant 
 void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 		      bool degraded);
 
+/* Fleet mode on a Redis Cluster: the shard of the tenant in slot is out of
+ * reach (on) or back (off); see RL_F_DEGRADED. */
+void kern_tenant_degraded(struct kern *k, uint32_t slot, bool on);
+
 /* The fleet size kept in the kernel for the next agent: sets it to n, or
  * with n 0 only reads it.  Returns the value now stored. */
 uint64_t kern_fleet_agents(struct kern *k, uint64_t n);

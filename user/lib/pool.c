@@ -270,7 +270,8 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 	} else if (mode == RL_MODE_LEASED) {
 		/* leased tokens first, even while degraded, as the kernel */
 		ok = take_leased(t);
-		if (!ok && rl_pool_degraded(p, now)) {
+		if (!ok && ((__atomic_load_n(&t->flags, __ATOMIC_RELAXED) &
+			     RL_F_DEGRADED) || rl_pool_degraded(p, now))) {
 			count(&st->degraded);
 			ok = take_failed(t, now);
 		}

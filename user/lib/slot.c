@@ -67,7 +67,12 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		rt->lowwater_armed = 0;
 	}
 	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
-	rt->flags = t->shadow ? RL_F_SHADOW : 0;
+	/* Whether the tenant's Redis shard is out of reach is the broker's
+	 * to say, not the policy's: a new limit keeps it, a new tenant
+	 * starts without. */
+	__atomic_store_n(&rt->flags, (t->shadow ? RL_F_SHADOW : 0) |
+			 (fresh ? 0 : (__atomic_load_n(&rt->flags, __ATOMIC_RELAXED) &
+				       RL_F_DEGRADED)), __ATOMIC_RELAXED);
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
 	/* policy_validate keeps burst x interval within 64 bits */
