@@ -385,7 +385,7 @@ static void test_tryagain_clusterdown(void)
 	nodes[0].down = 100;
 	before = nodes[0].evals;
 	CHECK(eval("b") == 0 && !strncmp(res.err, "CLUSTERDOWN", 11) &&
-	      nodes[0].evals == before + 1 + CLUSTER_WAITS,
+	      nodes[0].evals == before + 1 + CLUSTER_DOWN_WAITS,
 	      "CLUSTERDOWN given up after %d calls: '%s'", nodes[0].evals - before,
 	      res.err);
 	nodes[0].down = 0;

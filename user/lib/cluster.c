@@ -252,7 +252,8 @@ struct cluster_step cluster_next(const struct cluster_redirect *r,
 	case CLUSTER_ERR_TRYAGAIN:
 	case CLUSTER_ERR_DOWN:
 		st.refresh = r->kind == CLUSTER_ERR_DOWN;
-		if (at->waits >= CLUSTER_WAITS) {
+		if (at->waits >= (r->kind == CLUSTER_ERR_DOWN ? CLUSTER_DOWN_WAITS :
+							      CLUSTER_WAITS)) {
 			st.action = CLUSTER_GIVE_UP;
 			break;
 		}

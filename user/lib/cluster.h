@@ -20,9 +20,12 @@
 /* Redirections one call follows before it fails (a map that keeps moving
  * is a cluster in trouble), and the waits for TRYAGAIN and CLUSTERDOWN:
  * CLUSTER_WAIT_MIN_MS doubling up to CLUSTER_WAIT_MAX_MS, CLUSTER_WAITS
- * times. */
+ * times for TRYAGAIN (a slot in migration: milliseconds), CLUSTER_DOWN_WAITS
+ * for CLUSTERDOWN (a master lost: a failover takes seconds, longer than a
+ * call should wait - the caller's breaker is the answer to that). */
 #define CLUSTER_REDIRECTS_MAX	5
 #define CLUSTER_WAITS		4
+#define CLUSTER_DOWN_WAITS	2
 #define CLUSTER_WAIT_MIN_MS	50
 #define CLUSTER_WAIT_MAX_MS	400
 
@@ -133,9 +136,10 @@ struct cluster_step {
  * The next step of a call whose reply was r (from cluster_parse_error),
  * updating *at.  MOVED: the map is stale - refresh it, and resend to the
  * named node.  ASK: ASKING and resend to the named node, once per call
- * (the slot's new owner answers it or redirects for good).  TRYAGAIN and
- * CLUSTERDOWN: wait and resend, CLUSTER_WAITS times; CLUSTERDOWN also
- * refreshes the map (a replica may have been promoted).  Past
+ * (the slot's new owner answers it or redirects for good).  TRYAGAIN: wait
+ * and resend, CLUSTER_WAITS times; CLUSTERDOWN: CLUSTER_DOWN_WAITS times
+ * (waits of either kind counted together), and refresh the map (a replica
+ * may have been promoted).  Past
  * CLUSTER_REDIRECTS_MAX redirections, a second ASK or the last wait: give
  * up.  Nothing a redirection answers has run, so resending never runs a
  * script twice.

@@ -72,6 +72,7 @@ struct cc {
 	int n_nodes;
 	int16_t owner[CLUSTER_SLOTS];	/* node index, or CLUSTER_NO_NODE */
 	bool have_map;
+	unsigned int covered;		/* slots a ready node serves */
 	bool refresh_wanted, refreshing;
 	uint64_t refresh_sent_ns;
 	unsigned int rr;		/* the next node asked for the map */
@@ -139,6 +140,17 @@ static struct cc_node *node_get(struct cc *cc, const char *host, uint16_t port)
 	return n;
 }
 
+/* Counts the slots a ready node serves again: the map, or a node's
+ * readiness, changed. */
+static void recount(struct cc *cc)
+{
+	unsigned int k = 0;
+
+	for (unsigned int s = 0; s < CLUSTER_SLOTS; s++)
+		k += cc->owner[s] != CLUSTER_NO_NODE && cc->node[cc->owner[s]]->ready;
+	cc->covered = k;
+}
+
 static bool serves(const struct cc *cc, int idx)
 {
 	for (unsigned int s = 0; s < CLUSTER_SLOTS; s++)
@@ -167,6 +179,7 @@ static void node_retry(struct cc_node *n)
 {
 	n->state = N_DOWN;
 	n->ready = false;
+	recount(n->cc);
 	n->ac = NULL;
 	n->ring_len = 0;
 	if (n->retry || !wanted(n))
@@ -192,6 +205,7 @@ static void node_close(struct cc_node *n)
 	n->retry = NULL;
 	n->state = N_DOWN;
 	n->ready = false;
+	recount(n->cc);
 	n->ring_len = 0;
 	n->ac = NULL;
 	if (ac) {
@@ -245,6 +259,7 @@ static void on_load(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	}
 	n->ready = true;
+	recount(cc);
 	n->backoff_ms = BACKOFF_MIN_MS;
 	if (n->warned)
 		log_info("Redis Cluster node '%s' ready", n->name);
@@ -293,6 +308,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 			n->loads++;
 	if (!cc->n_scripts) {
 		n->ready = true;
+		recount(cc);
 		if (cc->ops.node_up)
 			cc->ops.node_up(cc->arg, n->idx);
 	}
@@ -361,6 +377,7 @@ static void apply_map(struct cc *cc, const struct cluster_map *m)
 	memcpy(cc->owner, owner, sizeof(cc->owner));
 	free(owner);
 	cc->have_map = true;
+	recount(cc);
 	for (int i = 0; i < cc->n_nodes; i++) {
 		struct cc_node *n = cc->node[i];
 
@@ -615,6 +632,7 @@ static void on_call_reply(redisAsyncContext *ac, void *reply, void *priv)
 			/* The slot is there from now on; the map refresh
 			 * confirms it for the others. */
 			cc->owner[rd.slot] = (int16_t)to->idx;
+			recount(cc);
 			if (to->state == N_DOWN && !to->retry)
 				node_connect(to);
 		}
@@ -816,10 +834,12 @@ void cc_close(struct cc *cc)
 		loop_timer_cancel(c->wait);
 		finish(c, CLUSTER_NO_NODE, NULL);
 	}
-	for (int i = 0; i < cc->n_nodes; i++) {
+	/* Every node closed before any is freed: closing one counts the
+	 * others' slots. */
+	for (int i = 0; i < cc->n_nodes; i++)
 		node_close(cc->node[i]);
+	for (int i = 0; i < cc->n_nodes; i++)
 		free(cc->node[i]);
-	}
 	free(cc->user);
 	free(cc->password);
 	free(cc);
@@ -862,11 +882,7 @@ uint64_t cc_node_oldest_ns(const struct cc *cc, int n)
 
 unsigned int cc_covered(const struct cc *cc)
 {
-	unsigned int k = 0;
-
-	for (unsigned int s = 0; s < CLUSTER_SLOTS; s++)
-		k += cc->owner[s] != CLUSTER_NO_NODE && cc->node[cc->owner[s]]->ready;
-	return k;
+	return cc->covered;
 }
 
 int cc_pick_address(const struct cc *cc, unsigned int i, char *host,
