@@ -596,23 +596,16 @@ rss_kb() {
 }
 
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
-	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded i n
+	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
 
 	# 1/h: nothing refills during the test, so Redis's bucket changes only
 	# by leases and refunds.  Host 4's agent keeps idle tokens for 30 s
 	# (lease TTL) instead of returning them: what it holds when stopped
 	# can only go back through the shutdown refund.
-	fleet_agent_wipe 4
-	fleet_agent_start 4 --lease-ttl 30000
 	# Every host counting 4 agents: each starts the tenant on a credit
 	# of a quarter of the burst, and its first lease pays it back, which
 	# empties the bucket exactly.
-	for i in 1 2 3 4; do
-		for ((n = 0; n < 40; n++)); do
-			[[ $(rls "$i" --json status | jq .live_agents) == 4 ]] && break
-			sleep 0.1
-		done
-	done
+	fleet_agent_start_counted 4 --lease-ttl 30000
 	fleet_tenant_set 1 rf --rate 1/h --burst 100 --match "$(client_prefix c2)" --action rst
 	fleet_wait_tenant rf 2 4 >/dev/null
 	fleet_wait_stat 4 rf tokens 1 2

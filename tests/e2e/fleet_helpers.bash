@@ -120,6 +120,23 @@ fleet_agent_start() {
 	return $rc
 }
 
+# fleet_agent_start_counted I [rlagent options]: a new agent on sI (its
+# pins and state wiped first), and waits (4 s at most) until agents s1..sI
+# all count I live agents.
+fleet_agent_start_counted() {
+	local i=$1 h n
+
+	shift
+	fleet_agent_wipe "$i"
+	fleet_agent_start "$i" "$@"
+	for ((h = 1; h <= i; h++)); do
+		for ((n = 0; n < 40; n++)); do
+			[[ $(rls "$h" --json status | jq .live_agents) == "$i" ]] && break
+			sleep 0.1
+		done
+	done
+}
+
 # fleet_agent_stop I SIGNAL: sends SIGNAL to agent I and waits (5 s at most)
 # for it to exit.  When the agent is this shell's child its exit status is
 # left in FLEET_RC.

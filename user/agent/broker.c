@@ -40,6 +40,11 @@ int broker_parse_address(const char *s, char *host, size_t host_len, int *port,
 
 	host[0] = path[0] = '\0';
 	*port = 0;
+	if (strncmp(s, "cluster:", 8) == 0) {
+		char err[160];
+
+		return cc_parse_seeds(s + 8, err, sizeof(err)) ? -EINVAL : 0;
+	}
 	if (strncmp(s, "unix:", 5) == 0) {
 		if (s[5] != '/' || strlen(s + 5) >= path_len)
 			return -EINVAL;
@@ -174,13 +179,30 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	b->load_backoff_ms = BACKOFF_MIN_MS;
 	b->sub = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "policy",
 				.subscriber = true };
+	b->reg_agents = "rl:agents";
+	b->reg_ids = "rl:agent_ids";
+	b->reply_node = -1;
+	if (strncmp(o->redis, "cluster:", 8) == 0) {
+		/* The registry's two keys in one slot (docs/redis.md); the
+		 * tenants' shards say who is degraded, not the fleet. */
+		b->reg_agents = "rl:{registry}:agents";
+		b->reg_ids = "rl:{registry}:agent_ids";
+		b->hb_first = true;
+		err = broker_cluster_open(b);
+		if (err)
+			goto fail;
+		kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL,
+				 false);
+		broker_shards_update(b, loop_now_ns());
+	}
 	err = loop_timer_add(a->loop, CHECK_MS, CHECK_MS, broker_on_check, b, &b->check);
 	if (!err)
 		err = loop_timer_add(a->loop, HEARTBEAT_MS, HEARTBEAT_MS,
 				     broker_on_heartbeat_timer, b, &b->heartbeat);
 	if (err)
 		goto fail;
-	broker_conn_start(&b->cmd);
+	if (!b->cc)
+		broker_conn_start(&b->cmd);
 	broker_conn_start(&b->sub);
 	log_info("fleet mode: agent '%s' (instance %s), Redis on '%s', lease TTL "
 		 "%llu ms", b->agent_id, b->nonce, b->address,
@@ -190,6 +212,8 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 fail:
 	if (b->check)
 		loop_timer_cancel(b->check);
+	cc_close(b->cc);
+	free(b->shards);
 	free(b->password);
 	free(b->slots);
 	free(b);
@@ -235,6 +259,9 @@ void broker_close(struct broker *b)
 	b->pending = 0;
 	conn_close(&b->sub);
 	conn_close(&b->cmd);
+	/* Calls in flight get no reply: their callbacks still see b. */
+	cc_close(b->cc);
+	free(b->shards);
 	free(b->want);
 	free(b->waiting);
 	free(b->password);
@@ -317,7 +344,7 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 	/* From here on the kernel runs on the fail policies: the tokens go
 	 * back to Redis, and the next agent may take a while. */
 	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
-	if (b->cmd.state != C_UP || !b->scripts_ok) {
+	if (!b->cc && (b->cmd.state != C_UP || !b->scripts_ok)) {
 		log_warn("Redis on '%s' is out of reach: leased tokens are not "
 			 "refunded (they return when their bucket refills)", b->address);
 		b->done = NULL;
@@ -335,7 +362,7 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 			b->pending++;
 	}
 	{
-		const char *args[] = { "rl:agents", "rl:agent_ids", b->agent_id,
+		const char *args[] = { b->reg_agents, b->reg_ids, b->agent_id,
 				       b->nonce };
 		struct call *c = calloc(1, sizeof(*c));
 
@@ -382,6 +409,35 @@ void broker_stats(const struct broker *b, struct broker_stats *out)
 	out->degraded_since = b->circ.open ? b->degraded_since : 0;
 	out->reason = b->circ.open ? b->reason : "";
 	out->transitions = b->circ.transitions;
+	if (b->cc) {
+		/* The cluster is healthy when every slot's master is; degraded
+		 * since the earliest of the masters that are not. */
+		unsigned int covered = cc_covered(b->cc);
+
+		out->state = covered == CLUSTER_SLOTS ? "connected" :
+			     covered ? "partial" : "down";
+		out->healthy = covered == CLUSTER_SLOTS;
+		out->degraded_since = 0;
+		out->reason = "";
+		out->transitions = 0;
+		for (int n = 0; n < cc_nodes(b->cc) && n < CLUSTER_NODES_MAX; n++) {
+			const struct shard *sh = &b->shards[n];
+
+			out->transitions += sh->circ.transitions;
+			if (!cc_node_serves(b->cc, n) || !sh->circ.open)
+				continue;
+			out->healthy = false;
+			if (!out->degraded_since || sh->degraded_since < out->degraded_since) {
+				out->degraded_since = sh->degraded_since;
+				out->reason = sh->reason;
+			}
+		}
+		if (!out->healthy && !out->reason[0])
+			out->reason = covered ? "some slots have no master ready" :
+					        "no Redis Cluster node ready yet";
+		if (!out->healthy && !out->degraded_since)
+			out->degraded_since = b->degraded_since;
+	}
 	out->timeouts = b->redis_timeouts;
 	out->live_agents = b->live_agents;
 	out->agent_id = b->agent_id;

@@ -93,7 +93,7 @@ static void on_heartbeat(redisAsyncContext *ac, void *reply, void *priv)
 void broker_heartbeat(struct broker *b)
 {
 	char ttl[24];
-	const char *args[] = { "rl:agents", "rl:agent_ids", b->agent_id, ttl,
+	const char *args[] = { b->reg_agents, b->reg_ids, b->agent_id, ttl,
 			       b->nonce, b->hb_first ? "1" : "0" };
 	struct call *c = calloc(1, sizeof(*c));
 
@@ -113,6 +113,8 @@ void broker_on_heartbeat_timer(struct loop_timer *t, void *arg)
 
 	(void)t;
 	broker_heartbeat(b);
+	if (b->cc)
+		broker_cluster_probe(b);
 	/* The fleet's changes that wait for a conflict to go: read again. */
 	if (b->n_waiting && !b->want_timer)
 		want_policy(b, b->waiting[0]);
@@ -126,12 +128,38 @@ void broker_on_heartbeat_timer(struct loop_timer *t, void *arg)
 
 /* --- policy store -------------------------------------------------------------- */
 
+/* The index's answers: nothing to do but count a failure. */
+static void on_index(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct broker *b = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		b->redis_errors++;
+		log_warn("couldn't update rl:tenants: %.200s", r->str);
+	}
+}
+
+/* Names a tenant in rl:tenants (add) or not.  On a Redis Cluster only:
+ * a single Redis's policy_set does it in the same script. */
+static void index_tenant(struct broker *b, const char *name, bool add)
+{
+	const char *argv[] = { add ? "SADD" : "SREM", "rl:tenants", name };
+
+	broker_command(b, "rl:tenants", 3, argv, on_index, b);
+}
+
 static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
 	redisReply *r = reply;
 
 	(void)ac;
+	/* A deletion stored: the index, in another slot, is told after. */
+	if (c->b->cc && c->tomb && broker_int_array(r, 2) &&
+	    r->element[0]->integer == 1)
+		index_tenant(c->b, c->name, false);
 	if (!broker_int_array(r, 2)) {
 		/* Not stored (say, -BUSY): the fleet would never hear of
 		 * this change; the next sync offers it again. */
@@ -176,10 +204,22 @@ static void policy_publish(struct broker *b, const char *name, uint64_t version,
 		return;
 	}
 	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->tomb = !t;
 	snprintf(key, sizeof(key), "rl:{t:%s}:policy", name);
 	snprintf(ver, sizeof(ver), "%llu", (unsigned long long)version);
-	if (broker_eval(b, S_POLICY_SET, 2, args, 6, on_policy_set, c))
+	if (b->cc) {
+		/* rl:tenants is in another slot: the index is told of a
+		 * policy before it is stored, and of a deletion after
+		 * (docs/redis.md). */
+		const char *one[] = { key, name, ver, args[4], ttl };
+
+		if (t)
+			index_tenant(b, name, true);
+		if (broker_eval(b, S_POLICY_SET, 1, one, 5, on_policy_set, c))
+			free(c);
+	} else if (broker_eval(b, S_POLICY_SET, 2, args, 6, on_policy_set, c)) {
 		free(c);
+	}
 	free(json);
 }
 
@@ -442,8 +482,11 @@ void broker_policy_sync(struct broker *b)
 			       b->a->tenants[i].version, &b->a->tenants[i]);
 	for (size_t i = 0; i < b->a->n_tombs; i++)
 		policy_publish(b, b->a->tombs[i].name, b->a->tombs[i].version, NULL);
-	if (redisAsyncCommand(b->cmd.ac, on_members, b, "SMEMBERS rl:tenants") == REDIS_OK)
-		b->redis_calls++;
+	{
+		const char *argv[] = { "SMEMBERS", "rl:tenants" };
+
+		broker_command(b, "rl:tenants", 2, argv, on_members, b);
+	}
 }
 
 void broker_on_message(redisAsyncContext *ac, void *reply, void *priv)
@@ -460,7 +503,7 @@ void broker_on_message(redisAsyncContext *ac, void *reply, void *priv)
 		/* the subscribe confirmation: catch up on what we missed */
 		if (strcmp(r->element[0]->str, "subscribe") == 0) {
 			b->sub.backoff_ms = BACKOFF_MIN_MS;
-			if (b->cmd.state == C_UP && b->scripts_ok)
+			if (broker_store_ready(b))
 				broker_policy_sync(b);
 		}
 		return;

@@ -17,6 +17,7 @@
 #include "agent.h"
 #include "broker.h"
 #include "circuit.h"
+#include "cluster_client.h"
 #include "loop.h"
 
 #define CHECK_MS		50	/* lease check period */
@@ -74,13 +75,36 @@ struct slot {
 	uint64_t sized_ns;		/* when the sizes above were set */
 	bool scarce;			/* the last reply left less than a chunk */
 	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
+	/* Redis Cluster: the tenant's shard is out of reach (the kernel's
+	 * RL_F_DEGRADED), since when, and past the lease TTL (an outage) */
+	bool shard_down, shard_expired;
+	uint64_t shard_down_ns;
 	struct broker *b;
 	uint32_t idx;
 	struct broker_tenant_stats st;
 };
 
+/* Redis Cluster: the breaker of one master (a cc node), as the breaker of
+ * a single Redis is for the whole fleet. */
+struct shard {
+	struct circuit circ;
+	uint64_t open_since_ns;
+	time_t degraded_since;
+	char reason[160];
+	bool probing;			/* a probe is in flight */
+};
+
 struct broker {
 	struct agent *a;
+	/* Redis Cluster mode (--redis cluster:SEEDS): the client, one
+	 * breaker per node, and the node whose reply is being handled
+	 * (-1 outside of one).  NULL for a single Redis. */
+	struct cc *cc;
+	struct shard *shards;		/* CLUSTER_NODES_MAX */
+	int reply_node;
+	unsigned int sub_pick;		/* the node the subscriber tries next */
+	const char *reg_agents, *reg_ids;	/* the registry's keys */
+	const char *script_src[S_COUNT];
 	struct broker_opts o;
 	char host[256], path[256];
 	int port;
@@ -147,6 +171,7 @@ struct call {
 	redisCallbackFn *fn;	/* the script's own callback */
 	char name[POLICY_NAME_MAX + 1];
 	struct read_batch *batch;	/* policy_get: the batch, and which one */
+	bool tomb;			/* policy_set: a deletion */
 	size_t idx;
 };
 
@@ -160,6 +185,14 @@ extern const double broker_lease_bounds[BROKER_LEASE_BUCKETS];
 /* broker_redis.c */
 void broker_conn_start(struct conn *c);
 bool broker_leasing(const struct broker *b);
+bool broker_slot_leasing(const struct broker *b, const struct slot *s);
+bool broker_slot_reachable(const struct broker *b, const struct slot *s);
+bool broker_store_ready(const struct broker *b);
+int broker_command(struct broker *b, const char *key, int argc, const char **argv,
+		   redisCallbackFn *fn, void *priv);
+int broker_cluster_open(struct broker *b);
+void broker_cluster_check(struct broker *b, uint64_t now);
+void broker_cluster_probe(struct broker *b);
 void breaker_success(struct broker *b);
 void breaker_check_timeouts(struct broker *b, uint64_t now);
 void broker_call_failed(struct broker *b, enum script_id s, const redisReply *r);
@@ -178,6 +211,7 @@ void broker_slot_unwait(struct slot *s);
 int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max);
 void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv);
 void broker_on_check(struct loop_timer *tm, void *arg);
+void broker_shards_update(struct broker *b, uint64_t now);
 
 /* broker_fleet.c */
 void broker_heartbeat(struct broker *b);

@@ -267,6 +267,10 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	uint64_t held, n, topup;
 	struct call *c;
 
+	/* On a Redis Cluster the callers know the fleet can lease, not that
+	 * this tenant's shard can. */
+	if (!broker_slot_leasing(b, s))
+		return;
 	if (s->inflight) {
 		/* A reply that never comes (a hung Redis) must not stop this
 		 * tenant's leasing for good. */
@@ -358,7 +362,7 @@ int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 	uint64_t taken, give;
 	struct call *c;
 
-	if (b->cmd.state != C_UP || !b->scripts_ok || (b->circ.open && !b->done))
+	if (!broker_slot_reachable(b, s) || (!b->done && !broker_slot_leasing(b, s)))
 		return -ENOTCONN;
 	taken = kern_tokens_take(&b->a->kern, t->slot, max);
 	if (!taken)
@@ -428,7 +432,8 @@ static void count_static_debt(struct broker *b, const struct policy_tenant *p,
 	add = (uint64_t)(n - s->fail_seen);
 	s->fail_seen = n;
 	max = lease_static_debt_max(p, broker_agents_of(b), b->o.lease_ttl_ms);
-	if (b->tokens_expired || p->fail != POLICY_FAIL_STATIC || s->static_debt >= max)
+	if ((b->cc ? s->shard_expired : b->tokens_expired) ||
+	    p->fail != POLICY_FAIL_STATIC || s->static_debt >= max)
 		return;
 	if (add > max - s->static_debt)
 		add = max - s->static_debt;
@@ -504,21 +509,25 @@ void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tena
  * leases is stale budget and is dropped (paying the debt as far as it
  * goes); the fail policy alone decides from now on, and what the static
  * share admitted so far is not paid back. */
+static uint64_t expire_tenant(struct broker *b, const struct agent_tenant *t,
+			      struct slot *s)
+{
+	uint64_t n = kern_tokens_take(&b->a->kern, t->slot, 0);
+
+	count_static_debt(b, &t->pol, s);
+	pay_debt(s, n);
+	s->debt -= s->static_debt;
+	s->static_debt = 0;
+	return n;
+}
+
 static void expire_leases(struct broker *b)
 {
 	uint64_t dropped = 0;
 
-	for (size_t i = 0; i < b->a->n_tenants; i++) {
-		const struct agent_tenant *t = &b->a->tenants[i];
-		struct slot *s = slot_of(b, t);
-		uint64_t n = kern_tokens_take(&b->a->kern, t->slot, 0);
-
-		count_static_debt(b, &t->pol, s);
-		pay_debt(s, n);
-		s->debt -= s->static_debt;
-		s->static_debt = 0;
-		dropped += n;
-	}
+	for (size_t i = 0; i < b->a->n_tenants; i++)
+		dropped += expire_tenant(b, &b->a->tenants[i],
+					 slot_of(b, &b->a->tenants[i]));
 	b->tokens_expired = true;
 	if (dropped)
 		log_info("degraded past the lease TTL: %llu leased token(s) "
@@ -574,6 +583,51 @@ void broker_lease_all(struct broker *b, uint64_t now)
 	}
 }
 
+/*
+ * Redis Cluster: each tenant is degraded while its own shard is (its node's
+ * breaker open, or no node ready for its slot), with the single Redis's
+ * rules applied per tenant: the fail policy's admissions counted from the
+ * moment it is, the kernel told (RL_F_DEGRADED) after that, debt owed for a
+ * spell shorter than the lease TTL and leases dropped after it; and the
+ * count brought up to date before the kernel is told it is over.  Tenants
+ * on healthy shards are not touched.
+ */
+void broker_shards_update(struct broker *b, uint64_t now)
+{
+	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL, dropped = 0;
+
+	if (!b->cc)
+		return;
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+		struct slot *s = slot_of(b, t);
+		bool down = !broker_slot_leasing(b, s) && !b->done;
+
+		if (down && !s->shard_down) {
+			debt_baseline(b, s);
+			s->shard_down = true;
+			s->shard_expired = false;
+			s->shard_down_ns = now;
+		} else if (!down && s->shard_down) {
+			count_static_debt(b, &t->pol, s);
+			s->shard_down = false;
+			s->shard_expired = false;
+		} else if (down) {
+			count_static_debt(b, &t->pol, s);
+			if (!s->shard_expired && loop_now_ns() - s->shard_down_ns > ttl_ns) {
+				dropped += expire_tenant(b, t, s);
+				s->shard_expired = true;
+			}
+		}
+		/* Every time: a slot reconfigured for a new tenant starts
+		 * without the flag. */
+		kern_tenant_degraded(&b->a->kern, t->slot, s->shard_down);
+	}
+	if (dropped)
+		log_info("shard degraded past the lease TTL: %llu leased token(s) "
+			 "expired", (unsigned long long)dropped);
+}
+
 /* Every CHECK_MS: the heartbeat to the kernel, the breaker's timeouts, the
  * static share's debt while degraded, the outage rule, then leasing. */
 void broker_on_check(struct loop_timer *tm, void *arg)
@@ -582,6 +636,17 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 	uint64_t now = loop_now_ns(), ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
 
 	(void)tm;
+	if (b->cc) {
+		/* The fleet as a whole is degraded only while shutting down;
+		 * each tenant's shard says the rest. */
+		kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
+				 b->done);
+		broker_cluster_check(b, now);
+		broker_shards_update(b, now);
+		if (broker_leasing(b))
+			broker_lease_all(b, now);
+		return;
+	}
 	/* The kernel's view of this agent: alive, and whether Redis is. */
 	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
 			 b->circ.open || b->done);

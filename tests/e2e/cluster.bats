@@ -1,0 +1,237 @@
+#!/usr/bin/env bats
+# Fleet mode on a Redis Cluster, end to end: three hosts each with its own
+# rlagent (--redis cluster:SEEDS), a cluster of three masters with a replica
+# each on the Redis host, tenants whose slots live on different masters.
+# Limits hold per tenant across the shards; a master killed is an outage
+# for its tenants only, and leasing resumes once its replica is promoted.
+# shellcheck disable=SC2046 # fleet_targets' output is meant to split into targets
+
+load helpers
+load agent_helpers
+load fleet_helpers
+load cluster_helpers
+
+FLEET_PORTS=(8080 8081)
+
+setup_file() { cluster_setup_file; }
+teardown_file() { cluster_teardown_file; }
+setup() { fleet_setup; }
+teardown() { fleet_teardown cluster_restore; }
+
+RATE=150
+BURST=20
+DUR=8
+C1=192.0.2.64/28	# client c1's prefix (docs/lab.md)
+
+# Tenants "acme" (slot 9557) and "beta" (slot 13638) are on the second and
+# third master of a fresh cluster; a test that kills one checks where they
+# are first.
+
+# A node a test killed is started again (it rejoins as a replica), and the
+# cluster is whole before the next test.
+cluster_restore() {
+	local p
+
+	for p in "${CLUSTER_PORTS[@]}"; do
+		proc_running "$(cluster_node_pid "$p")" || cluster_node_start "$p" || return 1
+	done
+	cluster_wait_ok 20 "${CLUSTER_PORTS[@]}" && fleet_wait_steady 20
+}
+
+settle() {
+	local t
+
+	for t in "$@"; do
+		fleet_wait_tenant "$t" 2 >/dev/null
+	done
+	sleep 1.5
+}
+
+# snap TENANT: admitted, denied and degraded of TENANT per host (ch_snap's
+# shape: {"1": {...}, ...}).
+snap() {
+	local i st out='{}'
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		st=$(rls "$i" --json stats "$1") || return 1
+		out=$(jq -c --arg i "$i" --argjson st "$st" \
+			'. + {($i): ($st[0] | {admitted, denied, degraded})}' <<<"$out")
+	done
+	echo "$out"
+}
+
+# delta A B FIELD: FIELD's growth from snapshot A to B, summed over hosts.
+delta() {
+	jq -rn --argjson a "$1" --argjson b "$2" --arg f "$3" \
+		'[$b | keys[] as $h | $b[$h][$f] - $a[$h][$f]] | add'
+}
+
+@test "every agent learns the cluster from its seeds: healthy, Redis connected, 3 live agents in the registry's slot on one master" {
+	local i j m
+
+	for i in 1 2 3; do
+		j=$(rls "$i" --json status)
+		echo "s$i: $(jq -c . <<<"$j")"
+		expect_eq "s$i broker" "$(json_get .broker "$j")" healthy
+		expect_eq "s$i redis.state" "$(json_get .redis.state "$j")" connected
+		expect_eq "s$i redis.address" "$(json_get .redis.address "$j")" "$REDIS_ADDR"
+		expect_eq "s$i live_agents" "$(json_get .live_agents "$j")" 3
+	done
+	m=$(cluster_master_of "rl:{registry}:agents")
+	expect_eq "agents in rl:{registry}:agents on its master ($m)" \
+		"$(ccli "$m" ZCARD 'rl:{registry}:agents')" 3
+}
+
+@test "two tenants on two masters, 1.5x over their limits from three hosts: each admits its limit, and each bucket lives on its own slot's master" {
+	local lim bound_a bound_b a b ma mb
+
+	ma=$(cluster_master_of t:acme)
+	mb=$(cluster_master_of t:beta)
+	[[ $ma != "$mb" ]] || { echo "acme and beta on one master ($ma)" >&2; return 1; }
+	fleet_tenant_set 1 acme --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+		--action rst
+	fleet_tenant_set 2 beta --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8081 \
+		--action rst
+	settle acme beta
+	run_loadgen_json c1 --rate 450 --duration "$DUR" $(fleet_targets 8080 1 1 1) \
+		$(fleet_targets 8081 1 1 1)
+	lim=$(calc "$RATE * $DUR + $BURST")
+	bound_a=$(fleet_stat 1 acme overshoot_bound)
+	bound_b=$(fleet_stat 1 beta overshoot_bound)
+	b=$(json_get '[.targets[] | select(.target | endswith(":8081")) | .connected] | add')
+	a=$(json_get '[.targets[] | select(.target | endswith(":8080")) | .connected] | add')
+	echo "acme (master $ma) admitted $a, beta (master $mb) $b, of $lim each; bounds $bound_a $bound_b"
+	expect_between "acme admitted" "$a" "$(calc "0.95 * $lim")" "$(calc "$lim + $bound_a")"
+	expect_between "beta admitted" "$b" "$(calc "0.95 * $lim")" "$(calc "$lim + $bound_b")"
+	expect_eq "acme's bucket on master $ma" "$(ccli "$ma" EXISTS 'rl:{t:acme}:bucket')" 1
+	expect_eq "beta's bucket on master $mb" "$(ccli "$mb" EXISTS 'rl:{t:beta}:bucket')" 1
+	expect_eq "acme's policy on master $ma" "$(ccli "$ma" HGET 'rl:{t:acme}:policy' version | grep -c .)" 1
+}
+
+@test "a master killed under load: only its tenant meets its fail policy, the other keeps leasing; its replica promoted, leasing resumes within seconds" {
+	local out=$BATS_TEST_TMPDIR/load.json mb ma t0 i s0 s1 s2 a0 a1 a2 h
+
+	ma=$(cluster_master_of t:acme)
+	mb=$(cluster_master_of t:beta)
+	[[ $ma != "$mb" ]] || { echo "acme and beta on one master ($ma)" >&2; return 1; }
+	fleet_tenant_set 1 acme --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+		--action rst --fail deny
+	fleet_tenant_set 2 beta --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8081 \
+		--action rst --fail allow
+	settle acme beta
+	# below both limits: whatever is refused is refused by a fail policy
+	fleet_loadgen_bg c1 "$out" --rate 180 --duration 20 $(fleet_targets 8080 1 1 1) \
+		$(fleet_targets 8081 1 1 1)
+	sleep 2
+	a0=$(snap acme) s0=$(snap beta)
+	t0=$(now_ms)
+	proc_stop "$(cluster_node_pid "$mb")" KILL
+	# every agent sees beta's shard go, acme's stay
+	for ((i = 0; i < 40; i++)); do
+		h=0
+		for n in 1 2 3; do
+			[[ $(rls "$n" --json status | jq -r .broker) == degraded ]] && h=$((h + 1))
+		done
+		((h == 3)) && break
+		sleep 0.05
+	done
+	expect_eq "agents degraded within 2 s of the kill" "$h" 3
+	# the replica is promoted (cluster-node-timeout 1 s) and every agent
+	# follows it
+	fleet_wait_steady 15
+	echo "healthy again $(($(now_ms) - t0)) ms after the kill"
+	expect_between "ms from the kill to every agent healthy" $(($(now_ms) - t0)) 0 15000
+	a1=$(snap acme) s1=$(snap beta)
+	expect_eq "acme SYNs decided by its fail policy while beta's master was gone" \
+		"$(delta "$a0" "$a1" degraded)" 0
+	expect_eq "acme refused while beta's master was gone" "$(delta "$a0" "$a1" denied)" 0
+	[[ $(delta "$s0" "$s1" degraded) -gt 0 ]] ||
+		{ echo "beta: no SYN met its fail policy during the outage" >&2; return 1; }
+	expect_eq "beta refused (fail allow)" "$(delta "$s0" "$s1" denied)" 0
+	# leasing again: beta's fail policy decides nothing more
+	sleep 1
+	s1=$(snap beta) a1=$(snap acme)
+	sleep 3
+	s2=$(snap beta) a2=$(snap acme)
+	expect_eq "beta SYNs decided by its fail policy after the promotion" \
+		"$(delta "$s1" "$s2" degraded)" 0
+	[[ $(delta "$s1" "$s2" admitted) -gt 100 ]] ||
+		{ echo "beta admitted $(delta "$s1" "$s2" admitted) in 3 s after the promotion" >&2; return 1; }
+	[[ $(delta "$a1" "$a2" admitted) -gt 100 ]] ||
+		{ echo "acme admitted $(delta "$a1" "$a2" admitted) in 3 s" >&2; return 1; }
+	[[ $(cluster_master_of t:beta "$ma") != "$mb" ]] ||
+		{ echo "beta still on $mb after the failover" >&2; return 1; }
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
+}
+
+@test "a tenant's slot moved to another master under 1.5x load (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE): the agents follow ASK then MOVED, and the limit holds" {
+	local out=$BATS_TEST_TMPDIR/load.json src dst slot sid did p lim bound a asks k
+
+	fleet_tenant_set 1 acme --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
+		--action rst
+	settle acme
+	src=$(cluster_master_of t:acme)
+	for p in "${CLUSTER_PORTS[@]}"; do
+		[[ $p != "$src" && $(ccli "$p" ROLE | head -1) == master ]] && dst=$p && break
+	done
+	slot=$(ccli "$src" CLUSTER KEYSLOT t:acme)
+	sid=$(ccli "$src" CLUSTER MYID)
+	did=$(ccli "$dst" CLUSTER MYID)
+	asks=$(ccli "$dst" INFO commandstats | grep -o 'cmdstat_asking:calls=[0-9]*' | cut -d= -f2)
+	fleet_loadgen_bg c1 "$out" --rate 225 --duration "$DUR" $(fleet_targets 8080 1 1 1)
+	sleep 1.5
+	[[ $(ccli "$dst" CLUSTER SETSLOT "$slot" IMPORTING "$sid") == OK ]]
+	[[ $(ccli "$src" CLUSTER SETSLOT "$slot" MIGRATING "$did") == OK ]]
+	sleep 1
+	# the bucket first: leases for it are asked of the source, which
+	# answers ASK, while the policy is still read there
+	[[ $(ccli "$src" MIGRATE "$CLUSTER_IP" "$dst" "" 0 5000 KEYS 'rl:{t:acme}:bucket') == OK ]]
+	sleep 2
+	for k in $(ccli "$src" CLUSTER GETKEYSINSLOT "$slot" 100); do
+		[[ $(ccli "$src" MIGRATE "$CLUSTER_IP" "$dst" "" 0 5000 KEYS "$k") == OK ]]
+	done
+	for p in "$dst" "$src" "${CLUSTER_PORTS[@]}"; do
+		[[ $(ccli "$p" ROLE | head -1) == master ]] || continue
+		[[ $(ccli "$p" CLUSTER SETSLOT "$slot" NODE "$did") == OK ]]
+	done
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	a=$(json_get .total.connected)
+	lim=$(calc "$RATE * $DUR + $BURST")
+	bound=$(fleet_stat 1 acme overshoot_bound)
+	echo "slot $slot moved from $src to $dst under load: admitted $a of $lim (bound $bound)"
+	expect_between "acme admitted" "$a" "$(calc "0.95 * $lim")" "$(calc "$lim + $bound")"
+	expect_eq "connections timed out" "$(json_get .total.timed_out)" 0
+	[[ $(ccli "$dst" INFO commandstats | grep -o 'cmdstat_asking:calls=[0-9]*' | cut -d= -f2) -gt ${asks:-0} ]] ||
+		{ echo "no ASKING reached $dst: the migration was not seen" >&2; return 1; }
+	expect_eq "acme's bucket on $dst" "$(ccli "$dst" EXISTS 'rl:{t:acme}:bucket')" 1
+	expect_eq "acme's master" "$(cluster_master_of t:acme "$dst")" "$dst"
+	fleet_wait_steady 5
+}
+
+@test "SIGTERM hands an agent's unspent leased tokens back to the bucket on its tenant's master: every token accounted for" {
+	local held b0 b1 m
+
+	# As fleet.bats' test of a single Redis: 1/h, so the bucket changes
+	# only by leases and refunds; host 4 keeps idle tokens (lease TTL 30 s)
+	# until its shutdown refund.
+	fleet_agent_start_counted 4 --lease-ttl 30000
+	fleet_tenant_set 1 rf --rate 1/h --burst 100 --match "$(client_prefix c2)" --port 8080 \
+		--action rst
+	fleet_wait_tenant rf 2 4 >/dev/null
+	fleet_wait_stat 4 rf tokens 1 2
+	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 8080)"
+	expect_eq "connected through s4" "$(json_get .total.connected)" 10
+	sleep 2
+	m=$(cluster_master_of t:rf)
+	held=$(fleet_stat 4 rf tokens)
+	b0=$(ccli "$m" HGET 'rl:{t:rf}:bucket' tokens)
+	echo "s4 holds $held tokens; the bucket on master $m has $b0"
+	expect_between "tokens held by s4" "$held" 1 100
+	fleet_agent_stop 4 TERM
+	expect_eq "s4 exit status after SIGTERM" "$FLEET_RC" 0
+	b1=$(ccli "$m" HGET 'rl:{t:rf}:bucket' tokens)
+	expect_eq "bucket after SIGTERM (was $b0, s4 held $held)" "$b1" $((b0 + held))
+	expect_eq "tokens owed by hosts 1-3" "$(fleet_sum rf tokens_owed)" 0
+	expect_eq "tokens: Redis + hosts 1-3 + spent" $((b1 + $(fleet_sum rf tokens) + 10)) 100
+}
