@@ -30,3 +30,38 @@ help_commands() {
 		print c
 	     }' <<<"$1"
 }
+
+# option_facts HELP: "OPTION VALUE" for each bound, value and default that
+# HELP states in an option's closing parentheses: "(2 to 1024, default 16)"
+# gives 2, 1024 and 16; "(auto, native or tc; default auto)" each value.
+option_facts() {
+	awk '
+	function flush(   g, n, i, w, parts) {
+		if (opt == "" || !match(text, /\([^()]*\)$/))
+			return
+		g = substr(text, RSTART + 1, RLENGTH - 2)
+		if (g !~ /^([0-9.]+ to [0-9]|above [0-9]|default [^ :]+$)/ &&
+		    g !~ /^[a-z]+(, [a-z]+)* or [a-z]+(; default [a-z]+)?$/)
+			return
+		gsub(/default:.*/, "", g)
+		n = split(g, parts, /[ ,;]+/)
+		for (i = 1; i <= n; i++) {
+			w = parts[i]
+			if (w == "" || w ~ /^(to|or|default|above|at|most)$/)
+				continue
+			print opt, w
+		}
+	}
+	/^  (-[A-Za-z],|   ) --[a-z]/ {
+		flush()
+		match($0, /--[a-z][a-z0-9-]*/)
+		opt = substr($0, RSTART, RLENGTH)
+		text = $0
+		sub(/^ *(-[A-Za-z], )?--[a-z][a-z0-9-]*( [^ ]+)? +/, "", text)
+		next
+	}
+	/^      +[^ ]/ && opt != "" { t = $0; sub(/^ +/, "", t); text = text " " t; next }
+	{ flush(); opt = ""; text = "" }
+	END { flush() }
+	' <<<"$1"
+}

@@ -24,6 +24,16 @@ missing() {
 	done < <(help_options "$1")
 }
 
+# unstated HELP MAN: "OPTION VALUE" for each bound, value and default that
+# HELP gives an option (option_facts) and MAN's entry for it does not state.
+unstated() {
+	local opt val para
+	while read -r opt val; do
+		para=$(grep -E -A1 -- "^ *(-[A-Za-z], )?$opt( |,|\$)" <<<"$2")
+		grep -qwF -- "$val" <<<"$para" || echo "$opt $val"
+	done < <(option_facts "$1")
+}
+
 @test "man pages are built for rlagent and rlctl" {
 	for p in rlagent.8 rlctl.8; do
 		[[ -s $BUILD/man/$p ]]
@@ -62,5 +72,24 @@ missing() {
 		[[ -n $o ]] && gaps+=("option '$o'")
 	done < <(missing "$help" "$man")
 	printf 'missing from rlctl(8): %s\n' "${gaps[@]}"
+	((${#gaps[@]} == 0))
+}
+
+@test "every range, value and default the options' help gives is in the man pages" {
+	gaps=()
+	help=$("$BUILD/rlagent" --help)
+	[[ $(option_facts "$help" | wc -l) -ge 20 ]]
+	while IFS= read -r g; do
+		[[ -n $g ]] && gaps+=("rlagent $g")
+	done < <(unstated "$help" "$(man_text rlagent.8)")
+	man=$(man_text rlctl.8)
+	mapfile -t cmds < <(help_commands "$("$BUILD/rlctl" --help)")
+	for c in "${cmds[@]}"; do
+		# shellcheck disable=SC2086 # a command is one or two words
+		while IFS= read -r g; do
+			[[ -n $g ]] && gaps+=("rlctl $c $g")
+		done < <(unstated "$("$BUILD/rlctl" $c --help)" "$man")
+	done
+	printf 'not in the man page: %s\n' "${gaps[@]}"
 	((${#gaps[@]} == 0))
 }
