@@ -70,6 +70,25 @@ complete_line() {
 	((${#gaps[@]} == 0))
 }
 
+@test "an option's values, as its --help lists them, are completed" {
+	mapfile -t cmds < <(help_commands "$("$BUILD/rlctl" --help)")
+	gaps=()
+	n=0
+	for c in "${cmds[@]}"; do
+		# shellcheck disable=SC2086 # a command is one or two words
+		while read -r opt val; do
+			[[ $val == [a-z]* ]] || continue
+			n=$((n + 1))
+			# shellcheck disable=SC2086
+			[[ " $(complete_line $c "$opt" "") " == *" $val "* ]] ||
+				gaps+=("$c $opt $val")
+		done < <(option_facts "$("$BUILD/rlctl" $c --help)")
+	done
+	((n >= 5))
+	printf 'not completed: %s\n' "${gaps[@]}"
+	((${#gaps[@]} == 0))
+}
+
 @test "tenant names and interfaces come from the agent, through the socket given" {
 	[[ $(complete_line tenant get "") == "api-2 web" ]]
 	[[ $(complete_line tenant del w) == "web" ]]
