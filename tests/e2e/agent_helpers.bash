@@ -55,16 +55,18 @@ proc_stop() {
 # --- rlagent -------------------------------------------------------------------------
 
 # rlagent_start HOST SOCKET STATE_DIR PIN_DIR LOG [rlagent options]: rlagent
-# on HOST's eth0 in the background (RLAGENT_PID), its output appended to
-# LOG; returns once it answers on its control SOCKET.  Not disowned, so
-# that proc_stop can read its exit status.
+# on HOST's eth0 (on no interface when RLAGENT_IFACE is set empty: a preload
+# host) in the background (RLAGENT_PID), its output appended to LOG;
+# returns once it answers on its control SOCKET.  Not disowned, so that
+# proc_stop can read its exit status.
 # nsenter rather than `ip netns exec`: the latter mounts a fresh /sys in a
 # mount namespace of its own, which hides the bpffs at /sys/fs/bpf, so pins
 # would not outlive the process and a restarted agent could not adopt them.
 rlagent_start() {
-	local host=$1 sock=$2 log=$5 n rc
+	local host=$1 sock=$2 log=$5 n rc iface=()
 
-	nsenter --net="/run/netns/$(lab_ns "$host")" "$RLGATE_BUILD/rlagent" --iface eth0 \
+	[[ -n ${RLAGENT_IFACE-eth0} ]] && iface=(--iface "${RLAGENT_IFACE-eth0}")
+	nsenter --net="/run/netns/$(lab_ns "$host")" "$RLGATE_BUILD/rlagent" "${iface[@]}" \
 		--control "$sock" --state-dir "$3" --pin-dir "$4" --metrics "$METRICS_ADDR" \
 		"${@:6}" >>"$log" 2>&1 3>&- &
 	RLAGENT_PID=$!

@@ -3,7 +3,8 @@
  * classified as the kernel classifies them (IPv4, IPv6, ports), tokens
  * spent as the kernel spends them (standalone buckets, leased tokens, the
  * fail policies once the agent is silent, shadow), adoption keeping the
- * buckets, and the process table.
+ * buckets, the process table, and a host's lease shared between the
+ * kernel and the pool.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include "policy.h"
 #include "pool.h"
 #include "pool_write.h"
+#include "slot.h"
 
 #define MS	1000000ULL
 #define T0	(1000ULL * RL_NSEC_PER_SEC)	/* a monotonic time well past 0 */
@@ -318,6 +320,59 @@ static void test_create(void)
 	      "group read-write: %o", st.st_mode & 0777);
 }
 
+/* A grant split by demand, and tokens moved to a point that ran dry: the
+ * sum is never more than was granted. */
+static void test_share(void)
+{
+	static const struct {
+		uint64_t n, kd, pd;
+		bool prefer_pool;
+		uint64_t pool;
+		const char *what;
+	} split[] = {
+		{ 100, 0, 0, false, 0, "no demand anywhere: the kernel, by default" },
+		{ 100, 0, 0, true, 100, "no demand, nothing attached: the pool" },
+		{ 100, 30, 10, false, 25, "in proportion to demand" },
+		{ 100, 0, 7, false, 100, "only the pool wants: all of it" },
+		{ 100, 7, 0, true, 0, "only the kernel wants: none" },
+		{ 3, 1, 2, false, 2, "a token left over goes to the larger demand" },
+		{ 3, 2, 1, false, 1, "...either way" },
+		{ 1, 1, 1, false, 0, "an even split of one: the kernel" },
+		{ UINT64_MAX, UINT64_MAX / 2, UINT64_MAX / 2, false, UINT64_MAX / 2,
+		  "no overflow on huge numbers" },
+	};
+	static const struct {
+		int64_t kt, pt;
+		bool kw, pw;
+		int64_t move;
+		const char *what;
+	} bal[] = {
+		{ 10, 0, false, true, 5, "the pool dry with demand: half the kernel's" },
+		{ 1, 0, false, true, 1, "rounded up: the last token moves" },
+		{ 0, 9, true, false, -5, "the kernel dry with demand: half the pool's" },
+		{ 10, 0, false, false, 0, "a dry point without demand gets nothing" },
+		{ 0, 0, true, true, 0, "both dry: nothing to move" },
+		{ 4, 4, true, true, 0, "neither dry: nothing moves" },
+		{ 5, -1, false, true, 3, "a transient -1 (a spend put back) is dry" },
+	};
+
+	for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
+		uint64_t got = rl_share_split(split[i].n, split[i].kd, split[i].pd,
+					      split[i].prefer_pool);
+
+		CHECK(got == split[i].pool, "split %zu (%s): %llu to the pool, "
+		      "expected %llu", i, split[i].what, (unsigned long long)got,
+		      (unsigned long long)split[i].pool);
+	}
+	for (size_t i = 0; i < sizeof(bal) / sizeof(bal[0]); i++) {
+		int64_t got = rl_share_balance(bal[i].kt, bal[i].pt, bal[i].kw,
+					       bal[i].pw);
+
+		CHECK(got == bal[i].move, "balance %zu (%s): %lld, expected %lld",
+		      i, bal[i].what, (long long)got, (long long)bal[i].move);
+	}
+}
+
 int main(void)
 {
 	int status;
@@ -328,6 +383,7 @@ int main(void)
 	}
 	snprintf(path, sizeof(path), "%s/pool", dir);
 	CHECK_RUN(test_layout);
+	CHECK_RUN(test_share);
 	CHECK_RUN(test_refused_files);
 	if (!CHECK_RUN(test_create)) {
 		CHECK_RUN(test_standalone);

@@ -1126,6 +1126,12 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 	memset(out, 0, sizeof(*out));
 	kern_tenant_stats(&a->kern, t->slot, &out->s);
 	out->tokens = kern_tenant_tokens(&a->kern, t->slot, loop_now_ns());
+	if (a->kern.preload) {
+		out->points = true;
+		kern_point_stats(&a->kern, t->slot, &out->kernel, &out->preload);
+		kern_point_tokens(&a->kern, t->slot, loop_now_ns(),
+				  &out->kernel_tokens, &out->preload_tokens);
+	}
 	if (t->n_samples >= 2) {
 		const struct agent_sample *o = &t->samples[0];
 		const struct agent_sample *l = &t->samples[t->n_samples - 1];

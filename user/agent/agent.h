@@ -189,6 +189,10 @@ struct agent_tenant_stats {
 	struct rl_stats s;
 	uint64_t tokens;
 	double admit_rate, deny_rate;
+	/* by enforcement point, with a preload pool (s is their sum) */
+	bool points;
+	struct rl_stats kernel, preload;
+	uint64_t kernel_tokens, preload_tokens;
 };
 
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,

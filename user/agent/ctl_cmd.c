@@ -12,6 +12,7 @@
 #include "broker.h"
 #include "ctl_cmd.h"
 #include "log.h"
+#include "preload.h"
 
 json_t *ctl_error(enum agent_code code, const char *msg)
 {
@@ -111,6 +112,9 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 			json_object_set_new(r, "degraded_reason", json_string(bs.reason));
 		}
 	}
+	if (r && a->kern.preload)
+		json_object_set_new(r, "preload", preload_status_json(a->kern.preload,
+								      loop_now_ns()));
 	return r;
 }
 
@@ -232,6 +236,21 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 			 "tokens", (json_int_t)st.tokens,
 			 "admit_rate", st.admit_rate,
 			 "deny_rate", st.deny_rate);
+	if (j && st.points)
+		json_object_set_new(j, "points", json_pack(
+			"[{s:s,s:I,s:I,s:I,s:I,s:I},{s:s,s:I,s:I,s:I,s:I,s:I}]",
+			"point", "kernel",
+			"admitted", (json_int_t)st.kernel.admitted,
+			"denied", (json_int_t)st.kernel.denied,
+			"shadow_denied", (json_int_t)st.kernel.shadow_denied,
+			"degraded", (json_int_t)st.kernel.degraded,
+			"tokens", (json_int_t)st.kernel_tokens,
+			"point", "preload",
+			"admitted", (json_int_t)st.preload.admitted,
+			"denied", (json_int_t)st.preload.denied,
+			"shadow_denied", (json_int_t)st.preload.shadow_denied,
+			"degraded", (json_int_t)st.preload.degraded,
+			"tokens", (json_int_t)st.preload_tokens));
 	if (j && a->broker) {
 		struct broker_tenant_stats bt;
 
@@ -298,9 +317,10 @@ static json_t *cmd_detach(struct ctl_call *call, const json_t *req)
 			 json_string_value(v), strerror(-e));
 		return ctl_error(AGENT_INTERNAL, err);
 	}
-	if (a->kern.n_ifaces == 0) {
+	if (a->kern.n_ifaces == 0 && !a->kern.preload) {
 		/* Nothing enforces any more: the pins would only keep dead
-		 * state alive.  The policy file stays for the next start. */
+		 * state alive.  The policy file stays for the next start.
+		 * (Preloaded programs still spend from the pool.) */
 		kern_unpin(&a->kern);
 		log_info("last interface detached; pins removed, exiting");
 		call->exit_after = true;

@@ -21,6 +21,7 @@
 #include "kern.h"
 #include "log.h"
 #include "loop.h"
+#include "preload.h"
 #include "slot.h"
 #include "state.h"
 #include "rlgate.skel.h"
@@ -530,6 +531,8 @@ void kern_close(struct kern *k)
 		munmap(k->agent, k->agent_len);
 	k->agent = NULL;
 	rl_cls_map_close(&k->cls);
+	preload_close(k->preload);
+	k->preload = NULL;
 	if (k->skel)
 		rlgate_bpf__destroy(k->skel);
 	k->skel = NULL;
@@ -877,12 +880,23 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 		}
 	}
 	rl_slot_configure(rt, t, fresh, k->leased, k->fail_agents, loop_now_ns());
+	if (k->preload) {
+		if (fresh)
+			preload_slot_fresh(k->preload, slot);
+		rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
+				  k->leased, k->fail_agents, loop_now_ns());
+		preload_changed(k->preload);
+	}
 }
 
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
 {
 	rl_slot_fail(&k->tenants[slot], t, k->fail_agents);
+	if (k->preload)
+		rl_slot_fail(preload_slot(k->preload, slot), t, k->fail_agents);
 }
+
+static void tokens_balance(struct kern *k);
 
 void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 		      bool degraded)
@@ -892,6 +906,10 @@ void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 	__atomic_store_n(&k->agent->stale_ns, stale_ns, __ATOMIC_RELAXED);
 	__atomic_store_n(&k->agent->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&k->agent->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
+	if (k->preload) {
+		preload_heartbeat(k->preload, now_ns, stale_ns, degraded);
+		tokens_balance(k);
+	}
 }
 
 void kern_tenant_degraded(struct kern *k, uint32_t slot, bool on)
@@ -915,31 +933,67 @@ uint64_t kern_fleet_agents(struct kern *k, uint64_t n)
 	return __atomic_load_n(&k->agent->live_agents, __ATOMIC_RELAXED);
 }
 
+/* The kernel's own counts of slot (without the pool's).  0 or -errno. */
+static int kern_own_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
+
 void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater)
 {
-	struct rl_tenant *rt = &k->tenants[slot];
+	if (k->preload && n) {
+		struct rl_stats st;
+		uint64_t count = 0, give;
 
-	__atomic_store_n(&rt->lowwater, lowwater, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&rt->tokens, (int64_t)n, __ATOMIC_RELEASE);
-	/* After the add: an event sent now is about the new lease. */
-	__atomic_store_n(&rt->lowwater_armed, 1, __ATOMIC_RELEASE);
+		if (kern_own_stats(k, slot, &st) == 0)
+			count = st.admitted + st.denied;
+		/* a host that attaches nowhere enforces only in the pool */
+		give = preload_split(k->preload, slot, n, count, k->n_ifaces == 0);
+		rl_slot_tokens_add(preload_slot(k->preload, slot), give, lowwater);
+		n -= give;
+	} else if (k->preload) {
+		rl_slot_tokens_add(preload_slot(k->preload, slot), 0, lowwater);
+	}
+	rl_slot_tokens_add(&k->tenants[slot], n, lowwater);
 }
 
 uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max)
 {
-	struct rl_tenant *rt = &k->tenants[slot];
-	int64_t old = __atomic_load_n(&rt->tokens, __ATOMIC_ACQUIRE), take;
+	uint64_t got = 0;
 
-	/* A compare-and-swap so that only tokens that are there are taken: a
-	 * CPU's transient -1 (a failed spend it is about to put back) is
-	 * never mistaken for a token. */
-	do {
-		if (old <= 0)
-			return 0;
-		take = max && (uint64_t)old > max ? (int64_t)max : old;
-	} while (!__atomic_compare_exchange_n(&rt->tokens, &old, old - take, false,
-					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	return (uint64_t)take;
+	if (k->preload)
+		got = rl_slot_tokens_take(preload_slot(k->preload, slot), max);
+	if (!max || got < max)
+		got += rl_slot_tokens_take(&k->tenants[slot], max ? max - got : 0);
+	return got;
+}
+
+/* Every fleet check: tokens move to the point that ran dry with demand
+ * from the one that holds them (see rl_share_balance).  Whether a point
+ * had demand is what its low-water flag says: spending down to the mark
+ * disarms it, and a grant re-arms it. */
+static void tokens_balance(struct kern *k)
+{
+	for (uint32_t slot = 0; slot < RL_MAX_TENANTS; slot++) {
+		struct rl_tenant *kt = &k->tenants[slot];
+		struct rl_tenant *pt = preload_slot(k->preload, slot);
+		int64_t kn, pn, move;
+
+		if (__atomic_load_n(&kt->mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED)
+			continue;
+		kn = __atomic_load_n(&kt->tokens, __ATOMIC_ACQUIRE);
+		pn = __atomic_load_n(&pt->tokens, __ATOMIC_ACQUIRE);
+		move = rl_share_balance(kn, pn,
+					!__atomic_load_n(&kt->lowwater_armed,
+							 __ATOMIC_RELAXED),
+					!__atomic_load_n(&pt->lowwater_armed,
+							 __ATOMIC_RELAXED));
+		if (move > 0)
+			rl_slot_tokens_add(pt, rl_slot_tokens_take(kt, (uint64_t)move),
+					   __atomic_load_n(&pt->lowwater,
+							   __ATOMIC_RELAXED));
+		else if (move < 0)
+			rl_slot_tokens_add(kt, rl_slot_tokens_take(pt, (uint64_t)-move),
+					   __atomic_load_n(&kt->lowwater,
+							   __ATOMIC_RELAXED));
+	}
 }
 
 void kern_tenant_clear(struct kern *k, uint32_t slot)
@@ -948,6 +1002,11 @@ void kern_tenant_clear(struct kern *k, uint32_t slot)
 
 	__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
+	if (k->preload) {
+		__atomic_store_n(&preload_slot(k->preload, slot)->mode,
+				 RL_MODE_NONE, __ATOMIC_RELEASE);
+		preload_changed(k->preload);
+	}
 }
 
 bool kern_slot_live(const struct kern *k, uint32_t slot)
@@ -959,10 +1018,44 @@ bool kern_slot_live(const struct kern *k, uint32_t slot)
 uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 			    uint64_t now_ns)
 {
-	return rl_slot_tokens(&k->tenants[slot], now_ns);
+	uint64_t n = rl_slot_tokens(&k->tenants[slot], now_ns);
+
+	/* leased tokens are one lease wherever they lie; standalone, the
+	 * bucket that counts is the pool's when nothing is attached */
+	if (k->preload && k->leased)
+		n += rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
+	else if (k->preload && !k->n_ifaces)
+		n = rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
+	return n;
 }
 
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
+{
+	struct rl_stats pool;
+	int err = kern_point_stats(k, slot, out, &pool);
+
+	rl_stats_add(out, &pool);
+	return err;
+}
+
+int kern_point_stats(struct kern *k, uint32_t slot, struct rl_stats *kernel,
+		     struct rl_stats *preload)
+{
+	memset(preload, 0, sizeof(*preload));
+	if (k->preload)
+		preload_stats(k->preload, slot, preload);
+	return kern_own_stats(k, slot, kernel);
+}
+
+void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
+		       uint64_t *kernel, uint64_t *preload)
+{
+	*kernel = rl_slot_tokens(&k->tenants[slot], now_ns);
+	*preload = k->preload ? rl_slot_tokens(preload_slot(k->preload, slot),
+					       now_ns) : 0;
+}
+
+static int kern_own_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
 {
 	struct rl_stats *per;
 	int err = 0;
@@ -1045,6 +1138,10 @@ int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 		log_debug("published %zu rules (%u tables, %u port columns, %u "
 			  "port rows)", n_rules, img.n_groups, img.n_columns,
 			  img.n_rows);
+		/* The pool has the kernel's size, so it takes whatever the
+		 * kernel took; a failure is logged there. */
+		if (k->preload)
+			preload_rules(k->preload, &img);
 	}
 	rl_cls_image_free(&img);
 	return err;

@@ -32,6 +32,7 @@ struct kern_iface {
 
 struct rlgate_bpf;
 struct ring_buffer;
+struct preload;
 
 struct kern {
 	struct rlgate_bpf *skel;
@@ -53,6 +54,11 @@ struct kern {
 	struct rl_cls_map cls;	/* the mmap'ed classifier */
 	char rules_err[256];	/* why kern_rules_sync() last failed */
 	uint32_t cls_used;	/* groups the rules in force take */
+	/* The preload pool (--preload-pool), or NULL: every slot, rule and
+	 * heartbeat written into the kernel is mirrored there, and in fleet
+	 * mode the leased tokens are shared between the two (the functions
+	 * below count both). */
+	struct preload *preload;
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -123,7 +129,10 @@ uint64_t kern_fleet_agents(struct kern *k, uint64_t n);
  * kern_tokens_add adds granted tokens and re-arms the low-water event;
  * kern_tokens_take takes up to max tokens back (all if max is 0), never
  * more than are there, and returns how many it took.  Neither can lose or
- * mint a token however the kernel's CPUs spend concurrently. */
+ * mint a token however the kernel's CPUs spend concurrently.  With a
+ * preload pool, a grant is split between the kernel and the pool by their
+ * demand, tokens come back from both, and kern_tenant_tokens counts both:
+ * the host holds one lease whichever point spends it. */
 void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater);
 uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max);
 
@@ -140,8 +149,18 @@ bool kern_slot_live(const struct kern *k, uint32_t slot);
  * rules do not fit the classifier. */
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n);
 
-/* Sum over CPUs of a tenant's counters.  0 or -errno. */
+/* Sum over CPUs of a tenant's counters, and over the preloaded
+ * processes when there is a pool: what the host decided.  0 or -errno. */
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
+
+/* The same, by enforcement point: the kernel's (XDP or tc) and the preload
+ * pool's (zero without a pool).  0 or -errno. */
+int kern_point_stats(struct kern *k, uint32_t slot, struct rl_stats *kernel,
+		     struct rl_stats *preload);
+
+/* Whole tokens at each point: the kernel's slot and the pool's. */
+void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
+		       uint64_t *kernel, uint64_t *preload);
 
 /* Whole tokens a standalone tenant holds at monotonic time now_ns. */
 uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,

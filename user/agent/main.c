@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "opts.h"
+#include "preload.h"
 
 #define DEFAULT_METRICS		"127.0.0.1:9464"
 #define DEFAULT_STATE_DIR	"/var/lib/rlgate"
@@ -31,6 +32,8 @@ struct cli {
 	struct broker_opts broker;
 	int log_level;
 	char *ifaces;		/* every --iface, joined by ',' */
+	const char *preload_pool;
+	const char *preload_group;
 };
 
 #define CLI(field)	OPT_AT(struct cli, field)
@@ -64,7 +67,8 @@ static int parse_redis(const char *s, void *dest, char *err, size_t len)
 static const struct opt options[] = {
 	{ .kind = OPT_SECTION, .help = "Options:" },
 	{ "iface", 'i', OPT_LIST, CLI(ifaces), .arg = "IF[,IF...]",
-	  .help = "interfaces to protect (required; may repeat)" },
+	  .help = "interfaces to protect (required without --preload-pool; "
+		  "may repeat)" },
 	{ "mode", 'm', OPT_ENUM, CLI(agent.mode), .arg = "MODE",
 	  .values = modes, .def = "auto",
 	  .help = "how to attach; auto tries native XDP, then generic XDP" },
@@ -123,6 +127,14 @@ static const struct opt options[] = {
 	  .def_doc = "what the agent before knew, else 1",
 	  .help = "fleet size for the static fail share until Redis has told "
 		  "the real one" },
+	{ .kind = OPT_SECTION,
+	  .help = "Preloaded programs (librlpreload.so, where XDP cannot be "
+		  "attached):" },
+	{ "preload-pool", 0, OPT_STRING, CLI(preload_pool), .arg = "PATH",
+	  .help = "shared-memory pool the library spends from (e.g. "
+		  RL_POOL_DEFAULT_PATH "); with it, --iface may be left out" },
+	{ "preload-group", 0, OPT_STRING, CLI(preload_group), .arg = "GROUP",
+	  .help = "group allowed to read and write the pool" },
 	{ .kind = OPT_END },
 };
 
@@ -134,7 +146,7 @@ static const char *const fleet_only[] = {
 
 static const struct opts_spec spec = {
 	.prog = "rlagent",
-	.synopsis = "rlagent --iface IF[,IF...] [OPTIONS]",
+	.synopsis = "rlagent --iface IF[,IF...] | --preload-pool PATH [OPTIONS]",
 	.doc =
 "Per-tenant TCP new-connection rate limiter agent.  Attaches rlgate's XDP (or\n"
 "tc) program to the interfaces, keeps the tenant policy and serves rlctl.\n"
@@ -178,7 +190,8 @@ static int parse_ifaces(char *list, struct agent_opts *o)
 /* Reads the command line into c (c->ifaces is the caller's to free).  -1 to
  * go on; otherwise the exit code, after printing the help, the version or
  * a usage error. */
-static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid)
+static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
+		      gid_t *pool_gid)
 {
 	struct opts_result res;
 	int r = opts_parse(&spec, argc, argv, c, &res);
@@ -196,9 +209,23 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid)
 	log_set_level((enum log_level)c->log_level);
 	if (c->ifaces && (r = parse_ifaces(c->ifaces, &c->agent)))
 		return r;
-	if (c->agent.n_ifaces == 0)
+	if (c->agent.n_ifaces == 0 && !c->preload_pool)
 		return usage_error("missing --iface%s: which interfaces to protect?",
 				   "");
+	if (c->preload_pool && c->preload_pool[0] != '/')
+		return usage_error("invalid --preload-pool '%s': expected an "
+				   "absolute path", c->preload_pool);
+	if (c->preload_group && !c->preload_pool)
+		return usage_error("invalid options: --preload-group needs "
+				   "--preload-pool%s", "");
+	if (c->preload_group) {
+		struct group *g = getgrnam(c->preload_group);
+
+		if (!g)
+			return usage_error("invalid --preload-group '%s': no such "
+					   "group", c->preload_group);
+		*pool_gid = g->gr_gid;
+	}
 	for (size_t i = 0; !c->broker.redis && fleet_only[i]; i++)
 		if (opts_given(&res, fleet_only[i]))
 			return usage_error("invalid options: --%s needs --redis",
@@ -242,6 +269,10 @@ static void on_tick(struct loop_timer *t, void *arg)
 	uint64_t now = loop_now_ns();
 
 	(void)t;
+	/* Fleet mode's heartbeat goes with its checks (kern_fleet_state);
+	 * standalone, preloaded processes only see that the agent lives. */
+	if (a->kern.preload && !a->broker)
+		preload_heartbeat(a->kern.preload, now, 0, false);
 	agent_sample(a);
 	agent_prune_tombs(a);
 	ctl_tick(a->ctl, now);
@@ -313,12 +344,12 @@ int main(int argc, char **argv)
 	struct loop_watch *sig_w = NULL, *ev_w = NULL;
 	struct loop_timer *tick = NULL;
 	bool kern_opened = false;
-	gid_t gid = (gid_t)-1;
+	gid_t gid = (gid_t)-1, pool_gid = (gid_t)-1;
 	sigset_t mask;
 	int r, sfd = -1;
 
 	log_set_ident("rlagent");
-	r = parse_args(argc, argv, &cli, &gid);
+	r = parse_args(argc, argv, &cli, &gid, &pool_gid);
 	if (r >= 0) {
 		free(cli.ifaces);
 		return r;
@@ -355,6 +386,9 @@ int main(int argc, char **argv)
 		goto cleanup;
 	kern_opened = true;
 	a.kern.leased = bo.redis != NULL;
+	if (cli.preload_pool && preload_open(&a.kern.preload, cli.preload_pool,
+					     pool_gid, a.kern.cls.half))
+		goto cleanup;
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a
 	 * moment. */

@@ -248,6 +248,37 @@ static void render_fleet(FILE *f, struct agent *a)
 	fprintf(f, "rlgate_lease_seconds_count %llu\n", (unsigned long long)bs.lease_count);
 }
 
+/* With a preload pool: each tenant's verdicts by enforcement point, the
+ * kernel (XDP or tc) or the preloaded processes (librlpreload.so). */
+static void render_points(FILE *f, struct agent *a,
+			  const struct agent_tenant_stats *st)
+{
+	static const char *const names[] = {
+		"rlgate_point_admitted_total", "rlgate_point_denied_total",
+	};
+	static const char *const points[] = { "kernel", "preload" };
+
+	for (int m = 0; m < 2; m++) {
+		header(f, names[m], "counter", m ? "Connections refused, by "
+		       "enforcement point: kernel (XDP or tc) or preload "
+		       "(librlpreload.so)." : "Connections admitted, by "
+		       "enforcement point: kernel (XDP or tc) or preload "
+		       "(librlpreload.so).");
+		for (size_t i = 0; i < a->n_tenants; i++) {
+			for (int p = 0; p < 2; p++) {
+				const struct rl_stats *s = p ? &st[i].preload :
+							       &st[i].kernel;
+
+				fprintf(f, "%s{tenant=\"", names[m]);
+				put_label(f, a->tenants[i].pol.name);
+				fprintf(f, "\",point=\"%s\"} %llu\n", points[p],
+					(unsigned long long)(m ? s->denied :
+							     s->admitted));
+			}
+		}
+	}
+}
+
 /* Renders the whole exposition into a malloc'ed buffer. */
 static int render(struct agent *a, char **buf, size_t *len)
 {
@@ -288,6 +319,8 @@ static int render(struct agent *a, char **buf, size_t *len)
 
 	if (a->broker)
 		render_fleet(f, a);
+	if (a->kern.preload)
+		render_points(f, a, st);
 
 	kern_counters(&a->kern, cnt);
 	for (size_t g = 0; g < sizeof(global_metrics) / sizeof(global_metrics[0]); g++) {

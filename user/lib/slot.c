@@ -131,3 +131,52 @@ uint64_t rl_slot_tokens(const struct rl_tenant *rt, uint64_t now)
 	return gcra_tokens(__atomic_load_n(&rt->tat, __ATOMIC_RELAXED), now,
 			   rt->interval_ns, rt->tolerance_ns, rt->burst);
 }
+
+void rl_slot_tokens_add(struct rl_tenant *rt, uint64_t n, int64_t lowwater)
+{
+	__atomic_store_n(&rt->lowwater, lowwater, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&rt->tokens, (int64_t)n, __ATOMIC_RELEASE);
+	/* After the add: an event sent now is about the new lease. */
+	__atomic_store_n(&rt->lowwater_armed, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t rl_slot_tokens_take(struct rl_tenant *rt, uint64_t max)
+{
+	int64_t old = __atomic_load_n(&rt->tokens, __ATOMIC_ACQUIRE), take;
+
+	/* A compare-and-swap so that only tokens that are there are taken: a
+	 * reader's transient -1 (a failed spend it is about to put back) is
+	 * never mistaken for a token. */
+	do {
+		if (old <= 0)
+			return 0;
+		take = max && (uint64_t)old > max ? (int64_t)max : old;
+	} while (!__atomic_compare_exchange_n(&rt->tokens, &old, old - take, false,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	return (uint64_t)take;
+}
+
+uint64_t rl_share_split(uint64_t n, uint64_t kern_demand, uint64_t pool_demand,
+			bool prefer_pool)
+{
+	unsigned __int128 share;
+
+	if (!kern_demand && !pool_demand)
+		return prefer_pool ? n : 0;
+	share = (unsigned __int128)n * pool_demand / (kern_demand + pool_demand);
+	/* the token rounding leaves over goes where the demand is larger */
+	if (pool_demand > kern_demand && share < n &&
+	    (unsigned __int128)n * pool_demand % (kern_demand + pool_demand))
+		share++;
+	return (uint64_t)share;
+}
+
+int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
+			 bool kern_wants, bool pool_wants)
+{
+	if (pool_tokens <= 0 && pool_wants && kern_tokens > 0)
+		return (kern_tokens + 1) / 2;
+	if (kern_tokens <= 0 && kern_wants && pool_tokens > 0)
+		return -((pool_tokens + 1) / 2);
+	return 0;
+}

@@ -33,4 +33,29 @@ void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
  * standalone bucket has refilled to. */
 uint64_t rl_slot_tokens(const struct rl_tenant *rt, uint64_t now_ns);
 
+/* Leased tokens: rl_slot_tokens_add adds granted tokens and re-arms the
+ * low-water mark; rl_slot_tokens_take takes up to max back (all if max is
+ * 0), never more than are there, and returns how many it took.  Neither
+ * can lose or mint a token however readers spend concurrently. */
+void rl_slot_tokens_add(struct rl_tenant *rt, uint64_t n, int64_t lowwater);
+uint64_t rl_slot_tokens_take(struct rl_tenant *rt, uint64_t max);
+
+/*
+ * A host that enforces at two points (the kernel and the preload pool)
+ * holds one lease for both.  rl_share_split: how many of n granted tokens
+ * go to the pool, in proportion to what each point saw since the last
+ * grant (admitted + refused: refusals are demand too); with no demand seen
+ * anywhere, all to the pool if prefer_pool, else all to the kernel.
+ * rl_share_balance: tokens to move once a point has run dry while it has
+ * demand (kern_wants, pool_wants: it saw connections since the last look)
+ * and the other holds some - half of the other's (rounded up), toward the
+ * dry one: > 0 from the kernel to the pool, < 0 the other way, 0 none.
+ * Moving never changes the sum, so the host never holds more than it
+ * leased.
+ */
+uint64_t rl_share_split(uint64_t n, uint64_t kern_demand, uint64_t pool_demand,
+			bool prefer_pool);
+int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
+			 bool kern_wants, bool pool_wants);
+
 #endif /* RL_SLOT_H */

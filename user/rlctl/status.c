@@ -114,6 +114,39 @@ static void format_uptime(long long s, char *buf, size_t len)
 		snprintf(buf, len, "%llds", s);
 }
 
+/* The preload pool's part of the status: the processes the library runs
+ * in, and whether it governs their accepts. */
+static void print_preload(json_t *p)
+{
+	json_t *procs = json_object_get(p, "processes"), *v;
+	size_t i;
+
+	printf("preload:     %s, %zu process(es)\n",
+	       json_string_value(json_object_get(p, "pool")) ?: "?",
+	       json_array_size(procs));
+	if (json_integer_value(json_object_get(p, "other_layout")))
+		printf("             %" JSON_INTEGER_FORMAT " process(es) found a "
+		       "pool of another layout (library and agent of different "
+		       "versions) and limit nothing\n",
+		       json_integer_value(json_object_get(p, "other_layout")));
+	if (json_integer_value(json_object_get(p, "table_full")))
+		printf("             %" JSON_INTEGER_FORMAT " process(es) found "
+		       "the process table full (they are limited, not listed)\n",
+		       json_integer_value(json_object_get(p, "table_full")));
+	if (!json_array_size(procs))
+		return;
+	printf("  %8s  %-16s  %-10s  %10s  %10s\n", "PID", "NAME", "STATE",
+	       "ADMITTED", "DENIED");
+	json_array_foreach(procs, i, v)
+		printf("  %8" JSON_INTEGER_FORMAT "  %-16s  %-10s  %10"
+		       JSON_INTEGER_FORMAT "  %10" JSON_INTEGER_FORMAT "\n",
+		       json_integer_value(json_object_get(v, "pid")),
+		       json_string_value(json_object_get(v, "name")) ?: "?",
+		       json_string_value(json_object_get(v, "state")) ?: "?",
+		       json_integer_value(json_object_get(v, "admitted")),
+		       json_integer_value(json_object_get(v, "denied")));
+}
+
 int cmd_status(int argc, char **argv)
 {
 	struct opts_result res;
@@ -182,6 +215,8 @@ int cmd_status(int argc, char **argv)
 			       json_string_value(json_object_get(reply, "broker")) ?: "?");
 		}
 	}
+	if ((v = json_object_get(reply, "preload")) && json_is_object(v))
+		print_preload(v);
 	json_decref(reply);
 	return RLCTL_EXIT_OK;
 }
@@ -212,6 +247,34 @@ static int by_rate(const void *a, const void *b)
 							"tenant")) ?: "",
 		      json_string_value(json_object_get(*(json_t *const *)b,
 							"tenant")) ?: "");
+}
+
+/* With a preload pool, each tenant's counts by enforcement point. */
+static void print_points(json_t **rows, size_t n, int wname)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < n && !any; i++)
+		any = json_array_size(json_object_get(rows[i], "points")) > 0;
+	if (!any)
+		return;
+	printf("\n%-*s  %-8s  %12s  %12s  %12s  %12s\n", wname, "TENANT", "POINT",
+	       "ADMITTED", "DENIED", "WOULD-DENY", "TOKENS");
+	for (size_t i = 0; i < n; i++) {
+		json_t *pts = json_object_get(rows[i], "points"), *p;
+		size_t k;
+
+		json_array_foreach(pts, k, p)
+			printf("%-*s  %-8s  %12" JSON_INTEGER_FORMAT "  %12"
+			       JSON_INTEGER_FORMAT "  %12" JSON_INTEGER_FORMAT
+			       "  %12" JSON_INTEGER_FORMAT "\n", wname,
+			       json_string_value(json_object_get(rows[i], "tenant")) ?: "?",
+			       json_string_value(json_object_get(p, "point")) ?: "?",
+			       json_integer_value(json_object_get(p, "admitted")),
+			       json_integer_value(json_object_get(p, "denied")),
+			       json_integer_value(json_object_get(p, "shadow_denied")),
+			       json_integer_value(json_object_get(p, "tokens")));
+	}
 }
 
 void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
@@ -270,6 +333,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		}
 		printf("\n");
 	}
+	print_points(rows, n, wname);
 	free(rows);
 }
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env bats
+# preload_agent.bats: rlagent keeps the preload pool (--preload-pool).
+# Standalone on a host with no XDP attached: limits set with rlctl reach a
+# running preloaded server, rlctl stats, status and the metrics name the
+# enforcement point, and the pool keeps limiting while the agent is gone.
+# Fleet mode: an XDP host and a preload host spend from one global limit.
+
+load helpers
+load agent_helpers
+load fleet_helpers
+load preload_helpers
+
+setup() {
+	e2e_setup
+	e2e_require_build rlagent rlctl loadgen librlpreload.so pass.bpf.o
+	PRELOAD_ENV=()
+	PIN_DIRS=()
+	AGENT_PIDS=()
+	POOL=$BATS_TEST_TMPDIR/pool
+}
+
+teardown() {
+	local pid d
+
+	preload_teardown
+	for pid in "${AGENT_PIDS[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	[[ -n ${FLEET_DIR:-} ]] && proc_stop "$(redis_pid)" KILL 2>/dev/null
+	e2e_teardown
+	for d in "${PIN_DIRS[@]}"; do
+		rm -rf "$d" || true
+	done
+	if [[ $BATS_TEST_COMPLETED != 1 ]]; then
+		for d in "$BATS_TEST_TMPDIR"/*.log; do
+			[[ -s $d ]] || continue
+			echo "--- $d ---" >&2
+			tail -n 30 "$d" >&2
+		done
+	fi
+}
+
+# preload_agent HOST NAME [rlagent options]: rlagent on HOST attached to no
+# interface, keeping $POOL; its socket is $BATS_TEST_TMPDIR/NAME.sock.
+preload_agent() {
+	local host=$1 name=$2 rc=0 pin=/sys/fs/bpf/rlgate-$LAB-$2
+
+	shift 2
+	PIN_DIRS+=("$pin")
+	mkdir -p "$BATS_TEST_TMPDIR/$name.state"
+	RLAGENT_IFACE='' rlagent_start "$host" "$BATS_TEST_TMPDIR/$name.sock" \
+		"$BATS_TEST_TMPDIR/$name.state" "$pin" "$BATS_TEST_TMPDIR/$name.log" \
+		--preload-pool "$POOL" "$@" || rc=$?
+	AGENT_PIDS+=("$RLAGENT_PID")
+	return $rc
+}
+
+# rla NAME ARGS...: rlctl against agent NAME.
+rla() {
+	local name=$1
+
+	shift
+	"$RLGATE_BUILD/rlctl" --socket "$BATS_TEST_TMPDIR/$name.sock" "$@"
+}
+
+# point_stat NAME TENANT POINT FIELD: FIELD of POINT in agent NAME's stats.
+point_stat() {
+	json_get ".[] | select(.tenant == \"$2\") | .points[] | select(.point == \"$3\") | .$4" \
+		"$(rla "$1" --json stats "$2")"
+}
+
+# standalone_web 4|::: a lab of one server and one client, an agent on s1
+# attached nowhere, tenant web (5/s, burst 10) on c1's prefixes, and a
+# preloaded threaded server on s1:8080 - its IPv4 address, or :: (dual-stack).
+standalone_web() {
+	local addr=$1
+
+	lab_up --servers 1 --clients 1
+	[[ $addr == 4 ]] && addr=$(lab_addr s1 4)
+	preload_agent s1 a
+	rla a tenant set web --rate 5/s --burst 10 --match "$(prefixes c1)" >/dev/null
+	preloaded s1 "$PY" "$PRELOAD_SERVER" thread "$addr" 8080
+	wait_listen s1 8080
+}
+
+@test "standalone, no XDP attached: rlctl's limit holds in a preloaded server, counted as the preload point in stats, status and metrics" {
+	local st page
+
+	standalone_web ::
+	client c1 "$(lab_addr s1 4)" 8080 30
+	expect_limited 30 5 10
+	! ip -n "$(lab_ns s1)" link show dev eth0 | grep -q prog/ || {
+		echo "an XDP program is attached on s1" >&2
+		return 1
+	}
+	expect_eq "preload admitted" "$(point_stat a web preload admitted)" "$OK"
+	expect_eq "preload denied" "$(point_stat a web preload denied)" "$RESET"
+	expect_eq "kernel admitted" "$(point_stat a web kernel admitted)" 0
+	expect_eq "tenant admitted (both points)" "$(rlctl_stat "$BATS_TEST_TMPDIR/a.sock" web admitted)" "$OK"
+	st=$(rla a --json status)
+	expect_eq "the server's state in status" \
+		"$(json_get ".preload.processes[] | select(.pid == $SRV_PID) | .state" "$st")" governed
+	expect_eq "its refusals in status" \
+		"$(json_get ".preload.processes[] | select(.pid == $SRV_PID) | .denied" "$st")" "$RESET"
+	rla a status | grep -E "^ +$SRV_PID +python3 +governed"
+	page=$(metrics s1)
+	expect_eq "metric, preload point" \
+		"$(metric_value 'rlgate_point_admitted_total{tenant="web",point="preload"}' "$page")" "$OK"
+	expect_eq "metric, kernel point" \
+		"$(metric_value 'rlgate_point_denied_total{tenant="web",point="kernel"}' "$page")" 0
+}
+
+@test "a limit changed with rlctl reaches a running preloaded server; with the agent stopped, its last limits still hold" {
+	standalone_web 4
+	rla a tenant set web --rate 1000/s --burst 100 >/dev/null
+	client c1 "$(lab_addr s1 4)" 8080 30
+	expect_eq "answered under a raised limit" "$(json_get .ok "$CLIENT_JSON")" 30
+	rla a tenant set web --rate 2/s --burst 4 >/dev/null
+	proc_stop "${AGENT_PIDS[0]}" TERM
+	client c1 "$(lab_addr s1 4)" 8080 20
+	# the bucket was full (100 tokens, at most the new burst: 4) when the
+	# limit came down
+	expect_limited 20 2 4
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+@test "a restarted agent adopts the pool: counts carry on and the server needs no restart" {
+	standalone_web 4
+	client c1 "$(lab_addr s1 4)" 8080 5
+	proc_stop "${AGENT_PIDS[0]}" KILL
+	preload_agent s1 a
+	grep -q "preload pool '$POOL' adopted" "$BATS_TEST_TMPDIR/a.log"
+	client c1 "$(lab_addr s1 4)" 8080 5
+	expect_eq "admitted over both runs" "$(point_stat a web preload admitted)" 10
+}
+
+@test "fleet: an XDP host and a preload host share one global limit (rate x T + burst, within the overshoot bound)" {
+	local lim bound adm_x adm_p t=6 rate=20 burst=20
+
+	lab_up --servers 2 --clients 2 --redis
+	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
+	mkdir -p "$FLEET_DIR"
+	redis_start
+	# s1: XDP (rst), an accept-and-close server; s2: no XDP, a preloaded one
+	serve_start s1 8080
+	mkdir -p "$BATS_TEST_TMPDIR/x.state"
+	PIN_DIRS+=("/sys/fs/bpf/rlgate-$LAB-x")
+	rlagent_start s1 "$BATS_TEST_TMPDIR/x.sock" "$BATS_TEST_TMPDIR/x.state" \
+		"/sys/fs/bpf/rlgate-$LAB-x" "$BATS_TEST_TMPDIR/x.log" \
+		--redis "$REDIS_ADDR" --agent-id x
+	AGENT_PIDS+=("$RLAGENT_PID")
+	preload_agent s2 p --redis "$REDIS_ADDR" --agent-id p
+	rla x tenant set shared --rate $rate/s --burst $burst --match "$(prefixes c1 c2)" \
+		--action rst >/dev/null
+	for ((i = 0; i < 50; i++)); do
+		rla p --json tenant list | jq -e '.[] | select(.name == "shared")' >/dev/null && break
+		sleep 0.1
+	done
+	preloaded s2 "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s2 4)" 8080
+	wait_listen s2 8080
+	# 40/s at each host for t seconds: four times the limit in all
+	loadgen_bg c1 "$BATS_TEST_TMPDIR/lg.json" --rate 40 --duration $t "$(lab_target s1 8080)"
+	client c2 "$(lab_addr s2 4)" 8080 $((40 * t)) "" 40
+	loadgen_wait "$LOADGEN_BG_PID" "$BATS_TEST_TMPDIR/lg.json"
+	adm_x=$(json_get '.total.connected' "$LOADGEN_JSON")
+	adm_p=$(json_get .ok "$CLIENT_JSON")
+	expect_eq "preload host: answered + reset" \
+		$((adm_p + $(json_get .reset "$CLIENT_JSON"))) $((40 * t))
+	expect_eq "preload host: timed out" "$(json_get .timeout "$CLIENT_JSON")" 0
+	bound=$(rlctl_stat "$BATS_TEST_TMPDIR/x.sock" shared overshoot_bound)
+	lim=$((rate * (t + 1) + burst))
+	echo "admitted: XDP host $adm_x, preload host $adm_p; limit x T + burst $lim, bound $bound"
+	expect_between "admitted over both hosts" $((adm_x + adm_p)) $((rate * t / 2)) $((lim + bound))
+	((adm_p > 0)) || { echo "the preload host admitted nothing" >&2; return 1; }
+	((adm_x > 0)) || { echo "the XDP host admitted nothing" >&2; return 1; }
+	expect_eq "preload point of the preload host" "$(point_stat p shared preload admitted)" "$adm_p"
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* rlagent's side of the preload pool (--preload-pool): the second
+ * enforcement point, where librlpreload.so spends inside unmodified
+ * programs.  kern.c mirrors every slot, rule and heartbeat it writes into
+ * the kernel here, and in fleet mode shares the host's lease between the
+ * two (the sum of both never exceeds what was leased).
+ */
+#ifndef RL_AGENT_PRELOAD_H
+#define RL_AGENT_PRELOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "pool.h"
+
+struct policy_tenant;
+struct rl_cls_image;
+
+struct preload {
+	struct rl_pool pool;
+	char path[4096];
+	bool adopted;		/* the pool was there, with this layout */
+	/* per slot, the demand each point had seen at the last grant */
+	uint64_t kern_seen[RL_MAX_TENANTS];
+	uint64_t pool_seen[RL_MAX_TENANTS];
+};
+
+/* Makes or adopts the pool at path (mode 0660, group gid unless -1) with
+ * the kernel's classifier size.  0 or -errno (logged). */
+int preload_open(struct preload **out, const char *path, gid_t gid,
+		 uint32_t cls_half);
+void preload_close(struct preload *p);
+
+/* The pool's slot, as kern.c writes it alongside the kernel's. */
+struct rl_tenant *preload_slot(struct preload *p, uint32_t slot);
+
+/* Resets a fresh slot's counts; then configure it with rl_slot_configure. */
+void preload_slot_fresh(struct preload *p, uint32_t slot);
+
+/* Tells readers the slots or rules changed. */
+void preload_changed(struct preload *p);
+
+/* Publishes the compiled rules (logged on failure). */
+int preload_rules(struct preload *p, const struct rl_cls_image *img);
+
+/* The agent's heartbeat (stale_ns 0: standalone, never stale). */
+void preload_heartbeat(struct preload *p, uint64_t now_ns, uint64_t stale_ns,
+		       bool degraded);
+
+/* The counts of the preloaded processes for slot. */
+void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out);
+
+/* Of n tokens granted to slot, how many go to the pool: by the demand of
+ * each point since the last grant (kern_count: the kernel's admitted +
+ * denied so far); with none anywhere, to the pool only if prefer_pool. */
+uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
+		       uint64_t kern_count, bool prefer_pool);
+
+/* The live processes in the pool's table (up to max in out), and how many
+ * there are. */
+size_t preload_procs(struct preload *p, struct rl_pool_proc *out, size_t max);
+
+/* What `rlctl status` shows of the pool: its path, the processes seen
+ * (pid, name, whether the library governs their accepts, their counts),
+ * and those it could not serve (another layout, a full table). */
+json_t *preload_status_json(struct preload *p, uint64_t now_ns);
+
+#endif /* RL_AGENT_PRELOAD_H */
