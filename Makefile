@@ -134,10 +134,12 @@ $(BUILD)/loadgen: $(LOADGEN_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 # The library links only what runs inside the program (the pool's reader
-# side) and exports only the calls it wraps.
+# side) and exports only the calls it wraps.  Never with the sanitizers: a
+# preloaded ASan runtime would break the programs it is loaded into.
 PRELOAD_LIB_SRCS := user/lib/pool.c
 $(BUILD)/librlpreload.so: $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) $(wildcard user/lib/*.h) bpf/rlgate.h | $(BUILD)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fPIC -fvisibility=hidden -shared \
+	$(CC) $(filter-out -MMD -MP -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC \
+		-fvisibility=hidden -shared $(filter-out -fsanitize%,$(LDFLAGS)) \
 		-Wl,-z,defs -o $@ $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) -ldl -lpthread
 
 $(BUILD)/tests/test_xdp: $(XDPTEST_OBJS) $(CHECK_OBJ) $(LIB)

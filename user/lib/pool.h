@@ -40,7 +40,7 @@
  */
 #define RL_POOL_MAGIC		0x6c6f6f70	/* "pool" */
 #define RL_POOL_VERSION		1
-#define RL_POOL_DEFAULT_PATH	"/run/rlgate/preload.pool"
+#define RL_POOL_DEFAULT_PATH	"/run/rlgate.pool"
 #define RL_POOL_HDR_BYTES	4096
 #define RL_POOL_PROCS		256
 
