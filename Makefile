@@ -74,6 +74,7 @@ PRELOAD_SRCS := $(wildcard user/preload/*.c)
 XDPTEST_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard tests/bpf/*.c)))
 LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/loader/*.c))
 POOLTOOL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/pool/*.c))
+ACCEPT_BENCH_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/bench/accept_bench.c))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # CHECK() and the TAP runner of every C test (tests/unit and tests/bpf).
 CHECK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/check.c))
@@ -100,6 +101,9 @@ PROGS += $(BUILD)/tests/rlload
 endif
 ifneq ($(POOLTOOL_OBJS),)
 PROGS += $(BUILD)/tests/rlpool
+endif
+ifneq ($(ACCEPT_BENCH_OBJS),)
+PROGS += $(BUILD)/tests/accept_bench
 endif
 
 .PHONY: all deps test bench demo clean
@@ -153,6 +157,10 @@ $(BUILD)/tests/rlload: $(LOADER_OBJS) $(LIB)
 $(BUILD)/tests/rlpool: $(POOLTOOL_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+$(BUILD)/tests/accept_bench: $(ACCEPT_BENCH_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^
 
 $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CHECK_OBJ) $(LIB)
 	@mkdir -p $(@D)

@@ -95,5 +95,7 @@ for name in ctl_tenant_list_ms ctl_tenant_set_ms ctl_tenant_set_match_ms; do
 		-v b="${val[ctl_tenant_list_ms]}" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 done
 echo
+"$(dirname "$0")/bench-preload.sh" "$build" || exit 1
+echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
 exit 0
