@@ -176,3 +176,54 @@ standalone_web() {
 	((adm_x > 0)) || { echo "the XDP host admitted nothing" >&2; return 1; }
 	expect_eq "preload point of the preload host" "$(point_stat p shared preload admitted)" "$adm_p"
 }
+
+@test "outbound (--direction out): preloaded curl and a python client connect to a limited destination at most rate x T + burst; over it connect fails at once (ECONNREFUSED), other destinations are untouched" {
+	local ok=0 refused=0 other=0 rc i secs hi
+
+	lab_up --servers 2 --clients 1
+	# the clients' host runs the agent and the limited programs
+	preload_agent c1 a
+	rla a tenant set down --direction out --rate 2/s --burst 3 \
+		--match "$(lab_addr s1 4)/32" --port 8080 >/dev/null
+	rla a tenant get down | grep -qx 'direction: out'
+	ip netns exec "$(lab_ns s1)" "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080 \
+		>/dev/null 2>&1 3>&- &
+	echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
+	ip netns exec "$(lab_ns s2)" "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s2 4)" 8080 \
+		>/dev/null 2>&1 3>&- &
+	echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
+	wait_listen s1 8080
+	wait_listen s2 8080
+	# ten curls at once: the burst gets through, the rest fail at connect
+	for ((i = 0; i < 10; i++)); do
+		rc=0
+		in_ns c1 env LD_PRELOAD="$PRELOAD" RLGATE_POOL="$POOL" curl -s -o /dev/null \
+			--max-time 5 "http://$(lab_addr s1 4):8080/" 2>/dev/null || rc=$?
+		case $rc in
+		0) ok=$((ok + 1)) ;;
+		7) refused=$((refused + 1)) ;;	# curl: couldn't connect
+		*) other=$((other + 1)); echo "curl exit $rc" >&2 ;;
+		esac
+	done
+	echo "curl: $ok answered, $refused refused, $other other"
+	expect_eq "curls that failed otherwise" $other 0
+	expect_eq "answered + refused" $((ok + refused)) 10
+	expect_between "answered" $ok 3 6
+	# another destination: no limit
+	for ((i = 0; i < 5; i++)); do
+		in_ns c1 env LD_PRELOAD="$PRELOAD" RLGATE_POOL="$POOL" curl -sf -o /dev/null \
+			--max-time 5 "http://$(lab_addr s2 4):8080/"
+	done
+	# a steady client at twice the limit
+	sleep 1.5
+	CLIENT_JSON=$(in_ns c1 env LD_PRELOAD="$PRELOAD" RLGATE_POOL="$POOL" \
+		"$PY" "$PRELOAD_CLIENT" "$(lab_addr s1 4)" 8080 4 16)
+	echo "client: $CLIENT_JSON"
+	secs=$(json_get .seconds "$CLIENT_JSON")
+	hi=$(awk -v t="$secs" 'BEGIN { printf "%d", 3 + 2 * t + 1 }')
+	expect_eq "refused + answered" \
+		$(($(json_get .ok "$CLIENT_JSON") + $(json_get .refused "$CLIENT_JSON"))) 16
+	expect_between "answered" "$(json_get .ok "$CLIENT_JSON")" 3 "$hi"
+	expect_eq "refused at connect in the pool" \
+		"$(point_stat a down preload denied)" $((refused + $(json_get .refused "$CLIENT_JSON")))
+}

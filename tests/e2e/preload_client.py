@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """preload_client.py: opens connections to a server at a steady rate, each
 sending one small request and reading the answer to its end, and prints a
-JSON report: how many got an answer (ok), were reset (reset), timed out or
-failed otherwise, and the seconds the run took.
+JSON report: how many got an answer (ok), were reset (reset), refused at
+connect (refused), timed out or failed otherwise, and the seconds the run
+took.
 
   preload_client.py HOST PORT RATE COUNT [REQUEST]
 
@@ -19,7 +20,7 @@ req = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else "GET / HTTP/1.0\r\nH
 if req == "PING":
     req = "*1\r\n$4\r\nPING\r\n"
 fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-res = {"ok": 0, "reset": 0, "timeout": 0, "error": 0, "empty": 0}
+res = {"ok": 0, "reset": 0, "refused": 0, "timeout": 0, "error": 0, "empty": 0}
 errors = []
 lock = threading.Lock()
 
@@ -42,6 +43,8 @@ def one():
         kind = "ok" if got else "empty"
     except (ConnectionResetError, BrokenPipeError):
         kind = "reset"
+    except ConnectionRefusedError:
+        kind = "refused"
     except socket.timeout:
         kind = "timeout"
     except OSError as e:

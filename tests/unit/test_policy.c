@@ -750,6 +750,43 @@ static void test_fail_share(void)
 	}
 }
 
+/* Outbound tenants: "direction" parsed, carried in JSON only when "out",
+ * and their destinations never conflict with inbound sources. */
+static void test_direction(void)
+{
+	struct policy_tenant ts[2], u;
+	char err[POLICY_ERR_MAX], *str;
+	enum policy_direction d;
+	json_t *j;
+
+	CHECK(policy_parse_direction("out", &d, err) == 0 && d == POLICY_DIR_OUT,
+	      "out parses");
+	CHECK(policy_parse_direction("in", &d, err) == 0 && d == POLICY_DIR_IN,
+	      "in parses");
+	CHECK(policy_parse_direction("up", &d, err) == -EINVAL &&
+	      strstr(err, "invalid direction 'up'") && strstr(err, "expected in"),
+	      "a bad direction named: %s", err);
+	make(&ts[0], "down", "5/s", "192.0.2.0/24", "443");
+	ts[0].direction = POLICY_DIR_OUT;
+	j = policy_tenant_to_json(&ts[0]);
+	str = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK(str && strstr(str, "\"direction\":\"out\""), "to_json: %s", str);
+	free(str);
+	CHECK(policy_tenant_from_json(j, &u, err) == 0 &&
+	      u.direction == POLICY_DIR_OUT, "round trip: %s", err);
+	json_decref(j);
+	make(&ts[1], "up", "5/s", "192.0.2.0/24", "443");
+	j = policy_tenant_to_json(&ts[1]);
+	CHECK(!json_object_get(j, "direction"), "an inbound tenant reads as before");
+	json_decref(j);
+	CHECK(policy_validate_set(ts, 2, err) == 0,
+	      "the same prefix and port, one in and one out, do not conflict: %s",
+	      err);
+	ts[1].direction = POLICY_DIR_OUT;
+	CHECK(policy_validate_set(ts, 2, err) == -EEXIST,
+	      "two outbound tenants on one destination conflict");
+}
+
 static void test_json(void)
 {
 	struct policy_tenant t, u;
@@ -843,6 +880,7 @@ int main(void)
 	CHECK_RUN(test_set_against_reference);
 	CHECK_RUN(test_set_large);
 	CHECK_RUN(test_json);
+	CHECK_RUN(test_direction);
 	CHECK_RUN(test_overshoot);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);

@@ -61,9 +61,11 @@ static void test_layout(void)
 
 	CHECK(rl_pool_layout(16, RL_CLS_GROUPS_MIN, 8, &h) == 0, "a small pool");
 	CHECK(h.off_tenants == RL_POOL_HDR_BYTES && h.off_stats == h.off_tenants +
-	      16 * sizeof(struct rl_tenant) && h.off_cls % 4096 == 0 &&
-	      h.pre.size == h.off_cls + 2ULL * RL_CLS_GROUPS_MIN * 1024,
-	      "parts follow the header in order, the classifier on its own page");
+	      16 * sizeof(struct rl_tenant) && h.off_cls[0] % 4096 == 0 &&
+	      h.off_cls[1] == h.off_cls[0] + 2ULL * RL_CLS_GROUPS_MIN * 1024 &&
+	      h.pre.size == h.off_cls[1] + 2ULL * RL_CLS_GROUPS_MIN * 1024,
+	      "parts follow the header in order, the classifiers on pages of "
+	      "their own");
 	CHECK(rl_pool_layout(0, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
 	      rl_pool_layout(RL_MAX_TENANTS + 1, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
 	      rl_pool_layout(16, RL_CLS_GROUPS_MIN - 1, 8, &h) == -EINVAL &&
@@ -92,9 +94,9 @@ static void test_refused_files(void)
 	CHECK(rl_pool_map(&r, other) == 0, "the right version maps");
 	rl_pool_unmap(&r);
 	/* a header whose offsets do not follow from its counts */
-	w.hdr->off_cls += 4096;
+	w.hdr->off_cls[1] += 4096;
 	CHECK(rl_pool_map(&r, other) == -EBADMSG, "a damaged header is refused");
-	w.hdr->off_cls -= 4096;
+	w.hdr->off_cls[1] -= 4096;
 	w.hdr->pre.magic = 0;
 	CHECK(rl_pool_map(&r, other) == -EBADMSG, "no magic is refused");
 	w.hdr->pre.magic = RL_POOL_MAGIC;
@@ -204,12 +206,18 @@ static void add_rule(struct rl_cls_rule *r, int family, const char *a,
 	r->tenant = tenant;
 }
 
-static int cls(struct rl_pool *r, int family, const char *a, uint16_t port)
+static int cls_dir(struct rl_pool *r, enum rl_pool_dir dir, int family,
+		   const char *a, uint16_t port)
 {
 	uint8_t addr[16] = { 0 };
 
 	inet_pton(family, a, addr);
-	return rl_pool_classify(r, family, addr, port);
+	return rl_pool_classify(r, dir, family, addr, port);
+}
+
+static int cls(struct rl_pool *r, int family, const char *a, uint16_t port)
+{
+	return cls_dir(r, RL_POOL_IN, family, a, port);
 }
 
 static void test_classify(void)
@@ -223,9 +231,12 @@ static void test_classify(void)
 	add_rule(&rules[1], AF_INET6, "2001:db8:1::", 48, 0, 2);
 	CHECK(rl_cls_compile(rules, 2, RL_CLS_GROUPS_MIN, &img, err,
 			     sizeof(err)) == 0, "compiled: %s", err);
-	CHECK(rl_pool_publish(w, &img) == 0, "published");
+	CHECK(rl_pool_publish(w, RL_POOL_IN, &img, 2) == 0, "published");
 	rl_cls_image_free(&img);
-	CHECK(!rl_pool_needs_port(r), "no port rules: the local port is not needed");
+	CHECK(!rl_pool_needs_port(r, RL_POOL_IN),
+	      "no port rules: the local port is not needed");
+	CHECK(rl_pool_has_rules(r, RL_POOL_IN) && !rl_pool_has_rules(r, RL_POOL_OUT),
+	      "inbound rules, no outbound ones");
 	CHECK(cls(r, AF_INET, "192.0.2.77", 0) == 1, "IPv4 in the /24");
 	CHECK(cls(r, AF_INET, "192.0.3.1", 0) == -1, "IPv4 outside it");
 	CHECK(cls(r, AF_INET6, "2001:db8:1:5::9", 0) == 2, "IPv6 in the /48");
@@ -235,20 +246,40 @@ static void test_classify(void)
 	add_rule(&rules[2], AF_INET, "192.0.2.128", 25, 443, 3);
 	CHECK(rl_cls_compile(rules, 3, RL_CLS_GROUPS_MIN, &img, err,
 			     sizeof(err)) == 0, "compiled: %s", err);
-	CHECK(rl_pool_publish(w, &img) == 0, "published again");
-	CHECK(rl_pool_publish(w, &img) == 0, "and into the other half");
+	CHECK(rl_pool_publish(w, RL_POOL_IN, &img, 3) == 0, "published again");
+	CHECK(rl_pool_publish(w, RL_POOL_IN, &img, 3) == 0,
+	      "and into the other half");
 	rl_cls_image_free(&img);
-	CHECK(rl_pool_needs_port(r), "port rules: the local port matters");
+	CHECK(rl_pool_needs_port(r, RL_POOL_IN), "port rules: the local port matters");
 	CHECK(cls(r, AF_INET, "192.0.2.200", 443) == 3, "the port rule wins");
 	CHECK(cls(r, AF_INET, "192.0.2.200", 80) == 1, "other ports: the /24");
 	CHECK(cls(r, AF_INET, "192.0.2.1", 443) == 1, "outside the /25: the /24");
-	CHECK(w->hdr->cls_seq % 2 == 0 && w->hdr->cls_seq == 6,
-	      "each publish moved the count by two: %u", w->hdr->cls_seq);
+	CHECK(w->hdr->cls[RL_POOL_IN].seq == 6,
+	      "each publish moved the count by two: %u", w->hdr->cls[RL_POOL_IN].seq);
+	CHECK(cls_dir(r, RL_POOL_OUT, AF_INET, "192.0.2.200", 443) == -1,
+	      "inbound rules are not outbound ones");
+
+	/* outbound rules: destinations, apart from the inbound ones */
+	add_rule(&rules[0], AF_INET, "198.51.100.0", 24, 8443, 4);
+	CHECK(rl_cls_compile(rules, 1, RL_CLS_GROUPS_MIN, &img, err,
+			     sizeof(err)) == 0, "compiled: %s", err);
+	CHECK(rl_pool_publish(w, RL_POOL_OUT, &img, 1) == 0, "outbound published");
+	rl_cls_image_free(&img);
+	CHECK(rl_pool_has_rules(r, RL_POOL_OUT) && rl_pool_needs_port(r, RL_POOL_OUT),
+	      "outbound rules, by port");
+	CHECK(cls_dir(r, RL_POOL_OUT, AF_INET, "198.51.100.9", 8443) == 4,
+	      "a destination and port of the outbound rule");
+	CHECK(cls_dir(r, RL_POOL_OUT, AF_INET, "198.51.100.9", 80) == -1,
+	      "another port: no outbound tenant");
+	CHECK(cls(r, AF_INET, "198.51.100.9", 8443) == -1,
+	      "outbound rules are not inbound ones");
+	CHECK(cls(r, AF_INET, "192.0.2.200", 443) == 3, "the inbound rules stay");
 
 	/* rules that do not fit a half are refused, the old ones stay */
 	img.groups = calloc(RL_CLS_GROUPS_MIN + 1, sizeof(*img.groups));
 	img.n_groups = RL_CLS_GROUPS_MIN + 1;
-	CHECK(rl_pool_publish(w, &img) == -ENOSPC, "too big for a half");
+	CHECK(rl_pool_publish(w, RL_POOL_IN, &img, 1) == -ENOSPC,
+	      "too big for a half");
 	free(img.groups);
 	CHECK(cls(r, AF_INET, "192.0.2.200", 443) == 3, "the rules in force stay");
 }

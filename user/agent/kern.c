@@ -1097,20 +1097,24 @@ int kern_counters(struct kern *k, uint64_t *out)
 
 /* --- rules --------------------------------------------------------------- */
 
-int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
+/* Compiles the rules of the tenants of direction dir among bs[0..n) into
+ * img.  0 or -errno, worded for the operator in k->rules_err. */
+static int compile_dir(struct kern *k, const struct kern_binding *bs, size_t n,
+		       enum policy_direction dir, struct rl_cls_image *img,
+		       size_t *n_rules)
 {
 	struct rl_cls_rule *rules = NULL;
-	struct rl_cls_image img;
-	size_t n_rules = 0, cap = 0;
 	char *msg = k->rules_err;
-	size_t msg_len = sizeof(k->rules_err);
+	size_t msg_len = sizeof(k->rules_err), cap = 0;
 	int err = 0;
 
+	*n_rules = 0;
 	for (size_t b = 0; b < n && !err; b++)
-		err = rl_cls_rules_add(&rules, &n_rules, &cap, bs[b].t,
-				       bs[b].slot);
+		if (bs[b].t->direction == dir)
+			err = rl_cls_rules_add(&rules, n_rules, &cap, bs[b].t,
+					       bs[b].slot);
 	if (!err)
-		err = rl_cls_compile(rules, n_rules, k->cls.half, &img, msg,
+		err = rl_cls_compile(rules, *n_rules, k->cls.half, img, msg,
 				     msg_len);
 	else
 		snprintf(msg, msg_len, "out of memory");
@@ -1121,10 +1125,31 @@ int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 		snprintf(msg + len, msg_len - len, "; the agent's --rule-memory "
 			 "sets the size");
 	}
-	if (err) {
-		log_error("couldn't compile %zu rules for '%s/cls': %s", n_rules,
+	if (err)
+		log_error("couldn't compile %zu %s rules for '%s/cls': %s", *n_rules,
+			  dir == POLICY_DIR_OUT ? "outbound" : "inbound",
 			  k->pin_dir, msg);
+	return err;
+}
+
+int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
+{
+	struct rl_cls_image img, out = { 0 };
+	char *msg = k->rules_err;
+	size_t msg_len = sizeof(k->rules_err), n_rules, n_out = 0;
+	int err;
+
+	/* Outbound tenants only ever apply in preloaded programs: the kernel
+	 * judges SYNs by their source, so their rules never reach it. */
+	err = compile_dir(k, bs, n, POLICY_DIR_IN, &img, &n_rules);
+	if (err)
 		return err;
+	if (k->preload) {
+		err = compile_dir(k, bs, n, POLICY_DIR_OUT, &out, &n_out);
+		if (err) {
+			rl_cls_image_free(&img);
+			return err;
+		}
 	}
 	err = rl_cls_publish(&k->cls, &img);
 	if (err) {
@@ -1140,9 +1165,14 @@ int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 			  img.n_rows);
 		/* The pool has the kernel's size, so it takes whatever the
 		 * kernel took; a failure is logged there. */
-		if (k->preload)
-			preload_rules(k->preload, &img);
+		if (k->preload) {
+			preload_rules(k->preload, RL_POOL_IN, &img, n_rules);
+			preload_rules(k->preload, RL_POOL_OUT, &out, n_out);
+			log_debug("published %zu outbound rules to the preload "
+				  "pool", n_out);
+		}
 	}
+	rl_cls_image_free(&out);
 	rl_cls_image_free(&img);
 	return err;
 }

@@ -73,13 +73,15 @@ void preload_changed(struct preload *p)
 	__atomic_fetch_add(&p->pool.hdr->generation, 1, __ATOMIC_RELEASE);
 }
 
-int preload_rules(struct preload *p, const struct rl_cls_image *img)
+int preload_rules(struct preload *p, enum rl_pool_dir dir,
+		  const struct rl_cls_image *img, size_t n_rules)
 {
-	int err = rl_pool_publish(&p->pool, img);
+	int err = rl_pool_publish(&p->pool, dir, img, n_rules);
 
 	if (err)
-		log_error("couldn't publish rules on preload pool '%s': %s",
-			  p->path, strerror(-err));
+		log_error("couldn't publish %s rules on preload pool '%s': %s",
+			  dir == RL_POOL_OUT ? "outbound" : "inbound", p->path,
+			  strerror(-err));
 	return err;
 }
 
@@ -120,7 +122,7 @@ size_t preload_procs(struct preload *p, struct rl_pool_proc *out, size_t max)
 /* A process's state as the operator reads it. */
 static const char *proc_state(uint32_t flags)
 {
-	if (flags & RL_POOL_P_ACCEPT)
+	if (flags & (RL_POOL_P_ACCEPT | RL_POOL_P_CONNECT))
 		return "governed";
 	/* listened through the library, but no accept came through it:
 	 * not yet, or its accepts bypass libc (io_uring, raw syscalls) */

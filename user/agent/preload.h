@@ -43,8 +43,10 @@ void preload_slot_fresh(struct preload *p, uint32_t slot);
 /* Tells readers the slots or rules changed. */
 void preload_changed(struct preload *p);
 
-/* Publishes the compiled rules (logged on failure). */
-int preload_rules(struct preload *p, const struct rl_cls_image *img);
+/* Publishes the rules of dir, n_rules compiled into img (logged on
+ * failure). */
+int preload_rules(struct preload *p, enum rl_pool_dir dir,
+		  const struct rl_cls_image *img, size_t n_rules);
 
 /* The agent's heartbeat (stale_ns 0: standalone, never stale). */
 void preload_heartbeat(struct preload *p, uint64_t now_ns, uint64_t stale_ns,

@@ -32,6 +32,11 @@ void policy_clean_utf8(char *s)
 	}
 }
 
+const char *policy_direction_name(enum policy_direction d)
+{
+	return d == POLICY_DIR_OUT ? "out" : "in";
+}
+
 const char *policy_fail_name(enum policy_fail f)
 {
 	switch (f) {

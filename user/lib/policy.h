@@ -35,6 +35,13 @@ enum policy_fail {
 	POLICY_FAIL_DENY = 2,	/* refuse every new connection while degraded */
 };
 
+/* Which connections a tenant limits. */
+enum policy_direction {
+	POLICY_DIR_IN = 0,	/* to this host: prefixes are sources */
+	POLICY_DIR_OUT = 1,	/* from this host (preloaded programs' connect):
+				 * prefixes and ports are destinations */
+};
+
 /* A rate as the operator wrote it: count per period. */
 struct policy_rate {
 	uint64_t count;
@@ -62,6 +69,7 @@ struct policy_tenant {
 	 * 0 means policy_overshoot_budget()'s default. */
 	uint64_t overshoot;
 	enum policy_fail fail;
+	enum policy_direction direction;
 };
 
 /* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
@@ -75,6 +83,8 @@ int policy_parse_ports(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_action(const char *s, enum policy_action *out, char *err);
 int policy_parse_fail(const char *s, enum policy_fail *out, char *err);
 const char *policy_fail_name(enum policy_fail f);
+int policy_parse_direction(const char *s, enum policy_direction *out, char *err);
+const char *policy_direction_name(enum policy_direction d);
 
 /* Replaces, in place, every byte of s that is not part of a whole UTF-8
  * character with '?': error messages quote user input, cut to a length, and

@@ -315,8 +315,11 @@ static int find_conflicts(const struct policy_tenant *ts, size_t n,
 			const struct policy_prefix *p = &ts[i].match[x];
 			size_t s = prefix_hash(p) & (size - 1);
 
+			/* an outbound rule (a destination) never meets an
+			 * inbound one (a source): chained apart */
 			while (head[s] != UINT32_MAX &&
-			       !prefix_equal(p, &ts[c_tenant[head[s]]].match[c_x[head[s]]]))
+			       (!prefix_equal(p, &ts[c_tenant[head[s]]].match[c_x[head[s]]]) ||
+				ts[c_tenant[head[s]]].direction != ts[i].direction))
 				s = (s + 1) & (size - 1);
 			c_tenant[c] = (uint32_t)i;
 			c_x[c] = (uint8_t)x;

@@ -26,6 +26,10 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 		json_object_set_new(j, "overshoot", json_integer((json_int_t)t->overshoot));
 	if (j)
 		json_object_set_new(j, "fail", json_string(policy_fail_name(t->fail)));
+	/* only when not the default: tenants of before read the same */
+	if (j && t->direction != POLICY_DIR_IN)
+		json_object_set_new(j, "direction",
+				    json_string(policy_direction_name(t->direction)));
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -50,7 +54,7 @@ static bool known_key(const char *k)
 {
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
-		"overshoot", "fail",
+		"overshoot", "fail", "direction",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -74,7 +78,8 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 	json_object_foreach((json_t *)j, key, v)
 		if (!known_key(key))
 			return fail(err, "unknown field '" ECHO "': expected name, "
-				    "rate, burst, match, ports, action, shadow, overshoot, fail", key);
+				    "rate, burst, match, ports, action, shadow, "
+				    "overshoot, fail, direction", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -171,6 +176,14 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 			return fail(err, "field 'fail' must be \"static\", \"allow\" "
 				    "or \"deny\"");
 		if (policy_parse_fail(json_string_value(v), &t->fail, err) < 0)
+			return -EINVAL;
+	}
+	v = json_object_get(j, "direction");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return fail(err, "field 'direction' must be \"in\" or \"out\"");
+		if (policy_parse_direction(json_string_value(v), &t->direction,
+					   err) < 0)
 			return -EINVAL;
 	}
 	return policy_validate(t, err);

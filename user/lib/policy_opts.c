@@ -26,3 +26,7 @@ const struct opt_value policy_fail_values[] = {
 	{ "static", POLICY_FAIL_STATIC }, { "allow", POLICY_FAIL_ALLOW },
 	{ "deny", POLICY_FAIL_DENY }, { NULL, 0 },
 };
+
+const struct opt_value policy_direction_values[] = {
+	{ "in", POLICY_DIR_IN }, { "out", POLICY_DIR_OUT }, { NULL, 0 },
+};

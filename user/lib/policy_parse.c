@@ -241,6 +241,19 @@ int policy_parse_action(const char *s, enum policy_action *out, char *err)
 	return 0;
 }
 
+int policy_parse_direction(const char *s, enum policy_direction *out, char *err)
+{
+	if (!strcmp(s, "in"))
+		*out = POLICY_DIR_IN;
+	else if (!strcmp(s, "out"))
+		*out = POLICY_DIR_OUT;
+	else
+		return fail(err, "invalid direction '" ECHO "': expected in "
+			    "(connections to this host, by source) or out "
+			    "(preloaded programs' connections, by destination)", s);
+	return 0;
+}
+
 int policy_parse_fail(const char *s, enum policy_fail *out, char *err)
 {
 	if (!strcmp(s, "static"))

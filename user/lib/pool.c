@@ -44,11 +44,13 @@ int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
 	off += (uint64_t)max_tenants * sizeof(struct rl_stats);
 	out->off_procs = off;
 	off += (uint64_t)max_procs * sizeof(struct rl_pool_proc);
-	/* the classifier on a page of its own: most of it is never touched,
-	 * and tmpfs does not allocate pages nobody wrote */
+	/* the classifiers on pages of their own: most of them is never
+	 * touched, and tmpfs does not allocate pages nobody wrote */
 	off = align_up(off, 4096);
-	out->off_cls = off;
-	off += 2ULL * cls_half * sizeof(struct rl_cls_group);
+	for (int d = 0; d < 2; d++) {
+		out->off_cls[d] = off;
+		off += 2ULL * cls_half * sizeof(struct rl_cls_group);
+	}
 	out->pre.size = off;
 	return 0;
 }
@@ -65,7 +67,8 @@ static int check(const struct rl_pool_hdr *hdr, uint64_t file_len)
 	if (hdr->pre.size != want.pre.size || file_len < want.pre.size ||
 	    hdr->off_tenants != want.off_tenants ||
 	    hdr->off_stats != want.off_stats ||
-	    hdr->off_procs != want.off_procs || hdr->off_cls != want.off_cls)
+	    hdr->off_procs != want.off_procs ||
+	    hdr->off_cls[0] != want.off_cls[0] || hdr->off_cls[1] != want.off_cls[1])
 		return -EBADMSG;
 	return 0;
 }
@@ -117,7 +120,8 @@ int rl_pool_map(struct rl_pool *p, const char *path)
 	p->tenants = (struct rl_tenant *)((char *)base + hdr->off_tenants);
 	p->stats = (struct rl_stats *)((char *)base + hdr->off_stats);
 	p->procs = (struct rl_pool_proc *)((char *)base + hdr->off_procs);
-	p->cls = (struct rl_cls_group *)((char *)base + hdr->off_cls);
+	for (int d = 0; d < 2; d++)
+		p->cls[d] = (struct rl_cls_group *)((char *)base + hdr->off_cls[d]);
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	return 0;
@@ -141,39 +145,49 @@ uint64_t rl_pool_now_ns(void)
 	return (uint64_t)ts.tv_sec * RL_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-int rl_pool_classify(const struct rl_pool *p, int family, const uint8_t *addr,
-		     uint16_t port)
+int rl_pool_classify(const struct rl_pool *p, enum rl_pool_dir dir, int family,
+		     const uint8_t *addr, uint16_t port)
 {
-	struct rl_pool_hdr *h = p->hdr;
-	uint32_t half = h->cls_half;
+	struct rl_pool_cls *c = &p->hdr->cls[dir & 1];
+	uint32_t half = p->hdr->cls_half;
 
 	/* A rule change is rare and takes microseconds: a few walks always
 	 * find a quiet moment.  One that never does answers "no rule". */
 	for (int tries = 0; tries < 8; tries++) {
-		uint32_t s1 = __atomic_load_n(&h->cls_seq, __ATOMIC_ACQUIRE);
-		uint32_t act = __atomic_load_n(&h->cls_active, __ATOMIC_ACQUIRE) & 1;
-		uint32_t n = __atomic_load_n(&h->cls_groups[act], __ATOMIC_RELAXED);
+		uint32_t s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+		uint32_t act = __atomic_load_n(&c->active, __ATOMIC_ACQUIRE) & 1;
+		uint32_t n = __atomic_load_n(&c->groups[act], __ATOMIC_RELAXED);
 		int t;
 
 		if (n > half)
 			n = half;
-		t = rl_cls_walk(p->cls + (size_t)act * half, n, family, addr,
-				port);
+		t = rl_cls_walk(p->cls[dir & 1] + (size_t)act * half, n, family,
+				addr, port);
 		/* the walk's reads before the second look at the count */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&h->cls_seq, __ATOMIC_RELAXED) - s1 <= 1)
-			return t < (int)h->max_tenants ? t : -1;
+		if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) - s1 <= 1)
+			return t < (int)p->hdr->max_tenants ? t : -1;
 	}
 	return -1;
 }
 
-bool rl_pool_needs_port(const struct rl_pool *p)
+bool rl_pool_needs_port(const struct rl_pool *p, enum rl_pool_dir dir)
 {
-	uint32_t act = __atomic_load_n(&p->hdr->cls_active, __ATOMIC_ACQUIRE) & 1;
+	struct rl_pool_cls *c = &p->hdr->cls[dir & 1];
+	uint32_t act = __atomic_load_n(&c->active, __ATOMIC_ACQUIRE) & 1;
 
 	/* a change under way may be adding the first port rule: look at both */
-	return __atomic_load_n(&p->hdr->cls_columns[act], __ATOMIC_RELAXED) ||
-	       (__atomic_load_n(&p->hdr->cls_seq, __ATOMIC_RELAXED) & 1);
+	return __atomic_load_n(&c->columns[act], __ATOMIC_RELAXED) ||
+	       (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) & 1);
+}
+
+bool rl_pool_has_rules(const struct rl_pool *p, enum rl_pool_dir dir)
+{
+	struct rl_pool_cls *c = &p->hdr->cls[dir & 1];
+	uint32_t act = __atomic_load_n(&c->active, __ATOMIC_ACQUIRE) & 1;
+
+	return __atomic_load_n(&c->rules[act], __ATOMIC_RELAXED) ||
+	       (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) & 1);
 }
 
 bool rl_pool_degraded(const struct rl_pool *p, uint64_t now)

@@ -25,8 +25,11 @@
  *   stats       max_tenants x struct rl_stats, added to with atomics by
  *               every process (admitted, denied, shadow_denied, degraded)
  *   procs       max_procs x struct rl_pool_proc: the processes seen
- *   classifier  2 x cls_half x struct rl_cls_group: the kernel's compiled
- *               trie, in two halves (see rlgate.h, "Classification")
+ *   classifiers two of 2 x cls_half x struct rl_cls_group, the kernel's
+ *               compiled trie in two halves (see rlgate.h,
+ *               "Classification"): the inbound rules (source prefix x
+ *               local port, accept), then the outbound ones (destination
+ *               prefix x port, connect), which the kernel never sees
  *
  * Offsets follow from the three counts (rl_pool_layout()), and a reader
  * checks them, so a damaged header is refused, never trusted.
@@ -37,9 +40,11 @@
  * Any other change to what follows bumps RL_POOL_VERSION; the agent then
  * makes a new file, renamed over the old one.
  *   1  the first layout
+ *   2  a second classifier, for outbound rules (the header's cls and
+ *      off_cls become pairs)
  */
 #define RL_POOL_MAGIC		0x6c6f6f70	/* "pool" */
-#define RL_POOL_VERSION		1
+#define RL_POOL_VERSION		2
 #define RL_POOL_DEFAULT_PATH	"/run/rlgate.pool"
 #define RL_POOL_HDR_BYTES	4096
 #define RL_POOL_PROCS		256
@@ -55,28 +60,40 @@ struct rl_pool_preamble {
 _Static_assert(sizeof(struct rl_pool_preamble) == 32,
 	       "rl_pool_preamble: the same in every layout");
 
+/* The two rule sets of a pool. */
+enum rl_pool_dir {
+	RL_POOL_IN = 0,		/* accept: source prefix x local port */
+	RL_POOL_OUT = 1,	/* connect: destination prefix x port */
+};
+
+/*
+ * One classifier's switch.  It is switched as the kernel's is, except that
+ * no grace period can be waited for in processes the agent does not know:
+ * seq is a sequence count the writer makes odd while it writes a half and
+ * even again once `active` names it.  A reader takes the count, walks the
+ * active half and takes the count again: if it grew by more than one, the
+ * half it walked may have been rewritten under it, and it walks again.
+ * (The half in use is only ever written two switches later.)
+ */
+struct rl_pool_cls {
+	__u32 seq;
+	__u32 active;		/* 0 or 1 */
+	__u32 groups[2];	/* groups each half's rules take */
+	__u32 columns[2];	/* ports its rules name: 0, no need to look
+				 * up a connection's port */
+	__u32 rules[2];		/* its rules: 0, nothing to look up at all */
+	__u32 _pad;
+};
+
 struct rl_pool_hdr {
 	struct rl_pool_preamble pre;
 	__u32 max_tenants;	/* slots in tenants and stats */
 	__u32 cls_half;		/* classifier groups per half */
 	__u32 max_procs;	/* slots in procs */
 	__u32 _pad0;
-	__u64 off_tenants, off_stats, off_procs, off_cls;
-	/*
-	 * The classifier is switched as the kernel's is, except that no grace
-	 * period can be waited for in processes the agent does not know:
-	 * cls_seq is a sequence count the writer makes odd while it writes a
-	 * half and even again once cls_active names it.  A reader takes the
-	 * count, walks cls_active's half and takes the count again: if it grew
-	 * by more than one, the half it walked may have been rewritten under
-	 * it, and it walks again.  (The half in use is only ever written two
-	 * switches later.)
-	 */
-	__u32 cls_seq;
-	__u32 cls_active;	/* 0 or 1 */
-	__u32 cls_groups[2];	/* groups each half's rules take */
-	__u32 cls_columns[2];	/* ports its rules name: 0, no need to
-				 * look up a connection's local port */
+	__u64 off_tenants, off_stats, off_procs;
+	__u64 off_cls[2];	/* by enum rl_pool_dir */
+	struct rl_pool_cls cls[2];
 	__u64 generation;	/* bumped on every change of rules or tenants */
 	/* The agent's heartbeat on CLOCK_MONOTONIC (the kernel's clock), as in
 	 * the kernel's `agent_state`: leased tenants apply their fail policy
@@ -90,15 +107,18 @@ struct rl_pool_hdr {
 _Static_assert(sizeof(struct rl_pool_hdr) <= RL_POOL_HDR_BYTES,
 	       "rl_pool_hdr: fits its page");
 
-/* One process that loaded the library and listened or accepted through it. */
+/* One process that loaded the library and listened, accepted or connected
+ * through it. */
 struct rl_pool_proc {
 	__u32 pid;		/* 0: a free slot (in the pool's pid namespace
 				 * as the process sees it) */
 	__u32 flags;		/* RL_POOL_P_* */
 	__u64 start_ns;		/* CLOCK_MONOTONIC when it registered */
-	__u64 seen_ns;		/* ... when it last accepted */
-	__u64 admitted;		/* connections it was handed */
-	__u64 denied;		/* connections reset before it saw them */
+	__u64 seen_ns;		/* ... when it last accepted or connected */
+	__u64 admitted;		/* connections of a tenant it was handed, or
+				 * let open */
+	__u64 denied;		/* ... reset before it saw them, or whose
+				 * connect failed */
 	char comm[16];		/* /proc/self/comm, NUL-terminated */
 	__u64 _pad;
 };
@@ -107,6 +127,8 @@ _Static_assert(sizeof(struct rl_pool_proc) == 64, "rl_pool_proc: a cache line");
 
 #define RL_POOL_P_LISTEN	(1U << 0)	/* called listen() */
 #define RL_POOL_P_ACCEPT	(1U << 1)	/* accepted through the library */
+#define RL_POOL_P_CONNECT	(1U << 2)	/* connected to an outbound
+						 * tenant through it */
 
 /* A mapped pool, as either side holds it. */
 struct rl_pool {
@@ -116,7 +138,7 @@ struct rl_pool {
 	struct rl_tenant *tenants;
 	struct rl_stats *stats;
 	struct rl_pool_proc *procs;
-	struct rl_cls_group *cls;	/* both halves */
+	struct rl_cls_group *cls[2];	/* both halves, by enum rl_pool_dir */
 	dev_t dev;			/* the file mapped, to notice a new one */
 	ino_t ino;
 };
@@ -136,14 +158,17 @@ int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
 int rl_pool_map(struct rl_pool *p, const char *path);
 void rl_pool_unmap(struct rl_pool *p);
 
-/* The tenant slot for a connection from (family, addr) to local `port`, as
- * the kernel's classifier would answer, or -1.  IPv4 addresses are 4 bytes
- * (a v4-mapped IPv6 address is IPv4: the kernel sees an IPv4 packet). */
-int rl_pool_classify(const struct rl_pool *p, int family, const uint8_t *addr,
-		     uint16_t port);
+/* The tenant slot for a connection, or -1: inbound (RL_POOL_IN) from
+ * (family, addr) to local `port`, as the kernel's classifier would answer;
+ * outbound to (family, addr) and `port`.  IPv4 addresses are 4 bytes (a
+ * v4-mapped IPv6 address is IPv4: the kernel sees an IPv4 packet). */
+int rl_pool_classify(const struct rl_pool *p, enum rl_pool_dir dir, int family,
+		     const uint8_t *addr, uint16_t port);
 
-/* Whether the rules in force name ports (so that the local port matters). */
-bool rl_pool_needs_port(const struct rl_pool *p);
+/* Whether the rules of dir in force name ports (so that the port matters);
+ * rl_pool_has_rules: whether there are any. */
+bool rl_pool_needs_port(const struct rl_pool *p, enum rl_pool_dir dir);
+bool rl_pool_has_rules(const struct rl_pool *p, enum rl_pool_dir dir);
 
 /* Whether the agent says it is degraded, or its heartbeat is stale, at
  * now_ns (CLOCK_MONOTONIC). */

@@ -60,7 +60,6 @@ int rl_pool_create(struct rl_pool *p, const char *path, uint32_t max_tenants,
 		return -errno;
 	/* The header last: until its magic is there the file is refused, and
 	 * until the rename nobody looks at it anyway. */
-	want.cls_seq = 0;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	want.made_ns = (uint64_t)ts.tv_sec * RL_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 	if (ftruncate(fd, (off_t)want.pre.size) < 0 ||
@@ -117,30 +116,33 @@ void rl_pool_tenant_clear(struct rl_pool *p, uint32_t slot)
 	__atomic_fetch_add(&p->hdr->generation, 1, __ATOMIC_RELEASE);
 }
 
-int rl_pool_publish(struct rl_pool *p, const struct rl_cls_image *img)
+int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
+		    const struct rl_cls_image *img, size_t n_rules)
 {
-	struct rl_pool_hdr *h = p->hdr;
-	uint32_t half = h->cls_half, next;
+	struct rl_pool_cls *c = &p->hdr->cls[dir & 1];
+	uint32_t half = p->hdr->cls_half, next;
 	struct rl_cls_group *dst;
 
 	if (!img->groups || img->n_groups < RL_CLS_POOL)
 		return -EINVAL;
 	if (img->n_groups > half)
 		return -ENOSPC;
-	next = (__atomic_load_n(&h->cls_active, __ATOMIC_RELAXED) & 1) ^ 1;
-	dst = p->cls + (size_t)next * half;
+	next = (__atomic_load_n(&c->active, __ATOMIC_RELAXED) & 1) ^ 1;
+	dst = p->cls[dir & 1] + (size_t)next * half;
 	/* odd: readers that walk across this will walk again */
-	__atomic_fetch_add(&h->cls_seq, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->seq, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	for (uint32_t g = 0; g < img->n_groups; g++)
 		for (uint32_t i = 0; i < RL_CLS_FANOUT; i++)
 			__atomic_store_n(&dst[g].e[i], img->groups[g].e[i],
 					 __ATOMIC_RELAXED);
-	__atomic_store_n(&h->cls_groups[next], img->n_groups, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->cls_columns[next], img->n_columns, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->cls_active, next, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&h->cls_seq, 1, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&h->generation, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->groups[next], img->n_groups, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->columns[next], img->n_columns, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->rules[next], n_rules > UINT32_MAX ? UINT32_MAX :
+			 (uint32_t)n_rules, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->active, next, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&c->seq, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&p->hdr->generation, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -35,10 +35,12 @@ void rl_pool_tenant_set(struct rl_pool *p, uint32_t slot,
 /* Takes slot out of service.  Call after its rules are gone. */
 void rl_pool_tenant_clear(struct rl_pool *p, uint32_t slot);
 
-/* Makes readers classify by img: written into the half not in use, then
- * switched to (see rl_pool_hdr.cls_seq).  0; -ENOSPC when img needs more
- * groups than a half holds; -EINVAL for an empty image. */
-int rl_pool_publish(struct rl_pool *p, const struct rl_cls_image *img);
+/* Makes readers classify the connections of dir by img, compiled from
+ * n_rules rules: written into the half not in use, then switched to (see
+ * struct rl_pool_cls).  0; -ENOSPC when img needs more groups than a half
+ * holds; -EINVAL for an image without its roots. */
+int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
+		    const struct rl_cls_image *img, size_t n_rules);
 
 /* The agent's word to readers, as kern_fleet_state() is to the kernel:
  * alive at now_ns (stale after stale_ns; 0: never stale), and degraded. */

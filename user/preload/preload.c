@@ -6,7 +6,9 @@
  * SYN and spends a token of the shared pool rlagent keeps (pool.h); over
  * the limit it is reset before the program sees it, and the next one is
  * accepted, so the program only ever sees what accept could have returned
- * anyway.  listen is wrapped to list the process in the pool.
+ * anyway.  connect spends from outbound tenants (by destination), failing
+ * with ECONNREFUSED over the limit.  listen is wrapped to list the process
+ * in the pool.
  * docs/preload.md is the operator's side.
  *
  * Everything on the accept path is async-signal-safe and fork-safe: no
@@ -36,10 +38,12 @@
 typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
 typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
 typedef int (*listen_fn)(int, int);
+typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
 
 static accept_fn real_accept;
 static accept4_fn real_accept4;
 static listen_fn real_listen;
+static connect_fn real_connect;
 
 static char pool_path[PATH_MAX] = RL_POOL_DEFAULT_PATH;
 static bool fail_allow;		/* RLGATE_POOL_FAIL=allow */
@@ -176,45 +180,40 @@ static struct rl_pool_proc *proc_entry(struct rl_pool *v)
 
 /* --- the decision --------------------------------------------------------- */
 
-/* Whether the connection fd, from peer ss, may be handed to the program. */
-static bool admit(int fd, const struct sockaddr_storage *ss)
+/* The address of sa as the classifier takes it: IPv4 as 4 bytes, a
+ * v4-mapped IPv6 address included (the kernel sees an IPv4 packet), and its
+ * port.  false for anything but IPv4 and IPv6. */
+static bool ip_of(const struct sockaddr *sa, int *family, const uint8_t **addr,
+		  uint16_t *port)
 {
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-	uint64_t now = rl_pool_now_ns();
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+	if (sa->sa_family == AF_INET) {
+		*family = AF_INET;
+		*addr = (const uint8_t *)&s4->sin_addr;
+		*port = ntohs(s4->sin_port);
+		return true;
+	}
+	if (sa->sa_family != AF_INET6)
+		return false;
+	*family = IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) ? AF_INET : AF_INET6;
+	*addr = s6->sin6_addr.s6_addr + (*family == AF_INET ? 12 : 0);
+	*port = ntohs(s6->sin6_port);
+	return true;
+}
+
+/* Spends a token of the tenant of (family, addr, port) in p's rules of
+ * dir, counted for this process; true unless refused. */
+static bool spend(struct rl_pool *p, enum rl_pool_dir dir, int family,
+		  const uint8_t *addr, uint16_t port, uint64_t now)
+{
+	uint32_t flag = dir == RL_POOL_OUT ? RL_POOL_P_CONNECT : RL_POOL_P_ACCEPT;
 	struct rl_pool_proc *me;
 	enum rl_pool_verdict v;
-	const uint8_t *addr;
-	struct rl_pool *p;
-	uint16_t port = 0;
-	int family, t;
+	int t;
 
-	if (ss->ss_family == AF_INET) {
-		family = AF_INET;
-		addr = (const uint8_t *)&s4->sin_addr;
-	} else if (ss->ss_family == AF_INET6) {
-		/* an IPv4 client of a dual-stack socket: the kernel saw an
-		 * IPv4 SYN, so it is classified as one */
-		family = IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) ? AF_INET : AF_INET6;
-		addr = s6->sin6_addr.s6_addr + (family == AF_INET ? 12 : 0);
-	} else {
-		return true;	/* not TCP over IP: nothing to limit */
-	}
-	p = view(now);
-	if (!p) {
-		__atomic_fetch_add(&rlpreload_unpooled_total, 1, __ATOMIC_RELAXED);
-		return fail_allow;
-	}
-	if (rl_pool_needs_port(p)) {
-		struct sockaddr_storage local;
-		socklen_t len = sizeof(local);
-
-		if (getsockname(fd, (struct sockaddr *)&local, &len) == 0)
-			port = ntohs(local.ss_family == AF_INET ?
-				     ((struct sockaddr_in *)&local)->sin_port :
-				     ((struct sockaddr_in6 *)&local)->sin6_port);
-	}
-	t = rl_pool_classify(p, family, addr, port);
+	t = rl_pool_classify(p, dir, family, addr, port);
 	if (t < 0)
 		return true;
 	v = rl_pool_take(p, (uint32_t)t, now);
@@ -225,11 +224,65 @@ static bool admit(int fd, const struct sockaddr_storage *ss)
 		__atomic_fetch_add(v == RL_POOL_ADMIT ? &me->admitted : &me->denied,
 				   1, __ATOMIC_RELAXED);
 		__atomic_store_n(&me->seen_ns, now, __ATOMIC_RELAXED);
-		if (!(__atomic_load_n(&me->flags, __ATOMIC_RELAXED) & RL_POOL_P_ACCEPT))
-			__atomic_fetch_or(&me->flags, RL_POOL_P_ACCEPT,
-					  __ATOMIC_RELAXED);
+		if (!(__atomic_load_n(&me->flags, __ATOMIC_RELAXED) & flag))
+			__atomic_fetch_or(&me->flags, flag, __ATOMIC_RELAXED);
 	}
 	return v == RL_POOL_ADMIT;
+}
+
+/* Whether the connection fd, from peer ss, may be handed to the program. */
+static bool admit(int fd, const struct sockaddr_storage *ss)
+{
+	uint64_t now = rl_pool_now_ns();
+	const uint8_t *addr;
+	struct rl_pool *p;
+	uint16_t port;
+	int family;
+
+	if (!ip_of((const struct sockaddr *)ss, &family, &addr, &port))
+		return true;	/* not TCP over IP: nothing to limit */
+	p = view(now);
+	if (!p) {
+		__atomic_fetch_add(&rlpreload_unpooled_total, 1, __ATOMIC_RELAXED);
+		return fail_allow;
+	}
+	/* the rules name the local port, not the client's */
+	port = 0;
+	if (rl_pool_needs_port(p, RL_POOL_IN)) {
+		struct sockaddr_storage local;
+		socklen_t len = sizeof(local);
+		const uint8_t *a;
+		int f;
+
+		if (getsockname(fd, (struct sockaddr *)&local, &len) == 0)
+			ip_of((struct sockaddr *)&local, &f, &a, &port);
+	}
+	return spend(p, RL_POOL_IN, family, addr, port, now);
+}
+
+/* Whether fd may connect to sa: a TCP connection to an outbound tenant's
+ * destination spends its token.  Without a pool nothing is refused: no
+ * outbound limit is known then. */
+static bool may_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	uint64_t now = rl_pool_now_ns();
+	socklen_t plen = sizeof(int);
+	const uint8_t *addr;
+	struct rl_pool *p;
+	int family, proto;
+	uint16_t port;
+
+	if (!sa || len < sizeof(struct sockaddr_in) ||
+	    (sa->sa_family == AF_INET6 && len < sizeof(struct sockaddr_in6)) ||
+	    !ip_of(sa, &family, &addr, &port))
+		return true;
+	p = view(now);
+	if (!p || !rl_pool_has_rules(p, RL_POOL_OUT))
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) < 0 ||
+	    proto != IPPROTO_TCP)
+		return true;
+	return spend(p, RL_POOL_OUT, family, addr, port, now);
 }
 
 /* A refused connection: reset (SO_LINGER 0 makes close send a RST), so the
@@ -252,6 +305,8 @@ static void resolve(void)
 		real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
 	if (!real_listen)
 		real_listen = (listen_fn)dlsym(RTLD_NEXT, "listen");
+	if (!real_connect)
+		real_connect = (connect_fn)dlsym(RTLD_NEXT, "connect");
 }
 
 static int gate(int lfd, struct sockaddr *addr, socklen_t *addrlen, int flags,
@@ -295,6 +350,23 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *addrlen)
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags)
 {
 	return gate(fd, addr, addrlen, flags, true);
+}
+
+/* Over an outbound limit connect fails at once, as a refused connection
+ * does: every client already handles ECONNREFUSED (curl: "Couldn't
+ * connect"), where EAGAIN would mean something else for a socket. */
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	int saved = errno;
+
+	if (!real_connect)
+		resolve();
+	if (!may_connect(fd, addr, len)) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	errno = saved;
+	return real_connect(fd, addr, len);
 }
 
 EXPORT int listen(int fd, int backlog)

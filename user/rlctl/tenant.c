@@ -85,6 +85,12 @@ static const struct opts_spec set_spec = {
 			  "tokens are spent: static is a local share, rate / live "
 			  "agents (the default on create); allow or deny admit or "
 			  "refuse everything" },
+		{ "direction", 0, OPT_ENUM, SET(t.direction), .arg = "DIR",
+		  .values = policy_direction_values,
+		  .help = "in (the default on create): connections to this host, "
+			  "--match and --port name their sources and local ports; "
+			  "out: connections preloaded programs (librlpreload.so) "
+			  "open, --match and --port name their destinations" },
 		{ .kind = OPT_END },
 	},
 };
@@ -169,6 +175,8 @@ static void print_tenant(json_t *t)
 	       "enforce");
 	if (json_is_string(json_object_get(t, "fail")))
 		printf("fail:    %s\n", str_field(t, "fail"));
+	if (json_is_string(json_object_get(t, "direction")))
+		printf("direction: %s\n", str_field(t, "direction"));
 	if (json_integer_value(json_object_get(t, "overshoot")) > 0)
 		printf("overshoot: %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(t, "overshoot")));

@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 		rl_pool_tenant_set(&p, (uint32_t)i + 1, &ts[i], true, false, 1,
 				   rl_pool_now_ns());
 	if (rl_cls_compile(rules, n_rules, RL_CLS_GROUPS_MIN, &img, err,
-			   sizeof(err)) || rl_pool_publish(&p, &img)) {
+			   sizeof(err)) || rl_pool_publish(&p, RL_POOL_IN, &img, n_rules)) {
 		fprintf(stderr, "Error: couldn't publish the rules: %s\n", err);
 		return 1;
 	}
