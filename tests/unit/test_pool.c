@@ -90,7 +90,12 @@ static void test_refused_files(void)
 	CHECK(rl_pool_map(&r, other) == -EPROTO, "and again");
 	CHECK(w.hdr->pre.foreign == 2, "each refusal counted: %u",
 	      w.hdr->pre.foreign);
+	w.hdr->pre.foreign = 0;
 	w.hdr->pre.version = RL_POOL_VERSION;
+	w.hdr->pre.abi = RL_ABI_VERSION - 1;
+	CHECK(rl_pool_map(&r, other) == -EPROTO,
+	      "tenant slots of another kernel layout are refused");
+	w.hdr->pre.abi = RL_ABI_VERSION;
 	CHECK(rl_pool_map(&r, other) == 0, "the right version maps");
 	rl_pool_unmap(&r);
 	/* a header whose offsets do not follow from its counts */

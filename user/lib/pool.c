@@ -34,6 +34,7 @@ int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
 	memset(out, 0, sizeof(*out));
 	out->pre.magic = RL_POOL_MAGIC;
 	out->pre.version = RL_POOL_VERSION;
+	out->pre.abi = RL_ABI_VERSION;
 	out->max_tenants = max_tenants;
 	out->cls_half = cls_half;
 	out->max_procs = max_procs;
@@ -106,7 +107,7 @@ int rl_pool_map(struct rl_pool *p, const char *path)
 		err = -EBADMSG;
 		goto fail;
 	}
-	if (pre->version != RL_POOL_VERSION) {
+	if (pre->version != RL_POOL_VERSION || pre->abi != RL_ABI_VERSION) {
 		__atomic_fetch_add(&pre->foreign, 1, __ATOMIC_RELAXED);
 		err = -EPROTO;
 		goto fail;

@@ -36,7 +36,8 @@
  *
  * The first 32 bytes (struct rl_pool_preamble) never change meaning
  * between layouts: a library of another version still finds the magic and
- * the version there, refuses the rest, and counts itself in `foreign`.
+ * the versions there (the pool's and the kernel structs' it embeds),
+ * refuses the rest, and counts itself in `foreign`.
  * Any other change to what follows bumps RL_POOL_VERSION; the agent then
  * makes a new file, renamed over the old one.
  *   1  the first layout
@@ -54,7 +55,10 @@ struct rl_pool_preamble {
 	__u32 version;		/* RL_POOL_VERSION of the agent that made it */
 	__u64 size;		/* bytes of the layout (the file is no shorter) */
 	__u32 foreign;		/* processes of another layout that found it */
-	__u32 _pad[3];
+	__u32 abi;		/* RL_ABI_VERSION whose struct rl_tenant and
+				 * rl_stats the pool holds: theirs is its
+				 * layout too */
+	__u32 _pad[2];
 };
 
 _Static_assert(sizeof(struct rl_pool_preamble) == 32,
