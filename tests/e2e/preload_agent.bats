@@ -227,3 +227,48 @@ standalone_web() {
 	expect_eq "refused at connect in the pool" \
 		"$(point_stat a down preload denied)" $((refused + $(json_get .refused "$CLIENT_JSON")))
 }
+
+@test "rlctl status names what listens without the library: a program started without it, and a statically linked one" {
+	local st plain static
+
+	command -v gcc >/dev/null || skip "gcc is needed to build a static listener"
+	lab_up --servers 1 --clients 1
+	preload_agent s1 a
+	cat >"$BATS_TEST_TMPDIR/listen.c" <<'C'
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(8082) };
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 8))
+		return 1;
+	pause();
+	return 0;
+}
+C
+	gcc -static -O1 -o "$BATS_TEST_TMPDIR/static-listen" "$BATS_TEST_TMPDIR/listen.c"
+	preloaded s1 "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080
+	ip netns exec "$(lab_ns s1)" "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8081 \
+		>/dev/null 2>&1 3>&- &
+	plain=$!
+	echo "$plain" >>"$BATS_TEST_TMPDIR/srv.pids"
+	# LD_PRELOAD set, and still out of its reach
+	preloaded s1 "$BATS_TEST_TMPDIR/static-listen"
+	static=$SRV_PID
+	wait_listen s1 8080
+	wait_listen s1 8081
+	wait_listen s1 8082
+	st=$(rla a --json status)
+	echo "$st" | jq .preload
+	expect_eq "a program started without the library" \
+		"$(json_get ".preload.ungoverned[] | select(.pid == $plain) | .state" "$st")" \
+		"not preloaded"
+	expect_eq "a statically linked one" \
+		"$(json_get ".preload.ungoverned[] | select(.pid == $static) | .state" "$st")" static
+	expect_eq "the preloaded server is not among them" \
+		"$(jq "[.preload.ungoverned[] | select(.pid == $(head -1 "$BATS_TEST_TMPDIR/srv.pids"))] | length" <<<"$st")" 0
+	rla a status | grep -E "^ +$static +static-listen +static$"
+}

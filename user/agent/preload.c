@@ -4,10 +4,15 @@
  * and what kern.c mirrors into it.  Everything here is a thin layer over
  * user/lib/pool_write.c; the decisions live in user/lib.
  */
+#include <dirent.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "classify.h"
 #include "log.h"
@@ -131,10 +136,168 @@ static const char *proc_state(uint32_t flags)
 	return "loaded";
 }
 
+/* --- listeners the library does not run in -------------------------------- */
+
+struct inodes {
+	unsigned long *v;
+	size_t n, cap;
+};
+
+/* The inodes of the TCP sockets listening in this network namespace. */
+static void listening_inodes(struct inodes *in)
+{
+	static const char *const files[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+
+	for (size_t f = 0; f < 2; f++) {
+		FILE *fp = fopen(files[f], "re");
+		char line[512];
+
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			unsigned int st;
+			unsigned long ino;
+
+			/* sl local rem st tx:rx tr:when retr uid timeout inode */
+			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu",
+				   &st, &ino) != 2 || st != 0x0a || !ino)
+				continue;
+			if (in->n == in->cap) {
+				size_t cap = in->cap ? in->cap * 2 : 64;
+				unsigned long *v = realloc(in->v, cap * sizeof(*v));
+
+				if (!v)
+					break;
+				in->v = v;
+				in->cap = cap;
+			}
+			in->v[in->n++] = ino;
+		}
+		fclose(fp);
+	}
+}
+
+/* Whether process pid holds one of the sockets in. */
+static bool holds_one(const char *pid, const struct inodes *in)
+{
+	char path[600], link[64];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%s/fd", pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		unsigned long ino;
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/fd/%s", pid, e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (sscanf(link, "socket:[%lu]", &ino) != 1)
+			continue;
+		for (size_t i = 0; i < in->n && !found; i++)
+			found = in->v[i] == ino;
+	}
+	closedir(d);
+	return found;
+}
+
+/* Why the library cannot be in process pid, as far as /proc tells: its
+ * program is statically linked (no PT_INTERP: LD_PRELOAD never reaches
+ * it) or setuid (the loader ignores LD_PRELOAD), or else it was started
+ * without the library; "loaded" when the library is there but nothing
+ * went through it yet (a socket inherited, accepts outside libc). */
+static const char *why_not(const char *pid)
+{
+	char path[300], line[512];
+	Elf64_Ehdr eh;
+	struct stat st;
+	bool loaded = false, interp = false;
+	FILE *fp;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/maps", pid);
+	fp = fopen(path, "re");
+	while (fp && !loaded && fgets(line, sizeof(line), fp))
+		loaded = strstr(line, "librlpreload") != NULL;
+	if (fp)
+		fclose(fp);
+	if (loaded)
+		return "loaded";
+	snprintf(path, sizeof(path), "/proc/%s/exe", pid);
+	if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+		return "setuid";
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
+	    !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr)) {
+		for (unsigned int i = 0; i < eh.e_phnum && !interp; i++) {
+			Elf64_Phdr ph;
+
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff +
+			    (uint64_t)i * sizeof(ph))) != (ssize_t)sizeof(ph))
+				break;
+			interp = ph.p_type == PT_INTERP;
+		}
+		close(fd);
+		return interp ? "not preloaded" : "static";
+	}
+	if (fd >= 0)
+		close(fd);
+	return "not preloaded";
+}
+
+/* Processes listening on TCP in this network namespace that are not in the
+ * pool's table, with why_not(), appended to arr. */
+static void unseen_listeners(const struct rl_pool_proc *seen, size_t n_seen,
+			     json_t *arr)
+{
+	struct inodes in = { 0 };
+	struct dirent *e;
+	DIR *d;
+
+	listening_inodes(&in);
+	d = in.n ? opendir("/proc") : NULL;
+	while (d && (e = readdir(d))) {
+		char *end, comm[32] = "?", path[64];
+		unsigned long pid = strtoul(e->d_name, &end, 10);
+		bool known = false;
+		FILE *fp;
+
+		if (*end || !pid || pid == (unsigned long)getpid())
+			continue;
+		for (size_t i = 0; i < n_seen && !known; i++)
+			known = seen[i].pid == pid;
+		if (known || !holds_one(e->d_name, &in))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%lu/comm", pid);
+		fp = fopen(path, "re");
+		if (fp) {
+			if (fgets(comm, sizeof(comm), fp))
+				comm[strcspn(comm, "\n")] = '\0';
+			fclose(fp);
+		}
+		json_array_append_new(arr, json_pack("{s:I,s:s,s:s}",
+			"pid", (json_int_t)pid, "name", comm,
+			"state", why_not(e->d_name)));
+	}
+	if (d)
+		closedir(d);
+	free(in.v);
+}
+
 json_t *preload_status_json(struct preload *p, uint64_t now)
 {
 	struct rl_pool_proc *procs = calloc(RL_POOL_PROCS, sizeof(*procs));
-	json_t *arr = json_array(), *r;
+	json_t *arr = json_array(), *unseen, *r;
 	size_t n = procs ? preload_procs(p, procs, RL_POOL_PROCS) : 0;
 
 	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++) {
@@ -153,8 +316,12 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 				  (json_int_t)((now - s->seen_ns) / 1000000000ULL) :
 				  (json_int_t)-1));
 	}
+	/* what listens here without the library: the operator's blind spot */
+	unseen = json_array();
+	unseen_listeners(procs, procs ? n : 0, unseen);
 	free(procs);
-	r = json_pack("{s:s,s:o,s:I,s:I}", "pool", p->path, "processes", arr,
+	r = json_pack("{s:s,s:o,s:o,s:I,s:I}", "pool", p->path, "processes", arr,
+		      "ungoverned", unseen,
 		      "other_layout", (json_int_t)__atomic_load_n(
 			      &p->pool.hdr->pre.foreign, __ATOMIC_RELAXED),
 		      "table_full", (json_int_t)__atomic_load_n(

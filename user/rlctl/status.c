@@ -133,18 +133,27 @@ static void print_preload(json_t *p)
 		printf("             %" JSON_INTEGER_FORMAT " process(es) found "
 		       "the process table full (they are limited, not listed)\n",
 		       json_integer_value(json_object_get(p, "table_full")));
+	if (json_array_size(procs)) {
+		printf("  %8s  %-16s  %-13s  %10s  %10s\n", "PID", "NAME", "STATE",
+		       "ADMITTED", "DENIED");
+		json_array_foreach(procs, i, v)
+			printf("  %8" JSON_INTEGER_FORMAT "  %-16s  %-13s  %10"
+			       JSON_INTEGER_FORMAT "  %10" JSON_INTEGER_FORMAT "\n",
+			       json_integer_value(json_object_get(v, "pid")),
+			       json_string_value(json_object_get(v, "name")) ?: "?",
+			       json_string_value(json_object_get(v, "state")) ?: "?",
+			       json_integer_value(json_object_get(v, "admitted")),
+			       json_integer_value(json_object_get(v, "denied")));
+	}
+	procs = json_object_get(p, "ungoverned");
 	if (!json_array_size(procs))
 		return;
-	printf("  %8s  %-16s  %-10s  %10s  %10s\n", "PID", "NAME", "STATE",
-	       "ADMITTED", "DENIED");
+	printf("not governed (listening on TCP here without the library):\n");
 	json_array_foreach(procs, i, v)
-		printf("  %8" JSON_INTEGER_FORMAT "  %-16s  %-10s  %10"
-		       JSON_INTEGER_FORMAT "  %10" JSON_INTEGER_FORMAT "\n",
+		printf("  %8" JSON_INTEGER_FORMAT "  %-16s  %s\n",
 		       json_integer_value(json_object_get(v, "pid")),
 		       json_string_value(json_object_get(v, "name")) ?: "?",
-		       json_string_value(json_object_get(v, "state")) ?: "?",
-		       json_integer_value(json_object_get(v, "admitted")),
-		       json_integer_value(json_object_get(v, "denied")));
+		       json_string_value(json_object_get(v, "state")) ?: "?");
 }
 
 int cmd_status(int argc, char **argv)
