@@ -18,8 +18,8 @@
  * migrate_map()) how to bring pins of the previous layout forward in
  * place.  The version is recorded in the pinned map `abi`; pins without it
  * were made by layout 1.  tests/e2e/upgrade.bats builds the last commit of
- * the previous layout from git history and upgrades its pins under load: a
- * bump names the new previous commit there.
+ * each earlier layout from git history and upgrades its pins under load: a
+ * bump adds the last commit of the layout it replaces there.
  *   1  the first release
  *   2  `counters` grows to RL_CNT_SLOTS; rl_stats.unparsed and
  *      rl_flow_slot.repeats take padding that was zero

@@ -1,22 +1,29 @@
 #!/usr/bin/env bats
 # Upgrading rlgate in place: the pins, program and state file that a real
-# build of the previous map layout left are taken over by this build's
+# build of each earlier map layout left are taken over by this build's
 # rlagent under load, without a moment in which SYNs pass unlimited; pins of
 # a newer layout are refused and left enforcing.
 #
-# The previous layout's build is the fixture: the tree at ABI1_COMMIT, the
-# last commit of map layout 1 (bpf/rlgate.h: RL_ABI_VERSION), taken from git
+# An earlier layout's build is a fixture: the tree at that layout's last
+# commit (LAYOUT_COMMIT below; bpf/rlgate.h: RL_ABI_VERSION), taken from git
 # history with `git archive` and built with its own Makefile.  Nothing of it
 # is checked in: a copy of the old kernel program and agent would be a second
 # source nobody maintains, while the history already holds exactly what was
 # released, and its own agent pins its maps and writes its state file just as
 # an operator's old installation did.  Skipped outside a git checkout with
-# that history (a release tarball, a shallow clone).
+# that history (a release tarball, a shallow clone).  A layout bump adds the
+# last commit of the layout it replaces, and a test for it.
 
 load helpers
 load agent_helpers
 
-ABI1_COMMIT=1b56ba46cb3f342d711a755980cc9550984f81bf
+# The last commit of each earlier layout.
+declare -gA LAYOUT_COMMIT=(
+	[1]=1b56ba46cb3f342d711a755980cc9550984f81bf
+	[2]=0d9d462f464c2630ac43f607ca65826093155e7b
+)
+# This build's layout.
+LAYOUT=$(awk '$2 == "RL_ABI_VERSION" { print $3 }' "$RLGATE_ROOT/bpf/rlgate.h")
 
 setup() { agent_setup; }
 # The sampler and the load, when a test stopped before it waited for them.
@@ -30,21 +37,20 @@ teardown() {
 	agent_teardown
 }
 
-# abi1_build: rlagent and rlctl of the layout-1 tree, built in this test's
-# directory; ABI1_BUILD is their folder.
-abi1_build() {
-	local src=$BATS_TEST_TMPDIR/abi1
+# old_build N: rlagent and rlctl of layout N's last tree, built in this
+# test's directory; OLD_BUILD is their folder.
+old_build() {
+	local commit=${LAYOUT_COMMIT[$1]} src=$BATS_TEST_TMPDIR/layout$1
 
 	git -C "$RLGATE_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
-		skip "not a git checkout: the layout-1 fixture is built from git history"
-	git -C "$RLGATE_ROOT" cat-file -e "$ABI1_COMMIT^{commit}" 2>/dev/null ||
-		skip "commit $ABI1_COMMIT (map layout 1) is not in this clone's history"
+		skip "not a git checkout: the layout-$1 fixture is built from git history"
+	git -C "$RLGATE_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null ||
+		skip "commit $commit (map layout $1) is not in this clone's history"
 	mkdir -p "$src"
-	git -C "$RLGATE_ROOT" archive "$ABI1_COMMIT" | tar -x -C "$src" || return 1
-	env -u CFLAGS -u LDFLAGS -u SANITIZE make -s -C "$src" -j2 BUILD=build \
-		build/rlagent build/rlctl >"$src.log" 2>&1 ||
-		{ echo "couldn't build the layout-1 fixture:" >&2; tail -n 30 "$src.log" >&2; return 1; }
-	ABI1_BUILD=$src/build
+	git -C "$RLGATE_ROOT" archive "$commit" | tar -x -C "$src" || return 1
+	env -u CFLAGS -u LDFLAGS -u SANITIZE make -s -C "$src" -j2 BUILD=build 		build/rlagent build/rlctl >"$src.log" 2>&1 ||
+		{ echo "couldn't build the layout-$1 fixture:" >&2; tail -n 30 "$src.log" >&2; return 1; }
+	OLD_BUILD=$src/build
 }
 
 # xdp_prog_id: the id of the XDP program on s1's eth0, or "none".
@@ -53,34 +59,44 @@ xdp_prog_id() {
 }
 
 # abi_version: the layout version recorded in the pinned `abi` map (struct
-# rl_abi: the magic, then the version; its low byte is enough here).
+# rl_abi: the magic, then the version; its low byte is enough here), or
+# "none" for pins without it (layout 1).
 abi_version() {
 	local b
 
+	[[ -e $PIN_DIR/abi ]] || { echo none; return 0; }
 	b=$(bpftool -j map lookup pinned "$PIN_DIR/abi" key 0 0 0 0 | jq -r '.value[4]') || return 1
 	echo $((b))
 }
 
 # tenant_of SOCKET RLCTL: the tenant "up" as the agent on SOCKET lists it,
-# the fields both layouts' builds have.
+# the fields every layout's build has.
 tenant_of() {
 	"$2" --socket "$1" --json tenant list |
 		jq -cS '.[] | select(.name == "up") | {id, name, rate, burst, match, ports, action}'
 }
 
-@test "pins, program and policy of the previous layout's own build are upgraded in place under load: the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
-	local out=$BATS_TEST_TMPDIR/load.json ids=$BATS_TEST_TMPDIR/prog-ids
+# upgrade_under_load N: layout N's own build enforces and pins, then this
+# build's agent takes over under load.  The old program enforces until the
+# new one replaces it, tenants, buckets and counters carry over, the limit
+# holds, and no SYN passes unjudged.
+upgrade_under_load() {
+	local from=$1 out=$BATS_TEST_TMPDIR/load.json ids=$BATS_TEST_TMPDIR/prog-ids
 	local old_id new_id tenant_before admitted_before syn_before
 	local attempts connected accepted admitted denied syn
 
-	abi1_build
-	RLGATE_BUILD=$ABI1_BUILD agent_start
-	"$ABI1_BUILD/rlctl" --socket "$CTL" tenant set up --rate 20/s --burst 40 \
+	old_build "$from"
+	RLGATE_BUILD=$OLD_BUILD agent_start
+	"$OLD_BUILD/rlctl" --socket "$CTL" tenant set up --rate 20/s --burst 40 \
 		--match "$(prefixes c1)" --action rst
-	[[ ! -e $PIN_DIR/abi ]] || { echo "the fixture recorded a layout: not layout 1" >&2; return 1; }
-	expect_eq "entries of the fixture's counters" \
-		"$(bpftool -j map show pinned "$PIN_DIR/counters" | jq .max_entries)" 5
-	tenant_before=$(tenant_of "$CTL" "$ABI1_BUILD/rlctl")
+	if ((from == 1)); then
+		expect_eq "layout the fixture recorded" "$(abi_version)" none
+		expect_eq "entries of the fixture's counters" \
+			"$(bpftool -j map show pinned "$PIN_DIR/counters" | jq .max_entries)" 5
+	else
+		expect_eq "layout the fixture recorded" "$(abi_version)" "$from"
+	fi
+	tenant_before=$(tenant_of "$CTL" "$OLD_BUILD/rlctl")
 	old_id=$(xdp_prog_id)
 
 	# Which program is on eth0, every 20 ms, from before the old agent
@@ -94,10 +110,10 @@ tenant_of() {
 	loadgen_bg c1 "$out" --rate 150 --duration 8 "$(lab_target s1 "$PORT" 4)"
 	LOAD_PID=$LOADGEN_BG_PID
 	sleep 2
-	admitted_before=$(RLGATE_BUILD=$ABI1_BUILD stat_get up admitted)
+	admitted_before=$(RLGATE_BUILD=$OLD_BUILD stat_get up admitted)
 	syn_before=$(metric_value rlgate_syn_total "$(metrics s1)")
 	agent_stop TERM
-	expect_eq "exit status of the layout-1 agent" "$AGENT_RC" 0
+	expect_eq "exit status of the layout-$from agent" "$AGENT_RC" 0
 	# no agent: the old program alone, on its own pins
 	sleep 1.5
 	expect_eq "program on eth0 with no agent running" "$(xdp_prog_id)" "$old_id"
@@ -106,11 +122,13 @@ tenant_of() {
 	new_id=$(xdp_prog_id)
 	[[ $new_id != "$old_id" && $new_id != none ]] ||
 		{ echo "the new agent did not replace program $old_id (now: $new_id)" >&2; return 1; }
-	grep -q "migrated pinned map '$PIN_DIR/counters' from layout 1 (5 entries)" "$AGENT_LOG" ||
-		{ echo "the agent did not migrate counters" >&2; return 1; }
+	if ((from == 1)); then
+		grep -q "migrated pinned map '$PIN_DIR/counters' from layout 1 (5 entries)" "$AGENT_LOG" ||
+			{ echo "the agent did not migrate counters" >&2; return 1; }
+	fi
 	grep -q 'adopted pinned' "$AGENT_LOG" ||
 		{ echo "the agent did not adopt the pins" >&2; return 1; }
-	expect_eq "layout recorded after the upgrade" "$(abi_version)" 3
+	expect_eq "layout recorded after the upgrade" "$(abi_version)" "$LAYOUT"
 	expect_eq "tenant after the upgrade" "$(tenant_of "$CTL" "$RLGATE_BUILD/rlctl")" "$tenant_before"
 
 	loadgen_wait "$LOAD_PID" "$out"
@@ -146,6 +164,21 @@ tenant_of() {
 	expect_between "rlgate_syn_total after the upgrade" "$syn" "$syn_before" "$attempts"
 }
 
+@test "pins, program and policy of layout 1's own build are upgraded in place under load (counters migrated): the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
+	upgrade_under_load 1
+}
+
+@test "pins, program and policy of layout 2's own build are upgraded in place under load: the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
+	upgrade_under_load 2
+}
+
+@test "every earlier layout has a fixture commit" {
+	for ((n = 1; n < LAYOUT; n++)); do
+		[[ -n ${LAYOUT_COMMIT[$n]:-} ]] ||
+			{ echo "no LAYOUT_COMMIT for layout $n (this build: layout $LAYOUT)" >&2; return 1; }
+	done
+}
+
 @test "pins of a newer map layout are refused with a message; the program there keeps enforcing" {
 	agent_start
 	rl tenant set n --rate 1/h --burst 1 --match "$(prefixes c1)" --action rst
@@ -156,7 +189,7 @@ tenant_of() {
 	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
 		--pin-dir "$PIN_DIR"
 	expect_eq "exit status" "$status" 1
-	[[ $output == *"made by a newer rlgate (map layout 99; this build knows up to 3)"* ]] ||
+	[[ $output == *"made by a newer rlgate (map layout 99; this build knows up to $LAYOUT)"* ]] ||
 		{ echo "unexpected message: $output" >&2; return 1; }
 	xdp_attached || { echo "the program was detached" >&2; return 1; }
 	run_loadgen_json c1 --rate 20 --duration 1 "$(lab_target s1 "$PORT" 4)"
