@@ -174,3 +174,17 @@ nginx_run() {
 	expect_pool_limited 30
 	grep -q "rlpreload: limiting by pool '$POOL'" "$BATS_TEST_TMPDIR/srv.err"
 }
+
+@test "a pool of another layout: the library says so once, refuses every connection and counts itself in the pool's preamble" {
+	# the layout version (offset 4) of a later release
+	printf '\x63' | dd of="$POOL" bs=1 seek=4 conv=notrunc status=none
+	preloaded s1 "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	client c1 "$(lab_addr s1 4)" 8080 5
+	expect_eq "reset" "$(json_get .reset "$CLIENT_JSON")" 5
+	expect_eq "lines on stderr" "$(grep -c "rlpreload: couldn't use pool '$POOL': it has another layout" \
+		"$BATS_TEST_TMPDIR/srv.err")" 1
+	# struct rl_pool_preamble: foreign at offset 16
+	expect_eq "processes of another layout counted" \
+		"$(od -An -tu4 -j16 -N4 "$POOL" | tr -d ' ')" 1
+}

@@ -55,6 +55,8 @@ static struct rl_pool *cur;	/* the pool in use, or NULL */
 static uint64_t next_look_ns;
 static int looking;
 static int said_err;		/* the last failure told on stderr */
+static dev_t bad_dev;		/* a pool file refused for its layout */
+static ino_t bad_ino;
 
 /* What the library did without a pool, for a debugger or a core file:
  * connections admitted or refused by RLGATE_POOL_FAIL. */
@@ -132,13 +134,25 @@ static void look(uint64_t now, struct rl_pool *v)
 	if (__atomic_load_n(&next_look_ns, __ATOMIC_RELAXED) != next)
 		goto out;	/* another thread just looked */
 	__atomic_store_n(&next_look_ns, now + LOOK_EVERY_NS, __ATOMIC_RELAXED);
-	if (v && (stat(pool_path, &st) < 0 ||
-		  (st.st_dev == v->dev && st.st_ino == v->ino)))
-		goto out;	/* the same file, or none to replace it */
+	if (lstat(pool_path, &st) < 0) {
+		if (!v)
+			tell(-errno);
+		goto out;	/* none, or none to replace the one in use */
+	}
+	if (v && st.st_dev == v->dev && st.st_ino == v->ino)
+		goto out;	/* the same file */
+	/* A file of another layout or damaged is never fixed in place (the
+	 * agent puts a new one there): refused once, not every second. */
+	if (st.st_dev == bad_dev && st.st_ino == bad_ino)
+		goto out;
 	if (n_views == MAX_VIEWS)
 		goto out;
 	err = rl_pool_map(&views[n_views], pool_path);
 	if (err) {
+		if (err == -EPROTO || err == -EBADMSG) {
+			bad_dev = st.st_dev;
+			bad_ino = st.st_ino;
+		}
 		/* a pool in use stays in use: its rules and buckets are
 		 * the last the agent wrote */
 		tell(err);
@@ -403,6 +417,9 @@ static void after_fork(void)
 {
 	/* the child shares the mapping; its table line is its own */
 	__atomic_store_n(&my_pid, getpid(), __ATOMIC_RELAXED);
+	/* a thread of the parent may have been looking for a new pool: it
+	 * does not exist here, so nobody would ever look again */
+	__atomic_store_n(&looking, 0, __ATOMIC_RELEASE);
 }
 
 __attribute__((constructor)) static void rlpreload_init(void)
