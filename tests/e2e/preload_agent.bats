@@ -272,3 +272,31 @@ C
 		"$(jq "[.preload.ungoverned[] | select(.pid == $(head -1 "$BATS_TEST_TMPDIR/srv.pids"))] | length" <<<"$st")" 0
 	rla a status | grep -E "^ +$static +static-listen +static$"
 }
+
+@test "fleet: with the agent killed, preloaded programs spend what was leased, then each tenant's fail policy (allow, deny) applies once its heartbeat is stale" {
+	local bound
+
+	lab_up --servers 1 --clients 2 --redis
+	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
+	mkdir -p "$FLEET_DIR"
+	redis_start
+	preload_agent s1 a --redis "$REDIS_ADDR" --agent-id a --heartbeat-stale 500
+	rla a tenant set open --rate 5/s --burst 5 --match "$(prefixes c1)" --fail allow >/dev/null
+	rla a tenant set shut --rate 5/s --burst 5 --match "$(prefixes c2)" --fail deny >/dev/null
+	preloaded s1 "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	# leases in place on both
+	client c1 "$(lab_addr s1 4)" 8080 3
+	client c2 "$(lab_addr s1 4)" 8080 3
+	bound=$(rlctl_stat "$BATS_TEST_TMPDIR/a.sock" shut overshoot_bound)
+	proc_stop "${AGENT_PIDS[0]}" KILL
+	sleep 1
+	client c1 "$(lab_addr s1 4)" 8080 20 "" 20
+	expect_eq "fail allow: answered" "$(json_get .ok "$CLIENT_JSON")" 20
+	client c2 "$(lab_addr s1 4)" 8080 20 "" 20
+	expect_eq "fail deny: answered + reset" \
+		$(($(json_get .ok "$CLIENT_JSON") + $(json_get .reset "$CLIENT_JSON"))) 20
+	expect_between "fail deny: answered (what the host held, at most the bound $bound)" \
+		"$(json_get .ok "$CLIENT_JSON")" 0 "$bound"
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
