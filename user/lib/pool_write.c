@@ -81,10 +81,23 @@ int rl_pool_create(struct rl_pool *p, const char *path, uint32_t max_tenants,
 	if (err)
 		return err;
 own:
-	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0)
+	/* by descriptor, never through a link put at path since */
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
 		err = -errno;
-	if (!err && chmod(path, 0660) < 0)
-		err = -errno;
+	} else {
+		struct stat st;
+
+		if (fstat(fd, &st) < 0)
+			err = -errno;
+		else if (st.st_dev != p->dev || st.st_ino != p->ino)
+			err = -ESTALE;
+		else if (gid != (gid_t)-1 && fchown(fd, (uid_t)-1, gid) < 0)
+			err = -errno;
+		else if (fchmod(fd, 0660) < 0)
+			err = -errno;
+		close(fd);
+	}
 	if (err) {
 		rl_pool_unmap(p);
 		return err;
