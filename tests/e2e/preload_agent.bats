@@ -16,6 +16,7 @@ setup() {
 	PRELOAD_ENV=()
 	PIN_DIRS=()
 	AGENT_PIDS=()
+	TMP_DIRS=()
 	POOL=$BATS_TEST_TMPDIR/pool
 }
 
@@ -29,7 +30,7 @@ teardown() {
 	done
 	[[ -n ${FLEET_DIR:-} ]] && proc_stop "$(redis_pid)" KILL 2>/dev/null
 	e2e_teardown
-	for d in "${PIN_DIRS[@]}"; do
+	for d in "${PIN_DIRS[@]}" "${TMP_DIRS[@]}"; do
 		rm -rf "$d" || true
 	done
 	if [[ $BATS_TEST_COMPLETED != 1 ]]; then
@@ -299,4 +300,32 @@ C
 	expect_between "fail deny: answered (what the host held, at most the bound $bound)" \
 		"$(json_get .ok "$CLIENT_JSON")" 0 "$bound"
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+@test "an unprivileged server in the pool's group is limited; one outside it is told 'permission denied' once and refuses (RLGATE_POOL_FAIL=deny)" {
+	local dir
+
+	lab_up --servers 1 --clients 1
+	# a directory the unprivileged user can reach (the test's own is not)
+	dir=$(mktemp -d /tmp/rlpool.XXXXXX)
+	TMP_DIRS+=("$dir")
+	chmod 0755 "$dir"
+	POOL=$dir/pool
+	preload_agent s1 a --preload-group nogroup
+	rla a tenant set web --rate 5/s --burst 10 --match "$(prefixes c1)" >/dev/null
+	expect_eq "the pool's mode and group" "$(stat -c '%a %G' "$POOL")" "660 nogroup"
+	preloaded s1 setpriv --reuid nobody --regid nogroup --clear-groups \
+		"$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	client c1 "$(lab_addr s1 4)" 8080 30
+	expect_limited 30 5 10
+	preload_teardown
+	# in no group of the pool: nobody with its own group only
+	preloaded s1 setpriv --reuid nobody --regid 65533 --clear-groups \
+		"$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	client c1 "$(lab_addr s1 4)" 8080 3
+	expect_eq "reset" "$(json_get .reset "$CLIENT_JSON")" 3
+	expect_eq "lines on stderr" "$(grep -c "couldn't use pool '$POOL': permission denied" \
+		"$BATS_TEST_TMPDIR/srv.err")" 1
 }
