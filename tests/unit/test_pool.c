@@ -344,6 +344,51 @@ static void test_procs(void)
 	memset(w->procs, 0, w->hdr->max_procs * sizeof(*w->procs));
 }
 
+/* Shared memory any process of the group can write: whatever is in the
+ * tenant slots and the rules past the header's checks, a reader answers
+ * with a tenant in range or none, and never reads out of the pool (ASan
+ * would tell, under make SANITIZE=1). */
+static void test_garbage(void)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	size_t from = (size_t)w->hdr->off_tenants, words;
+	uint64_t *mem = (uint64_t *)((char *)w->base + from);
+	int bad = 0;
+
+	words = (w->hdr->pre.size - from) / sizeof(uint64_t);
+	for (size_t k = 0; k < words; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		mem[k] = x;
+	}
+	/* the rules' switches too: any half, any count of groups */
+	for (int d = 0; d < 2; d++) {
+		w->hdr->cls[d].active = (uint32_t)x;
+		w->hdr->cls[d].groups[0] = w->hdr->cls[d].groups[1] = UINT32_MAX;
+		w->hdr->cls[d].rules[0] = w->hdr->cls[d].rules[1] = 1;
+	}
+	for (int k = 0; k < 200000; k++) {
+		uint8_t a[16];
+		int t;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(a, &x, 8);
+		memcpy(a + 8, &x, 8);
+		t = rl_pool_classify(r, (enum rl_pool_dir)(k & 1),
+				     k & 2 ? AF_INET6 : AF_INET, a, (uint16_t)x);
+		if (t >= (int)r->hdr->max_tenants)
+			bad++;
+		rl_pool_take(r, (uint32_t)(x % (r->hdr->max_tenants + 2)),
+			     T0 + (uint64_t)k);
+	}
+	CHECK(bad == 0, "%d answers named a slot past the table", bad);
+	memset(mem, 0, words * sizeof(uint64_t));
+	memset(w->hdr->cls, 0, sizeof(w->hdr->cls));
+}
+
 static void test_create(void)
 {
 	struct stat st;
@@ -427,6 +472,7 @@ int main(void)
 		CHECK_RUN(test_classify);
 		CHECK_RUN(test_procs);
 		CHECK_RUN(test_adopt);
+		CHECK_RUN(test_garbage);
 	}
 	status = check_exit();
 	rl_pool_unmap(r);
