@@ -429,6 +429,68 @@ static void collect(void *ctx, size_t index, const char *msg)
 	c->n++;
 }
 
+/* Connection caps: parsed from 0 (none) to POLICY_CONNS_MAX, carried by
+ * JSON only when set, and all tenants' caps together fit one host's table. */
+static void test_max_conns(void)
+{
+	struct policy_tenant ts[3];
+	char err[POLICY_ERR_MAX];
+	uint64_t v = 7;
+	json_t *j, *bad;
+
+	CHECK(policy_parse_max_conns("0", &v, err) == 0 && v == 0, "0 refused");
+	CHECK(policy_parse_max_conns("131072", &v, err) == 0 && v == 131072,
+	      "131072 refused: %s", err);
+	CHECK(policy_parse_max_conns("131073", &v, err) == -EINVAL &&
+	      strstr(err, "'131073'") && strstr(err, "0 (no cap) to 131072"),
+	      "131073 accepted or badly worded: %s", err);
+	CHECK(policy_parse_max_conns("-1", &v, err) == -EINVAL, "-1 accepted");
+	CHECK(policy_parse_max_conns("ten", &v, err) == -EINVAL, "ten accepted");
+
+	make(&ts[0], "a", "10/s", "192.0.2.0/24", NULL);
+	j = policy_tenant_to_json(&ts[0]);
+	CHECK(!json_object_get(j, "max_conns"), "no cap written as max_conns");
+	json_decref(j);
+	ts[0].max_conns = 50;
+	j = policy_tenant_to_json(&ts[0]);
+	memset(&ts[1], 0, sizeof(ts[1]));
+	CHECK(policy_tenant_from_json(j, &ts[1], err) == 0 &&
+	      ts[1].max_conns == 50, "max_conns lost in a JSON round trip: %s",
+	      err);
+	bad = json_deep_copy(j);
+	json_object_set_new(bad, "max_conns", json_integer(POLICY_CONNS_MAX + 1));
+	CHECK(policy_tenant_from_json(bad, &ts[1], err) == -EINVAL &&
+	      strstr(err, "max_conns"), "max_conns past the table accepted");
+	json_object_set_new(bad, "max_conns", json_string("50"));
+	CHECK(policy_tenant_from_json(bad, &ts[1], err) == -EINVAL,
+	      "max_conns as a string accepted");
+	/* what tenant.get adds is read-only, not refused */
+	json_object_set_new(j, "conns", json_integer(12));
+	CHECK(policy_tenant_from_json(j, &ts[1], err) == 0, "conns refused: %s",
+	      err);
+	json_decref(bad);
+	json_decref(j);
+
+	make(&ts[0], "a", "10/s", "192.0.2.0/24", NULL);
+	make(&ts[1], "b", "10/s", "198.51.100.0/24", NULL);
+	make(&ts[2], "c", "10/s", "203.0.113.0/24", NULL);
+	ts[0].max_conns = 100000;
+	ts[1].max_conns = 31072;
+	CHECK(policy_validate_set(ts, 3, err) == 0, "caps of 131072 in all "
+	      "refused: %s", err);
+	ts[2].max_conns = 1;
+	CHECK(policy_validate_set(ts, 3, err) == -EINVAL && strstr(err, "'c'") &&
+	      strstr(err, "131073"), "caps of 131073 in all accepted: %s", err);
+	ts[2].max_conns = 1;
+	ts[2].direction = POLICY_DIR_OUT;
+	CHECK(policy_validate(&ts[2], err) == -EINVAL && strstr(err, "outbound"),
+	      "a cap on an outbound tenant accepted: %s", err);
+	ts[2].direction = POLICY_DIR_IN;
+	ts[2].max_conns = POLICY_CONNS_MAX + 1;
+	CHECK(policy_validate(&ts[2], err) == -EINVAL && strstr(err, "max-conns"),
+	      "a cap past the table accepted alone");
+}
+
 static void test_set(void)
 {
 	struct policy_tenant ts[4];
@@ -882,6 +944,7 @@ int main(void)
 	CHECK_RUN(test_json);
 	CHECK_RUN(test_direction);
 	CHECK_RUN(test_overshoot);
+	CHECK_RUN(test_max_conns);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);
 	CHECK_RUN(test_clean_utf8);

@@ -286,6 +286,13 @@ static int kern_apply(struct agent *a, const struct agent_tenant *old,
 		for (size_t i = 0; i < n_old; i++)
 			if (!slot_in(&is, old[i].slot))
 				kern_tenant_clear(&a->kern, old[i].slot);
+	if (!err) {
+		uint32_t capped = 0;
+
+		for (size_t i = 0; i < n; i++)
+			capped += ts[i].pol.max_conns > 0;
+		kern_conn_gate(&a->kern, capped);
+	}
 	free(bs);
 	return err;
 }
@@ -387,6 +394,17 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	for (size_t i = 0; i < n; i++)
 		flat[i] = next[i].pol;
 	e = policy_validate_set(flat, n, err);
+	/* A cap counts one host's connections: across a fleet each host
+	 * would admit the whole cap. */
+	for (size_t i = 0; !e && a->broker && i < n; i++)
+		if (flat[i].max_conns) {
+			snprintf(err, POLICY_ERR_MAX, "tenant '%.63s': max-conns "
+				 "%llu needs a standalone rlagent (no --redis): "
+				 "connection caps are counted per host, not "
+				 "shared by the fleet", flat[i].name,
+				 (unsigned long long)flat[i].max_conns);
+			e = -EINVAL;
+		}
 	free(flat);
 	if (e) {
 		free(next);
@@ -1123,6 +1141,8 @@ void agent_sample(struct agent *a)
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 			struct agent_tenant_stats *out)
 {
+	struct kern_conns kc;
+
 	memset(out, 0, sizeof(*out));
 	kern_tenant_stats(&a->kern, t->slot, &out->s);
 	out->tokens = kern_tenant_tokens(&a->kern, t->slot, loop_now_ns());
@@ -1131,6 +1151,15 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 		kern_point_stats(&a->kern, t->slot, &out->kernel, &out->preload);
 		kern_point_tokens(&a->kern, t->slot, loop_now_ns(),
 				  &out->kernel_tokens, &out->preload_tokens);
+	}
+	if (t->pol.max_conns && !kern_tenant_conns(&a->kern, t->slot, &kc)) {
+		out->max_conns = t->pol.max_conns;
+		out->conns = kc.in_flight > 0 ? (uint64_t)kc.in_flight : 0;
+		out->conn_slots = kc.slots > 0 ? (uint64_t)kc.slots : 0;
+		out->conn_denied = kc.s.denied;
+		out->conns_opened = kc.s.opened;
+		out->conns_closed = kc.s.closed;
+		out->conns_forgotten = kc.forgotten;
 	}
 	if (t->n_samples >= 2) {
 		const struct agent_sample *o = &t->samples[0];

@@ -188,6 +188,13 @@ json_t *agent_tenant_json(const struct agent_tenant *t);
 struct agent_tenant_stats {
 	struct rl_stats s;
 	uint64_t tokens;
+	/* connection caps (all 0 without one) */
+	uint64_t max_conns;	/* the cap */
+	uint64_t conns;		/* in flight */
+	uint64_t conn_slots;	/* slots this host holds: the cap, standalone */
+	uint64_t conn_denied;	/* SYNs refused at the cap (also in s.denied) */
+	uint64_t conns_opened, conns_closed;	/* counted in, out by the kernel */
+	uint64_t conns_forgotten;	/* ended by the agent's sweep */
 	double admit_rate, deny_rate;
 	/* by enforcement point, with a preload pool (s is their sum) */
 	bool points;

@@ -137,6 +137,19 @@ static json_t *cmd_tenant_set(struct ctl_call *call, const json_t *req)
 			 agent_tenant_json(agent_find(a, t.name)));
 }
 
+/* A tenant as tenant.get and tenant.list return it: with its connections
+ * in flight when it has a cap ("conns", read-only). */
+static json_t *tenant_json(struct agent *a, const struct agent_tenant *t)
+{
+	json_t *j = agent_tenant_json(t);
+	struct kern_conns kc;
+
+	if (j && t->pol.max_conns && !kern_tenant_conns(&a->kern, t->slot, &kc))
+		json_object_set_new(j, "conns", json_integer(kc.in_flight > 0 ?
+							     kc.in_flight : 0));
+	return j;
+}
+
 static json_t *cmd_tenant_get(struct ctl_call *call, const json_t *req)
 {
 	json_t *r = NULL;
@@ -151,7 +164,7 @@ static json_t *cmd_tenant_get(struct ctl_call *call, const json_t *req)
 		snprintf(err, sizeof(err), "no tenant named '%.64s'", name);
 		return ctl_error(AGENT_NOT_FOUND, err);
 	}
-	return json_pack("{s:b,s:o}", "ok", 1, "tenant", agent_tenant_json(t));
+	return json_pack("{s:b,s:o}", "ok", 1, "tenant", tenant_json(call->a, t));
 }
 
 static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
@@ -161,7 +174,7 @@ static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
 
 	(void)req;
 	for (size_t i = 0; i < a->n_tenants; i++)
-		json_array_append_new(arr, agent_tenant_json(&a->tenants[i]));
+		json_array_append_new(arr, tenant_json(a, &a->tenants[i]));
 	return json_pack("{s:b,s:o}", "ok", 1, "tenants", arr);
 }
 
@@ -251,6 +264,15 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 			"shadow_denied", (json_int_t)st.preload.shadow_denied,
 			"degraded", (json_int_t)st.preload.degraded,
 			"tokens", (json_int_t)st.preload_tokens));
+	if (j && t->pol.max_conns) {
+		json_object_set_new(j, "max_conns", json_integer((json_int_t)st.max_conns));
+		json_object_set_new(j, "conns", json_integer((json_int_t)st.conns));
+		json_object_set_new(j, "conn_slots", json_integer((json_int_t)st.conn_slots));
+		json_object_set_new(j, "conn_denied", json_integer((json_int_t)st.conn_denied));
+		json_object_set_new(j, "conns_opened", json_integer((json_int_t)st.conns_opened));
+		json_object_set_new(j, "conns_closed", json_integer((json_int_t)st.conns_closed));
+		json_object_set_new(j, "conns_forgotten", json_integer((json_int_t)st.conns_forgotten));
+	}
 	if (j && a->broker) {
 		struct broker_tenant_stats bt;
 

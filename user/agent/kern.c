@@ -732,6 +732,63 @@ static int attach_tc(struct kern *k, const char *ifname, int ifindex)
 	return 0;
 }
 
+/*
+ * The server's side of capped connections: tc_rlgate_egress on the clsact
+ * egress hook, at our handle and priority, replacing our own earlier
+ * program there in place (never someone else's).  In every mode: XDP sees
+ * only what arrives.
+ */
+static int attach_egress(struct kern *k, const char *ifname, int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, q, .handle = KERN_TC_HANDLE,
+		    .priority = KERN_TC_PRIO);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = KERN_TC_HANDLE,
+		    .priority = KERN_TC_PRIO, .flags = BPF_TC_F_REPLACE);
+	char name[BPF_OBJ_NAME_LEN] = "";
+	__u32 ids[16], n = 16;
+	int err, fd;
+
+	err = bpf_tc_hook_create(&hook);
+	if (err && err != -EEXIST) {
+		log_error("couldn't create clsact qdisc on '%s': %s", ifname,
+			  strerror(-err));
+		return err;
+	}
+	if (bpf_tc_query(&hook, &q) == 0) {
+		fd = bpf_prog_get_fd_by_id(q.prog_id);
+		if (fd >= 0) {
+			prog_info(fd, name, sizeof(name), ids, &n);
+			close(fd);
+		}
+		/* the kernel keeps 15 characters of a program's name */
+		if (strncmp(name, "tc_rlgate_egress", sizeof(name) - 1) != 0) {
+			log_error("couldn't attach on '%s': its tc egress hook "
+				  "runs program '%s' (id %u) at rlgate's handle; "
+				  "refusing to replace it", ifname, name,
+				  q.prog_id);
+			return -EEXIST;
+		}
+	}
+	o.prog_fd = bpf_program__fd(k->skel->progs.tc_rlgate_egress);
+	err = bpf_tc_attach(&hook, &o);
+	if (err)
+		log_error("couldn't attach tc egress program on '%s': %s",
+			  ifname, strerror(-err));
+	return err;
+}
+
+static void detach_egress(int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = KERN_TC_HANDLE,
+		    .priority = KERN_TC_PRIO);
+
+	bpf_tc_detach(&hook, &o);
+}
+
 int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode)
 {
 	enum kern_mode got = mode;
@@ -765,6 +822,11 @@ int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode)
 	}
 	if (err)
 		return err;
+	/* Without it, connection caps still hold: what the server ends is
+	 * found by the agent's sweep instead, a second or two later. */
+	if (attach_egress(k, ifname, ifindex))
+		log_warn("connection caps on '%s' see the server's FIN and RST "
+			 "only through the sweep", ifname);
 	ifc = &k->ifaces[k->n_ifaces++];
 	snprintf(ifc->name, sizeof(ifc->name), "%s", ifname);
 	ifc->ifindex = ifindex;
@@ -808,6 +870,7 @@ int kern_detach(struct kern *k, const char *ifname)
 			  strerror(-err));
 		return err;
 	}
+	detach_egress(ifc->ifindex);
 	log_info("detached %s from %s", prog_name(k), ifname);
 	memmove(ifc, ifc + 1, (k->n_ifaces - i - 1) * sizeof(*ifc));
 	k->n_ifaces--;
@@ -876,8 +939,14 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 						&slot, zero, BPF_ANY) < 0)
 				log_warn("couldn't reset counters on 'tenant_stats' "
 					 "slot %u: %s", slot, strerror(errno));
+			/* rl_conn_stats is no larger than rl_stats */
+			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.conn_stats),
+						&slot, zero, BPF_ANY) < 0)
+				log_warn("couldn't reset counters on 'conn_stats' "
+					 "slot %u: %s", slot, strerror(errno));
 			free(zero);
 		}
+		k->conns_forgotten[slot] = 0;
 	}
 	rl_slot_configure(rt, t, fresh, k->leased, k->fail_agents, loop_now_ns());
 	if (k->preload) {
@@ -994,6 +1063,46 @@ static void tokens_balance(struct kern *k)
 					   __atomic_load_n(&kt->lowwater,
 							   __ATOMIC_RELAXED));
 	}
+}
+
+void kern_conn_gate(struct kern *k, uint32_t capped)
+{
+	struct rl_conn_ctl c = { .capped = capped };
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.conn_ctl), &zero,
+				&c, BPF_ANY) < 0)
+		log_warn("couldn't write map on '%s/conn_ctl': %s", k->pin_dir,
+			 strerror(errno));
+}
+
+int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out)
+{
+	const struct rl_tenant *rt = &k->tenants[slot];
+	struct rl_conn_stats *per;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->in_flight = __atomic_load_n(&rt->conns, __ATOMIC_RELAXED);
+	out->slots = __atomic_load_n(&rt->conn_slots, __ATOMIC_RELAXED);
+	out->forgotten = k->conns_forgotten[slot];
+	per = calloc((size_t)k->ncpus, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(k->skel->maps.conn_stats), &slot,
+				per) < 0)
+		err = -errno;
+	for (int c = 0; !err && c < k->ncpus; c++) {
+		out->s.opened += per[c].opened;
+		out->s.closed += per[c].closed;
+		out->s.denied += per[c].denied;
+		out->s.shadow_denied += per[c].shadow_denied;
+		out->s.repeats += per[c].repeats;
+		out->s.reused += per[c].reused;
+		out->s.full += per[c].full;
+	}
+	free(per);
+	return err;
 }
 
 void kern_tenant_clear(struct kern *k, uint32_t slot)

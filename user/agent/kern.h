@@ -59,6 +59,8 @@ struct kern {
 	 * mode the leased tokens are shared between the two (the functions
 	 * below count both). */
 	struct preload *preload;
+	/* per slot: connections the agent's sweep forgot (conntrack.c) */
+	uint64_t conns_forgotten[RL_MAX_TENANTS];
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -135,6 +137,21 @@ uint64_t kern_fleet_agents(struct kern *k, uint64_t n);
  * the host holds one lease whichever point spends it. */
 void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater);
 uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max);
+
+/* Connection caps: how many tenants have one.  While none does, the kernel
+ * looks up no RST or FIN. */
+void kern_conn_gate(struct kern *k, uint32_t capped);
+
+/* A tenant's connections: in flight, the slots it may fill (the cap), and
+ * what the kernel and the agent's sweep counted. */
+struct kern_conns {
+	int64_t in_flight;
+	int64_t slots;
+	struct rl_conn_stats s;	/* summed over CPUs */
+	uint64_t forgotten;	/* ended by the sweep, not seen by the kernel */
+};
+
+int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out);
 
 /* Takes slot out of service (mode none).  Call after its rules are gone. */
 void kern_tenant_clear(struct kern *k, uint32_t slot);

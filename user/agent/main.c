@@ -15,6 +15,8 @@
 
 #include "agent.h"
 #include "broker.h"
+#include "conns.h"
+#include "conntrack.h"
 #include "ctl.h"
 #include "log.h"
 #include "metrics.h"
@@ -275,6 +277,7 @@ static void on_tick(struct loop_timer *t, void *arg)
 		preload_heartbeat(a->kern.preload, now, 0, false);
 	agent_sample(a);
 	agent_prune_tombs(a);
+	conntrack_sweep(&a->kern, RL_CONN_TTL_NS);
 	ctl_tick(a->ctl, now);
 	metrics_tick(a->metrics, now);
 }

@@ -129,6 +129,25 @@ static const struct {
 	  "Configured limit in new connections per second.", FROM_RATE },
 	{ "rlgate_limit_burst", "gauge",
 	  "Configured bucket capacity (burst) in connections.", FROM_BURST },
+	{ "rlgate_limit_conns", "gauge",
+	  "Configured cap on connections in flight (0: none).", STAT(max_conns) },
+	{ "rlgate_conns", "gauge",
+	  "Connections of a capped tenant in flight, as the kernel counts them.",
+	  STAT(conns) },
+	{ "rlgate_conn_slots", "gauge",
+	  "Connections this host may have in flight for the tenant (slots "
+	  "held): the cap, standalone.", STAT(conn_slots) },
+	{ "rlgate_conn_denied_total", "counter",
+	  "SYNs refused because the tenant's cap was reached (also in "
+	  "rlgate_denied_total).", STAT(conn_denied) },
+	{ "rlgate_conns_opened_total", "counter",
+	  "Connections of a capped tenant counted in.", STAT(conns_opened) },
+	{ "rlgate_conns_closed_total", "counter",
+	  "Connections of a capped tenant seen to end by the kernel (a RST, or "
+	  "FINs from both sides).", STAT(conns_closed) },
+	{ "rlgate_conns_forgotten_total", "counter",
+	  "Connections of a capped tenant ended by the agent's sweep: no socket "
+	  "left for them, or idle past the TTL.", STAT(conns_forgotten) },
 };
 
 /* A metric with a label is one row per label value; the help goes with
@@ -152,6 +171,9 @@ static const struct {
 	  "than a client's retransmissions, or after the client ended the flow." },
 	{ RL_CNT_RST_FAILED, "rlgate_rst_failed_total", NULL,
 	  "RST replies wanted but not possible (packet dropped instead)." },
+	{ RL_CNT_CONN_FULL, "rlgate_conns_full_total", NULL,
+	  "SYNs of capped tenants refused because the table of connections "
+	  "was full." },
 };
 
 /* The broker's own figures, one line each. */

@@ -6,6 +6,10 @@
 #include <bpf/bpf.h>
 
 #include "conns.h"
+#include "policy.h"
+
+_Static_assert(POLICY_CONNS_MAX == RL_CONNS_MAX,
+	       "the caps rlctl accepts fit the kernel's table");
 
 enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
 				const struct rl_conn_view *v)

@@ -19,6 +19,9 @@
 #define POLICY_RATE_MAX		1000000000ULL	/* per second */
 #define POLICY_BURST_MAX	100000000ULL
 #define POLICY_ERR_MAX		256
+/* Connections in flight the caps of all tenants may add up to on one host:
+ * the kernel's table of them (RL_CONNS_MAX in rlgate.h). */
+#define POLICY_CONNS_MAX	(128 * 1024)
 /* The longest a bucket may take to refill from empty, burst x interval: the
  * kernel keeps buckets as times in 64-bit nanoseconds (now + burst x
  * interval + interval must not wrap), about 146 years. */
@@ -70,6 +73,8 @@ struct policy_tenant {
 	uint64_t overshoot;
 	enum policy_fail fail;
 	enum policy_direction direction;
+	/* Connections of this tenant in flight at once, at most (0: no cap). */
+	uint64_t max_conns;
 };
 
 /* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
@@ -82,6 +87,8 @@ int policy_parse_prefixes(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_ports(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_action(const char *s, enum policy_action *out, char *err);
 int policy_parse_fail(const char *s, enum policy_fail *out, char *err);
+/* --max-conns: 0 (no cap) to POLICY_CONNS_MAX. */
+int policy_parse_max_conns(const char *s, uint64_t *out, char *err);
 const char *policy_fail_name(enum policy_fail f);
 int policy_parse_direction(const char *s, enum policy_direction *out, char *err);
 const char *policy_direction_name(enum policy_direction d);
@@ -123,8 +130,9 @@ void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
  * at least one prefix, no duplicate prefix or port). */
 int policy_validate(const struct policy_tenant *t, char *err);
 
-/* Checks a whole set: names unique, and no two tenants claim the same
- * (prefix, port) — for any-port rules, the same prefix with no ports.
+/* Checks a whole set: names unique, no two tenants claim the same
+ * (prefix, port) — for any-port rules, the same prefix with no ports — and
+ * the caps add up to at most POLICY_CONNS_MAX.
  * 0; -EEXIST when the first problem is such a conflict; -EINVAL for any
  * other problem.  The first problem's message is in err. */
 int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err);

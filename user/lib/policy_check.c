@@ -67,6 +67,15 @@ int policy_validate(const struct policy_tenant *t, char *err)
 			    t->burst, rate, policy_burst_max(&t->rate),
 			    POLICY_REFILL_MAX_YEARS);
 	}
+	if (t->max_conns > POLICY_CONNS_MAX)
+		return fail(err, "tenant '%s': invalid max-conns %" PRIu64
+			    ": expected 0 (no cap) to %d", t->name,
+			    t->max_conns, POLICY_CONNS_MAX);
+	if (t->max_conns && t->direction == POLICY_DIR_OUT)
+		return fail(err, "tenant '%s': max-conns %" PRIu64 " on an "
+			    "outbound tenant: caps count the connections that "
+			    "reach this host (--direction in)", t->name,
+			    t->max_conns);
 	if (t->n_match == 0)
 		return fail(err, "tenant '%s': no match prefix; at least one "
 			    "is required", t->name);
@@ -345,6 +354,32 @@ cleanup:
 typedef void (*problem_kind_fn)(void *ctx, size_t index, bool conflict,
 				const char *msg);
 
+/* The caps must fit the kernel's table of connections together: one
+ * problem, on the tenant whose cap goes past it. */
+static int check_caps(const struct policy_tenant *ts, size_t n,
+		      problem_kind_fn fn, void *ctx)
+{
+	char err[POLICY_ERR_MAX];
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ts[i].max_conns > POLICY_CONNS_MAX)
+			continue;	/* policy_validate said so */
+		sum += ts[i].max_conns;
+		if (sum > POLICY_CONNS_MAX) {
+			fail(err, "tenant '%.63s': max-conns %" PRIu64 " brings "
+			     "the caps of all tenants to %" PRIu64 ", more than "
+			     "the %d connections one host can count",
+			     ts[i].name, ts[i].max_conns, sum,
+			     POLICY_CONNS_MAX);
+			if (fn)
+				fn(ctx, i, false, err);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int check_set(const struct policy_tenant *ts, size_t n,
 		     problem_kind_fn fn, void *ctx)
 {
@@ -401,7 +436,7 @@ static int check_set(const struct policy_tenant *ts, size_t n,
 			fn(ctx, d->i, d->x != FINDING_NAME, err);
 	}
 	free(f.v);
-	return problems;
+	return problems + check_caps(ts, n, fn, ctx);
 }
 
 struct plain_problem {

@@ -30,6 +30,8 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 	if (j && t->direction != POLICY_DIR_IN)
 		json_object_set_new(j, "direction",
 				    json_string(policy_direction_name(t->direction)));
+	if (j && t->max_conns)
+		json_object_set_new(j, "max_conns", json_integer((json_int_t)t->max_conns));
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -48,13 +50,13 @@ fail:
 
 /* Fields the agent adds to what it returns; accepted (and ignored) on input
  * so that `rlctl --json tenant list` output can be fed back to `apply`. */
-static const char *const read_only_keys[] = { "id", "version" };
+static const char *const read_only_keys[] = { "id", "version", "conns" };
 
 static bool known_key(const char *k)
 {
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
-		"overshoot", "fail", "direction",
+		"overshoot", "fail", "direction", "max_conns",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -79,7 +81,7 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 		if (!known_key(key))
 			return fail(err, "unknown field '" ECHO "': expected name, "
 				    "rate, burst, match, ports, action, shadow, "
-				    "overshoot, fail, direction", key);
+				    "overshoot, fail, direction, max_conns", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -168,6 +170,16 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 				    "from 0 (automatic) to %llu",
 				    (unsigned long long)POLICY_BURST_MAX);
 		t->overshoot = (uint64_t)o;
+	}
+
+	v = json_object_get(j, "max_conns");
+	if (v && !json_is_null(v)) {
+		json_int_t m = json_integer_value(v);
+
+		if (!json_is_integer(v) || m < 0 || m > POLICY_CONNS_MAX)
+			return fail(err, "field 'max_conns' must be a whole number "
+				    "from 0 (no cap) to %d", POLICY_CONNS_MAX);
+		t->max_conns = (uint64_t)m;
 	}
 
 	v = json_object_get(j, "fail");

@@ -85,6 +85,18 @@ int policy_parse_burst(const char *s, uint64_t *out, char *err)
 	return 0;
 }
 
+int policy_parse_max_conns(const char *s, uint64_t *out, char *err)
+{
+	uint64_t v;
+
+	if (parse_u64n(s, strlen(s), POLICY_CONNS_MAX, &v) < 0)
+		return fail(err, "invalid max-conns '" ECHO "': expected a whole "
+			    "number of connections from 0 (no cap) to %d", s,
+			    POLICY_CONNS_MAX);
+	*out = v;
+	return 0;
+}
+
 int policy_parse_prefix(const char *s, struct policy_prefix *out, char *err)
 {
 	char addr[INET6_ADDRSTRLEN + 1];

@@ -39,6 +39,36 @@ void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
 			 __ATOMIC_RELEASE);
 }
 
+/*
+ * The flags, and the connection cap.  A slot that gets a new tenant, or a
+ * tenant that gains or loses its cap, starts a new epoch with nothing in
+ * flight: the connections counted before (or never counted) are not this
+ * cap's, and when they end they give nothing back to it.  A cap that only
+ * changes its number keeps what is in flight.  A new cap is in force before
+ * the flag that turns it on; a removed one is off before its count goes.
+ */
+static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
+			  bool fresh)
+{
+	uint32_t old = __atomic_load_n(&rt->flags, __ATOMIC_RELAXED);
+	/* Whether the tenant's Redis shard is out of reach is the broker's
+	 * to say, not the policy's: a new limit keeps it, a new tenant
+	 * starts without. */
+	uint32_t flags = (t->shadow ? RL_F_SHADOW : 0) |
+			 (t->max_conns ? RL_F_CONNCAP : 0) |
+			 (fresh ? 0 : (old & RL_F_DEGRADED));
+	bool was = old & RL_F_CONNCAP;
+
+	if (!t->max_conns)
+		__atomic_store_n(&rt->flags, flags, __ATOMIC_RELEASE);
+	if (fresh || was != (t->max_conns > 0)) {
+		__atomic_fetch_add(&rt->conn_epoch, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&rt->conns, 0, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&rt->conn_slots, (int64_t)t->max_conns, __ATOMIC_RELEASE);
+	__atomic_store_n(&rt->flags, flags, __ATOMIC_RELEASE);
+}
+
 void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		       bool fresh, bool leased, uint64_t fail_agents,
 		       uint64_t now)
@@ -67,12 +97,7 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		rt->lowwater_armed = 0;
 	}
 	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
-	/* Whether the tenant's Redis shard is out of reach is the broker's
-	 * to say, not the policy's: a new limit keeps it, a new tenant
-	 * starts without. */
-	__atomic_store_n(&rt->flags, (t->shadow ? RL_F_SHADOW : 0) |
-			 (fresh ? 0 : (__atomic_load_n(&rt->flags, __ATOMIC_RELAXED) &
-				       RL_F_DEGRADED)), __ATOMIC_RELAXED);
+	rl_slot_conns(rt, t, fresh);
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
 	/* policy_validate keeps burst x interval within 64 bits */

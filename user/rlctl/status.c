@@ -290,25 +290,30 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 {
 	static const struct {
 		const char *title, *key;
-		bool rate, fleet;
+		bool rate, fleet, caps;
 	} cols[] = {
-		{ "ADMITTED", "admitted", false, false },
-		{ "DENIED", "denied", false, false },
-		{ "WOULD-DENY", "shadow_denied", false, false },
-		{ "RETRANS", "retransmits", false, false },
-		{ "UNPARSED", "unparsed", false, false },
-		{ "TOKENS", "tokens", false, false },
-		{ "ADMIT/S", "admit_rate", true, false },
-		{ "DENY/S", "deny_rate", true, false },
+		{ "ADMITTED", "admitted", false, false, false },
+		{ "DENIED", "denied", false, false, false },
+		{ "WOULD-DENY", "shadow_denied", false, false, false },
+		{ "RETRANS", "retransmits", false, false, false },
+		{ "UNPARSED", "unparsed", false, false, false },
+		{ "TOKENS", "tokens", false, false, false },
+		{ "ADMIT/S", "admit_rate", true, false, false },
+		{ "DENY/S", "deny_rate", true, false, false },
+		/* when a tenant has a connection cap */
+		{ "CONNS", "conns", false, false, true },
+		{ "MAX-CONNS", "max_conns", false, false, true },
+		{ "CONN-DENIED", "conn_denied", false, false, true },
 		/* fleet mode only */
-		{ "LEASED", "tokens_leased", false, true },
-		{ "REFUNDED", "tokens_refunded", false, true },
-		{ "REDIS-CALLS", "redis_calls", false, true },
-		{ "OVERSHOOT", "overshoot_bound", false, true },
+		{ "LEASED", "tokens_leased", false, true, false },
+		{ "REFUNDED", "tokens_refunded", false, true, false },
+		{ "REDIS-CALLS", "redis_calls", false, true, false },
+		{ "OVERSHOOT", "overshoot_bound", false, true, false },
 	};
 	size_t n = json_array_size(stats), i;
 	json_t **rows = calloc(n + 1, sizeof(*rows));
 	bool fleet = n && json_object_get(json_array_get(stats, 0), "redis_calls");
+	bool caps = false;
 	int wname = 6;
 
 	if (!rows)
@@ -317,6 +322,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		const char *name;
 
 		rows[i] = json_array_get(stats, i);
+		caps = caps || json_object_get(rows[i], "max_conns");
 		name = json_string_value(json_object_get(rows[i], "tenant"));
 		if (name && (int)strlen(name) > wname)
 			wname = (int)strlen(name);
@@ -325,7 +331,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		qsort(rows, n, sizeof(*rows), by_rate);
 	printf("%-*s", wname, "TENANT");
 	for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
-		if (fleet || !cols[c].fleet)
+		if ((fleet || !cols[c].fleet) && (caps || !cols[c].caps))
 			printf("  %12s", cols[c].title);
 	printf("\n");
 	for (i = 0; i < n; i++) {
@@ -334,7 +340,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
 			char buf[32];
 
-			if (cols[c].fleet && !fleet)
+			if ((cols[c].fleet && !fleet) || (cols[c].caps && !caps))
 				continue;
 			format_num(json_object_get(rows[i], cols[c].key),
 				   cols[c].rate, buf, sizeof(buf));

@@ -91,6 +91,11 @@ static const struct opts_spec set_spec = {
 			  "--match and --port name their sources and local ports; "
 			  "out: connections preloaded programs (librlpreload.so) "
 			  "open, --match and --port name their destinations" },
+		{ "max-conns", 0, OPT_U64, SET(t.max_conns), .arg = "N", .min = 0,
+		  .max = POLICY_CONNS_MAX,
+		  .help = "connections of the tenant open at once, at most: a SYN "
+			  "past it gets the action; 0 (the default on create) for no "
+			  "cap.  The caps of all tenants add up to at most 131072" },
 		{ .kind = OPT_END },
 	},
 };
@@ -180,6 +185,13 @@ static void print_tenant(json_t *t)
 	if (json_integer_value(json_object_get(t, "overshoot")) > 0)
 		printf("overshoot: %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(t, "overshoot")));
+	if (json_integer_value(json_object_get(t, "max_conns")) > 0) {
+		printf("max-conns: %" JSON_INTEGER_FORMAT "\n",
+		       json_integer_value(json_object_get(t, "max_conns")));
+		if (json_is_integer(json_object_get(t, "conns")))
+			printf("in flight: %" JSON_INTEGER_FORMAT "\n",
+			       json_integer_value(json_object_get(t, "conns")));
+	}
 	if (json_is_integer(id))
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
 }
