@@ -35,6 +35,10 @@ static const struct pkt syn_nomatch = { .family = 4, .flags = TH_SYN,
 					.src = "192.0.2.1" };
 static const struct pkt ack = { .family = 4, .flags = TH_ACK,
 				.src = "10.1.0.10" };
+/* A FIN of a connection no cap counted: what every FIN or RST costs once a
+ * tenant has a cap (a lookup in `conns` that misses). */
+static const struct pkt fin = { .family = 4, .flags = TH_FIN | TH_ACK,
+				.src = "10.1.0.10" };
 
 /*
  * 1,000 rules of mixed prefix lengths spread over the IPv4 space, one in
@@ -211,8 +215,23 @@ static int expect_path(const char *what, __u64 on_path, __u64 elsewhere,
 	return 0;
 }
 
-enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_NOMATCH, F_RETRANS, F_KTIME,
-       F_CAS, F_MAX };
+enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_NOMATCH, F_NONSYN_CAPS, F_FIN,
+       F_FIN_CAPS, F_RETRANS, F_KTIME, F_CAS, F_MAX };
+
+/* Opens the gate of connection caps in one copy's maps (conn_ctl): as on a
+ * host where some tenant has a cap. */
+static int caps_on(struct bpf_object *obj)
+{
+	struct rl_conn_ctl c = { .capped = 1 };
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, "conn_ctl");
+	__u32 zero = 0;
+
+	if (!m || bpf_map_update_elem(bpf_map__fd(m), &zero, &c, 0)) {
+		fprintf(stderr, "Error: couldn't write map 'conn_ctl'\n");
+		return -1;
+	}
+	return 0;
+}
 
 int bench_main(int argc, char **argv)
 {
@@ -258,8 +277,9 @@ int bench_main(int argc, char **argv)
 			strerror(errno));
 		goto cleanup;
 	}
+	/* the benchmark's copy runs with caps on, rlgate's without */
 	if (world_init(&wr, rl->obj) || world_init(&wb, bb->obj) ||
-	    load_rules(&wr) || load_rules(&wb))
+	    load_rules(&wr) || load_rules(&wb) || caps_on(bb->obj))
 		goto cleanup;
 
 	f[F_FLOOR] = (struct figure){ .name = "xdp_pass_floor_ns",
@@ -272,6 +292,12 @@ int bench_main(int argc, char **argv)
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_deny };
 	f[F_NOMATCH] = (struct figure){ .name = "xdp_syn_nomatch_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_nomatch };
+	f[F_NONSYN_CAPS] = (struct figure){ .name = "xdp_nonsyn_caps_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_rlgate), .pkt = &ack };
+	f[F_FIN] = (struct figure){ .name = "xdp_fin_ns",
+		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &fin };
+	f[F_FIN_CAPS] = (struct figure){ .name = "xdp_fin_caps_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_rlgate), .pkt = &fin };
 	/* the benchmark's admit tenant lives in bench_bpf's maps, so this
 	 * one (rlgate's) admits once and then sees only retransmissions */
 	f[F_RETRANS] = (struct figure){ .name = "xdp_syn_retrans_ns",
@@ -296,7 +322,7 @@ int bench_main(int argc, char **argv)
 
 	for (k = 0; k < F_MAX; k++)
 		printf("%s %.1f ns\n", f[k].name, f[k].median);
-	for (k = F_NONSYN; k <= F_NOMATCH; k++)
+	for (k = F_NONSYN; k <= F_FIN_CAPS; k++)
 		printf("%s_ratio %.2f x\n", f[k].name, f[k].ratio);
 	/* what one clock read and one compare-and-swap add to the floor */
 	for (k = F_KTIME; k <= F_CAS; k++)
