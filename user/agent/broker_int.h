@@ -30,6 +30,7 @@
 #define SHUTDOWN_MS		1000
 #define CALL_RING		1024
 #define SCRIPTS_ALL		((1u << S_COUNT) - 1)
+#define SENTINEL_NAME_MAX	128
 
 enum script_id { S_LEASE, S_REFUND, S_HEARTBEAT, S_DEREGISTER, S_POLICY_SET,
 		 S_POLICY_GET, S_COUNT };
@@ -48,6 +49,8 @@ struct conn {
 	struct loop_timer *retry;
 	bool subscriber;
 	const char *name;
+	char host[256];			/* where it went (Sentinel: which master) */
+	int port;
 };
 
 /* Lease state of one kernel slot. */
@@ -104,6 +107,9 @@ struct broker {
 	int reply_node;
 	unsigned int sub_pick;		/* the node the subscriber tries next */
 	const char *reg_agents, *reg_ids;	/* the registry's keys */
+	/* Redis Sentinel mode: who says where host and port are (host ""
+	 * until the first answer).  NULL otherwise. */
+	struct sentinel *sen;
 	const char *script_src[S_COUNT];
 	struct broker_opts o;
 	char host[256], path[256];
@@ -201,6 +207,14 @@ int broker_eval(struct broker *b, enum script_id s, int nkeys, const char **args
 		int nargs, redisCallbackFn *fn, struct call *c);
 void broker_bucket_args(const struct policy_tenant *p, struct bucket_args *ba);
 void broker_script_loads_check(struct broker *b, uint64_t now);
+
+/* broker_sentinel.c */
+int broker_sentinel_parse(const char *s, char *name, size_t namelen, char *err,
+			  size_t errlen);
+int broker_sentinel_open(struct broker *b, const char *spec);
+void broker_sentinel_close(struct broker *b);
+void broker_sentinel_ask(struct broker *b);
+bool broker_sentinel_waiting(const struct broker *b);
 
 /* broker_lease.c */
 uint64_t broker_agents_of(const struct broker *b);

@@ -710,6 +710,8 @@ static void on_connect(const redisAsyncContext *ac, int status)
 			 b->address, ac->errstr);
 		if (!c->subscriber)
 			breaker_open(b, why);
+		/* A master gone may be a failover: the sentinels know. */
+		broker_sentinel_ask(b);
 		conn_retry(c);
 		return;
 	}
@@ -765,6 +767,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 			 ac->errstr);
 		breaker_open(b, why);
 	}
+	broker_sentinel_ask(b);
 	conn_retry(c);
 }
 
@@ -775,6 +778,12 @@ void broker_conn_start(struct conn *c)
 	char host[CLUSTER_HOST_MAX];
 	int port = b->port;
 
+	if (broker_sentinel_waiting(b)) {
+		/* No master named yet: ask, and try again after the backoff. */
+		broker_sentinel_ask(b);
+		conn_retry(c);
+		return;
+	}
 	snprintf(host, sizeof(host), "%s", b->host);
 	if (b->cc) {
 		/* Any node will do for pub/sub: a cluster passes every
@@ -784,6 +793,8 @@ void broker_conn_start(struct conn *c)
 		if (cc_pick_address(b->cc, b->sub_pick++, host, sizeof(host), &p) == 0)
 			port = p;
 	}
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	c->port = port;
 	ac = b->path[0] ? redisAsyncConnectUnix(b->path) :
 			  redisAsyncConnect(host, port);
 	if (!ac || ac->err) {

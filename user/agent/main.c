@@ -58,8 +58,8 @@ static int parse_redis(const char *s, void *dest, char *err, size_t len)
 	if (broker_parse_address(s, host, sizeof(host), &port, path,
 				 sizeof(path))) {
 		snprintf(err, len, "invalid --redis '%.64s': expected HOST:PORT, "
-			 "[IPV6]:PORT, unix:/PATH or cluster:HOST:PORT[,HOST:PORT...]",
-			 s);
+			 "[IPV6]:PORT, unix:/PATH, cluster:HOST:PORT[,HOST:PORT...] "
+			 "or sentinel:NAME@HOST:PORT[,HOST:PORT...]", s);
 		return -EINVAL;
 	}
 	*(const char **)dest = s;
@@ -103,9 +103,10 @@ static const struct opt options[] = {
 		  "in Redis):" },
 	{ "redis", 'r', OPT_CUSTOM, CLI(broker.redis), .arg = "ADDR",
 	  .parse = parse_redis,
-	  .help = "HOST:PORT, [IPV6]:PORT or unix:PATH, or a Redis Cluster: "
-		  "cluster:HOST:PORT[,HOST:PORT...] (seeds); without it the "
-		  "agent runs standalone" },
+	  .help = "HOST:PORT, [IPV6]:PORT or unix:PATH; a Redis Cluster: "
+		  "cluster:HOST:PORT[,HOST:PORT...] (seeds); the master named "
+		  "NAME by Redis Sentinels: sentinel:NAME@HOST:PORT[,...]; "
+		  "without it the agent runs standalone" },
 	{ "redis-user", 0, OPT_STRING, CLI(broker.user), .arg = "USER",
 	  .help = "ACL user name for AUTH" },
 	{ "redis-password-file", 0, OPT_STRING, CLI(broker.password_file),
