@@ -981,14 +981,19 @@ void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 	}
 }
 
+static void flag_degraded(struct rl_tenant *rt, bool on)
+{
+	if (on)
+		__atomic_fetch_or(&rt->flags, RL_F_DEGRADED, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(&rt->flags, ~RL_F_DEGRADED, __ATOMIC_RELAXED);
+}
+
 void kern_tenant_degraded(struct kern *k, uint32_t slot, bool on)
 {
-	__u32 *f = &k->tenants[slot].flags;
-
-	if (on)
-		__atomic_fetch_or(f, RL_F_DEGRADED, __ATOMIC_RELAXED);
-	else
-		__atomic_fetch_and(f, ~RL_F_DEGRADED, __ATOMIC_RELAXED);
+	flag_degraded(&k->tenants[slot], on);
+	if (k->preload)
+		flag_degraded(preload_slot(k->preload, slot), on);
 }
 
 uint64_t kern_fleet_agents(struct kern *k, uint64_t n)
