@@ -4,6 +4,7 @@
  * operations, a reply object out.  ctl.c frames them on the socket.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,10 +232,55 @@ cleanup:
 	return r;
 }
 
+/* Counters a stats reply adds by case, each a uint64_t at its offset in
+ * the stats struct it is read from. */
+struct stat_field {
+	const char *key;
+	size_t off;
+};
+
+#define ST(f)	{ #f, offsetof(struct agent_tenant_stats, f) }
+static const struct stat_field conn_fields[] = {
+	ST(max_conns), ST(conns), ST(conn_slots), ST(conn_denied),
+	ST(conns_opened), ST(conns_closed), ST(conns_forgotten),
+};
+#undef ST
+
+#define BT(k, f)	{ k, offsetof(struct broker_tenant_stats, f) }
+static const struct stat_field lease_fields[] = {
+	BT("leases", leases), BT("tokens_leased", tokens_leased),
+	BT("tokens_refunded", tokens_refunded), BT("redis_calls", redis_calls),
+	BT("lease_size", lease_size), BT("overshoot_bound", overshoot_bound),
+	BT("tokens_owed", owed), BT("static_charged", static_charged),
+};
+#undef BT
+
+static void set_fields(json_t *j, const void *stats,
+		       const struct stat_field *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)stats + f[i].off, sizeof(v));
+		json_object_set_new(j, f[i].key, json_integer((json_int_t)v));
+	}
+}
+
+/* One enforcement point's share of a tenant's stats. */
+static json_t *point_json(const char *point, const struct rl_stats *s,
+			  uint64_t tokens)
+{
+	return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "point", point,
+			 "admitted", (json_int_t)s->admitted,
+			 "denied", (json_int_t)s->denied,
+			 "shadow_denied", (json_int_t)s->shadow_denied,
+			 "degraded", (json_int_t)s->degraded,
+			 "tokens", (json_int_t)tokens);
+}
+
 static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 {
 	struct agent_tenant_stats st;
-
 	json_t *j;
 
 	agent_tenant_stats(a, t, &st);
@@ -250,42 +296,20 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 			 "admit_rate", st.admit_rate,
 			 "deny_rate", st.deny_rate);
 	if (j && st.points)
-		json_object_set_new(j, "points", json_pack(
-			"[{s:s,s:I,s:I,s:I,s:I,s:I},{s:s,s:I,s:I,s:I,s:I,s:I}]",
-			"point", "kernel",
-			"admitted", (json_int_t)st.kernel.admitted,
-			"denied", (json_int_t)st.kernel.denied,
-			"shadow_denied", (json_int_t)st.kernel.shadow_denied,
-			"degraded", (json_int_t)st.kernel.degraded,
-			"tokens", (json_int_t)st.kernel_tokens,
-			"point", "preload",
-			"admitted", (json_int_t)st.preload.admitted,
-			"denied", (json_int_t)st.preload.denied,
-			"shadow_denied", (json_int_t)st.preload.shadow_denied,
-			"degraded", (json_int_t)st.preload.degraded,
-			"tokens", (json_int_t)st.preload_tokens));
-	if (j && t->pol.max_conns) {
-		json_object_set_new(j, "max_conns", json_integer((json_int_t)st.max_conns));
-		json_object_set_new(j, "conns", json_integer((json_int_t)st.conns));
-		json_object_set_new(j, "conn_slots", json_integer((json_int_t)st.conn_slots));
-		json_object_set_new(j, "conn_denied", json_integer((json_int_t)st.conn_denied));
-		json_object_set_new(j, "conns_opened", json_integer((json_int_t)st.conns_opened));
-		json_object_set_new(j, "conns_closed", json_integer((json_int_t)st.conns_closed));
-		json_object_set_new(j, "conns_forgotten", json_integer((json_int_t)st.conns_forgotten));
-	}
+		json_object_set_new(j, "points", json_pack("[o,o]",
+			point_json("kernel", &st.kernel, st.kernel_tokens),
+			point_json("preload", &st.preload, st.preload_tokens)));
+	if (j && t->pol.max_conns)
+		set_fields(j, &st, conn_fields,
+			   sizeof(conn_fields) / sizeof(conn_fields[0]));
 	if (j && a->broker) {
 		struct broker_tenant_stats bt;
 
 		broker_tenant_stats(a->broker, t, &bt);
-		json_object_set_new(j, "leases", json_integer((json_int_t)bt.leases));
-		json_object_set_new(j, "degraded", json_integer((json_int_t)st.s.degraded));
-		json_object_set_new(j, "tokens_leased", json_integer((json_int_t)bt.tokens_leased));
-		json_object_set_new(j, "tokens_refunded", json_integer((json_int_t)bt.tokens_refunded));
-		json_object_set_new(j, "redis_calls", json_integer((json_int_t)bt.redis_calls));
-		json_object_set_new(j, "lease_size", json_integer((json_int_t)bt.lease_size));
-		json_object_set_new(j, "overshoot_bound", json_integer((json_int_t)bt.overshoot_bound));
-		json_object_set_new(j, "tokens_owed", json_integer((json_int_t)bt.owed));
-		json_object_set_new(j, "static_charged", json_integer((json_int_t)bt.static_charged));
+		json_object_set_new(j, "degraded",
+				    json_integer((json_int_t)st.s.degraded));
+		set_fields(j, &bt, lease_fields,
+			   sizeof(lease_fields) / sizeof(lease_fields[0]));
 	}
 	return j;
 }

@@ -68,6 +68,26 @@ static bool known_key(const char *k)
 	return false;
 }
 
+/* The optional fields given as a word, parsed as rlctl parses them. */
+#define WORD_FIELD(field, parser)					\
+static int parse_##field(const char *s, struct policy_tenant *t, char *err) \
+{									\
+	return parser(s, &t->field, err);				\
+}
+
+WORD_FIELD(action, policy_parse_action)
+WORD_FIELD(fail, policy_parse_fail)
+WORD_FIELD(direction, policy_parse_direction)
+
+static const struct {
+	const char *key, *expected;
+	int (*parse)(const char *s, struct policy_tenant *t, char *err);
+} word_fields[] = {
+	{ "action", "\"drop\" or \"rst\"", parse_action },
+	{ "fail", "\"static\", \"allow\" or \"deny\"", parse_fail },
+	{ "direction", "\"in\" or \"out\"", parse_direction },
+};
+
 int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 {
 	const json_t *v, *item;
@@ -146,14 +166,6 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 		}
 	}
 
-	v = json_object_get(j, "action");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v))
-			return fail(err, "field 'action' must be \"drop\" or \"rst\"");
-		if (policy_parse_action(json_string_value(v), &t->action, err) < 0)
-			return -EINVAL;
-	}
-
 	v = json_object_get(j, "shadow");
 	if (v && !json_is_null(v)) {
 		if (!json_is_boolean(v))
@@ -182,20 +194,14 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 		t->max_conns = (uint64_t)m;
 	}
 
-	v = json_object_get(j, "fail");
-	if (v && !json_is_null(v)) {
+	for (size_t k = 0; k < sizeof(word_fields) / sizeof(word_fields[0]); k++) {
+		v = json_object_get(j, word_fields[k].key);
+		if (!v || json_is_null(v))
+			continue;
 		if (!json_is_string(v))
-			return fail(err, "field 'fail' must be \"static\", \"allow\" "
-				    "or \"deny\"");
-		if (policy_parse_fail(json_string_value(v), &t->fail, err) < 0)
-			return -EINVAL;
-	}
-	v = json_object_get(j, "direction");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v))
-			return fail(err, "field 'direction' must be \"in\" or \"out\"");
-		if (policy_parse_direction(json_string_value(v), &t->direction,
-					   err) < 0)
+			return fail(err, "field '%s' must be %s", word_fields[k].key,
+				    word_fields[k].expected);
+		if (word_fields[k].parse(json_string_value(v), t, err) < 0)
 			return -EINVAL;
 	}
 	return policy_validate(t, err);
