@@ -8,6 +8,9 @@
 # a second), spread evenly and skewed 90/5/5: the part refused, which under
 # the limit is false refusals.  Prints `name value unit` lines.  Exits 1 when
 # the benchmark could not run; the figures themselves are results, not errors.
+# With FLEET_BENCH_REDIS=cluster the agents lease from a Redis Cluster of
+# three masters instead (--redis cluster:...), and only the first two
+# scenarios run: their figures are named fleet_cluster_*.
 #   tools/bench-fleet.sh [BUILD_DIR]      (root; FLEET_BENCH_SECONDS, default 10)
 set -uo pipefail
 
@@ -22,6 +25,8 @@ offered=300		# per second, from one client
 weights=(18 1 1)	# 90/5/5 over s1..s3
 redis_ip=192.0.2.250
 redis_port=6379
+mode=${FLEET_BENCH_REDIS:-single}
+cluster_ports=(7001 7002 7003)
 
 die() {
 	echo "Error: $*" >&2
@@ -38,6 +43,8 @@ done
 if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 2)); then
 	die "FLEET_BENCH_SECONDS '$secs': expected a whole number of seconds, at least 2"
 fi
+[[ $mode == @(single|cluster) ]] ||
+	die "FLEET_BENCH_REDIS '$mode': expected single or cluster"
 if ! [[ $big =~ ^[0-9]+$ ]] || ((big < 100)); then
 	die "FLEET_BENCH_RATE '$big': expected a whole number of connections per second, at least 100"
 fi
@@ -72,15 +79,48 @@ rl() {
 "$root/tools/lab.sh" up "$lab" --servers 3 --clients 2 --redis >"$work/lab.log" 2>&1 ||
 	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
 
-ip netns exec "$lab-redis" redis-server --bind "$redis_ip" --port "$redis_port" \
-	--save '' --appendonly no --protected-mode no --daemonize no >"$work/redis.log" 2>&1 &
-pids+=($!)
-disown $!	# killed by PID at exit; no job notices
-for ((n = 0; n < 100; n++)); do
-	[[ $(ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$redis_port" PING 2>/dev/null) == PONG ]] && break
-	sleep 0.05
-done
-((n < 100)) || { cat "$work/redis.log" >&2; die "redis-server does not answer"; }
+# redis_up PORT [redis-server options]: one redis-server on the Redis host,
+# killed by PID at exit; returns once it answers.
+redis_up() {
+	local port=$1 n
+
+	shift
+	ip netns exec "$lab-redis" redis-server --bind "$redis_ip" --port "$port" \
+		--save '' --appendonly no --protected-mode no --daemonize no "$@" \
+		>"$work/redis-$port.log" 2>&1 &
+	pids+=($!)
+	disown $!	# killed by PID at exit; no job notices
+	for ((n = 0; n < 100; n++)); do
+		[[ $(ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$port" PING 2>/dev/null) == PONG ]] &&
+			return 0
+		sleep 0.05
+	done
+	cat "$work/redis-$port.log" >&2
+	die "redis-server does not answer on port $port"
+}
+
+if [[ $mode == cluster ]]; then
+	addrs=()
+	for p in "${cluster_ports[@]}"; do
+		mkdir -p "$work/redis-$p"
+		redis_up "$p" --cluster-enabled yes --cluster-config-file "$work/redis-$p/nodes.conf" \
+			--cluster-require-full-coverage no --dir "$work/redis-$p"
+		addrs+=("$redis_ip:$p")
+	done
+	ip netns exec "$lab-redis" redis-cli --cluster create "${addrs[@]}" --cluster-yes \
+		>"$work/cluster.log" 2>&1 || { cat "$work/cluster.log" >&2; die "couldn't create the cluster"; }
+	for p in "${cluster_ports[@]}"; do
+		for ((n = 0; n < 100; n++)); do
+			ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$p" CLUSTER INFO |
+				grep -q '^cluster_state:ok' && break
+			sleep 0.05
+		done
+	done
+	redis_addr="cluster:$(IFS=,; echo "${addrs[*]}")"
+else
+	redis_up "$redis_port"
+	redis_addr=$redis_ip:$redis_port
+fi
 
 for i in 1 2 3; do
 	mkdir -p "$work/s$i/state"
@@ -90,7 +130,7 @@ for i in 1 2 3; do
 	disown $!
 	# nsenter, not `ip netns exec`: the latter hides /sys/fs/bpf
 	nsenter --net="/run/netns/$lab-s$i" "$build/rlagent" --iface eth0 \
-		--redis "$redis_ip:$redis_port" --agent-id "s$i" --control "$work/s$i/sock" \
+		--redis "$redis_addr" --agent-id "s$i" --control "$work/s$i/sock" \
 		--state-dir "$work/s$i/state" --pin-dir "/sys/fs/bpf/rlgate-$lab-s$i" \
 		--metrics 127.0.0.1:9464 >"$work/s$i/agent.log" 2>&1 &
 	pids+=($!)
@@ -155,6 +195,21 @@ scenario fleet-bench-1 --overshoot 3 >"$work/lease1" || die "the lease-size-1 sc
 read -r adm1 calls1 leases1 bound1 lease1 <"$work/lease1"
 [[ -n ${lease:-} && -n ${lease1:-} ]] || die "a scenario printed no figures"
 ((adm > 0 && adm1 > 0 && calls > 0)) || die "nothing admitted or no Redis calls: admitted $adm/$adm1, calls $calls"
+
+if [[ $mode == cluster ]]; then
+	limit=$((rate * secs + burst))
+	echo "# fleet on a Redis Cluster of 3 masters: 3 hosts, limit $rate/s burst $burst," \
+		"offered $offered/s for $secs s split ${weights[*]}; limit x T + burst = $limit"
+	echo "# adaptive leases: admitted $adm, Redis calls $calls, overshoot bound $bound;" \
+		"lease size 1: admitted $adm1, Redis calls $calls1"
+	awk -v a="$adm" -v c="$calls" -v a1="$adm1" -v c1="$calls1" -v l="$limit" -v s="$secs" 'BEGIN {
+		printf "fleet_cluster_accuracy %.3f ratio\n", a / l
+		printf "fleet_cluster_redis_calls_per_admit %.3f calls\n", c / a
+		printf "fleet_cluster_accuracy_lease1 %.3f ratio\n", a1 / l
+		printf "fleet_cluster_lease_calls_per_s_lease1 %.0f calls/s\n", c1 / s
+	}'
+	exit 0
+fi
 
 # under NAME PERCENT W1 W2 W3: a fresh tenant NAME of $big/s (burst a tenth
 # of a second) for both clients' prefixes, settled; PERCENT of it offered

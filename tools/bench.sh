@@ -101,4 +101,6 @@ echo
 "$(dirname "$0")/bench-preload.sh" "$build" || exit 1
 echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
+echo
+FLEET_BENCH_REDIS=cluster "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
 exit 0
