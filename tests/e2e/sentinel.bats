@@ -173,6 +173,56 @@ delta() { jq -rn --argjson a "$1" --argjson b "$2" --arg f "$3" '$b[$f] - $a[$f]
 	expect_eq "connections timed out" "$(json_get .total.timed_out)" 0
 }
 
+@test "a manual failover (SENTINEL FAILOVER) leaves the old master up as a replica: every agent leaves it for the new master within 5 s and leases there" {
+	local old new t0 i n ok
+
+	# the killed master of the test before is back, as a replica
+	for p in "${DATA_PORTS[@]}"; do
+		proc_running "$(node_pid "$p")" || node_start "$p" --save '' --appendonly no || return 1
+	done
+	fleet_wait_steady 15
+	fleet_tenant_set 1 mf --rate 100/s --burst 20 --match "$C1" --port 8080 --action rst
+	fleet_wait_tenant mf 2 >/dev/null
+	old=$(master_port)
+	for ((n = 0; n < 100; n++)); do
+		[[ $(ncli "$old" INFO replication | grep -c 'state=online') == 1 ]] && break
+		sleep 0.1
+	done
+	t0=$(now_ms)
+	[[ $(ncli "${SEN_PORTS[0]}" SENTINEL FAILOVER rlmaster) == OK ]]
+	for ((n = 0; n < 200; n++)); do
+		new=$(master_port)
+		[[ -n $new && $new != "$old" ]] && break
+		sleep 0.05
+	done
+	[[ $new != "$old" ]] || { echo "no failover within 10 s" >&2; return 1; }
+	# every agent logs the move and is healthy on the new master
+	for ((n = 0; n < 100; n++)); do
+		ok=0
+		for i in 1 2 3; do
+			grep -q "Sentinel: master 'rlmaster' is now $SEN_IP:$new" "$(fleet_log "$i")" &&
+				[[ $(rls "$i" --json status | jq -r .broker) == healthy ]] && ok=$((ok + 1))
+		done
+		((ok == 3)) && break
+		sleep 0.05
+	done
+	echo "failover to $new: every agent healthy there $(($(now_ms) - t0)) ms after SENTINEL FAILOVER"
+	expect_eq "agents healthy on the new master" "$ok" 3
+	expect_between "ms from SENTINEL FAILOVER to every agent on the new master" \
+		$(($(now_ms) - t0)) 0 5000
+	# the sentinels turn the old master into a replica of the new one
+	for ((n = 0; n < 200; n++)); do
+		[[ $(ncli "$old" ROLE | head -1) == slave ]] && break
+		sleep 0.05
+	done
+	[[ $(ncli "$old" ROLE | head -1) == slave ]] ||
+		{ echo "the old master is not a replica: $(ncli "$old" ROLE | head -1)" >&2; return 1; }
+	expect_eq "agents in the new master's registry" "$(ncli "$new" ZCARD rl:agents)" 3
+	run_loadgen_json c1 --rate 150 --duration 3 $(fleet_targets 8080 1 1 1)
+	expect_between "admitted at 150/s for 3 s (limit 100/s + 20)" \
+		"$(json_get .total.connected)" 290 "$(calc "320 + $(fleet_stat 1 mf overshoot_bound)")"
+}
+
 @test "rlagent refuses a bad cluster: or sentinel: address with a usage error naming it" {
 	local bad
 
