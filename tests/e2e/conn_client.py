@@ -3,9 +3,9 @@
 
 conn_client.py HOST PORT CONTROL: reads commands from the fifo CONTROL, one
 a line, and answers each with a JSON line on stdout:
-  open N      tries N new connections one after the other (1 s timeout
-              each) and keeps those that connect; reports how many
-              connected, were refused (RST) or timed out
+  open N [MS] tries N new connections one after the other (1 s timeout
+              each, MS milliseconds apart), keeps those that connect, and
+              reports how many connected, were refused (RST) or timed out
   close N     closes N of the connections held (a FIN each), oldest first
   count       how many are held
   quit        closes everything and exits
@@ -13,6 +13,7 @@ a line, and answers each with a JSON line on stdout:
 import json
 import socket
 import sys
+import time
 
 
 def main():
@@ -25,10 +26,13 @@ def main():
             if not words:
                 continue
             cmd, n = words[0], int(words[1]) if len(words) > 1 else 0
+            gap = int(words[2]) / 1000 if len(words) > 2 else 0
             out = {"cmd": cmd}
             if cmd == "open":
                 out.update(connected=0, refused=0, timed_out=0, failed=0)
-                for _ in range(n):
+                for i in range(n):
+                    if i and gap:
+                        time.sleep(gap)
                     s = socket.socket(family, socket.SOCK_STREAM)
                     s.settimeout(1.0)
                     try:

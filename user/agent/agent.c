@@ -394,17 +394,6 @@ static enum agent_code commit(struct agent *a, struct agent_tenant *next,
 	for (size_t i = 0; i < n; i++)
 		flat[i] = next[i].pol;
 	e = policy_validate_set(flat, n, err);
-	/* A cap counts one host's connections: across a fleet each host
-	 * would admit the whole cap. */
-	for (size_t i = 0; !e && a->broker && i < n; i++)
-		if (flat[i].max_conns) {
-			snprintf(err, POLICY_ERR_MAX, "tenant '%.63s': max-conns "
-				 "%llu needs a standalone rlagent (no --redis): "
-				 "connection caps are counted per host, not "
-				 "shared by the fleet", flat[i].name,
-				 (unsigned long long)flat[i].max_conns);
-			e = -EINVAL;
-		}
 	free(flat);
 	if (e) {
 		free(next);

@@ -22,6 +22,7 @@ const char *const broker_script_names[S_COUNT] = {
 	[S_LEASE] = "lease", [S_REFUND] = "refund",
 	[S_HEARTBEAT] = "heartbeat", [S_DEREGISTER] = "deregister",
 	[S_POLICY_SET] = "policy_set", [S_POLICY_GET] = "policy_get",
+	[S_SLOTS] = "slots",
 };
 
 const double broker_lease_bounds[BROKER_LEASE_BUCKETS] = {

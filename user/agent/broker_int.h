@@ -33,7 +33,7 @@
 #define SENTINEL_NAME_MAX	128
 
 enum script_id { S_LEASE, S_REFUND, S_HEARTBEAT, S_DEREGISTER, S_POLICY_SET,
-		 S_POLICY_GET, S_COUNT };
+		 S_POLICY_GET, S_SLOTS, S_COUNT };
 
 extern const char *const broker_script_names[S_COUNT];
 
@@ -82,6 +82,12 @@ struct slot {
 	 * RL_F_DEGRADED), since when, and past the lease TTL (an outage) */
 	bool shard_down, shard_expired;
 	uint64_t shard_down_ns;
+	/* connection caps: the slots held of the fleet's cap (slots.lua),
+	 * a call in flight, when the holding was last renewed */
+	uint64_t conn_held;
+	bool conn_inflight;
+	uint64_t conn_renewed_ns;
+	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
 	struct broker *b;
 	uint32_t idx;
 	struct broker_tenant_stats st;
@@ -232,5 +238,8 @@ void broker_heartbeat(struct broker *b);
 void broker_on_heartbeat_timer(struct loop_timer *t, void *arg);
 void broker_policy_sync(struct broker *b);
 void broker_on_message(redisAsyncContext *ac, void *reply, void *priv);
+
+/* broker_conns.c */
+void broker_conns_check(struct broker *b, uint64_t now);
 
 #endif /* RL_BROKER_INT_H */

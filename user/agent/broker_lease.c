@@ -645,6 +645,7 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 		broker_shards_update(b, now);
 		if (broker_leasing(b))
 			broker_lease_all(b, now);
+		broker_conns_check(b, now);
 		return;
 	}
 	/* The kernel's view of this agent: alive, and whether Redis is. */
@@ -663,6 +664,7 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 		expire_leases(b);
 	if (broker_leasing(b))
 		broker_lease_all(b, now);
+	broker_conns_check(b, now);
 }
 
 void broker_lowwater(struct broker *b, uint32_t slot)

@@ -1070,6 +1070,18 @@ static void tokens_balance(struct kern *k)
 	}
 }
 
+void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
+{
+	__atomic_store_n(&k->tenants[slot].conn_slots, n, __ATOMIC_RELEASE);
+}
+
+int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot)
+{
+	int64_t n = __atomic_load_n(&k->tenants[slot].conns, __ATOMIC_RELAXED);
+
+	return n > 0 ? n : 0;
+}
+
 void kern_conn_gate(struct kern *k, uint32_t capped)
 {
 	struct rl_conn_ctl c = { .capped = capped };

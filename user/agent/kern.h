@@ -153,6 +153,11 @@ struct kern_conns {
 
 int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out);
 
+/* Fleet mode: the connections slot may have in flight (the slots the broker
+ * holds of the fleet's cap, or the fail policy's), and how many it has. */
+void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n);
+int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot);
+
 /* Takes slot out of service (mode none).  Call after its rules are gone. */
 void kern_tenant_clear(struct kern *k, uint32_t slot);
 

@@ -46,9 +46,11 @@ void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
  * cap's, and when they end they give nothing back to it.  A cap that only
  * changes its number keeps what is in flight.  A new cap is in force before
  * the flag that turns it on; a removed one is off before its count goes.
+ * Leased (fleet mode), the slots are what the broker holds of the fleet's
+ * cap: none at first, and kept across a change of the number.
  */
 static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
-			  bool fresh)
+			  bool fresh, bool leased)
 {
 	uint32_t old = __atomic_load_n(&rt->flags, __ATOMIC_RELAXED);
 	/* Whether the tenant's Redis shard is out of reach is the broker's
@@ -64,8 +66,12 @@ static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
 	if (fresh || was != (t->max_conns > 0)) {
 		__atomic_fetch_add(&rt->conn_epoch, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&rt->conns, 0, __ATOMIC_RELEASE);
+		if (leased)
+			__atomic_store_n(&rt->conn_slots, 0, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&rt->conn_slots, (int64_t)t->max_conns, __ATOMIC_RELEASE);
+	if (!leased)
+		__atomic_store_n(&rt->conn_slots, (int64_t)t->max_conns,
+				 __ATOMIC_RELEASE);
 	__atomic_store_n(&rt->flags, flags, __ATOMIC_RELEASE);
 }
 
@@ -97,7 +103,7 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		rt->lowwater_armed = 0;
 	}
 	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
-	rl_slot_conns(rt, t, fresh);
+	rl_slot_conns(rt, t, fresh, leased);
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
 	/* policy_validate keeps burst x interval within 64 bits */

@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# Connection caps across a fleet: three agents share one tenant's cap
+# through Redis (slots.lua), nginx on each of their hosts, a client holding
+# long-lived connections to all three.  The fleet never holds more than the
+# cap; what one host closes another takes; an agent SIGKILLed loses its
+# slots after the holding's TTL (3 s) without anyone's help.
+
+load helpers
+load agent_helpers
+load fleet_helpers
+load conncap_helpers
+
+setup_file() {
+	fleet_setup_file nginx python3
+	local h
+
+	for h in s1 s2 s3; do
+		BATS_TEST_TMPDIR=$BATS_FILE_TMPDIR nginx_start "$h"
+	done
+}
+teardown_file() { fleet_teardown_file; }
+setup() { fleet_setup; }
+teardown() { fleet_teardown; }
+
+# slots_held TENANT: the slots every live holder holds in Redis, summed.
+slots_held() {
+	rcli HVALS "rl:{t:$1}:slots" | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# held_by TENANT: "holder=slots ..." as Redis has them, for the log.
+held_by() {
+	rcli HGETALL "rl:{t:$1}:slots" | paste -sd' '
+}
+
+# in_flight TENANT: connections in flight on s1..s3, as their kernels count.
+in_flight() {
+	fleet_sum "$1" conns
+}
+
+@test "a cap of 30 shared by 3 hosts: clients trying to hold 20 on each hold at most 30; 10 closed on one host are taken by another within a second" {
+	local a b c total
+
+	fleet_tenant_set 1 capf --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--action rst --max-conns 30
+	fleet_wait_tenant capf 5 >/dev/null
+	client_start a c1 s1
+	client_start b c1 s2
+	client_start c c1 s3
+
+	client_do a open 20 100
+	a=$(jq .connected <<<"$REPLY")
+	client_do b open 20 100
+	b=$(jq .connected <<<"$REPLY")
+	client_do c open 20 100
+	c=$(jq .connected <<<"$REPLY")
+	total=$((a + b + c))
+	echo "held: s1 $a, s2 $b, s3 $c; Redis: $(held_by capf)"
+	# each host holds at most two chunks (2 slots each) it does not use
+	expect_between "connections held by the fleet" "$total" 18 30
+	expect_eq "connections the servers hold" \
+		$(($(server_conns s1) + $(server_conns s2) + $(server_conns s3))) "$total"
+	expect_eq "in flight, summed over the kernels" "$(in_flight capf)" "$total"
+	expect_between "slots held in Redis" "$(slots_held capf)" "$total" 30
+	expect_eq "s1 first: everything it asked for" "$a" 20
+
+	client_do a close 10
+	sleep 1
+	client_do c open 10 100
+	echo "after s1 closed 10: s3 took $(jq .connected <<<"$REPLY"); Redis: $(held_by capf)"
+	expect_between "connections s3 took of the 10 s1 gave back" "$(jq .connected <<<"$REPLY")" 6 10
+	total=$(($(server_conns s1) + $(server_conns s2) + $(server_conns s3)))
+	expect_between "connections held by the fleet" "$total" 18 30
+	expect_between "slots held in Redis" "$(slots_held capf)" "$total" 30
+	for n in a b c; do client_do "$n" quit; done
+}
+
+@test "an agent SIGKILLed while holding slots loses them within the holding's TTL (3 s); until then the fleet stays within the cap" {
+	local t0 a b
+
+	fleet_tenant_set 1 capk --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--action rst --max-conns 10
+	fleet_wait_tenant capk 5 >/dev/null
+	client_start a c1 s1
+	client_start b c1 s2
+	client_do a open 10 100
+	a=$(jq .connected <<<"$REPLY")
+	# s2 and s3 hold a chunk (1 slot) each for their first SYN
+	expect_between "held on s1" "$a" 8 10
+	fleet_agent_stop 1 KILL
+	t0=$(now_ms)
+	client_do b open 3 100
+	b=$(jq .connected <<<"$REPLY")
+	echo "s1 dead: s2 took $b; Redis: $(held_by capk)"
+	expect_between "s1's and s2's connections while s1's holding lives" $((a + b)) "$a" 10
+	sleep_until $((t0 + 4500))
+	client_do b open 5 100
+	echo "after the TTL: s2 took $(jq .connected <<<"$REPLY"); Redis: $(held_by capk)"
+	expect_eq "s2 after s1's holding expired" "$(jq .connected <<<"$REPLY")" 5
+	[[ $(held_by capk) != *s1/* ]] || { echo "s1's holding is still in Redis" >&2; return 1; }
+	expect_eq "connections s1 still serves (its kernel keeps them)" "$(server_conns s1)" "$a"
+	for n in a b; do client_do "$n" quit; done
+	fleet_agent_start 1
+	fleet_wait_steady 10
+}

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Fleet mode's connection caps: each capped tenant's kernel slot may have
+ * in flight what this agent holds of the fleet's cap in Redis (slots.lua),
+ * taken in chunks as connections open and given back as they close; while
+ * Redis is out of reach the tenant's fail policy sets it instead.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_int.h"
+#include "log.h"
+
+/* A holding lives this long without a renewal: three missed heartbeats, as
+ * an agent's entry in the registry does.  An agent that dies loses its
+ * slots after it, without anyone's help. */
+#define CONN_TTL_MS	REGISTRY_TTL_MS
+/* After Redis granted less than asked (the cap is taken), ask again no
+ * sooner than this: slots given back elsewhere are found within it, and a
+ * starved tenant costs Redis four calls a second, not twenty. */
+#define CONN_STARVED_NS	(250ULL * 1000000ULL)
+
+/* Slots taken or given back at a time: a quarter of the tenant's share of
+ * the cap, at least 1.  A host holds at most its connections in flight
+ * plus two chunks, so the fleet leaves at most live agents x 2 chunks of
+ * the cap idle, and one call moves a chunk. */
+static uint64_t conn_chunk(const struct broker *b, const struct policy_tenant *p)
+{
+	uint64_t n = p->max_conns / (4 * broker_agents_of(b));
+
+	return n ? n : 1;
+}
+
+/* What the fail policy lets the kernel have in flight while the tenant's
+ * Redis is out of reach: its share of the cap (static), no cap (allow), or
+ * nothing new (deny). */
+static int64_t conn_fail_slots(const struct broker *b, const struct policy_tenant *p)
+{
+	uint64_t n;
+
+	switch (p->fail) {
+	case POLICY_FAIL_ALLOW:
+		return RL_CONNS_MAX;
+	case POLICY_FAIL_DENY:
+		return 0;
+	default:
+		n = p->max_conns / broker_agents_of(b);
+		return n ? (int64_t)n : 1;
+	}
+}
+
+struct conn_call {
+	struct call c;
+	uint64_t want;
+};
+
+static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct conn_call *cc = priv;
+	struct broker *b = cc->c.b;
+	struct slot *s = &b->slots[cc->c.slot];
+	redisReply *r = reply;
+	uint64_t held;
+
+	(void)ac;
+	if (s->gen == cc->c.gen)
+		s->conn_inflight = false;
+	if (!broker_int_array(r, 2)) {
+		broker_call_failed(b, S_SLOTS, r);
+		free(cc);
+		return;
+	}
+	breaker_success(b);
+	held = (uint64_t)r->element[0]->integer;
+	if (s->gen == cc->c.gen) {
+		s->conn_starved_ns = held < cc->want ? loop_now_ns() : 0;
+		s->conn_held = held;
+		s->conn_renewed_ns = loop_now_ns();
+		kern_conn_slots(&b->a->kern, cc->c.slot, (int64_t)held);
+		log_debug("slots '%s': asked %llu, hold %llu, %lld free",
+			  cc->c.name, (unsigned long long)cc->want,
+			  (unsigned long long)held, r->element[1]->integer);
+	}
+	free(cc);
+}
+
+/* Asks slots.lua for a holding of want in all.  Giving back lowers the
+ * kernel's slots first, so that it never admits on slots Redis has already
+ * handed to another host. */
+static void conn_ask(struct broker *b, const struct agent_tenant *t,
+		     struct slot *s, uint64_t want)
+{
+	char k1[128], k2[128], cap[24], holder[300], w[24], ttl[24];
+	const char *args[] = { k1, k2, cap, holder, w, ttl };
+	struct conn_call *cc;
+
+	if (want < s->conn_held)
+		kern_conn_slots(&b->a->kern, t->slot, (int64_t)want);
+	cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return;
+	snprintf(k1, sizeof(k1), "rl:{t:%s}:slots", t->pol.name);
+	snprintf(k2, sizeof(k2), "rl:{t:%s}:slot_exp", t->pol.name);
+	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)t->pol.max_conns);
+	snprintf(holder, sizeof(holder), "%s/%s", b->agent_id, b->nonce);
+	snprintf(w, sizeof(w), "%llu", (unsigned long long)want);
+	snprintf(ttl, sizeof(ttl), "%u", CONN_TTL_MS);
+	cc->c.slot = t->slot;
+	cc->c.gen = s->gen;
+	cc->want = want;
+	snprintf(cc->c.name, sizeof(cc->c.name), "%s", t->pol.name);
+	if (broker_eval(b, S_SLOTS, 2, args, 6, on_slots, &cc->c)) {
+		free(cc);
+		return;
+	}
+	if (want < s->conn_held)
+		s->conn_held = want;
+	s->conn_inflight = true;
+	s->st.redis_calls++;
+}
+
+/*
+ * Every check: for each capped tenant, a chunk more when fewer than half a
+ * chunk of its slots are free, a chunk back when more than two are, and
+ * the holding renewed every heartbeat; the fail policy's slots while its
+ * Redis is out of reach.
+ */
+void broker_conns_check(struct broker *b, uint64_t now)
+{
+	for (size_t i = 0; i < b->a->n_tenants; i++) {
+		const struct agent_tenant *t = &b->a->tenants[i];
+		struct slot *s = &b->slots[t->slot];
+		uint64_t in_flight, chunk, want, free_;
+
+		if (strcmp(s->name, t->pol.name) != 0 || s->conn_inflight)
+			continue;
+		if (!t->pol.max_conns) {
+			if (s->conn_held && broker_slot_leasing(b, s))
+				conn_ask(b, t, s, 0);
+			continue;
+		}
+		if (!broker_slot_leasing(b, s)) {
+			kern_conn_slots(&b->a->kern, t->slot,
+					conn_fail_slots(b, &t->pol));
+			/* what Redis held for us has expired by the time it
+			 * answers again: ask afresh */
+			s->conn_held = 0;
+			s->conn_renewed_ns = 0;
+			continue;
+		}
+		in_flight = (uint64_t)kern_conns_in_flight(&b->a->kern, t->slot);
+		chunk = conn_chunk(b, &t->pol);
+		free_ = s->conn_held > in_flight ? s->conn_held - in_flight : 0;
+		want = s->conn_held;
+		if (free_ * 2 < chunk && s->conn_held < t->pol.max_conns)
+			want = in_flight + chunk;
+		else if (free_ > 2 * chunk)
+			want = in_flight + chunk;
+		if (want > t->pol.max_conns)
+			want = t->pol.max_conns;
+		if (want > s->conn_held && s->conn_starved_ns &&
+		    now - s->conn_starved_ns < CONN_STARVED_NS)
+			want = s->conn_held;
+		if (want != s->conn_held || !s->conn_renewed_ns ||
+		    now - s->conn_renewed_ns >= HEARTBEAT_MS * 1000000ULL)
+			conn_ask(b, t, s, want);
+	}
+}
