@@ -102,3 +102,30 @@ in_flight() {
 	fleet_agent_start 1
 	fleet_wait_steady 10
 }
+
+@test "Redis away: the static fail policy gives each host the cap / live agents; once Redis answers, the host leases its slots again" {
+	local i
+
+	fleet_tenant_set 1 caps --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--action rst --max-conns 30 --fail static
+	fleet_wait_tenant caps 5 >/dev/null
+	client_start a c1 s1
+	proc_stop "$(redis_pid)" KILL
+	for ((i = 0; i < 50; i++)); do
+		[[ $(rls 1 --json status | jq -r .broker) == degraded ]] && break
+		sleep 0.1
+	done
+	expect_eq "s1 broker" "$(rls 1 --json status | jq -r .broker)" degraded
+	sleep 0.2
+	expect_eq "s1's slots while degraded (30 / 3 agents)" "$(fleet_stat 1 caps conn_slots)" 10
+	client_do a open 15 50
+	expect_eq "held on s1 while Redis is away" "$(jq .connected <<<"$REPLY")" 10
+	redis_start
+	fleet_wait_steady 10
+	sleep 1.5
+	client_do a open 5 100
+	expect_eq "more on s1 once Redis answers" "$(jq .connected <<<"$REPLY")" 5
+	expect_eq "s1's holding in Redis" "$(rcli HGET "rl:{t:caps}:slots" "$(rcli HKEYS "rl:{t:caps}:slots" | grep '^s1/')")" \
+		"$(fleet_stat 1 caps conn_slots)"
+	client_do a quit
+}
