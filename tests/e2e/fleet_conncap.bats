@@ -129,3 +129,23 @@ in_flight() {
 		"$(fleet_stat 1 caps conn_slots)"
 	client_do a quit
 }
+
+@test "churn: 1,500 connections opened and reset over 5 s on 3 hosts under a cap of 30 cost Redis at most one call per 10 admitted (slots are renewed, not taken per connection)" {
+	local connected calls opened
+
+	fleet_tenant_set 1 capc --rate 100000/s --burst 100000 --match "$(prefixes c1)" \
+		--action rst --max-conns 30
+	fleet_wait_tenant capc 5 >/dev/null
+	sleep 1.5
+	calls=$(fleet_sum capc redis_calls)
+	run_loadgen_json c1 --rate 300 --duration 5 $(fleet_targets "$PORT" 1 1 1)
+	connected=$(json_get .total.connected)
+	sleep 0.5
+	calls=$(($(fleet_sum capc redis_calls) - calls))
+	opened=$(fleet_sum capc conns_opened)
+	echo "connected $connected of 1500, counted in $opened, Redis calls $calls (tokens and slots)"
+	expect_between "connected" "$connected" 1425 1500
+	expect_between "connections counted in" "$opened" "$connected" 1500
+	expect_between "Redis calls for $connected admitted" $((calls * 10)) 0 "$connected"
+	expect_eq "in flight once they are reset" "$(fleet_sum capc conns)" 0
+}
