@@ -230,3 +230,21 @@ delta() {
 	expect_eq "tokens owed by hosts 1-3" "$(fleet_sum rf tokens_owed)" 0
 	expect_eq "tokens: Redis + hosts 1-3 + spent" $((b1 + $(fleet_sum rf tokens) + 10)) 100
 }
+
+@test "the master of the registry and of the agents' subscriptions killed: the count of agents holds, and after the promotion a tenant set on host 1 reaches hosts 2 and 3 within 2 s" {
+	local m i j
+
+	# The subscribers start on the first seed that serves slots (7001),
+	# which also serves the registry's slot (3850) in a fresh cluster.
+	m=$(cluster_master_of "rl:{registry}:agents")
+	proc_stop "$(cluster_node_pid "$m")" KILL
+	fleet_wait_steady 15
+	[[ $(cluster_master_of "rl:{registry}:agents" "$(cluster_master_of t:acme)") != "$m" ]] ||
+		{ echo "the registry is still on $m" >&2; return 1; }
+	for i in 1 2 3; do
+		j=$(rls "$i" --json status)
+		expect_eq "s$i live_agents after the registry's failover" "$(json_get .live_agents "$j")" 3
+	done
+	fleet_tenant_set 1 late --rate 10/s --burst 5 --match 198.51.100.0/24
+	fleet_wait_tenant late 2 2 3 >/dev/null
+}

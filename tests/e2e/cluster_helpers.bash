@@ -40,6 +40,7 @@ cluster_node_start() {
 	ip netns exec "$(lab_ns redis)" redis-server --bind "$CLUSTER_IP" --port "$port" \
 		--cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
 		--cluster-node-timeout 1000 --cluster-require-full-coverage no \
+		--repl-diskless-sync-delay 0 \
 		--save '' --appendonly no \
 		--protected-mode no --dir "$dir" --daemonize no \
 		>>"$dir/log" 2>&1 3>&- &
@@ -74,6 +75,17 @@ cluster_master_of() {
 	return 1
 }
 
+# cluster_synced: every replica has its master's data (a replica that never
+# synced is not promoted when its master fails).
+cluster_synced() {
+	local p
+
+	for p in "${CLUSTER_PORTS[@]}"; do
+		ccli "$p" INFO replication | grep -q '^role:slave' || continue
+		ccli "$p" INFO replication | grep -q '^master_link_status:up' || return 1
+	done
+}
+
 # redis_start (fleet_helpers' is replaced): six nodes, then one cluster of
 # three masters with a replica each; returns once every node sees every slot
 # served and every master has its replica.
@@ -94,7 +106,8 @@ redis_start() {
 		for p in "${CLUSTER_PORTS[@]}"; do
 			cluster_ok "$p" || ok=0
 		done
-		((ok)) && [[ $(ccli 7001 CLUSTER NODES | grep -c slave) == 3 ]] && return 0
+		((ok)) && [[ $(ccli 7001 CLUSTER NODES | grep -c slave) == 3 ]] && cluster_synced &&
+			return 0
 		sleep 0.05
 	done
 	echo "the cluster did not settle:" >&2
@@ -123,7 +136,7 @@ cluster_teardown_file() {
 }
 
 # cluster_wait_ok SECONDS PORT...: every node on PORT sees every slot
-# served.
+# served, and every replica has synced.
 cluster_wait_ok() {
 	local n p ok
 
@@ -132,7 +145,7 @@ cluster_wait_ok() {
 		for p in "${@:2}"; do
 			cluster_ok "$p" || ok=0
 		done
-		((ok)) && return 0
+		((ok)) && cluster_synced && return 0
 		sleep 0.05
 	done
 	echo "cluster not ok after $1 s on: ${*:2}" >&2
