@@ -1,0 +1,79 @@
+/* Unit test of user/lib/slot.c's connection caps: what a slot's cap, count and epoch become as a tenant gains, changes and loses its cap, standalone and leased, as a table of steps. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "slot.h"
+#include "check.h"
+
+static void test_conn_caps(void)
+{
+	static const struct {
+		const char *what;
+		bool fresh, leased, shadow;
+		uint64_t max_conns;
+		int64_t conns_before;	/* set before the step, as the kernel */
+		/* after */
+		uint32_t flags;
+		int64_t conns, slots;
+		uint32_t epoch;
+	} steps[] = {
+		{ "new tenant with a cap of 20", true, false, false, 20, 0,
+		  RL_F_CONNCAP, 0, 20, 1 },
+		{ "cap raised to 30 with 5 in flight: the count stays", false, false,
+		  false, 30, 5, RL_F_CONNCAP, 5, 30, 1 },
+		{ "shadow on: the cap and the count stay", false, false, true, 30, 5,
+		  RL_F_SHADOW | RL_F_CONNCAP, 5, 30, 1 },
+		{ "cap removed: a new epoch, nothing counted", false, false, false, 0,
+		  5, 0, 0, 0, 2 },
+		{ "cap set again: another epoch, from zero", false, false, false, 10,
+		  0, RL_F_CONNCAP, 0, 10, 3 },
+		{ "the slot given to a new tenant: a new epoch", true, false, false,
+		  10, 7, RL_F_CONNCAP, 0, 10, 4 },
+		{ "leased: a new tenant holds no slots yet", true, true, false, 10,
+		  0, RL_F_CONNCAP, 0, 0, 5 },
+	};
+	struct rl_tenant rt;
+	struct policy_tenant t;
+
+	memset(&rt, 0, sizeof(rt));
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "t");
+	t.rate.count = 10;
+	t.rate.period_s = 1;
+	t.burst = 10;
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		t.max_conns = steps[i].max_conns;
+		t.shadow = steps[i].shadow;
+		rt.conns = steps[i].conns_before;
+		rl_slot_configure(&rt, &t, steps[i].fresh, steps[i].leased, 1, 1000);
+		CHECK((rt.flags & (RL_F_SHADOW | RL_F_CONNCAP)) == steps[i].flags &&
+		      rt.conns == steps[i].conns && rt.conn_slots == steps[i].slots &&
+		      rt.conn_epoch == steps[i].epoch,
+		      "%s: flags %#x conns %lld slots %lld epoch %u; want %#x %lld "
+		      "%lld %u", steps[i].what, rt.flags, (long long)rt.conns,
+		      (long long)rt.conn_slots, rt.conn_epoch, steps[i].flags,
+		      (long long)steps[i].conns, (long long)steps[i].slots,
+		      steps[i].epoch);
+	}
+
+	/* leased: the slots are the broker's, a new number leaves them */
+	rt.conn_slots = 4;
+	t.max_conns = 40;
+	rl_slot_configure(&rt, &t, false, true, 1, 1000);
+	CHECK(rt.conn_slots == 4, "leased: a new cap changed the slots held "
+	      "(%lld)", (long long)rt.conn_slots);
+	/* a shard's degraded flag is the broker's: kept, unless the slot is
+	 * new */
+	rt.flags |= RL_F_DEGRADED;
+	rl_slot_configure(&rt, &t, false, true, 1, 1000);
+	CHECK(rt.flags & RL_F_DEGRADED, "degraded flag lost on a change");
+	rl_slot_configure(&rt, &t, true, true, 1, 1000);
+	CHECK(!(rt.flags & RL_F_DEGRADED), "degraded flag kept by a new tenant");
+}
+
+int main(void)
+{
+	CHECK_RUN(test_conn_caps);
+	return check_exit();
+}
