@@ -116,8 +116,19 @@ snap() {
 
 delta() { jq -rn --argjson a "$1" --argjson b "$2" --arg f "$3" '$b[$f] - $a[$f]'; }
 
-@test "every agent finds the master through the sentinels: healthy, connected, 3 live agents in the master's registry" {
-	local i j
+# sentinel_conns: connections the sentinels have accepted, summed.
+sentinel_conns() {
+	local p n=0 v
+
+	for p in "${SEN_PORTS[@]}"; do
+		v=$(ncli "$p" INFO stats | tr -d '\r' | sed -n 's/^total_connections_received://p')
+		n=$((n + v))
+	done
+	echo "$n"
+}
+
+@test "every agent finds the master through the sentinels and keeps asking on one connection: healthy, connected, 3 live agents in the master's registry" {
+	local i j c0
 
 	for i in 1 2 3; do
 		j=$(rls "$i" --json status)
@@ -128,6 +139,13 @@ delta() { jq -rn --argjson a "$1" --argjson b "$2" --arg f "$3" '$b[$f] - $a[$f]
 			{ echo "s$i did not log the master it was told" >&2; return 1; }
 	done
 	expect_eq "agents in the master's registry" "$(ncli "$(master_port)" ZCARD rl:agents)" 3
+	# each agent asks every second on a connection it keeps: 3 s of
+	# questions open (almost) no new connections on the sentinels
+	c0=$(sentinel_conns)
+	sleep 3
+	# (3 of them are this count's own redis-cli; a new connection per
+	# question would add 9)
+	expect_between "connections the sentinels accepted in 3 s" $(($(sentinel_conns) - c0)) 3 5
 }
 
 @test "the master killed under load: every agent degraded, then on the promoted replica within 10 s, leasing again" {

@@ -206,7 +206,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 		err = broker_sentinel_open(b, o->redis + 9);
 		if (err)
 			goto fail;
-		broker_sentinel_ask(b);
+		broker_sentinel_ask(b, false);
 	}
 	err = loop_timer_add(a->loop, CHECK_MS, CHECK_MS, broker_on_check, b, &b->check);
 	if (!err)

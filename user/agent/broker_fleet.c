@@ -117,7 +117,7 @@ void broker_on_heartbeat_timer(struct loop_timer *t, void *arg)
 		broker_cluster_probe(b);
 	/* A failover the connections have not noticed (the old master
 	 * still up, as a replica): the sentinels say so. */
-	broker_sentinel_ask(b);
+	broker_sentinel_ask(b, false);
 	/* The fleet's changes that wait for a conflict to go: read again. */
 	if (b->n_waiting && !b->want_timer)
 		want_policy(b, b->waiting[0]);

@@ -219,7 +219,7 @@ int broker_sentinel_parse(const char *s, char *name, size_t namelen, char *err,
 			  size_t errlen);
 int broker_sentinel_open(struct broker *b, const char *spec);
 void broker_sentinel_close(struct broker *b);
-void broker_sentinel_ask(struct broker *b);
+void broker_sentinel_ask(struct broker *b, bool next);
 bool broker_sentinel_waiting(const struct broker *b);
 
 /* broker_lease.c */

@@ -711,7 +711,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		if (!c->subscriber)
 			breaker_open(b, why);
 		/* A master gone may be a failover: the sentinels know. */
-		broker_sentinel_ask(b);
+		broker_sentinel_ask(b, true);
 		conn_retry(c);
 		return;
 	}
@@ -767,7 +767,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 			 ac->errstr);
 		breaker_open(b, why);
 	}
-	broker_sentinel_ask(b);
+	broker_sentinel_ask(b, true);
 	conn_retry(c);
 }
 
@@ -780,7 +780,7 @@ void broker_conn_start(struct conn *c)
 
 	if (broker_sentinel_waiting(b)) {
 		/* No master named yet: ask, and try again after the backoff. */
-		broker_sentinel_ask(b);
+		broker_sentinel_ask(b, false);
 		conn_retry(c);
 		return;
 	}

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Redis Sentinel (--redis sentinel:NAME@HOST:PORT,...): which master the
  * broker's connections go to.  A sentinel is asked (SENTINEL
- * get-master-addr-by-name) before the first connection, after every lost
- * one and every second; when the answer changes - a failover - the
- * connections are dropped and made again to the new master.  Between the
- * old master's loss and the new one's first answer the broker is degraded,
- * as in any outage.
+ * get-master-addr-by-name) before the first connection and every second on
+ * the same connection, and the next sentinel after every lost connection
+ * to Redis (a sentinel cut off with the old master would name it for
+ * ever); when the answer changes - a failover - the connections are
+ * dropped and made again to the new master.  Between the old master's loss
+ * and the new one's first answer the broker is degraded, as in any outage.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,8 +26,9 @@ struct sentinel {
 	char host[CC_SEEDS_MAX][CLUSTER_HOST_MAX];
 	uint16_t port[CC_SEEDS_MAX];
 	unsigned int n, next;
-	redisAsyncContext *ac;		/* the question in flight */
-	const char *asked;		/* the sentinel it went to */
+	redisAsyncContext *ac;		/* to the sentinel asked */
+	bool pending;			/* a question unanswered on it */
+	const char *asked;		/* that sentinel */
 	uint64_t asked_ns;
 	bool warned;
 };
@@ -122,9 +124,9 @@ static void on_master(redisAsyncContext *ac, void *reply, void *priv)
 	bool moved;
 
 	(void)ac;
+	sn->pending = false;
 	if (!r)
 		return;
-	/* Asked and answered: this connection has done its work. */
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING ||
@@ -152,7 +154,6 @@ static void on_master(redisAsyncContext *ac, void *reply, void *priv)
 			 r->element[0]->str, (unsigned long long)port);
 	snprintf(b->host, sizeof(b->host), "%s", r->element[0]->str);
 	b->port = (int)port;
-	redisAsyncDisconnect(sn->ac);
 	/* A connection to another node - the old master, which may still
 	 * answer, as a replica that refuses every write - must go.  One still
 	 * connecting is looked at again at the next answer, once it is up. */
@@ -170,6 +171,7 @@ static void on_sentinel_connect(const redisAsyncContext *ac, int status)
 		log_warn("couldn't ask Sentinel on '%s': %s (asking the next)",
 			 sn->asked, ac->errstr);
 	sn->ac = NULL;
+	sn->pending = false;
 }
 
 static void on_sentinel_disconnect(const redisAsyncContext *ac, int status)
@@ -178,11 +180,24 @@ static void on_sentinel_disconnect(const redisAsyncContext *ac, int status)
 
 	(void)status;
 	sn->ac = NULL;
+	sn->pending = false;
 }
 
-/* Asks the next sentinel for the master, unless a question is on its way
- * (for less than ASK_LOST_NS).  The answer lands in b->host and b->port. */
-void broker_sentinel_ask(struct broker *b)
+static void ask_on(struct sentinel *sn)
+{
+	sn->asked_ns = loop_now_ns();
+	if (redisAsyncCommand(sn->ac, on_master, sn, "SENTINEL get-master-addr-by-name %s",
+			      sn->name) == REDIS_OK)
+		sn->pending = true;
+	else
+		ask_done(sn);
+}
+
+/* Asks a sentinel for the master: the one asked last, on its connection;
+ * the next one when next is set, the last one's connection is gone, or a
+ * question has gone unanswered for ASK_LOST_NS.  Nothing while a question
+ * is on its way.  The answer lands in b->host and b->port. */
+void broker_sentinel_ask(struct broker *b, bool next)
 {
 	struct sentinel *sn = b->sen;
 	unsigned int i;
@@ -191,13 +206,17 @@ void broker_sentinel_ask(struct broker *b)
 	if (!sn || b->done)
 		return;
 	if (sn->ac) {
-		if (loop_now_ns() - sn->asked_ns < ASK_LOST_NS)
+		if (sn->pending && loop_now_ns() - sn->asked_ns < ASK_LOST_NS)
 			return;
+		if (!sn->pending && !next) {
+			ask_on(sn);
+			return;
+		}
 		ask_done(sn);
+		sn->pending = false;
 	}
 	i = sn->next++ % sn->n;
 	sn->asked = sn->host[i];
-	sn->asked_ns = loop_now_ns();
 	ac = redisAsyncConnect(sn->host[i], sn->port[i]);
 	if (!ac || ac->err) {
 		if (ac)
@@ -212,9 +231,7 @@ void broker_sentinel_ask(struct broker *b)
 	redisAsyncSetConnectCallback(ac, on_sentinel_connect);
 	redisAsyncSetDisconnectCallback(ac, on_sentinel_disconnect);
 	sn->ac = ac;
-	if (redisAsyncCommand(ac, on_master, sn, "SENTINEL get-master-addr-by-name %s",
-			      sn->name) != REDIS_OK)
-		ask_done(sn);
+	ask_on(sn);
 }
 
 /* No master known yet: connections wait for the sentinels' answer. */
