@@ -117,3 +117,30 @@ print(len(held))' >"$BATS_TEST_TMPDIR/backlog.out"
 	expect_between "ended by the sweep" "$(stat_get hold conns_forgotten)" 1 4
 	client_do c quit
 }
+
+# egress_filters: rlgate's filters on s1's eth0 egress hook (tc -j lists
+# them with their program's name).
+egress_filters() {
+	tc -n "$(lab_ns s1)" -j filter show dev eth0 egress 2>/dev/null |
+		jq '[.[] | select(.options.bpf_name? // "" | startswith("tc_rlgate_egre"))] | length'
+}
+
+@test "tc mode (--mode tc): the same cap of 10 holds with the server's FINs seen on tc egress; rlctl detach removes the egress filter too" {
+	agent_start --mode tc
+	nginx_start s1
+	expect_eq "rlgate filters on eth0 egress" "$(egress_filters)" 1
+	rl tenant set hold --rate 1000/s --burst 1000 --match "$(prefixes c1)" \
+		--action rst --max-conns 10
+	client_start c c1 s1 4
+	client_do c open 15
+	expect_eq "connected of 15" "$(jq .connected <<<"$REPLY")" 10
+	expect_eq "refused of 15" "$(jq .refused <<<"$REPLY")" 5
+	client_do c close 4
+	wait_conns hold 6 1
+	expect_eq "closed by the kernel (both FINs)" "$(stat_get hold conns_closed)" 4
+	client_do c quit
+	wait_conns hold 0 2
+	rl detach eth0
+	agent_wait_exit 5
+	expect_eq "rlgate filters on eth0 egress after detach" "$(egress_filters)" 0
+}
