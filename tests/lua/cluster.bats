@@ -57,3 +57,10 @@ slot() { r CLUSTER KEYSLOT "$1"; }
 	[[ $output == CROSSSLOT* ]]
 	[ "$(r EXISTS rl:agents)" = 0 ] && [ "$(r EXISTS rl:agent_ids)" = 0 ]
 }
+
+@test "slots runs on a cluster: a tenant's two connection-slot keys share its slot" {
+	[ "$(slot 'rl:{t:acme}:slots')" = "$(slot 'rl:{t:acme}:slot_exp')" ]
+	[ "$(slot 'rl:{t:acme}:slots')" = "$(slot 'rl:{t:acme}:bucket')" ]
+	run r EVALSHA "$SHA_slots" 2 'rl:{t:acme}:slots' 'rl:{t:acme}:slot_exp' 10 host1/0123456789abcdef 4 3000
+	[ "$(paste -sd' ' <<<"$output")" = "4 6" ]
+}
