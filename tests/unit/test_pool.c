@@ -315,32 +315,55 @@ static void test_adopt(void)
 
 static void test_procs(void)
 {
+	uint64_t ns = rl_pool_pidns(), now = rl_pool_now_ns();
 	struct rl_pool_proc list[4];
-	struct rl_pool_proc *a, *b;
+	struct rl_pool_proc *a, *b, *c;
 	pid_t child;
 	int status;
 
-	a = rl_pool_proc_claim(r, (uint32_t)getpid(), "tester");
-	b = rl_pool_proc_claim(r, (uint32_t)getpid(), "tester");
+	CHECK(ns != 0, "this process's pid namespace is known");
+	a = rl_pool_proc_claim(r, (uint32_t)getpid(), ns, "tester");
+	b = rl_pool_proc_claim(r, (uint32_t)getpid(), ns, "tester");
 	CHECK(a && a == b, "one line per process");
 	CHECK(strcmp(a->comm, "tester") == 0, "named: %s", a->comm);
-	/* a process that died: its line goes */
+	c = rl_pool_proc_claim(r, (uint32_t)getpid(), ns + 1, "boxed");
+	CHECK(c && c != a, "the same pid in another pid namespace: another line");
+	/* a process that died: its line goes, but not one of another
+	 * namespace whose pid means nothing here */
 	child = fork();
 	if (child == 0)
 		_exit(0);
 	waitpid(child, &status, 0);
-	CHECK(rl_pool_proc_claim(r, (uint32_t)child, "gone") != NULL, "claimed");
-	CHECK(rl_pool_procs(w, list, 4) == 1 && list[0].pid == (uint32_t)getpid(),
-	      "only the live process is listed");
+	CHECK(rl_pool_proc_claim(r, (uint32_t)child, ns, "gone") != NULL, "claimed");
+	c->pid = (uint32_t)child;
+	CHECK(rl_pool_procs(w, ns, list, 4) == 2 && list[0].pid == (uint32_t)getpid() &&
+	      list[1].pid == (uint32_t)child && list[1].pidns == ns + 1,
+	      "the live process is listed, and the other namespace's");
+	c->pid = 0;
 	/* a full table reclaims lines of the dead, else counts the miss */
-	for (uint32_t i = 0; i < w->hdr->max_procs; i++)
-		if (w->procs[i].pid != (uint32_t)getpid())
-			w->procs[i].pid = (uint32_t)child;	/* dead */
-	CHECK(rl_pool_proc_claim(r, 1, "init") != NULL, "a dead line is reused");
-	for (uint32_t i = 0; i < w->hdr->max_procs; i++)
+	for (uint32_t i = 0; i < w->hdr->max_procs; i++) {
+		if (w->procs[i].pid == (uint32_t)getpid())
+			continue;
+		w->procs[i].pid = (uint32_t)child;	/* dead */
+		w->procs[i].pidns = ns + 1;		/* ...elsewhere */
+		w->procs[i].start_ns = w->procs[i].seen_ns = now;
+	}
+	CHECK(rl_pool_proc_claim(r, 1, ns, "init") == NULL,
+	      "lines of another namespace, recently active: not reclaimed");
+	w->procs[3].pidns = ns;
+	CHECK(rl_pool_proc_claim(r, 1, ns, "init") == &r->procs[3],
+	      "a dead line of this namespace is reused");
+	if (now > RL_POOL_PROC_IDLE_NS + 2) {
+		w->procs[5].seen_ns = 1;
+		CHECK(rl_pool_proc_claim(r, 2, ns, "kthreadd") == &r->procs[5],
+		      "a line of another namespace idle past an hour is reused");
+	}
+	for (uint32_t i = 0; i < w->hdr->max_procs; i++) {
 		w->procs[i].pid = 1;
-	CHECK(rl_pool_proc_claim(r, (uint32_t)getpid() + 1, "y") == NULL &&
-	      w->hdr->procs_full == 1, "a full table of the living: counted");
+		w->procs[i].pidns = ns;
+	}
+	CHECK(rl_pool_proc_claim(r, (uint32_t)getpid() + 1, ns, "y") == NULL &&
+	      w->hdr->procs_full == 2, "a full table of the living: counted");
 	memset(w->procs, 0, w->hdr->max_procs * sizeof(*w->procs));
 }
 

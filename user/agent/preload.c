@@ -121,7 +121,7 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
 
 size_t preload_procs(struct preload *p, struct rl_pool_proc *out, size_t max)
 {
-	return rl_pool_procs(&p->pool, out, max);
+	return rl_pool_procs(&p->pool, rl_pool_pidns(), out, max);
 }
 
 /* A process's state as the operator reads it. */
@@ -258,7 +258,7 @@ static const char *why_not(const char *pid)
 /* Processes listening on TCP in this network namespace that are not in the
  * pool's table, with why_not(), appended to arr. */
 static void unseen_listeners(const struct rl_pool_proc *seen, size_t n_seen,
-			     json_t *arr)
+			     uint64_t pidns, json_t *arr)
 {
 	struct inodes in = { 0 };
 	struct dirent *e;
@@ -275,7 +275,7 @@ static void unseen_listeners(const struct rl_pool_proc *seen, size_t n_seen,
 		if (*end || !pid || pid == (unsigned long)getpid())
 			continue;
 		for (size_t i = 0; i < n_seen && !known; i++)
-			known = seen[i].pid == pid;
+			known = seen[i].pid == pid && seen[i].pidns == pidns;
 		if (known || !holds_one(e->d_name, &in))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%lu/comm", pid);
@@ -299,6 +299,7 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 	struct rl_pool_proc *procs = calloc(RL_POOL_PROCS, sizeof(*procs));
 	json_t *arr = json_array(), *unseen, *r;
 	size_t n = procs ? preload_procs(p, procs, RL_POOL_PROCS) : 0;
+	uint64_t pidns = rl_pool_pidns();
 
 	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++) {
 		const struct rl_pool_proc *s = &procs[i];
@@ -307,8 +308,10 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 		memcpy(comm, s->comm, sizeof(s->comm));
 		comm[sizeof(s->comm)] = '\0';
 		json_array_append_new(arr, json_pack(
-			"{s:I,s:s,s:s,s:I,s:I,s:I}",
+			"{s:I,s:s,s:b,s:s,s:I,s:I,s:I}",
 			"pid", (json_int_t)s->pid, "name", comm,
+			/* its pid is of another namespace: a container's */
+			"other_pid_namespace", s->pidns != pidns,
 			"state", proc_state(s->flags),
 			"admitted", (json_int_t)s->admitted,
 			"denied", (json_int_t)s->denied,
@@ -318,7 +321,7 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 	}
 	/* what listens here without the library: the operator's blind spot */
 	unseen = json_array();
-	unseen_listeners(procs, procs ? n : 0, unseen);
+	unseen_listeners(procs, procs ? n : 0, pidns, unseen);
 	free(procs);
 	r = json_pack("{s:s,s:o,s:o,s:I,s:I}", "pool", p->path, "processes", arr,
 		      "ungoverned", unseen,

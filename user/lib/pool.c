@@ -301,30 +301,60 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 	return ok ? RL_POOL_ADMIT : RL_POOL_REFUSE;
 }
 
-/* Whether the process in slot s is gone.  kill(pid, 0) is the one check
- * that needs neither /proc nor the right to signal it (EPERM: alive). */
-static bool proc_gone(uint32_t pid)
+uint64_t rl_pool_pidns(void)
 {
-	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether the process of slot s, of pid namespace pidns, is gone for sure.
+ * kill(pid, 0) is the one check that needs neither /proc nor the right to
+ * signal it (EPERM: alive); a pid of another namespace cannot be checked. */
+static bool proc_gone(const struct rl_pool_proc *s, uint64_t pidns)
+{
+	uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_RELAXED);
+
+	return pid && __atomic_load_n(&s->pidns, __ATOMIC_RELAXED) == pidns &&
+	       kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Whether slot s, of another pid namespace than pidns, has been idle so
+ * long that it is taken for gone. */
+static bool proc_stale(const struct rl_pool_proc *s, uint64_t pidns,
+		       uint64_t now)
+{
+	uint64_t seen = __atomic_load_n(&s->seen_ns, __ATOMIC_RELAXED);
+
+	if (!seen)
+		seen = __atomic_load_n(&s->start_ns, __ATOMIC_RELAXED);
+	return __atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns &&
+	       now > seen && now - seen > RL_POOL_PROC_IDLE_NS;
 }
 
 struct rl_pool_proc *rl_pool_proc_claim(struct rl_pool *p, uint32_t pid,
-					const char *comm)
+					uint64_t pidns, const char *comm)
 {
 	uint32_t n = p->hdr->max_procs;
 	struct rl_pool_proc *s = NULL;
+	uint64_t now = rl_pool_now_ns();
 	int saved = errno;
 
 	for (uint32_t i = 0; i < n && !s; i++)
-		if (__atomic_load_n(&p->procs[i].pid, __ATOMIC_ACQUIRE) == pid)
+		if (__atomic_load_n(&p->procs[i].pid, __ATOMIC_ACQUIRE) == pid &&
+		    __atomic_load_n(&p->procs[i].pidns, __ATOMIC_RELAXED) == pidns)
 			s = &p->procs[i];
-	/* free slots first, then those of processes that died */
-	for (int pass = 0; pass < 2 && !s; pass++) {
+	/* free slots first, then those of processes that died, then those
+	 * of other namespaces long idle */
+	for (int pass = 0; pass < 3 && !s; pass++) {
 		for (uint32_t i = 0; i < n && !s; i++) {
 			uint32_t old = __atomic_load_n(&p->procs[i].pid,
 						       __ATOMIC_ACQUIRE);
+			bool take = pass == 0 ? old == 0 :
+				    pass == 1 ? proc_gone(&p->procs[i], pidns) :
+				    old && proc_stale(&p->procs[i], pidns, now);
 
-			if (pass == 0 ? old != 0 : old == 0 || !proc_gone(old))
+			if (!take)
 				continue;
 			if (__atomic_compare_exchange_n(&p->procs[i].pid, &old,
 							pid, false,
@@ -335,7 +365,9 @@ struct rl_pool_proc *rl_pool_proc_claim(struct rl_pool *p, uint32_t pid,
 				__atomic_store_n(&s->admitted, 0, __ATOMIC_RELAXED);
 				__atomic_store_n(&s->denied, 0, __ATOMIC_RELAXED);
 				__atomic_store_n(&s->seen_ns, 0, __ATOMIC_RELAXED);
-				__atomic_store_n(&s->start_ns, rl_pool_now_ns(),
+				__atomic_store_n(&s->start_ns, now,
+						 __ATOMIC_RELAXED);
+				__atomic_store_n(&s->pidns, pidns,
 						 __ATOMIC_RELAXED);
 				for (size_t c = 0; c < sizeof(s->comm); c++) {
 					char ch = comm && c + 1 < sizeof(s->comm) ?

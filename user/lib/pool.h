@@ -124,7 +124,9 @@ struct rl_pool_proc {
 	__u64 denied;		/* ... reset before it saw them, or whose
 				 * connect failed */
 	char comm[16];		/* /proc/self/comm, NUL-terminated */
-	__u64 _pad;
+	__u64 pidns;		/* the inode of its pid namespace: its pid
+				 * means something only there (a container's
+				 * process is pid 1 in its own) */
 };
 
 _Static_assert(sizeof(struct rl_pool_proc) == 64, "rl_pool_proc: a cache line");
@@ -197,10 +199,17 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 /* The monotonic clock both sides use, in ns. */
 uint64_t rl_pool_now_ns(void);
 
-/* A process table slot for pid, claimed (or the one it already holds), or
- * NULL when the table is full (counted in procs_full).  Slots of processes
- * that died are reclaimed first. */
+/* A process table slot for pid of pid namespace pidns, claimed (or the one
+ * it already holds), or NULL when the table is full (counted in
+ * procs_full).  Free slots first, then those of processes of pidns that
+ * died, then those of other namespaces idle for RL_POOL_PROC_IDLE_NS (whose
+ * life cannot be checked from here). */
 struct rl_pool_proc *rl_pool_proc_claim(struct rl_pool *p, uint32_t pid,
-					const char *comm);
+					uint64_t pidns, const char *comm);
+
+#define RL_POOL_PROC_IDLE_NS	(3600ULL * RL_NSEC_PER_SEC)
+
+/* The inode of this process's pid namespace (0 if /proc cannot say). */
+uint64_t rl_pool_pidns(void);
 
 #endif /* RL_POOL_H */

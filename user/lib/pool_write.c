@@ -179,7 +179,8 @@ void rl_pool_tenant_stats(const struct rl_pool *p, uint32_t slot,
 		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
 }
 
-size_t rl_pool_procs(struct rl_pool *p, struct rl_pool_proc *out, size_t max)
+size_t rl_pool_procs(struct rl_pool *p, uint64_t pidns,
+		     struct rl_pool_proc *out, size_t max)
 {
 	size_t n = 0;
 
@@ -189,7 +190,8 @@ size_t rl_pool_procs(struct rl_pool *p, struct rl_pool_proc *out, size_t max)
 
 		if (!pid)
 			continue;
-		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
+		if (__atomic_load_n(&s->pidns, __ATOMIC_RELAXED) == pidns &&
+		    kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
 			/* gone: free the slot unless a new process took it */
 			__atomic_compare_exchange_n(&s->pid, &pid, 0, false,
 						    __ATOMIC_ACQ_REL,

@@ -52,7 +52,10 @@ void rl_pool_tenant_stats(const struct rl_pool *p, uint32_t slot,
 			  struct rl_stats *out);
 
 /* Copies up to max live processes of the table into out and returns how
- * many there are; slots of processes that died are freed. */
-size_t rl_pool_procs(struct rl_pool *p, struct rl_pool_proc *out, size_t max);
+ * many there are; slots of processes of pid namespace pidns (the caller's)
+ * that died are freed (of other namespaces, the library reclaims them once
+ * long idle). */
+size_t rl_pool_procs(struct rl_pool *p, uint64_t pidns,
+		     struct rl_pool_proc *out, size_t max);
 
 #endif /* RL_POOL_WRITE_H */

@@ -63,6 +63,7 @@ static ino_t bad_ino;
 EXPORT uint64_t rlpreload_unpooled_total;
 
 static pid_t my_pid;		/* getpid(), renewed in a forked child */
+static uint64_t my_pidns;	/* the pid namespace my_pid belongs to */
 static struct rl_pool_proc *my_proc;
 static const struct rl_pool *my_proc_view;
 static pid_t my_proc_pid;
@@ -185,7 +186,7 @@ static struct rl_pool_proc *proc_entry(struct rl_pool *v)
 	if (__atomic_load_n(&my_proc_view, __ATOMIC_ACQUIRE) == v &&
 	    __atomic_load_n(&my_proc_pid, __ATOMIC_RELAXED) == pid)
 		return __atomic_load_n(&my_proc, __ATOMIC_RELAXED);
-	s = rl_pool_proc_claim(v, (uint32_t)pid, comm);
+	s = rl_pool_proc_claim(v, (uint32_t)pid, my_pidns, comm);
 	__atomic_store_n(&my_proc, s, __ATOMIC_RELAXED);
 	__atomic_store_n(&my_proc_pid, pid, __ATOMIC_RELAXED);
 	__atomic_store_n(&my_proc_view, v, __ATOMIC_RELEASE);
@@ -454,6 +455,7 @@ __attribute__((constructor)) static void rlpreload_init(void)
 		close(fd);
 	}
 	my_pid = getpid();
+	my_pidns = rl_pool_pidns();
 	pthread_atfork(NULL, NULL, after_fork);
 	look(rl_pool_now_ns(), NULL);
 }

@@ -137,13 +137,16 @@ static void print_preload(json_t *p)
 		printf("  %8s  %-16s  %-13s  %10s  %10s\n", "PID", "NAME", "STATE",
 		       "ADMITTED", "DENIED");
 		json_array_foreach(procs, i, v)
-			printf("  %8" JSON_INTEGER_FORMAT "  %-16s  %-13s  %10"
+			printf("  %8" JSON_INTEGER_FORMAT "%s %-16s  %-13s  %10"
 			       JSON_INTEGER_FORMAT "  %10" JSON_INTEGER_FORMAT "\n",
 			       json_integer_value(json_object_get(v, "pid")),
+			       json_is_true(json_object_get(v, "other_pid_namespace")) ?
+			       "*" : " ",
 			       json_string_value(json_object_get(v, "name")) ?: "?",
 			       json_string_value(json_object_get(v, "state")) ?: "?",
 			       json_integer_value(json_object_get(v, "admitted")),
 			       json_integer_value(json_object_get(v, "denied")));
+		printf("  (* a pid of another pid namespace: a container's)\n");
 	}
 	procs = json_object_get(p, "ungoverned");
 	if (!json_array_size(procs))

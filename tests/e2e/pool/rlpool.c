@@ -38,7 +38,7 @@ static int stats(const char *path)
 		printf("tenant %u %llu %llu\n", i, (unsigned long long)st.admitted,
 		       (unsigned long long)st.denied);
 	}
-	n = rl_pool_procs(&p, procs, RL_POOL_PROCS);
+	n = rl_pool_procs(&p, rl_pool_pidns(), procs, RL_POOL_PROCS);
 	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++)
 		printf("proc %u %s %u %llu %llu\n", procs[i].pid, procs[i].comm,
 		       procs[i].flags, (unsigned long long)procs[i].admitted,
