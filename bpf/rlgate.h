@@ -128,7 +128,10 @@ struct rl_tenant {
 	/* RL_F_CONNCAP: connections in flight, one per entry of `conns` of
 	 * this slot and epoch.  Raised only by the CPU that inserts the entry
 	 * (after reserving below conn_slots), lowered only by whoever deletes
-	 * it (a delete succeeds once); never below zero. */
+	 * it (a delete succeeds once); never below zero.  A reservation is an
+	 * atomic add undone when it finds the cap reached, so a reader may
+	 * see it above conn_slots by the CPUs refusing at that moment; no
+	 * connection is admitted past it. */
 	__s64 conns;
 	/* RL_F_CONNCAP: how many connections may be in flight.  Written by
 	 * user space: the cap (standalone), or the slots held (fleet). */

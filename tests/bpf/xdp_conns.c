@@ -7,8 +7,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf.h>
@@ -471,7 +473,122 @@ static int scen_judge(const void *arg)
 	return 0;
 }
 
-static struct scenario conn_scenarios[ARRAY_SIZE(cscens) + 4];
+/*
+ * Two CPUs on the same 64 connections at once: one opens them (SYNs with a
+ * new ISN each round, so some reuse a counted 4-tuple), the other ends them
+ * (the client's RST, the client's FIN, the server's FIN), while a third
+ * thread watches the count.  A place is taken only by an insert and given
+ * back only by a delete that succeeded: in flight is never below zero, and
+ * above the cap only by the one reservation the opening CPU is undoing
+ * when it finds the cap reached; at the end it equals the entries in the
+ * table and opened - closed.
+ */
+#define RACE_CONNS	64
+#define RACE_ROUNDS	300
+#define RACE_CAP	40
+
+struct race {
+	struct cinst *in;
+	int cpu, err;
+	bool opener;
+};
+
+static void *race_run(void *arg)
+{
+	struct race *r = arg;
+
+	r->err = pin_to_cpu(r->cpu);
+	for (int k = 0; !r->err && k < RACE_ROUNDS; k++) {
+		for (int c = 0; !r->err && c < RACE_CONNS; c++) {
+			__u16 port = SPORT + c;
+
+			if (r->opener)
+				r->err = seg(r->in, false, TH_SYN, port, k + 1, NULL);
+			else if (c % 3 == 0)
+				r->err = seg(r->in, false, TH_RST, port, 7, NULL);
+			else
+				r->err = seg(r->in, c % 3 == 2, TH_FIN | TH_ACK,
+					     port, 7, NULL);
+		}
+	}
+	return NULL;
+}
+
+struct watch {
+	struct rl_tenant *t;
+	volatile int *stop;
+	__s64 lo, hi;
+};
+
+static void *race_watch(void *arg)
+{
+	struct watch *w = arg;
+
+	w->lo = w->hi = 0;
+	while (!*w->stop) {
+		__s64 n = __atomic_load_n(&w->t->conns, __ATOMIC_RELAXED);
+
+		if (n < w->lo)
+			w->lo = n;
+		if (n > w->hi)
+			w->hi = n;
+	}
+	return NULL;
+}
+
+static int scen_race(const void *arg)
+{
+	struct race r[2];
+	struct watch w;
+	struct rl_conn_stats cs;
+	volatile int stop = 0;
+	pthread_t th[2], wt;
+	struct cinst in;
+
+	(void)arg;
+	if (libbpf_num_possible_cpus() < 2 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		check_skip("needs two CPUs");
+		return 0;
+	}
+	if (cinst_open(&in, RACE_CAP, RL_ACT_DROP, 0))
+		return -1;
+	/* a bucket that never refuses: only the cap decides */
+	tenant_standalone(in.t, RL_ACT_DROP, RL_F_CONNCAP, 1, 1000000000000ull);
+	w = (struct watch){ .t = in.t, .stop = &stop };
+	pthread_create(&wt, NULL, race_watch, &w);
+	for (int i = 0; i < 2; i++) {
+		r[i] = (struct race){ .in = &in, .cpu = i, .opener = i == 0 };
+		pthread_create(&th[i], NULL, race_run, &r[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	stop = 1;
+	pthread_join(wt, NULL);
+	for (int i = 0; i < 2; i++)
+		CHECK(!r[i].err, "thread on CPU %d: %s", i, strerror(-r[i].err));
+	conn_stats_sum(&in, &cs);
+	diag("opened %llu, closed %llu, reused %llu, denied %llu, repeats %llu, "
+	     "in flight %lld (seen from %lld to %lld)",
+	     (unsigned long long)cs.opened, (unsigned long long)cs.closed,
+	     (unsigned long long)cs.reused, (unsigned long long)cs.denied,
+	     (unsigned long long)cs.repeats, (long long)in.t->conns,
+	     (long long)w.lo, (long long)w.hi);
+	CHECK(w.lo >= 0 && w.hi <= RACE_CAP + 1, "in flight left [0, %d + 1]: "
+	      "seen from %lld to %lld", RACE_CAP, (long long)w.lo,
+	      (long long)w.hi);
+	CHECK(in.t->conns == (__s64)entries(&in), "in flight %lld, %u entries",
+	      (long long)in.t->conns, entries(&in));
+	CHECK(cs.opened - cs.closed == (__u64)in.t->conns, "opened - closed = "
+	      "%lld, in flight %lld", (long long)(cs.opened - cs.closed),
+	      (long long)in.t->conns);
+	CHECK(cs.opened > RACE_CONNS && cs.closed > 0, "the race did not run: "
+	      "opened %llu, closed %llu", (unsigned long long)cs.opened,
+	      (unsigned long long)cs.closed);
+	cinst_close(&in);
+	return 0;
+}
+
+static struct scenario conn_scenarios[ARRAY_SIZE(cscens) + 5];
 
 void conn_tests(void)
 {
@@ -493,5 +610,10 @@ void conn_tests(void)
 		"caps: the sweep keeps local connections with a socket, "
 		"forgets those without past the grace, idle ones past the "
 		"TTL, and stale epochs", scen_judge, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: two CPUs opening and ending the same connections at once: "
+		"in flight never below 0 nor above the cap (but for a reservation "
+		"being undone), and equal to the entries and to opened - closed",
+		scen_race, NULL };
 	run_scenarios(conn_scenarios, n);
 }
