@@ -149,3 +149,33 @@ in_flight() {
 	expect_between "Redis calls for $connected admitted" $((calls * 10)) 0 "$connected"
 	expect_eq "in flight once they are reset" "$(fleet_sum capc conns)" 0
 }
+
+@test "an agent restarted on its pins (a new holder) counts its connections in flight against what it can hold: never twice, and in full once its old holding expires" {
+	local held
+
+	fleet_tenant_set 1 capr --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--action rst --max-conns 10
+	fleet_wait_tenant capr 5 >/dev/null
+	client_start a c1 s1
+	client_do a open 6 100
+	expect_eq "held on s1" "$(jq .connected <<<"$REPLY")" 6
+	fleet_agent_stop 1 KILL
+	fleet_agent_start 1
+	fleet_wait_steady 10
+	sleep 0.5
+	# the old holding (6 and a chunk) lives on for its TTL: the new
+	# holder gets what is left, less than what s1 has in flight
+	held=$(fleet_stat 1 capr conn_slots)
+	echo "s1 restarted: slots $held, in flight $(fleet_stat 1 capr conns); Redis: $(held_by capr)"
+	expect_between "s1's slots beside its old holding" "$held" 0 5
+	client_do a open 2 100
+	expect_eq "more on s1 while the old holding lives" "$(jq .connected <<<"$REPLY")" 0
+	expect_between "slots held in Redis" "$(slots_held capr)" 0 10
+	sleep 4
+	echo "after the TTL: slots $(fleet_stat 1 capr conn_slots); Redis: $(held_by capr)"
+	expect_eq "s1's connections, counted across the restart" "$(fleet_stat 1 capr conns)" 6
+	expect_between "s1's slots once the old holding expired" "$(fleet_stat 1 capr conn_slots)" 7 8
+	client_do a open 2 100
+	expect_eq "more on s1 once the old holding expired" "$(jq .connected <<<"$REPLY")" 2
+	client_do a quit
+}
