@@ -18,54 +18,9 @@ tenants=4096
 prefixes=64
 runs=5
 
-die() {
-	echo "Error: $*" >&2
-	exit 1
-}
+. "$(dirname "$0")/bench-lib.bash"
 
-[[ $(id -u) -eq 0 ]] || die "the control benchmark builds a network namespace and attaches XDP; run it as root"
-for f in rlagent rlctl pass.bpf.o; do
-	[[ -e $build/$f ]] || die "$build/$f not found; build it with 'make'"
-done
-for c in jq nsenter; do
-	command -v "$c" >/dev/null || die "$c not found; run tools/deps.sh"
-done
-
-export RLGATE_BUILD=$build
-lab=bc$$
-work=$(mktemp -d /tmp/rlgate-bench-ctl.XXXXXX) || die "couldn't make a work directory"
-pin=/sys/fs/bpf/rlgate-$lab
-agent=
-
-cleanup() {
-	[[ -n $agent ]] && kill -KILL "$agent" 2>/dev/null
-	"$root/tools/lab.sh" down "$lab" >/dev/null 2>&1
-	rm -rf "$pin" "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-rl() {
-	"$build/rlctl" --socket "$work/sock" "$@"
-}
-
-# ms CMD...: the wall time of CMD in milliseconds; fails with CMD.
-ms() {
-	local t0 t1
-
-	t0=$(date +%s%N)
-	"$@" >/dev/null || return 1
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
-
-# median N...: the middle value.
-median() {
-	printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
-
-"$root/tools/lab.sh" up "$lab" --servers 1 --clients 0 >"$work/lab.log" 2>&1 ||
-	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
+bench_lab bc ctl
 
 # The agent starts with the set in its state file (one `rlctl apply` of it
 # would exceed the control protocol's line).  Tenant i owns the /24s number
@@ -82,12 +37,7 @@ nsenter --net="/run/netns/$lab-s1" "$build/rlagent" --iface eth0 --control "$wor
 	--log-level warn >"$work/rlagent.log" 2>&1 &
 agent=$!
 disown "$agent"	# killed by PID at exit; no job notices
-for ((n = 0; n < 600; n++)); do
-	rl status >/dev/null 2>&1 && break
-	kill -0 "$agent" 2>/dev/null || { cat "$work/rlagent.log" >&2; die "rlagent exited"; }
-	sleep 0.1
-done
-((n < 600)) || { cat "$work/rlagent.log" >&2; die "rlagent does not answer"; }
+wait_agent "$agent" "$work/rlagent.log"
 [[ $(rl --json tenant list | jq length) == "$tenants" ]] ||
 	{ cat "$work/rlagent.log" >&2; die "the agent did not load $tenants tenants"; }
 

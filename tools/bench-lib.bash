@@ -1,0 +1,71 @@
+# Helpers shared by the control-plane benchmarks (bench-ctl.sh,
+# bench-scale.sh): sourced, never run.
+
+die() {
+	echo "Error: $*" >&2
+	exit 1
+}
+
+# ms CMD...: the wall time of CMD in milliseconds; fails with CMD.
+ms() {
+	local t0 t1
+
+	t0=$(date +%s%N)
+	"$@" >/dev/null || return 1
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+
+# median N...: the middle value.
+median() {
+	printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
+# wait_agent PID LOG: waits up to 60 s for the agent's control socket (rl
+# status) to answer; dies with its log when it exits or never answers.
+wait_agent() {
+	local pid=$1 log=$2 n
+
+	for ((n = 0; n < 6000; n++)); do
+		rl status >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; die "rlagent exited"; }
+		sleep 0.01
+	done
+	cat "$log" >&2
+	die "rlagent does not answer"
+}
+
+# bench_lab NAME WHAT: checks the build ($build) and the tools, then makes
+# $work, a lab of one server ($lab-s1, no clients) and the pin folder $pin,
+# all removed at exit with the agent whose PID is in $agent.  WHAT says in
+# an error which benchmark needs root.
+bench_lab() {
+	local f c
+
+	[[ $(id -u) -eq 0 ]] || die "the $2 benchmark builds a network namespace and attaches XDP; run it as root"
+	for f in rlagent rlctl pass.bpf.o; do
+		[[ -e $build/$f ]] || die "$build/$f not found; build it with 'make'"
+	done
+	for c in jq nsenter bpftool; do
+		command -v "$c" >/dev/null || die "$c not found; run tools/deps.sh"
+	done
+	export RLGATE_BUILD=$build
+	lab=$1$$
+	work=$(mktemp -d "/tmp/rlgate-bench-$2.XXXXXX") || die "couldn't make a work directory"
+	pin=/sys/fs/bpf/rlgate-$lab
+	agent=
+	trap bench_cleanup EXIT
+	trap 'exit 1' INT TERM
+	"$root/tools/lab.sh" up "$lab" --servers 1 --clients 0 >"$work/lab.log" 2>&1 ||
+		{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
+}
+
+bench_cleanup() {
+	[[ -n $agent ]] && kill -KILL "$agent" 2>/dev/null
+	"$root/tools/lab.sh" down "$lab" >/dev/null 2>&1
+	rm -rf "$pin" "$work"
+}
+
+rl() {
+	"$build/rlctl" --socket "$work/sock" "$@"
+}

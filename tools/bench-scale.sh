@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Scale benchmark of the control plane: one standalone rlagent (no Redis,
+# no traffic) given SCALE_TENANTS tenants (default 100,000) of
+# SCALE_PREFIXES prefixes each (default 1, a /28 of 10.0.0.0/8 each, none
+# overlapping) by one `rlctl apply`, then a change of one tenant among them,
+# the memory they take, and a restart of the agent that adopts the pins.
+# Prints `name value unit` lines:
+#   scale_tenants          the tenants loaded
+#   ctl_apply_100k_s       `rlctl apply` of the whole set to an empty agent
+#   ctl_tenant_set_ms      `rlctl tenant set --rate` of one of them (median)
+#   agent_restart_100k_ms  SIGKILL, then a new agent on the pins until its
+#                          control socket answers with every tenant
+#   bytes_per_tenant_kernel  bytes of every pinned map / tenants
+#   bytes_per_tenant_agent   the agent's resident memory / tenants
+# The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
+# the benchmark could not run.
+#   [SCALE_TENANTS=N] [SCALE_PREFIXES=M] tools/bench-scale.sh [BUILD_DIR]  (root)
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/tools/bench-lib.bash"
+build=${1:-build}
+[[ $build == /* ]] || build=$PWD/$build
+tenants=${SCALE_TENANTS:-100000}
+prefixes=${SCALE_PREFIXES:-1}
+runs=5
+
+[[ $tenants =~ ^[1-9][0-9]*$ ]] || die "SCALE_TENANTS '$tenants': expected a positive integer"
+[[ $prefixes =~ ^[1-9][0-9]*$ ]] || die "SCALE_PREFIXES '$prefixes': expected a positive integer"
+((tenants * prefixes <= 1048576)) ||
+	die "SCALE_TENANTS x SCALE_PREFIXES: at most 1048576 /28s fit in 10.0.0.0/8"
+bench_lab bs scale
+
+start_agent() {
+	nsenter --net="/run/netns/$lab-s1" "$build/rlagent" --iface eth0 \
+		--control "$work/sock" --state-dir "$work/state" --pin-dir "$pin" \
+		${SCALE_AGENT_ARGS:-} --log-level warn >>"$work/rlagent.log" 2>&1 &
+	agent=$!
+	disown "$agent"	# killed by PID at exit; no job notices
+}
+
+count() {
+	rl --json tenant list | jq length
+}
+
+# Tenant i owns the /28s number i*M+j (j < M) of 10.0.0.0/8.
+jq -n --argjson n "$tenants" --argjson m "$prefixes" '{tenants: [range($n) as $i |
+	{name: "t\($i)", rate: "100/s", burst: 100, match: [range($m) as $j |
+	(($i * $m + $j) * 16) as $k | "10.\($k / 65536 | floor).\(($k / 256 | floor) %
+	256).\($k % 256)/28"]}]}' >"$work/set.json" || die "couldn't write the tenant set"
+
+mkdir -p "$work/state" && chmod 700 "$work/state"
+start_agent
+wait_agent "$agent" "$work/rlagent.log"
+apply=$(ms rl apply "$work/set.json") ||
+	{ tail -5 "$work/rlagent.log" >&2; die "rlctl apply of $tenants tenants failed"; }
+[[ $(count) == "$tenants" ]] || die "the agent did not load $tenants tenants"
+
+set=()
+for ((r = 0; r < runs; r++)); do
+	set+=("$(ms rl tenant set "t$((r * 7919 % tenants))" --rate "$((200 + r))/s")") ||
+		die "rlctl tenant set --rate failed"
+done
+
+kbytes=0
+for f in "$pin"/*; do
+	b=$(bpftool -j map show pinned "$f" 2>/dev/null | jq '.bytes_memlock // 0') || continue
+	kbytes=$((kbytes + ${b:-0}))
+done
+rss=$(awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$agent/status")
+
+# A crash, then a new agent that adopts the pins (enforcement never stops).
+kill -KILL "$agent"
+while kill -0 "$agent" 2>/dev/null; do sleep 0.01; done
+t0=$(date +%s%N)
+start_agent
+wait_agent "$agent" "$work/rlagent.log"
+t1=$(date +%s%N)
+[[ $(count) == "$tenants" ]] || die "the restarted agent does not hold $tenants tenants"
+
+echo "scale_tenants $tenants tenants"
+echo "ctl_apply_100k_s $(awk -v m="$apply" 'BEGIN { printf "%.2f", m / 1000 }') s"
+echo "ctl_tenant_set_ms $(median "${set[@]}") ms"
+echo "agent_restart_100k_ms $(((t1 - t0) / 1000000)) ms"
+echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
+echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
