@@ -75,11 +75,13 @@ cap_holds() {
 	cap_holds 6
 }
 
-@test "the server resetting its connections (ss -K) gives their places back at once; a connection nobody saw end (its socket gone) is ended by the sweep" {
+@test "a tenant with a cap alone (no rate): the server resetting its connections (ss -K) gives their places back at once; a connection nobody saw end (its socket gone) is ended by the sweep" {
 	agent_start
 	nginx_start s1
-	rl tenant set hold --rate 1000/s --burst 1000 --match "$(prefixes c1)" \
-		--action rst --max-conns 10
+	# a cap alone, no rate: only the cap refuses
+	rl tenant set hold --match "$(prefixes c1)" --action rst --max-conns 10
+	expect_eq "rate of a tenant created with a cap alone" \
+		"$(rl --json tenant get hold | jq -r .rate)" 1000000000/s
 	client_start c c1 s1 4
 	client_do c open 10
 	expect_eq "connected" "$(jq .connected <<<"$REPLY")" 10

@@ -53,7 +53,7 @@ static const struct opts_spec set_spec = {
 		{ "rate", 'r', OPT_CUSTOM, SET(t.rate), .arg = "RATE",
 		  .parse = policy_opt_rate,
 		  .help = "N/s, N/m or N/h, N from 1, at most 1e9/s "
-			  "(required to create)" },
+			  "(required to create, unless --max-conns is given)" },
 		{ "burst", 'b', OPT_U64, SET(t.burst), .arg = "N", .min = 1,
 		  .max = POLICY_BURST_MAX,
 		  .def_doc = "one second of the rate, at least 1",
@@ -264,14 +264,18 @@ static int tenant_set(int argc, char **argv)
 			goto out;
 		}
 	} else {
-		if (!opts_given(&res, "rate") || !a.match) {
+		if ((!opts_given(&res, "rate") && !a.t.max_conns) || !a.match) {
 			ret = rlctl_usage_error("tenant set", "tenant '%s' does not "
-						"exist; creating it needs --rate and "
-						"--match", name);
+						"exist; creating it needs --match, and "
+						"--rate or --max-conns", name);
 			goto out;
 		}
 		memset(&t, 0, sizeof(t));
 		t.action = POLICY_ACT_DROP;
+		/* A cap alone: the highest rate there is, which no host
+		 * reaches, so that only the cap refuses. */
+		t.rate = (struct policy_rate){ POLICY_RATE_MAX, 1 };
+		t.burst = POLICY_BURST_MAX;
 	}
 	json_decref(reply);
 	reply = NULL;
