@@ -13,7 +13,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "broker_int.h"
 #include "lease.h"
 #include "log.h"
@@ -111,7 +110,8 @@ static int read_password(const char *file, char **out)
 
 /* --- life cycle ------------------------------------------------------------------ */
 
-int broker_open(struct agent *a, const struct broker_opts *o, struct broker **out)
+int broker_open(const struct broker_host *h, const struct broker_opts *o,
+		struct broker **out)
 {
 	struct broker *b;
 	int err;
@@ -124,7 +124,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 		free(b);
 		return -ENOMEM;
 	}
-	b->a = a;
+	b->h = *h;
 	b->o = *o;
 	srand((unsigned int)(getpid() ^ time(NULL)));
 	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++) {
@@ -168,11 +168,8 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	/* The fleet size for static shares until the registry answers: what
 	 * the operator said, else what the previous agent knew, else 1. */
 	b->live_agents = b->o.expected_agents ? b->o.expected_agents :
-			 kern_fleet_agents(&a->kern, 0) ? kern_fleet_agents(&a->kern, 0) : 1;
-	kern_fleet_agents(&a->kern, b->live_agents);
-	a->kern.fail_agents = b->live_agents;
-	for (size_t i = 0; i < a->n_tenants; i++)
-		kern_tenant_fail(&a->kern, a->tenants[i].slot, &a->tenants[i].pol);
+			 h->fleet_agents(h->ctx, 0) ? h->fleet_agents(h->ctx, 0) : 1;
+	h->fleet_agents(h->ctx, b->live_agents);
 	/* Degraded until Redis has answered once, a spell like any other:
 	 * tenants the kernel holds nothing for start on credit, then the
 	 * fail policies decide, not an empty leased bucket. */
@@ -180,7 +177,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 	b->open_since_ns = loop_now_ns();
 	b->degraded_since = time(NULL);
 	snprintf(b->reason, sizeof(b->reason), "not connected to Redis yet");
-	kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
+	host_fleet_state(b, loop_now_ns(), true);
 	broker_tenants_changed(b);
 	b->cmd = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "command" };
 	b->load_backoff_ms = BACKOFF_MIN_MS;
@@ -198,8 +195,7 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 		err = broker_cluster_open(b);
 		if (err)
 			goto fail;
-		kern_fleet_state(&a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL,
-				 false);
+		host_fleet_state(b, loop_now_ns(), false);
 		broker_shards_update(b, loop_now_ns());
 	} else if (strncmp(o->redis, "sentinel:", 9) == 0) {
 		/* The master's address comes from the sentinels. */
@@ -208,9 +204,9 @@ int broker_open(struct agent *a, const struct broker_opts *o, struct broker **ou
 			goto fail;
 		broker_sentinel_ask(b, false);
 	}
-	err = loop_timer_add(a->loop, CHECK_MS, CHECK_MS, broker_on_check, b, &b->check);
+	err = loop_timer_add(h->loop, CHECK_MS, CHECK_MS, broker_on_check, b, &b->check);
 	if (!err)
-		err = loop_timer_add(a->loop, HEARTBEAT_MS, HEARTBEAT_MS,
+		err = loop_timer_add(h->loop, HEARTBEAT_MS, HEARTBEAT_MS,
 				     broker_on_heartbeat_timer, b, &b->heartbeat);
 	if (err)
 		goto fail;
@@ -324,7 +320,7 @@ static void on_repaid(redisAsyncContext *ac, void *reply, void *priv)
 
 /* At shutdown: takes what t still owes from its global bucket (and drops
  * it), so that a stopped agent leaves no debt behind.  0 if under way. */
-static int repay(struct broker *b, const struct agent_tenant *t)
+static int repay(struct broker *b, const struct broker_tenant *t)
 {
 	struct slot *s = &b->slots[t->slot];
 	struct bucket_args ba;
@@ -332,14 +328,14 @@ static int repay(struct broker *b, const struct agent_tenant *t)
 	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, "1" };
 	struct call *c;
 
-	if (!s->debt || strcmp(s->name, t->pol.name) != 0)
+	if (!s->debt || strcmp(s->name, t->pol->name) != 0)
 		return -ENOENT;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->slot = t->slot;
 	c->n = s->debt;
-	broker_bucket_args(&t->pol, &ba);
+	broker_bucket_args(t->pol, &ba);
 	snprintf(want, sizeof(want), "%llu", (unsigned long long)s->debt);
 	if (broker_eval(b, S_LEASE, 1, args, 6, on_repaid, c)) {
 		free(c);
@@ -358,7 +354,7 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 	b->pending = 0;
 	/* From here on the kernel runs on the fail policies: the tokens go
 	 * back to Redis, and the next agent may take a while. */
-	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
+	host_fleet_state(b, loop_now_ns(), true);
 	if (!b->cc && (b->cmd.state != C_UP || !b->scripts_ok)) {
 		log_warn("Redis on '%s' is out of reach: leased tokens are not "
 			 "refunded (they return when their bucket refills)", b->address);
@@ -366,14 +362,17 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 		done(arg);
 		return;
 	}
-	for (size_t i = 0; i < b->a->n_tenants; i++) {
-		uint64_t before = b->slots[b->a->tenants[i].slot].st.tokens_refunded;
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+		uint64_t before;
 
-		if (broker_refund(b, &b->a->tenants[i], 0) == 0) {
+		host_tenant_at(b, i, &t);
+		before = b->slots[t.slot].st.tokens_refunded;
+		if (broker_refund(b, &t, 0) == 0) {
 			b->pending++;
-			total += b->slots[b->a->tenants[i].slot].st.tokens_refunded - before;
+			total += b->slots[t.slot].st.tokens_refunded - before;
 		}
-		if (repay(b, &b->a->tenants[i]) == 0)
+		if (repay(b, &t) == 0)
 			b->pending++;
 	}
 	{
@@ -393,16 +392,17 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg)
 		done(arg);
 		return;
 	}
-	loop_timer_add(b->a->loop, SHUTDOWN_MS, 0, on_deadline, b, &b->deadline);
+	loop_timer_add(host_loop(b), SHUTDOWN_MS, 0, on_deadline, b, &b->deadline);
 }
 
 /* --- stats ------------------------------------------------------------------------- */
 
-void broker_tenant_stats(const struct broker *b, const struct agent_tenant *t,
+void broker_tenant_stats(const struct broker *b, uint32_t slot,
+			 const struct policy_tenant *p,
 			 struct broker_tenant_stats *out)
 {
-	const struct slot *s = &b->slots[t->slot];
-	bool ours = strcmp(s->name, t->pol.name) == 0;
+	const struct slot *s = &b->slots[slot];
+	bool ours = strcmp(s->name, p->name) == 0;
 
 	memset(out, 0, sizeof(*out));
 	if (ours) {
@@ -410,8 +410,8 @@ void broker_tenant_stats(const struct broker *b, const struct agent_tenant *t,
 		out->owed = s->debt;
 	}
 	out->lease_size = ours && s->lease ? s->lease :
-			  lease_credit(&t->pol, broker_agents_of(b));
-	out->overshoot_bound = lease_bound(&t->pol, broker_agents_of(b), b->o.lease_ttl_ms);
+			  lease_credit(p, broker_agents_of(b));
+	out->overshoot_bound = lease_bound(p, broker_agents_of(b), b->o.lease_ttl_ms);
 }
 
 void broker_stats(const struct broker *b, struct broker_stats *out)

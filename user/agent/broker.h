@@ -2,20 +2,96 @@
 /* The lease broker of fleet mode: keeps every tenant's kernel bucket topped up
  * with tokens leased from the tenant's global bucket in Redis, gives back what
  * sits idle, registers this agent among the live ones, and keeps the policy in
- * step with the fleet's policy store.
+ * step with the fleet's policy store.  It knows its host (the loop, the kernel
+ * maps, the tenant set) only through struct broker_host, which main.c fills.
  */
 #ifndef RL_BROKER_H
 #define RL_BROKER_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
+#include "lease.h"
+#include "loop.h"
+#include "policy.h"
 #include "rlgate.h"
 
-struct agent;
-struct agent_tenant;
 struct broker;
+
+/* What the broker sees of one tenant of its host's set.  Valid until the set
+ * changes: the broker keeps none across a return to the loop. */
+struct broker_tenant {
+	const struct policy_tenant *pol;
+	uint32_t slot;			/* its slot in the kernel's tables */
+	uint64_t version;		/* of pol, for the fleet's store */
+	unsigned int n_samples;		/* 1 s samples of its counters kept */
+	struct lease_sample first, last;	/* the oldest and latest of them */
+};
+
+/* One tenant's policy as the fleet's store holds it: json "" is a deletion,
+ * json NULL a read that failed. */
+struct broker_fleet_update {
+	char name[POLICY_NAME_MAX + 1];
+	uint64_t version;
+	char *json;
+};
+
+/*
+ * The broker's host, in the spirit of hiredis's adapter table: the loop it
+ * runs on, the kernel-map operations it needs and the tenant set it serves.
+ * Every hook gets ctx first and must be set.  The kernel hooks have the
+ * contracts of their kern.h namesakes.
+ */
+struct broker_host {
+	void *ctx;
+	struct loop *loop;
+
+	/* Leased tokens: whole tokens held, added (re-arming the low-water
+	 * event at lowwater), taken back (up to max, 0: all; returns how many). */
+	uint64_t (*tokens)(void *ctx, uint32_t slot, uint64_t now_ns);
+	void (*tokens_add)(void *ctx, uint32_t slot, uint64_t n, int64_t lowwater);
+	uint64_t (*tokens_take)(void *ctx, uint32_t slot, uint64_t max);
+	/* A tenant's counters summed over CPUs.  0 or -errno. */
+	int (*counters)(void *ctx, uint32_t slot, struct rl_stats *out);
+	/* This agent alive at now_ns, and whether the fleet is degraded. */
+	void (*fleet_state)(void *ctx, uint64_t now_ns, uint64_t stale_ns,
+			    bool degraded);
+	/* Redis Cluster: the tenant in slot is degraded on its own (its
+	 * shard is), or no longer. */
+	void (*tenant_degraded)(void *ctx, uint32_t slot, bool on);
+	/* Connection caps: the connections slot may have in flight (the
+	 * slots held of the fleet's cap), and how many it has. */
+	void (*conn_slots)(void *ctx, uint32_t slot, int64_t n);
+	int64_t (*conns_in_flight)(void *ctx, uint32_t slot);
+	/* The fleet size the static fail shares divide by: with n 0 only
+	 * read (what a previous agent left in the kernel, 0 if none); else set,
+	 * with every tenant's share written again.  Returns the size stored. */
+	uint64_t (*fleet_agents)(void *ctx, uint64_t n);
+
+	/* The tenant set: by position (0 .. tenant_count), by name. */
+	size_t (*tenant_count)(void *ctx);
+	void (*tenant_at)(void *ctx, size_t i, struct broker_tenant *out);
+	bool (*tenant_find)(void *ctx, const char *name, struct broker_tenant *out);
+	/* Tenants deleted here, remembered with the version of the deletion:
+	 * by position, by name; and how long one of version is kept still
+	 * (0: no longer). */
+	size_t (*tomb_count)(void *ctx);
+	void (*tomb_at)(void *ctx, size_t i, const char **name, uint64_t *version);
+	bool (*tomb_find)(void *ctx, const char *name, uint64_t *version);
+	uint64_t (*tomb_left_ms)(void *ctx, uint64_t version);
+	/* A version for a tenant's next change, above prev. */
+	uint64_t (*next_version)(void *ctx, uint64_t prev);
+	/* Applies the fleet's policies u[0..n) that are newer than the host's
+	 * tenants and tombstones, as one change (or the largest part of them
+	 * that fits); wait[i] set for each that conflicts with the rest of the
+	 * policy for now, to be offered again with the next batch.  Returns
+	 * how many wait. */
+	size_t (*fleet_apply)(void *ctx, const struct broker_fleet_update *u,
+			      size_t n, bool *wait);
+};
 
 struct broker_opts {
 	const char *redis;		/* HOST:PORT, [V6]:PORT or unix:PATH */
@@ -68,10 +144,11 @@ struct broker_stats {
 int broker_parse_address(const char *s, char *host, size_t host_len, int *port,
 			 char *path, size_t path_len);
 
-/* Starts the broker: puts the kernel in leased mode and connects (in the
- * background; failures are retried with backoff).  0 or -errno (a bad
- * option, an unreadable password file). */
-int broker_open(struct agent *a, const struct broker_opts *o, struct broker **out);
+/* Starts the broker for host h (copied): puts the kernel in leased mode and
+ * connects (in the background; failures are retried with backoff).  0 or
+ * -errno (a bad option, an unreadable password file). */
+int broker_open(const struct broker_host *h, const struct broker_opts *o,
+		struct broker **out);
 
 /* Stops at once: nothing is refunded.  NULL is fine. */
 void broker_close(struct broker *b);
@@ -95,11 +172,13 @@ void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tena
 
 /* The local policy changed through rlctl: publish each changed tenant (and a
  * tombstone for each removed one) to the fleet's policy store. */
-void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
-			   size_t n_old, const struct agent_tenant *now,
+void broker_policy_changed(struct broker *b, const struct broker_tenant *old,
+			   size_t n_old, const struct broker_tenant *now,
 			   size_t n_now);
 
-void broker_tenant_stats(const struct broker *b, const struct agent_tenant *t,
+/* Leasing figures of tenant p in slot. */
+void broker_tenant_stats(const struct broker *b, uint32_t slot,
+			 const struct policy_tenant *p,
 			 struct broker_tenant_stats *out);
 void broker_stats(const struct broker *b, struct broker_stats *out);
 

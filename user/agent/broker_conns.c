@@ -76,7 +76,7 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
 		s->conn_starved_ns = held < cc->want ? loop_now_ns() : 0;
 		s->conn_held = held;
 		s->conn_renewed_ns = loop_now_ns();
-		kern_conn_slots(&b->a->kern, cc->c.slot, (int64_t)held);
+		host_conn_slots(b, cc->c.slot, (int64_t)held);
 		log_debug("slots '%s': asked %llu, hold %llu, %lld free",
 			  cc->c.name, (unsigned long long)cc->want,
 			  (unsigned long long)held, r->element[1]->integer);
@@ -87,7 +87,7 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
 /* Asks slots.lua for a holding of want in all.  Giving back lowers the
  * kernel's slots first, so that it never admits on slots Redis has already
  * handed to another host. */
-static void conn_ask(struct broker *b, const struct agent_tenant *t,
+static void conn_ask(struct broker *b, const struct broker_tenant *t,
 		     struct slot *s, uint64_t want)
 {
 	char k1[128], k2[128], cap[24], holder[300], w[24], ttl[24];
@@ -95,20 +95,20 @@ static void conn_ask(struct broker *b, const struct agent_tenant *t,
 	struct conn_call *cc;
 
 	if (want < s->conn_held)
-		kern_conn_slots(&b->a->kern, t->slot, (int64_t)want);
+		host_conn_slots(b, t->slot, (int64_t)want);
 	cc = calloc(1, sizeof(*cc));
 	if (!cc)
 		return;
-	snprintf(k1, sizeof(k1), "rl:{t:%s}:slots", t->pol.name);
-	snprintf(k2, sizeof(k2), "rl:{t:%s}:slot_exp", t->pol.name);
-	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)t->pol.max_conns);
+	snprintf(k1, sizeof(k1), "rl:{t:%s}:slots", t->pol->name);
+	snprintf(k2, sizeof(k2), "rl:{t:%s}:slot_exp", t->pol->name);
+	snprintf(cap, sizeof(cap), "%llu", (unsigned long long)t->pol->max_conns);
 	snprintf(holder, sizeof(holder), "%s/%s", b->agent_id, b->nonce);
 	snprintf(w, sizeof(w), "%llu", (unsigned long long)want);
 	snprintf(ttl, sizeof(ttl), "%u", CONN_TTL_MS);
 	cc->c.slot = t->slot;
 	cc->c.gen = s->gen;
 	cc->want = want;
-	snprintf(cc->c.name, sizeof(cc->c.name), "%s", t->pol.name);
+	snprintf(cc->c.name, sizeof(cc->c.name), "%s", t->pol->name);
 	if (broker_eval(b, S_SLOTS, 2, args, 6, on_slots, &cc->c)) {
 		free(cc);
 		return;
@@ -127,37 +127,40 @@ static void conn_ask(struct broker *b, const struct agent_tenant *t,
  */
 void broker_conns_check(struct broker *b, uint64_t now)
 {
-	for (size_t i = 0; i < b->a->n_tenants; i++) {
-		const struct agent_tenant *t = &b->a->tenants[i];
-		struct slot *s = &b->slots[t->slot];
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant tv, *t = &tv;
+		struct slot *s;
 		uint64_t in_flight, chunk, want, free_;
 
-		if (strcmp(s->name, t->pol.name) != 0 || s->conn_inflight)
+		host_tenant_at(b, i, t);
+		s = &b->slots[t->slot];
+
+		if (strcmp(s->name, t->pol->name) != 0 || s->conn_inflight)
 			continue;
-		if (!t->pol.max_conns) {
+		if (!t->pol->max_conns) {
 			if (s->conn_held && broker_slot_leasing(b, s))
 				conn_ask(b, t, s, 0);
 			continue;
 		}
 		if (!broker_slot_leasing(b, s)) {
-			kern_conn_slots(&b->a->kern, t->slot,
-					conn_fail_slots(b, &t->pol));
+			host_conn_slots(b, t->slot,
+					conn_fail_slots(b, t->pol));
 			/* what Redis held for us has expired by the time it
 			 * answers again: ask afresh */
 			s->conn_held = 0;
 			s->conn_renewed_ns = 0;
 			continue;
 		}
-		in_flight = (uint64_t)kern_conns_in_flight(&b->a->kern, t->slot);
-		chunk = conn_chunk(b, &t->pol);
+		in_flight = (uint64_t)host_conns_in_flight(b, t->slot);
+		chunk = conn_chunk(b, t->pol);
 		free_ = s->conn_held > in_flight ? s->conn_held - in_flight : 0;
 		want = s->conn_held;
-		if (free_ * 2 < chunk && s->conn_held < t->pol.max_conns)
+		if (free_ * 2 < chunk && s->conn_held < t->pol->max_conns)
 			want = in_flight + chunk;
 		else if (free_ > 2 * chunk)
 			want = in_flight + chunk;
-		if (want > t->pol.max_conns)
-			want = t->pol.max_conns;
+		if (want > t->pol->max_conns)
+			want = t->pol->max_conns;
 		if (want > s->conn_held && s->conn_starved_ns &&
 		    now - s->conn_starved_ns < CONN_STARVED_NS)
 			want = s->conn_held;

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
 #include "broker_int.h"
 #include "log.h"
 
@@ -29,11 +28,7 @@ static void set_live_agents(struct broker *b, uint64_t n)
 	b->live_agents = n;
 	/* The static fail share follows the fleet's size, and a restarted
 	 * agent finds it in the kernel. */
-	b->a->kern.fail_agents = n;
-	kern_fleet_agents(&b->a->kern, n);
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		kern_tenant_fail(&b->a->kern, b->a->tenants[i].slot,
-				 &b->a->tenants[i].pol);
+	b->h.fleet_agents(b->h.ctx, n);
 }
 
 /*
@@ -181,11 +176,11 @@ static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
 /* Stores one tenant's policy (t NULL: a tombstone, kept in Redis for what
  * is left of its time, and not at all once that is over) with its version. */
 static void policy_publish(struct broker *b, const char *name, uint64_t version,
-			   const struct agent_tenant *t)
+			   const struct policy_tenant *t)
 {
 	char key[128], ver[24], ttl[24], *json = NULL;
 	const char *args[] = { key, "rl:tenants", name, ver, "", ttl };
-	uint64_t left = agent_tomb_left_ms(b->a, version);
+	uint64_t left = b->h.tomb_left_ms(b->h.ctx, version);
 	struct call *c;
 
 	if (!t && !left)
@@ -193,7 +188,7 @@ static void policy_publish(struct broker *b, const char *name, uint64_t version,
 	/* Ignored for a policy, but it must be valid. */
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(left ? left : 1));
 	if (t) {
-		json_t *j = policy_tenant_to_json(&t->pol);
+		json_t *j = policy_tenant_to_json(t);
 
 		json = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		json_decref(j);
@@ -226,33 +221,32 @@ static void policy_publish(struct broker *b, const char *name, uint64_t version,
 	free(json);
 }
 
-void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
-			   size_t n_old, const struct agent_tenant *now,
+void broker_policy_changed(struct broker *b, const struct broker_tenant *old,
+			   size_t n_old, const struct broker_tenant *now,
 			   size_t n_now)
 {
 	if (!b)
 		return;
 	for (size_t i = 0; i < n_now; i++) {
-		const struct agent_tenant *o = NULL;
+		const struct broker_tenant *o = NULL;
 
 		for (size_t j = 0; j < n_old; j++)
-			if (strcmp(old[j].pol.name, now[i].pol.name) == 0)
+			if (strcmp(old[j].pol->name, now[i].pol->name) == 0)
 				o = &old[j];
 		if (!o || o->version != now[i].version)
-			policy_publish(b, now[i].pol.name, now[i].version, &now[i]);
+			policy_publish(b, now[i].pol->name, now[i].version, now[i].pol);
 	}
 	for (size_t j = 0; j < n_old; j++) {
 		bool kept = false;
+		uint64_t version;
 
 		for (size_t i = 0; i < n_now && !kept; i++)
-			kept = strcmp(old[j].pol.name, now[i].pol.name) == 0;
-		if (!kept) {
-			const struct agent_tomb *tomb = agent_find_tomb(b->a,
-								       old[j].pol.name);
-
-			policy_publish(b, old[j].pol.name, tomb ? tomb->version :
-				       agent_next_version(b->a, old[j].version), NULL);
-		}
+			kept = strcmp(old[j].pol->name, now[i].pol->name) == 0;
+		if (kept)
+			continue;
+		if (!b->h.tomb_find(b->h.ctx, old[j].pol->name, &version))
+			version = b->h.next_version(b->h.ctx, old[j].version);
+		policy_publish(b, old[j].pol->name, version, NULL);
 	}
 }
 
@@ -271,7 +265,7 @@ void broker_policy_changed(struct broker *b, const struct agent_tenant *old,
 struct read_batch {
 	size_t n, left;
 	bool lost;		/* the connection went: the next sync reads it all */
-	struct agent_fleet_update *u;
+	struct broker_fleet_update *u;
 };
 
 static void policy_read(struct broker *b);
@@ -299,7 +293,7 @@ static void want_policy(struct broker *b, const char *name)
 	}
 	snprintf(b->want[b->n_want++], sizeof(*b->want), "%s", name);
 	if (!b->want_timer &&
-	    loop_timer_add(b->a->loop, POLICY_BATCH_MS, 0, on_want_timer, b,
+	    loop_timer_add(host_loop(b), POLICY_BATCH_MS, 0, on_want_timer, b,
 			   &b->want_timer))
 		b->want_timer = NULL;
 }
@@ -316,7 +310,7 @@ static bool name_in(char (*names)[POLICY_NAME_MAX + 1], size_t n, const char *na
  * Logged when one starts to wait (it is normal for a moment, while a
  * rename's second half is on its way; for long, it means two tenants of the
  * store claim the same prefix). */
-static void set_waiting(struct broker *b, const struct agent_fleet_update *u,
+static void set_waiting(struct broker *b, const struct broker_fleet_update *u,
 			size_t n, const bool *wait)
 {
 	size_t k = 0, cap = b->n_waiting + n;
@@ -361,7 +355,7 @@ static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
 	struct call *c = priv;
 	struct broker *b = c->b;
 	struct read_batch *rb = c->batch;
-	struct agent_fleet_update *u = &rb->u[c->idx];
+	struct broker_fleet_update *u = &rb->u[c->idx];
 	redisReply *r = reply;
 	bool *wait;
 
@@ -384,7 +378,7 @@ static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	wait = calloc(rb->n ? rb->n : 1, sizeof(*wait));
 	if (!rb->lost && wait) {
-		agent_fleet_apply(b->a, rb->u, rb->n, wait);
+		b->h.fleet_apply(b->h.ctx, rb->u, rb->n, wait);
 		/* Not read (an error reply): read again with the waiting ones. */
 		for (size_t i = 0; i < rb->n; i++)
 			wait[i] = wait[i] || !rb->u[i].json;
@@ -470,8 +464,12 @@ static void on_members(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	/* This host's own tenants too: one deleted by the fleet while this
 	 * agent was away is no longer in the index. */
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		want_policy(b, b->a->tenants[i].pol.name);
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		want_policy(b, t.pol->name);
+	}
 }
 
 /* After (re)connecting: offer every local tenant (the store keeps the newest
@@ -480,11 +478,19 @@ static void on_members(redisAsyncContext *ac, void *reply, void *priv)
 void broker_policy_sync(struct broker *b)
 {
 	b->sync_again = false;
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		policy_publish(b, b->a->tenants[i].pol.name,
-			       b->a->tenants[i].version, &b->a->tenants[i]);
-	for (size_t i = 0; i < b->a->n_tombs; i++)
-		policy_publish(b, b->a->tombs[i].name, b->a->tombs[i].version, NULL);
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		policy_publish(b, t.pol->name, t.version, t.pol);
+	}
+	for (size_t i = 0; i < b->h.tomb_count(b->h.ctx); i++) {
+		const char *name;
+		uint64_t version;
+
+		b->h.tomb_at(b->h.ctx, i, &name, &version);
+		policy_publish(b, name, version, NULL);
+	}
 	{
 		const char *argv[] = { "SMEMBERS", "rl:tenants" };
 

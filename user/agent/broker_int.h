@@ -14,7 +14,6 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
-#include "agent.h"
 #include "broker.h"
 #include "circuit.h"
 #include "cluster_client.h"
@@ -104,7 +103,7 @@ struct shard {
 };
 
 struct broker {
-	struct agent *a;
+	struct broker_host h;		/* the loop, the kernel, the tenants */
 	/* Redis Cluster mode (--redis cluster:SEEDS): the client, one
 	 * breaker per node, and the node whose reply is being handled
 	 * (-1 outside of one).  NULL for a single Redis. */
@@ -194,6 +193,73 @@ struct bucket_args {
 
 extern const double broker_lease_bounds[BROKER_LEASE_BUCKETS];
 
+/* The host's hooks, called as the broker's files call them. */
+static inline struct loop *host_loop(const struct broker *b)
+{
+	return b->h.loop;
+}
+
+static inline uint64_t host_tokens(const struct broker *b, uint32_t slot,
+				   uint64_t now_ns)
+{
+	return b->h.tokens(b->h.ctx, slot, now_ns);
+}
+
+static inline void host_tokens_add(const struct broker *b, uint32_t slot,
+				   uint64_t n, int64_t lowwater)
+{
+	b->h.tokens_add(b->h.ctx, slot, n, lowwater);
+}
+
+static inline uint64_t host_tokens_take(const struct broker *b, uint32_t slot,
+					uint64_t max)
+{
+	return b->h.tokens_take(b->h.ctx, slot, max);
+}
+
+static inline int host_counters(const struct broker *b, uint32_t slot,
+				struct rl_stats *out)
+{
+	return b->h.counters(b->h.ctx, slot, out);
+}
+
+/* The kernel's word on this agent (alive at now_ns) and on Redis. */
+static inline void host_fleet_state(const struct broker *b, uint64_t now_ns,
+				    bool degraded)
+{
+	b->h.fleet_state(b->h.ctx, now_ns, b->o.stale_ms * 1000000ULL, degraded);
+}
+
+/* Redis Cluster: the tenant in slot is degraded on its own shard. */
+static inline void host_tenant_degraded(const struct broker *b, uint32_t slot,
+					bool on)
+{
+	b->h.tenant_degraded(b->h.ctx, slot, on);
+}
+
+static inline void host_conn_slots(const struct broker *b, uint32_t slot,
+				   int64_t n)
+{
+	b->h.conn_slots(b->h.ctx, slot, n);
+}
+
+static inline int64_t host_conns_in_flight(const struct broker *b, uint32_t slot)
+{
+	return b->h.conns_in_flight(b->h.ctx, slot);
+}
+
+static inline size_t host_tenant_count(const struct broker *b)
+{
+	return b->h.tenant_count(b->h.ctx);
+}
+
+static inline void host_tenant_at(const struct broker *b, size_t i,
+				  struct broker_tenant *out)
+{
+	b->h.tenant_at(b->h.ctx, i, out);
+}
+
+
 /* broker_redis.c */
 void broker_conn_start(struct conn *c);
 bool broker_leasing(const struct broker *b);
@@ -228,7 +294,7 @@ void broker_debt_look(struct broker *b);
 void broker_debt_begin(struct broker *b);
 void broker_lease_all(struct broker *b, uint64_t now);
 void broker_slot_unwait(struct slot *s);
-int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max);
+int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max);
 void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv);
 void broker_on_check(struct loop_timer *tm, void *arg);
 void broker_shards_update(struct broker *b, uint64_t now);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
 #include "broker_int.h"
 #include "lease.h"
 #include "log.h"
@@ -47,7 +46,7 @@ uint64_t broker_agents_of(const struct broker *b)
 
 static uint64_t held_of(const struct broker *b, const struct slot *s)
 {
-	return kern_tenant_tokens(&b->a->kern, s->idx, loop_now_ns()) + s->refunding;
+	return host_tokens(b, s->idx, loop_now_ns()) + s->refunding;
 }
 
 /* Tokens that leave the kernel unspent pay the debt first; returns what is
@@ -69,17 +68,17 @@ static uint64_t pay_debt(struct slot *s, uint64_t n)
  * starts after a quiet spell, before a recent sizing could measure it, is
  * not measured yet (negative): the two longer rates would average the quiet
  * spell in.  *refused: the part of the demand refused over the window. */
-static double demand(const struct agent_tenant *t, struct slot *s,
+static double demand(const struct broker_tenant *t, struct slot *s,
 		     const struct rl_stats *now_st, uint64_t now, double *refused)
 {
 	uint64_t count = now_st->admitted + now_st->denied, age = now - s->meter_ns;
-	const struct agent_sample *o, *l;
+	const struct lease_sample *o, *l;
 	double dt, rate = -1, meter = -1;
 
 	*refused = 0;
 	if (t->n_samples >= 2) {
-		o = &t->samples[0];
-		l = &t->samples[t->n_samples - 1];
+		o = &t->first;
+		l = &t->last;
 		dt = (double)(l->t_ns - o->t_ns) / 1e9;
 		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied &&
 		    l->admitted + l->denied > o->admitted + o->denied) {
@@ -96,7 +95,7 @@ static double demand(const struct agent_tenant *t, struct slot *s,
 	if (rate <= 0 && meter < 0)
 		return -1;
 	if (t->n_samples >= 1) {
-		l = &t->samples[t->n_samples - 1];
+		l = &t->last;
 		dt = (double)(now - l->t_ns) / 1e9;
 		if (dt >= 0.05 && count >= l->admitted + l->denied &&
 		    (double)(count - l->admitted - l->denied) / dt > rate)
@@ -106,19 +105,19 @@ static double demand(const struct agent_tenant *t, struct slot *s,
 }
 
 /* Sizes the next lease and the low-water mark (lease_plan()). */
-static void size_lease(const struct broker *b, const struct agent_tenant *t,
+static void size_lease(const struct broker *b, const struct broker_tenant *t,
 		       struct slot *s, uint64_t now)
 {
 	struct rl_stats st;
 	struct lease_plan p;
 	struct lease_in in = {
-		.rate = -1, .t = &t->pol, .agents = broker_agents_of(b),
+		.rate = -1, .t = t->pol, .agents = broker_agents_of(b),
 		.ttl_ms = b->o.lease_ttl_ms,
 	};
 	uint64_t lead = LEAD_MIN_MS + 4 * b->rtt_ns / 1000000ULL;
 
 	in.lead_ms = lead > LEAD_MAX_MS ? LEAD_MAX_MS : lead;
-	if (kern_tenant_stats(&b->a->kern, t->slot, &st) == 0) {
+	if (host_counters(b, t->slot, &st) == 0) {
 		in.rate = demand(t, s, &st, now, &in.refused);
 		s->meter_ns = now;
 		s->meter_count = st.admitted + st.denied;
@@ -143,7 +142,7 @@ static void observe_lease_rtt(struct broker *b, uint64_t ns)
 	b->rtt_ns = b->rtt_ns ? (b->rtt_ns * 7 + ns) / 8 : ns;
 }
 
-static void maybe_lease(struct broker *b, const struct agent_tenant *t,
+static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 			uint64_t now, bool force);
 
 static void on_wait(struct loop_timer *tm, void *arg)
@@ -153,12 +152,13 @@ static void on_wait(struct loop_timer *tm, void *arg)
 
 	(void)tm;
 	s->wait_timer = NULL;
-	for (size_t i = 0; i < b->a->n_tenants; i++) {
-		const struct agent_tenant *t = &b->a->tenants[i];
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
 
-		if (t->slot == s->idx && strcmp(t->pol.name, s->name) == 0 &&
+		host_tenant_at(b, i, &t);
+		if (t.slot == s->idx && strcmp(t.pol->name, s->name) == 0 &&
 		    broker_leasing(b))
-			maybe_lease(b, t, loop_now_ns(), false);
+			maybe_lease(b, &t, loop_now_ns(), false);
 	}
 }
 
@@ -178,7 +178,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	struct slot *s = &b->slots[c->slot];
 	redisReply *r = reply;
 	uint64_t now = loop_now_ns(), granted, remaining, wait_ms, add, held, cap;
-	struct agent_tenant *t;
+	struct broker_tenant found, *t = NULL;
 
 	(void)ac;
 	if (s->gen == c->gen)
@@ -196,7 +196,8 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	granted = (uint64_t)r->element[0]->integer;
 	remaining = (uint64_t)r->element[1]->integer;
 	wait_ms = (uint64_t)r->element[2]->integer;
-	t = agent_find(b->a, c->name);
+	if (b->h.tenant_find(b->h.ctx, c->name, &found))
+		t = &found;
 	if (s->gen != c->gen || !t || t->slot != c->slot) {
 		/* The tenant went away (or its slot changed) while we asked.
 		 * Its limit is gone with it, so there is nothing to refund
@@ -218,13 +219,13 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	 * may have shrunk while we asked: the excess lapses). */
 	add = pay_debt(s, granted);
 	held = held_of(b, s);
-	cap = lease_cap(&t->pol, broker_agents_of(b));
+	cap = lease_cap(t->pol, broker_agents_of(b));
 	if (add > (held < cap ? cap - held : 0)) {
 		log_debug("lease '%s': %llu token(s) beyond the cap dropped", c->name,
 			  (unsigned long long)(add - (held < cap ? cap - held : 0)));
 		add = held < cap ? cap - held : 0;
 	}
-	kern_tokens_add(&b->a->kern, c->slot, add, (int64_t)s->lowwater);
+	host_tokens_add(b, c->slot, add, (int64_t)s->lowwater);
 	s->scarce = remaining < c->chunk;
 	if (granted == c->n && remaining < c->chunk) {
 		/* Granted in full, but the global bucket cannot serve the
@@ -232,10 +233,10 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		 * now would only fetch crumbs; come back when a chunk has
 		 * refilled (ignoring other hosts, who only make it later).
 		 * The low-water mark covers that long (lease_plan()). */
-		uint64_t per_ms = t->pol.rate.period_s * 1000;
+		uint64_t per_ms = t->pol->rate.period_s * 1000;
 
-		wait_ms = ((c->chunk - remaining) * per_ms + t->pol.rate.count - 1) /
-			  t->pol.rate.count;
+		wait_ms = ((c->chunk - remaining) * per_ms + t->pol->rate.count - 1) /
+			  t->pol->rate.count;
 	}
 	if (wait_ms) {
 		/* Saturated: come back exactly when a worthwhile chunk is
@@ -244,7 +245,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		s->wait_until_ns = now + wait_ms * 1000000ULL;
 		if (s->wait_timer)
 			loop_timer_cancel(s->wait_timer);
-		if (loop_timer_add(b->a->loop, wait_ms, 0, on_wait, s, &s->wait_timer))
+		if (loop_timer_add(host_loop(b), wait_ms, 0, on_wait, s, &s->wait_timer))
 			s->wait_timer = NULL;
 	}
 	free(c);
@@ -257,7 +258,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
  * low-water event, a first lease) or owes tokens, unless one is in flight or
  * Redis said to wait.  The lease tops the host up to at most its cap, plus
  * the debt. */
-static void maybe_lease(struct broker *b, const struct agent_tenant *t,
+static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 			uint64_t now, bool force)
 {
 	struct slot *s = &b->slots[t->slot];
@@ -288,13 +289,13 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	if (held > s->lowwater && !force && !s->debt) {
 		if (now - s->sized_ns >= RESIZE_MS * 1000000ULL) {
 			size_lease(b, t, s, now);
-			kern_tokens_add(&b->a->kern, t->slot, 0, (int64_t)s->lowwater);
+			host_tokens_add(b, t->slot, 0, (int64_t)s->lowwater);
 		}
 		if (held > s->lowwater)
 			return;
 	}
 	size_lease(b, t, s, now);
-	topup = lease_topup(lease_cap(&t->pol, broker_agents_of(b)), held, s->lease);
+	topup = lease_topup(lease_cap(t->pol, broker_agents_of(b)), held, s->lease);
 	/* The bucket was short at the last reply: other hosts want it too.
 	 * Two chunks, not a whole lease: what one host takes at once while
 	 * it is scarce, another one waits for. */
@@ -312,9 +313,9 @@ static void maybe_lease(struct broker *b, const struct agent_tenant *t,
 	c->slot = t->slot;
 	c->gen = s->gen;
 	c->n = n;
-	c->chunk = s->chunk < t->pol.burst ? s->chunk : t->pol.burst;
-	snprintf(c->name, sizeof(c->name), "%s", t->pol.name);
-	broker_bucket_args(&t->pol, &ba);
+	c->chunk = s->chunk < t->pol->burst ? s->chunk : t->pol->burst;
+	snprintf(c->name, sizeof(c->name), "%s", t->pol->name);
+	broker_bucket_args(t->pol, &ba);
 	snprintf(want, sizeof(want), "%llu", (unsigned long long)n);
 	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)c->chunk);
 	if (broker_eval(b, S_LEASE, 1, args, 6, on_lease, c)) {
@@ -353,7 +354,7 @@ void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv)
 /* Takes up to max idle tokens (0: all) back from the kernel; they pay the
  * debt first, and the rest is refunded to the tenant's global bucket.
  * Returns 0 if a refund is under way. */
-int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
+int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
 {
 	struct bucket_args ba;
 	char n[24];
@@ -364,7 +365,7 @@ int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 
 	if (!broker_slot_reachable(b, s) || (!b->done && !broker_slot_leasing(b, s)))
 		return -ENOTCONN;
-	taken = kern_tokens_take(&b->a->kern, t->slot, max);
+	taken = host_tokens_take(b, t->slot, max);
 	if (!taken)
 		return -ENOENT;
 	give = pay_debt(s, taken);
@@ -372,16 +373,16 @@ int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 		return -ENOENT;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		kern_tokens_add(&b->a->kern, t->slot, give, (int64_t)s->lowwater);
+		host_tokens_add(b, t->slot, give, (int64_t)s->lowwater);
 		return -ENOMEM;
 	}
 	c->slot = t->slot;
 	c->gen = s->gen;
 	c->n = give;
-	broker_bucket_args(&t->pol, &ba);
+	broker_bucket_args(t->pol, &ba);
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)give);
 	if (broker_eval(b, S_REFUND, 1, args, 5, broker_on_refund, c)) {
-		kern_tokens_add(&b->a->kern, t->slot, give, (int64_t)s->lowwater);
+		host_tokens_add(b, t->slot, give, (int64_t)s->lowwater);
 		free(c);
 		return -ENOTCONN;
 	}
@@ -403,7 +404,7 @@ int broker_refund(struct broker *b, const struct agent_tenant *t, uint64_t max)
 static int fail_count(struct broker *b, uint32_t slot, int64_t *out)
 {
 	struct rl_stats st;
-	int err = kern_tenant_stats(&b->a->kern, slot, &st);
+	int err = host_counters(b, slot, &st);
 
 	if (!err)
 		*out = (int64_t)(st.degraded - st.denied - st.shadow_denied);
@@ -445,15 +446,22 @@ static void count_static_debt(struct broker *b, const struct policy_tenant *p,
 /* Brings every tenant's count of fail-policy admissions up to date. */
 void broker_debt_look(struct broker *b)
 {
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		count_static_debt(b, &b->a->tenants[i].pol,
-				  &b->slots[b->a->tenants[i].slot]);
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		count_static_debt(b, t.pol, &b->slots[t.slot]);
+	}
 }
 
 void broker_debt_begin(struct broker *b)
 {
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		debt_baseline(b, &b->slots[b->a->tenants[i].slot]);
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		debt_baseline(b, &b->slots[t.slot]);
+	}
 }
 
 /* Keeps the slot table in step with the tenant set.  A slot that changed
@@ -477,10 +485,10 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 		s->rate = p->rate;
 		s->burst = p->burst;
 		s->budget = policy_overshoot_budget(p);
-		if (kern_tenant_tokens(&b->a->kern, idx, loop_now_ns()) == 0) {
+		if (host_tokens(b, idx, loop_now_ns()) == 0) {
 			credit = lease_credit(p, broker_agents_of(b));
 			s->debt = credit;
-			kern_tokens_add(&b->a->kern, idx, credit, 0);
+			host_tokens_add(b, idx, credit, 0);
 		}
 		debt_baseline(b, s);
 	}
@@ -494,9 +502,20 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 	return s;
 }
 
-static struct slot *slot_of(struct broker *b, const struct agent_tenant *t)
+static struct slot *slot_of(struct broker *b, const struct broker_tenant *t)
 {
-	return slot_sync(b, t->slot, &t->pol);
+	return slot_sync(b, t->slot, t->pol);
+}
+
+/* Keeps every slot of the tenant set in step (slot_sync()). */
+static void slots_sync(struct broker *b)
+{
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		slot_of(b, &t);
+	}
 }
 
 void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p)
@@ -509,12 +528,12 @@ void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tena
  * leases is stale budget and is dropped (paying the debt as far as it
  * goes); the fail policy alone decides from now on, and what the static
  * share admitted so far is not paid back. */
-static uint64_t expire_tenant(struct broker *b, const struct agent_tenant *t,
+static uint64_t expire_tenant(struct broker *b, const struct broker_tenant *t,
 			      struct slot *s)
 {
-	uint64_t n = kern_tokens_take(&b->a->kern, t->slot, 0);
+	uint64_t n = host_tokens_take(b, t->slot, 0);
 
-	count_static_debt(b, &t->pol, s);
+	count_static_debt(b, t->pol, s);
 	pay_debt(s, n);
 	s->debt -= s->static_debt;
 	s->static_debt = 0;
@@ -525,9 +544,12 @@ static void expire_leases(struct broker *b)
 {
 	uint64_t dropped = 0;
 
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		dropped += expire_tenant(b, &b->a->tenants[i],
-					 slot_of(b, &b->a->tenants[i]));
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		dropped += expire_tenant(b, &t, slot_of(b, &t));
+	}
 	b->tokens_expired = true;
 	if (dropped)
 		log_info("degraded past the lease TTL: %llu leased token(s) "
@@ -545,16 +567,16 @@ void broker_lease_all(struct broker *b, uint64_t now)
 {
 	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
 
-	for (size_t i = 0; i < b->a->n_tenants; i++) {
-		const struct agent_tenant *t = &b->a->tenants[i];
-		struct slot *s = slot_of(b, t);
-		uint64_t count = 0, tokens, keep, cap = lease_cap(&t->pol, broker_agents_of(b));
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant tv, *t = &tv;
+		struct slot *s;
+		uint64_t count = 0, tokens, keep, cap;
 
-		if (t->n_samples) {
-			const struct agent_sample *l = &t->samples[t->n_samples - 1];
-
-			count = l->admitted + l->denied;
-		}
+		host_tenant_at(b, i, t);
+		s = slot_of(b, t);
+		cap = lease_cap(t->pol, broker_agents_of(b));
+		if (t->n_samples)
+			count = t->last.admitted + t->last.denied;
 		if (count != s->seen_count) {
 			s->seen_count = count;
 			s->last_active_ns = now;
@@ -562,7 +584,7 @@ void broker_lease_all(struct broker *b, uint64_t now)
 		/* A lowered limit (or a grown fleet) shrinks the cap: what a
 		 * host holds beyond it goes back at once rather than being
 		 * spent under the old limit. */
-		tokens = kern_tenant_tokens(&b->a->kern, t->slot, now);
+		tokens = host_tokens(b, t->slot, now);
 		if (tokens + s->refunding > cap) {
 			broker_refund(b, t, tokens + s->refunding - cap);
 			continue;
@@ -575,7 +597,7 @@ void broker_lease_all(struct broker *b, uint64_t now)
 		/* Idle: back to the credit (or one token), so that the first
 		 * connections after a quiet spell are admitted at once, even on
 		 * every host together. */
-		keep = lease_credit(&t->pol, broker_agents_of(b));
+		keep = lease_credit(t->pol, broker_agents_of(b));
 		if (!keep)
 			keep = 1;
 		if (tokens > keep && now - s->last_grant_ns > ttl_ns)
@@ -598,10 +620,14 @@ void broker_shards_update(struct broker *b, uint64_t now)
 
 	if (!b->cc)
 		return;
-	for (size_t i = 0; i < b->a->n_tenants; i++) {
-		const struct agent_tenant *t = &b->a->tenants[i];
-		struct slot *s = slot_of(b, t);
-		bool down = !broker_slot_leasing(b, s) && !b->done;
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant tv, *t = &tv;
+		struct slot *s;
+		bool down;
+
+		host_tenant_at(b, i, t);
+		s = slot_of(b, t);
+		down = !broker_slot_leasing(b, s) && !b->done;
 
 		if (down && !s->shard_down) {
 			debt_baseline(b, s);
@@ -609,11 +635,11 @@ void broker_shards_update(struct broker *b, uint64_t now)
 			s->shard_expired = false;
 			s->shard_down_ns = now;
 		} else if (!down && s->shard_down) {
-			count_static_debt(b, &t->pol, s);
+			count_static_debt(b, t->pol, s);
 			s->shard_down = false;
 			s->shard_expired = false;
 		} else if (down) {
-			count_static_debt(b, &t->pol, s);
+			count_static_debt(b, t->pol, s);
 			if (!s->shard_expired && loop_now_ns() - s->shard_down_ns > ttl_ns) {
 				dropped += expire_tenant(b, t, s);
 				s->shard_expired = true;
@@ -621,7 +647,7 @@ void broker_shards_update(struct broker *b, uint64_t now)
 		}
 		/* Every time: a slot reconfigured for a new tenant starts
 		 * without the flag. */
-		kern_tenant_degraded(&b->a->kern, t->slot, s->shard_down);
+		host_tenant_degraded(b, t->slot, s->shard_down);
 	}
 	if (dropped)
 		log_info("shard degraded past the lease TTL: %llu leased token(s) "
@@ -639,8 +665,7 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 	if (b->cc) {
 		/* The fleet as a whole is degraded only while shutting down;
 		 * each tenant's shard says the rest. */
-		kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
-				 b->done);
+		host_fleet_state(b, now, b->done);
 		broker_cluster_check(b, now);
 		broker_shards_update(b, now);
 		if (broker_leasing(b))
@@ -649,13 +674,11 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 		return;
 	}
 	/* The kernel's view of this agent: alive, and whether Redis is. */
-	kern_fleet_state(&b->a->kern, now, b->o.stale_ms * 1000000ULL,
-			 b->circ.open || b->done);
+	host_fleet_state(b, now, b->circ.open || b->done);
 	breaker_check_timeouts(b, now);
 	broker_script_loads_check(b, now);
 	/* While degraded, and once more after: what the fail policy admitted. */
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		slot_of(b, &b->a->tenants[i]);
+	slots_sync(b);
 	if (b->circ.open)
 		broker_debt_look(b);
 	/* The time again: the breaker may have opened just now, after now
@@ -669,25 +692,28 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 
 void broker_lowwater(struct broker *b, uint32_t slot)
 {
-	struct agent_tenant *t = NULL;
+	struct broker_tenant t;
+	size_t i, n = host_tenant_count(b);
 
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		if (b->a->tenants[i].slot == slot)
-			t = &b->a->tenants[i];
-	if (!t)
+	/* a slot holds one tenant at most */
+	for (i = 0; i < n; i++) {
+		host_tenant_at(b, i, &t);
+		if (t.slot == slot)
+			break;
+	}
+	if (i == n)
 		return;
-	slot_of(b, t)->want_lease = true;
-	slot_of(b, t)->last_active_ns = loop_now_ns();
+	slot_of(b, &t)->want_lease = true;
+	slot_of(b, &t)->last_active_ns = loop_now_ns();
 	if (broker_leasing(b))
-		maybe_lease(b, t, loop_now_ns(), true);
+		maybe_lease(b, &t, loop_now_ns(), true);
 }
 
 void broker_tenants_changed(struct broker *b)
 {
 	if (!b)
 		return;
-	for (size_t i = 0; i < b->a->n_tenants; i++)
-		slot_of(b, &b->a->tenants[i]);
+	slots_sync(b);
 	if (broker_leasing(b))
 		broker_lease_all(b, loop_now_ns());
 }

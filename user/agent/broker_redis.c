@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
 #include "broker_int.h"
 #include "log.h"
 #include "redis_loop.h"
@@ -36,7 +35,7 @@ static void on_opened(struct broker *b, const char *reason)
 	snprintf(b->reason, sizeof(b->reason), "%s", reason);
 	log_warn("fleet degraded: %s; each tenant's fail policy applies once its "
 		 "leased tokens are spent", reason);
-	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, true);
+	host_fleet_state(b, loop_now_ns(), true);
 }
 
 static void shard_step(struct broker *b, int n, enum circuit_event ev,
@@ -85,7 +84,7 @@ void breaker_success(struct broker *b)
 	/* The spell's last look, while every refusal is still the fail
 	 * policy's. */
 	broker_debt_look(b);
-	kern_fleet_state(&b->a->kern, loop_now_ns(), b->o.stale_ms * 1000000ULL, false);
+	host_fleet_state(b, loop_now_ns(), false);
 	/* At once, not at the next check: the kernel spends leased tokens
 	 * only from here on. */
 	broker_lease_all(b, loop_now_ns());
@@ -477,7 +476,7 @@ int broker_cluster_open(struct broker *b)
 			 "not connected to this Redis Cluster node yet");
 	}
 	b->reply_node = -1;
-	return cc_open(b->a->loop, &co, &b->cc);
+	return cc_open(host_loop(b), &co, &b->cc);
 }
 
 /* Sends EVALSHA of script s with the key(s) and argv.  The callback gets c
@@ -568,7 +567,7 @@ static void script_load_failed(struct broker *b, int idx, const redisReply *r)
 	snprintf(b->reason, sizeof(b->reason), "%s", why);
 	if (b->load_retry)
 		return;
-	if (loop_timer_add(b->a->loop, b->load_backoff_ms, 0, on_load_retry, b,
+	if (loop_timer_add(host_loop(b), b->load_backoff_ms, 0, on_load_retry, b,
 			   &b->load_retry))
 		b->load_retry = NULL;
 	b->load_backoff_ms = b->load_backoff_ms * 2 > BACKOFF_MAX_MS ?
@@ -687,7 +686,7 @@ static void conn_retry(struct conn *c)
 		return;
 	/* Up to a quarter more, at random: a fleet that lost Redis together
 	 * does not come back in lockstep. */
-	if (loop_timer_add(c->b->a->loop, c->backoff_ms +
+	if (loop_timer_add(host_loop(c->b), c->backoff_ms +
 			   (uint64_t)rand() % (c->backoff_ms / 4 + 1), 0, on_retry, c,
 			   &c->retry))
 		c->retry = NULL;
@@ -813,7 +812,7 @@ void broker_conn_start(struct conn *c)
 		return;
 	}
 	ac->data = c;
-	if (redis_loop_attach(ac, b->a->loop)) {
+	if (redis_loop_attach(ac, host_loop(b))) {
 		redisAsyncFree(ac);
 		conn_retry(c);
 		return;

@@ -224,7 +224,7 @@ void broker_sentinel_ask(struct broker *b, bool next)
 		return;
 	}
 	ac->data = sn;
-	if (redis_loop_attach(ac, b->a->loop)) {
+	if (redis_loop_attach(ac, host_loop(b))) {
 		redisAsyncFree(ac);
 		return;
 	}

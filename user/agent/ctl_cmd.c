@@ -305,7 +305,7 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 	if (j && a->broker) {
 		struct broker_tenant_stats bt;
 
-		broker_tenant_stats(a->broker, t, &bt);
+		broker_tenant_stats(a->broker, t->slot, &t->pol, &bt);
 		json_object_set_new(j, "degraded",
 				    json_integer((json_int_t)st.s.degraded));
 		set_fields(j, &bt, lease_fields,

@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "opts.h"
 #include "preload.h"
+#include "wire.h"
 
 #define DEFAULT_METRICS		"127.0.0.1:9464"
 #define DEFAULT_STATE_DIR	"/var/lib/rlgate"
@@ -248,24 +249,6 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
 	return -1;
 }
 
-/* The agent's hooks, wired to the broker in fleet mode. */
-static void hook_slot_ready(void *ctx, uint32_t slot, const struct policy_tenant *p)
-{
-	broker_slot_ready(ctx, slot, p);
-}
-
-static void hook_policy_changed(void *ctx, const struct agent_tenant *old,
-				size_t n_old, const struct agent_tenant *now,
-				size_t n_now)
-{
-	broker_policy_changed(ctx, old, n_old, now, n_now);
-}
-
-static void hook_tenants_changed(void *ctx)
-{
-	broker_tenants_changed(ctx);
-}
-
 static void on_tick(struct loop_timer *t, void *arg)
 {
 	struct agent *a = arg;
@@ -401,16 +384,14 @@ int main(int argc, char **argv)
 	/* The broker before attach too: the kernel then starts in fleet mode
 	 * with its tenants on credit, not refusing until the first lease. */
 	if (bo.redis) {
-		if (broker_open(&a, &bo, &a.broker))
+		struct broker_host host;
+
+		wire_broker_host(&a, &host);
+		if (broker_open(&host, &bo, &a.broker))
 			goto cleanup;
 		/* the broker took the tenants the policy's start put in
 		 * place; from here on it hears of every change */
-		a.hooks = (struct agent_hooks){
-			.ctx = a.broker,
-			.slot_ready = hook_slot_ready,
-			.policy_changed = hook_policy_changed,
-			.tenants_changed = hook_tenants_changed,
-		};
+		wire_agent_hooks(&a, a.broker);
 	}
 	for (unsigned int i = 0; i < a.opts.n_ifaces; i++)
 		if (kern_attach(&a.kern, a.opts.ifaces[i], a.opts.mode))

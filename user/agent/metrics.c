@@ -241,7 +241,8 @@ static void render_fleet(FILE *f, struct agent *a)
 		for (size_t i = 0; i < a->n_tenants; i++) {
 			struct broker_tenant_stats bt;
 
-			broker_tenant_stats(a->broker, &a->tenants[i], &bt);
+			broker_tenant_stats(a->broker, a->tenants[i].slot,
+					    &a->tenants[i].pol, &bt);
 			tenant_row(f, per_tenant[m].name, a->tenants[i].pol.name);
 			fprintf(f, "%llu\n", field_at(&bt, per_tenant[m].from));
 		}

@@ -13,6 +13,11 @@
 
 #include "policy.h"
 
+/* A tenant's kernel counters as sampled at t_ns (monotonic). */
+struct lease_sample {
+	uint64_t t_ns, admitted, denied;
+};
+
 /* A host's share of the tenant's overshoot budget: the most tokens it may
  * hold at once (in its kernel, in a lease on its way, in a refund on its
  * way), at least 1. */
