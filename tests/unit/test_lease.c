@@ -1,4 +1,5 @@
-/* Unit test of user/lib/lease.c: the lease cap, the static share a host may owe, the overshoot bound, the credit, top-ups and lease sizing, as tables of inputs and decisions. */
+/* Unit test of user/lib/lease.c: the lease cap, the static share a host may owe, the overshoot bound, the credit, top-ups, lease sizing, the demand it is sized for and the wait of a saturated fleet, as tables of inputs and decisions. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -261,6 +262,123 @@ static void test_plan_within_cap(void)
 				}
 }
 
+static void test_lead(void)
+{
+	static const struct {
+		uint64_t rtt_ns, lead_ms;
+	} rows[] = {
+		{ 0, 20 },		/* no round trip measured yet */
+		{ 999999, 23 },		/* whole milliseconds, rounded down */
+		{ 1000000, 24 },
+		{ 5000000, 40 },
+		{ 20000000, 100 },	/* the most */
+		{ 2000000000, 100 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		CHECK(lease_lead_ms(rows[i].rtt_ns) == rows[i].lead_ms,
+		      "lead for a round trip of %llu ns: %llu ms, expected %llu",
+		      (unsigned long long)rows[i].rtt_ns,
+		      (unsigned long long)lease_lead_ms(rows[i].rtt_ns),
+		      (unsigned long long)rows[i].lead_ms);
+}
+
+#define MS	1000000ULL
+
+static void test_demand(void)
+{
+	static const struct {
+		const char *what;
+		unsigned int n;
+		struct lease_sample first, last;
+		uint64_t now_ns, count, sized_ns, sized_count;
+		double rate, refused;
+	} rows[] = {
+		{ "nothing sampled, never sized: not measured", 0, { 0 }, { 0 },
+		  1000 * MS, 50, 0, 0, -1, 0 },
+		/* traffic that starts after a quiet spell, before any sizing
+		 * saw it: not measured, though it ran 100/s since the sample */
+		{ "one sample, never sized: not measured", 1, { 0, 0, 0 }, { 0, 0, 0 },
+		  1000 * MS, 100, 0, 0, -1, 0 },
+		{ "3 s of samples: 300/s, 10% refused", 4, { 0, 0, 0 },
+		  { 3000 * MS, 810, 90 }, 3020 * MS, 900, 0, 0, 300, 0.1 },
+		{ "traffic moved here since the latest sample: its rate", 4,
+		  { 0, 0, 0 }, { 3000 * MS, 300, 0 }, 3500 * MS, 550, 0, 0, 500, 0 },
+		/* 50 in 50 ms since the sizing beats 90 in 450 ms since the
+		 * sample and 300 in 3 s */
+		{ "the rate since the last sizing, when it is the fastest", 4,
+		  { 0, 0, 0 }, { 3000 * MS, 300, 0 }, 3450 * MS, 390, 3400 * MS, 340,
+		  1000, 0 },
+		{ "less than 50 ms since the latest sample: the window's rate", 4,
+		  { 0, 0, 0 }, { 3000 * MS, 300, 0 }, 3040 * MS, 340, 0, 0, 100, 0 },
+		{ "traffic in the window, none since: the window's rate", 4,
+		  { 0, 0, 0 }, { 3000 * MS, 300, 0 }, 3100 * MS, 300, 0, 0, 100, 0 },
+		{ "sized 4 ms ago: too soon to count", 0, { 0 }, { 0 }, 1000 * MS, 60,
+		  996 * MS, 10, -1, 0 },
+		{ "sized 5 ms ago: counts", 0, { 0 }, { 0 }, 1000 * MS, 60, 995 * MS, 10,
+		  10000, 0 },
+		{ "sized 600 ms ago: too long ago to count", 0, { 0 }, { 0 }, 1000 * MS,
+		  600, 400 * MS, 0, -1, 0 },
+		/* the window saw none of it: what came since the sizing and
+		 * since the sample decide */
+		{ "a quiet window, then traffic", 4, { 0, 100, 0 }, { 3000 * MS, 100, 0 },
+		  3200 * MS, 150, 3100 * MS, 100, 500, 0 },
+		{ "counters that fell (a slot reset): no rate", 4, { 0, 500, 0 },
+		  { 3000 * MS, 10, 0 }, 3010 * MS, 10, 0, 0, -1, 0 },
+		{ "counters below the sizing's: no rate", 0, { 0 }, { 0 }, 1000 * MS, 10,
+		  900 * MS, 500, -1, 0 },
+		{ "every SYN refused: 100% refused", 2, { 0, 40, 0 }, { 1000 * MS, 40, 200 },
+		  1010 * MS, 240, 0, 0, 200, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct lease_meter m = {
+			.n_samples = rows[i].n, .first = rows[i].first,
+			.last = rows[i].last, .now_ns = rows[i].now_ns,
+			.count = rows[i].count, .sized_ns = rows[i].sized_ns,
+			.sized_count = rows[i].sized_count,
+		};
+		double refused = -1, rate = lease_demand(&m, &refused);
+
+		CHECK(fabs(rate - rows[i].rate) < 1e-6 &&
+		      fabs(refused - rows[i].refused) < 1e-9,
+		      "%s: %g/s with %g refused, expected %g/s and %g", rows[i].what,
+		      rate, refused, rows[i].rate, rows[i].refused);
+	}
+}
+
+static void test_wait(void)
+{
+	static const struct {
+		const char *what;
+		uint64_t count, period;
+		uint64_t asked, granted, remaining, chunk, advised_ms;
+		uint64_t wait_ms;
+	} rows[] = {
+		{ "granted nothing: Redis's advice", 100, 1, 10, 0, 0, 5, 40, 40 },
+		{ "granted in part: no wait", 100, 1, 10, 4, 0, 5, 0, 0 },
+		{ "granted in full, a chunk left: no wait", 100, 1, 10, 10, 5, 5, 0, 0 },
+		{ "granted in full, 3 short of a chunk at 100/s: 30 ms", 100, 1, 10, 10,
+		  2, 5, 0, 30 },
+		{ "4 short at 30/s: 133.3 ms, rounded up", 30, 1, 8, 8, 0, 4, 0, 134 },
+		{ "1/m, one short: a minute", 1, 60, 1, 1, 0, 1, 0, 60000 },
+		{ "an empty bucket at 3000/s, chunk 90: 30 ms", 3000, 1, 300, 300, 0, 90,
+		  0, 30 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct policy_tenant t = tenant(rows[i].count, rows[i].period, 100, 0,
+						POLICY_FAIL_STATIC);
+		uint64_t w = lease_wait_ms(&t, rows[i].asked, rows[i].granted,
+					   rows[i].remaining, rows[i].chunk,
+					   rows[i].advised_ms);
+
+		CHECK(w == rows[i].wait_ms, "%s: wait %llu ms, expected %llu",
+		      rows[i].what, (unsigned long long)w,
+		      (unsigned long long)rows[i].wait_ms);
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_limits);
@@ -268,5 +386,8 @@ int main(void)
 	CHECK_RUN(test_topup);
 	CHECK_RUN(test_plan);
 	CHECK_RUN(test_plan_within_cap);
+	CHECK_RUN(test_lead);
+	CHECK_RUN(test_demand);
+	CHECK_RUN(test_wait);
 	return check_exit();
 }

@@ -33,10 +33,6 @@
  * Together: lease_bound() (docs/operations.md).
  */
 
-#define LEAD_MIN_MS	20	/* a lease's lead time: at least this, */
-#define LEAD_MAX_MS	100	/* at most this, else four round trips */
-#define METER_MIN_MS	5	/* demand since the last sizing: once this old, */
-#define METER_MAX_MS	500	/* and no older than this */
 #define RESIZE_MS	250	/* sizes of a busy tenant: at least this often */
 
 uint64_t broker_agents_of(const struct broker *b)
@@ -61,50 +57,8 @@ static uint64_t pay_debt(struct slot *s, uint64_t n)
 	return n - pay;
 }
 
-/* The host's demand (admitted + refused per second): the largest of the
- * rate over the last few seconds, the rate since the last one-second sample
- * and the rate since the last sizing, so that traffic moving to this host
- * gets big leases at once, not after the window has caught up.  Traffic that
- * starts after a quiet spell, before a recent sizing could measure it, is
- * not measured yet (negative): the two longer rates would average the quiet
- * spell in.  *refused: the part of the demand refused over the window. */
-static double demand(const struct broker_tenant *t, struct slot *s,
-		     const struct rl_stats *now_st, uint64_t now, double *refused)
-{
-	uint64_t count = now_st->admitted + now_st->denied, age = now - s->meter_ns;
-	const struct lease_sample *o, *l;
-	double dt, rate = -1, meter = -1;
-
-	*refused = 0;
-	if (t->n_samples >= 2) {
-		o = &t->first;
-		l = &t->last;
-		dt = (double)(l->t_ns - o->t_ns) / 1e9;
-		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied &&
-		    l->admitted + l->denied > o->admitted + o->denied) {
-			rate = (double)(l->admitted + l->denied - o->admitted -
-					o->denied) / dt;
-			*refused = (double)(l->denied - o->denied) /
-				   (double)(l->admitted + l->denied - o->admitted -
-					    o->denied);
-		}
-	}
-	if (s->meter_ns && age >= METER_MIN_MS * 1000000ULL &&
-	    age <= METER_MAX_MS * 1000000ULL && count >= s->meter_count)
-		meter = (double)(count - s->meter_count) / ((double)age / 1e9);
-	if (rate <= 0 && meter < 0)
-		return -1;
-	if (t->n_samples >= 1) {
-		l = &t->last;
-		dt = (double)(now - l->t_ns) / 1e9;
-		if (dt >= 0.05 && count >= l->admitted + l->denied &&
-		    (double)(count - l->admitted - l->denied) / dt > rate)
-			rate = (double)(count - l->admitted - l->denied) / dt;
-	}
-	return meter > rate ? meter : rate;
-}
-
-/* Sizes the next lease and the low-water mark (lease_plan()). */
+/* Sizes the next lease and the low-water mark for the host's demand
+ * (lease_demand(), lease_plan()). */
 static void size_lease(const struct broker *b, const struct broker_tenant *t,
 		       struct slot *s, uint64_t now)
 {
@@ -112,15 +66,19 @@ static void size_lease(const struct broker *b, const struct broker_tenant *t,
 	struct lease_plan p;
 	struct lease_in in = {
 		.rate = -1, .t = t->pol, .agents = broker_agents_of(b),
-		.ttl_ms = b->o.lease_ttl_ms,
+		.ttl_ms = b->o.lease_ttl_ms, .lead_ms = lease_lead_ms(b->rtt_ns),
 	};
-	uint64_t lead = LEAD_MIN_MS + 4 * b->rtt_ns / 1000000ULL;
 
-	in.lead_ms = lead > LEAD_MAX_MS ? LEAD_MAX_MS : lead;
 	if (host_counters(b, t->slot, &st) == 0) {
-		in.rate = demand(t, s, &st, now, &in.refused);
+		struct lease_meter m = {
+			.n_samples = t->n_samples, .first = t->first, .last = t->last,
+			.now_ns = now, .count = st.admitted + st.denied,
+			.sized_ns = s->meter_ns, .sized_count = s->meter_count,
+		};
+
+		in.rate = lease_demand(&m, &in.refused);
 		s->meter_ns = now;
-		s->meter_count = st.admitted + st.denied;
+		s->meter_count = m.count;
 	}
 	lease_plan(&in, &p);
 	s->lease = p.size;
@@ -177,7 +135,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	struct broker *b = c->b;
 	struct slot *s = &b->slots[c->slot];
 	redisReply *r = reply;
-	uint64_t now = loop_now_ns(), granted, remaining, wait_ms, add, held, cap;
+	uint64_t now = loop_now_ns(), granted, remaining, wait_ms, add, room;
 	struct broker_tenant found, *t = NULL;
 
 	(void)ac;
@@ -218,26 +176,15 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	/* The debt first; the kernel gets the rest, within the cap (which
 	 * may have shrunk while we asked: the excess lapses). */
 	add = pay_debt(s, granted);
-	held = held_of(b, s);
-	cap = lease_cap(t->pol, broker_agents_of(b));
-	if (add > (held < cap ? cap - held : 0)) {
+	room = lease_topup(lease_cap(t->pol, broker_agents_of(b)), held_of(b, s), add);
+	if (add > room) {
 		log_debug("lease '%s': %llu token(s) beyond the cap dropped", c->name,
-			  (unsigned long long)(add - (held < cap ? cap - held : 0)));
-		add = held < cap ? cap - held : 0;
+			  (unsigned long long)(add - room));
+		add = room;
 	}
 	host_tokens_add(b, c->slot, add, (int64_t)s->lowwater);
 	s->scarce = remaining < c->chunk;
-	if (granted == c->n && remaining < c->chunk) {
-		/* Granted in full, but the global bucket cannot serve the
-		 * next chunk yet: the fleet is at its limit.  Prefetching
-		 * now would only fetch crumbs; come back when a chunk has
-		 * refilled (ignoring other hosts, who only make it later).
-		 * The low-water mark covers that long (lease_plan()). */
-		uint64_t per_ms = t->pol->rate.period_s * 1000;
-
-		wait_ms = ((c->chunk - remaining) * per_ms + t->pol->rate.count - 1) /
-			  t->pol->rate.count;
-	}
+	wait_ms = lease_wait_ms(t->pol, c->n, granted, remaining, c->chunk, wait_ms);
 	if (wait_ms) {
 		/* Saturated: come back exactly when a worthwhile chunk is
 		 * there.  Late, the bucket overflows its burst and the fleet

@@ -151,3 +151,55 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 	out->lowwater = w < 0 ? 0 : (uint64_t)w;
 	out->chunk = chunk < 1 ? 1 : chunk > l ? out->size : (uint64_t)chunk;
 }
+
+uint64_t lease_lead_ms(uint64_t rtt_ns)
+{
+	uint64_t lead = LEASE_LEAD_MIN_MS + 4 * rtt_ns / 1000000ULL;
+
+	return lead > LEASE_LEAD_MAX_MS ? LEASE_LEAD_MAX_MS : lead;
+}
+
+double lease_demand(const struct lease_meter *m, double *refused)
+{
+	const struct lease_sample *o = &m->first, *l = &m->last;
+	uint64_t age = m->now_ns - m->sized_ns;
+	double dt, rate = -1, meter = -1;
+
+	*refused = 0;
+	if (m->n_samples >= 2) {
+		dt = (double)(l->t_ns - o->t_ns) / 1e9;
+		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied &&
+		    l->admitted + l->denied > o->admitted + o->denied) {
+			rate = (double)(l->admitted + l->denied - o->admitted -
+					o->denied) / dt;
+			*refused = (double)(l->denied - o->denied) /
+				   (double)(l->admitted + l->denied - o->admitted -
+					    o->denied);
+		}
+	}
+	if (m->sized_ns && age >= LEASE_METER_MIN_MS * 1000000ULL &&
+	    age <= LEASE_METER_MAX_MS * 1000000ULL && m->count >= m->sized_count)
+		meter = (double)(m->count - m->sized_count) / ((double)age / 1e9);
+	if (rate <= 0 && meter < 0)
+		return -1;
+	if (m->n_samples >= 1) {
+		dt = (double)(m->now_ns - l->t_ns) / 1e9;
+		if (dt >= 0.05 && m->count >= l->admitted + l->denied &&
+		    (double)(m->count - l->admitted - l->denied) / dt > rate)
+			rate = (double)(m->count - l->admitted - l->denied) / dt;
+	}
+	return meter > rate ? meter : rate;
+}
+
+uint64_t lease_wait_ms(const struct policy_tenant *t, uint64_t asked,
+		       uint64_t granted, uint64_t remaining, uint64_t chunk,
+		       uint64_t advised_ms)
+{
+	uint64_t per_ms = t->rate.period_s * 1000;
+
+	/* Ignoring other hosts, who only make it later. */
+	if (granted == asked && remaining < chunk)
+		return ((chunk - remaining) * per_ms + t->rate.count - 1) /
+		       t->rate.count;
+	return advised_ms;
+}

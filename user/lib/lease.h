@@ -2,8 +2,9 @@
 /* Fleet mode's lease arithmetic, as pure functions: how much a host may hold
  * of a tenant's tokens (the lease cap), what the fleet may admit beyond the
  * limit (the overshoot bound), and how big each lease and low-water mark are
- * for a host's observed traffic.  The broker (user/agent/broker.c) does the
- * I/O around these; docs/operations.md explains the choices to operators.
+ * for a host's observed traffic, and when to come back to a bucket that is
+ * short.  The broker (user/agent/broker_lease.c) does the I/O around these;
+ * docs/operations.md explains the choices to operators.
  */
 #ifndef RL_LEASE_H
 #define RL_LEASE_H
@@ -86,5 +87,52 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out);
 /* Tokens to ask for so that held + the lease stays within cap: min(size,
  * cap - held), 0 when the host already holds its cap. */
 uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size);
+
+/* A lease's lead time (how long it takes to arrive, with margin) for a
+ * round trip of rtt_ns: four round trips on top of LEASE_LEAD_MIN_MS, at
+ * most LEASE_LEAD_MAX_MS. */
+#define LEASE_LEAD_MIN_MS	20
+#define LEASE_LEAD_MAX_MS	100
+uint64_t lease_lead_ms(uint64_t rtt_ns);
+
+/* The rate since the last sizing counts once that is this old, and no
+ * older than this. */
+#define LEASE_METER_MIN_MS	5
+#define LEASE_METER_MAX_MS	500
+
+/* What a host's demand for a tenant is measured from. */
+struct lease_meter {
+	unsigned int n_samples;		/* 1 s samples kept: first and last are
+					 * valid from 1 */
+	struct lease_sample first, last;	/* the oldest and the latest */
+	uint64_t now_ns, count;		/* now, and admitted + refused by now */
+	uint64_t sized_ns, sized_count;	/* the same at the last sizing
+					 * (sized_ns 0: none yet) */
+};
+
+/*
+ * The host's demand (admitted + refused per second): the largest of the
+ * rate over the samples, the rate since the latest sample (at least 50 ms
+ * ago) and the rate since the last sizing, so that traffic moving to this
+ * host gets big leases at once, not after the samples have caught up.
+ * Negative when not measured yet: traffic that starts after a quiet spell,
+ * before a sizing could measure it (the longer rates would average the
+ * quiet spell in).  Counters that fell (a slot reset) measure nothing.
+ * *refused: the part of the demand refused over the samples, 0 .. 1.
+ */
+double lease_demand(const struct lease_meter *m, double *refused);
+
+/*
+ * How long to wait before the next lease, after a reply that granted
+ * `granted` of the `asked` tokens and left `remaining` in the global
+ * bucket.  Redis's own advice (advised_ms, given when it granted nothing);
+ * or, granted in full but with less than `chunk` left, the time until a
+ * chunk has refilled at the tenant's rate, rounded up: the fleet is at its
+ * limit, and prefetching sooner would only fetch crumbs (the low-water mark
+ * covers that long: lease_plan()).  0: no need to wait.
+ */
+uint64_t lease_wait_ms(const struct policy_tenant *t, uint64_t asked,
+		       uint64_t granted, uint64_t remaining, uint64_t chunk,
+		       uint64_t advised_ms);
 
 #endif /* RL_LEASE_H */
