@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* libFuzzer target for rlagent's policy state file: the bytes of a
  * policy.json go through the strict JSON reader and the agent's own
- * document parser (parse_doc in user/agent/agent.c, included here so its
- * static functions are reachable; the kernel calls are stubs).
+ * document parser (parse_doc in user/agent/agent_state.c, included here
+ * with the tenant set's other files that its writer calls, so that static
+ * functions are reachable; the kernel calls are stubs).
  * Invariants: no crash or sanitizer report; a document that parses
- * survives a round trip through the agent's writer, save_policy, into a
+ * survives a round trip through the agent's writer, agent_save_policy, into a
  * private directory under /dev/shm and back (same tenants, slots, versions
  * and policies); every tenant parsed passes policy_validate.
  *
@@ -14,6 +15,8 @@
  *   ./fuzz_state -max_total_time=60 tests/fuzz/corpus/state
  */
 #include "../../user/agent/agent.c"
+#include "../../user/agent/agent_state.c"
+#include "../../user/agent/agent_tombs.c"
 
 #include <assert.h>
 #include <unistd.h>
@@ -119,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(ts[i].version >= 1);
 	}
 	/* What the agent writes back must read back the same. */
-	assert(save_policy(&writer, ts, n, NULL, 0, version) == 0);
+	assert(agent_save_policy(&writer, ts, n, NULL, 0, version) == 0);
 	assert(state_load(writer_dir, AGENT_POLICY_FILE, &again, err,
 			  sizeof(err)) == 0);
 	assert(parse_doc(again, &ts2, &n2, &version2, err) == 0);

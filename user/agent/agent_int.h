@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The tenant set's insides, shared by its files and by nothing else:
+ * agent.c (the set and its changes, all or nothing), agent_tombs.c
+ * (tombstones and versions), agent_fleet.c (the fleet's changes),
+ * agent_state.c (the state file, start-up) and agent_rates.c (samples).
+ */
+#ifndef RL_AGENT_INT_H
+#define RL_AGENT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "agent.h"
+
+/* The slots a set uses, one bit each: a set of thousands of tenants is
+ * asked about every slot, so asking must not walk the set. */
+struct slot_map {
+	uint64_t bits[RL_MAX_TENANTS / 64];
+};
+
+static inline void slots_of(const struct agent_tenant *ts, size_t n,
+			    struct slot_map *m)
+{
+	memset(m, 0, sizeof(*m));
+	for (size_t i = 0; i < n; i++)
+		if (ts[i].slot < RL_MAX_TENANTS)
+			m->bits[ts[i].slot / 64] |= 1ULL << (ts[i].slot % 64);
+}
+
+static inline bool slot_in(const struct slot_map *m, uint32_t slot)
+{
+	return slot < RL_MAX_TENANTS && (m->bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+/* Names sorted, each with its position in the array it came from, for
+ * lookups in time log n: a change of a set of thousands of tenants looks
+ * each of them up in the set before and among the tombstones. */
+struct name_entry {
+	const char *name;
+	size_t pos;
+};
+
+struct name_index {
+	struct name_entry *e;	/* freed by the caller */
+	size_t n;
+};
+
+/* Indexes the n names found `stride` bytes apart from `first`, or the
+ * names of the tenants ts[0..n).  0 or -ENOMEM. */
+int agent_index_names(const char *first, size_t stride, size_t n,
+		      struct name_index *ix);
+int agent_index_tenants(const struct agent_tenant *ts, size_t n,
+			struct name_index *ix);
+
+/* The position of name, or SIZE_MAX. */
+size_t agent_index_find(const struct name_index *ix, const char *name);
+
+/* agent.c */
+
+/* Makes the kernel hold exactly ts where it held old.  0 or -errno (the
+ * rules' -ENOSPC included). */
+int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
+		     size_t n_old, const struct agent_tenant *ts, size_t n);
+
+/* Replaces the tenant set with next (taken over, freed on failure), all
+ * or nothing: the state file and the kernel, then the hooks. */
+enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
+			     size_t n, char *err);
+
+/* A copy of the tenant set with room for extra more.  NULL when out of
+ * memory. */
+struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra);
+
+/* agent_tombs.c */
+
+/* The tombstones once next[0..n) replaces the current set.  NULL when out
+ * of memory. */
+struct agent_tomb *agent_next_tombs(struct agent *a, const struct agent_tenant *next,
+				    size_t n, size_t *n_out);
+
+/* agent_state.c */
+
+/* Writes the state file of ts[0..n) and tombs[0..n_tombs) at version.  0
+ * or -errno. */
+int agent_save_policy(struct agent *a, const struct agent_tenant *ts, size_t n,
+		      const struct agent_tomb *tombs, size_t n_tombs,
+		      uint64_t version);
+
+#endif /* RL_AGENT_INT_H */

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The tenants' rates: every second the kernel's counters of each tenant
+ * are sampled (the last AGENT_RATE_SAMPLES kept), and rates are the
+ * difference over the samples kept - for rlctl, metrics and lease sizing.
+ */
+#include <string.h>
+
+#include "agent.h"
+
+void agent_sample(struct agent *a)
+{
+	uint64_t now = loop_now_ns();
+
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		struct agent_tenant *t = &a->tenants[i];
+		struct rl_stats s;
+
+		if (kern_tenant_stats(&a->kern, t->slot, &s))
+			continue;
+		if (t->n_samples == AGENT_RATE_SAMPLES) {
+			memmove(t->samples, t->samples + 1,
+				(AGENT_RATE_SAMPLES - 1) * sizeof(t->samples[0]));
+			t->n_samples--;
+		}
+		t->samples[t->n_samples++] = (struct agent_sample){
+			.t_ns = now, .admitted = s.admitted, .denied = s.denied,
+		};
+	}
+}
+
+void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
+			struct agent_tenant_stats *out)
+{
+	struct kern_conns kc;
+
+	memset(out, 0, sizeof(*out));
+	kern_tenant_stats(&a->kern, t->slot, &out->s);
+	out->tokens = kern_tenant_tokens(&a->kern, t->slot, loop_now_ns());
+	if (a->kern.preload) {
+		out->points = true;
+		kern_point_stats(&a->kern, t->slot, &out->kernel, &out->preload);
+		kern_point_tokens(&a->kern, t->slot, loop_now_ns(),
+				  &out->kernel_tokens, &out->preload_tokens);
+	}
+	if (t->pol.max_conns && !kern_tenant_conns(&a->kern, t->slot, &kc)) {
+		out->max_conns = t->pol.max_conns;
+		out->conns = kc.in_flight > 0 ? (uint64_t)kc.in_flight : 0;
+		out->conn_slots = kc.slots > 0 ? (uint64_t)kc.slots : 0;
+		out->conn_denied = kc.s.denied;
+		out->conns_opened = kc.s.opened;
+		out->conns_closed = kc.s.closed;
+		out->conns_forgotten = kc.forgotten;
+	}
+	if (t->n_samples >= 2) {
+		const struct agent_sample *o = &t->samples[0];
+		const struct agent_sample *l = &t->samples[t->n_samples - 1];
+		double dt = (double)(l->t_ns - o->t_ns) / 1e9;
+
+		/* Counters only grow, but a slot reset on re-creation could
+		 * make them fall: no negative rates. */
+		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied) {
+			out->admit_rate = (double)(l->admitted - o->admitted) / dt;
+			out->deny_rate = (double)(l->denied - o->denied) / dt;
+		}
+	}
+}

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The tenant set on disk: the state file written at every change (one
+ * tenant a line, each line encoded once and cached per slot), read and
+ * checked at start-up, and the kernel made to match it.  A damaged file
+ * is quarantined and the kernel left as it is.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_int.h"
+#include "log.h"
+#include "state.h"
+
+/* The state file's line for tenant t: from the slot's cache when neither
+ * the tenant nor its version changed since it was made.  NULL when out of
+ * memory. */
+static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
+{
+	struct agent_text *c;
+	json_t *j;
+	char *text;
+
+	if (!a->texts) {
+		a->texts = calloc(RL_MAX_TENANTS, sizeof(*a->texts));
+		if (!a->texts)
+			return NULL;
+	}
+	c = &a->texts[t->slot];
+	/* Bytes equal means fields equal; a difference in padding only costs
+	 * an encoding. */
+	if (c->text && c->version == t->version &&
+	    memcmp(&c->pol, &t->pol, sizeof(c->pol)) == 0)
+		return c->text;
+	j = agent_tenant_json(t);
+	text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	if (!text)
+		return NULL;
+	free(c->text);
+	c->text = text;
+	c->pol = t->pol;
+	c->version = t->version;
+	return text;
+}
+
+/* Appends len bytes to the buffer *buf of *n bytes, *cap allocated.  0 or
+ * -ENOMEM. */
+static int append(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
+{
+	if (*n + len + 1 > *cap) {
+		size_t c = *cap ? *cap : 4096;
+		char *p;
+
+		while (c < *n + len + 1)
+			c *= 2;
+		p = realloc(*buf, c);
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = c;
+	}
+	memcpy(*buf + *n, s, len);
+	*n += len;
+	(*buf)[*n] = '\0';
+	return 0;
+}
+
+/*
+ * Writes the state file: {"version":N,"deleted":[...],"tenants":[...]}, one
+ * tenant a line.  The tenants' text comes from tenant_text(), so that a
+ * change of one tenant among thousands does not encode them all again.
+ */
+int agent_save_policy(struct agent *a, const struct agent_tenant *ts,
+		      size_t n, const struct agent_tomb *tombs, size_t n_tombs,
+		      uint64_t version)
+{
+	json_t *del = json_array();
+	char *head = NULL, *buf = NULL;
+	size_t len = 0, cap = 0;
+	int err = -ENOMEM;
+
+	for (size_t i = 0; del && i < n_tombs; i++)
+		json_array_append_new(del, json_pack("{s:s,s:I}", "name",
+				      tombs[i].name, "version",
+				      (json_int_t)tombs[i].version));
+	head = del ? json_dumps(del, JSON_COMPACT) : NULL;
+	if (!head)
+		goto cleanup;
+	{
+		char start[64];
+
+		snprintf(start, sizeof(start), "{\"version\":%llu,\"deleted\":",
+			 (unsigned long long)version);
+		if (append(&buf, &len, &cap, start, strlen(start)) ||
+		    append(&buf, &len, &cap, head, strlen(head)) ||
+		    append(&buf, &len, &cap, ",\"tenants\":[", 12))
+			goto cleanup;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *t = tenant_text(a, &ts[i]);
+
+		if (!t || append(&buf, &len, &cap, i ? ",\n" : "\n", i ? 2 : 1) ||
+		    append(&buf, &len, &cap, t, strlen(t)))
+			goto cleanup;
+	}
+	if (append(&buf, &len, &cap, "\n]}", 3))
+		goto cleanup;
+	err = state_save_text(a->opts.state_dir, AGENT_POLICY_FILE, buf, len);
+cleanup:
+	json_decref(del);
+	free(head);
+	free(buf);
+	return err;
+}
+
+/* Turns the state document into tenants with slots.  0, or -EINVAL with
+ * the problem in err. */
+static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
+		     uint64_t *version, char *err)
+{
+	struct policy_tenant *flat = NULL;
+	struct agent_tenant *ts = NULL;
+	struct slot_map used = { 0 };
+	json_t *arr, *item, *v;
+	size_t i, n;
+	int e = -EINVAL;
+
+	if (!json_is_object(doc)) {
+		snprintf(err, POLICY_ERR_MAX, "not a JSON object");
+		return -EINVAL;
+	}
+	v = json_object_get(doc, "version");
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		snprintf(err, POLICY_ERR_MAX, "'version' missing or not a "
+			 "non-negative integer");
+		return -EINVAL;
+	}
+	*version = (uint64_t)json_integer_value(v);
+	arr = json_object_get(doc, "tenants");
+	if (!json_is_array(arr)) {
+		snprintf(err, POLICY_ERR_MAX, "'tenants' missing or not an array");
+		return -EINVAL;
+	}
+	n = json_array_size(arr);
+	if (n > RL_MAX_TENANTS) {
+		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %d", n,
+			 RL_MAX_TENANTS);
+		return -EINVAL;
+	}
+	ts = calloc(n ? n : 1, sizeof(*ts));
+	flat = calloc(n ? n : 1, sizeof(*flat));
+	if (!ts || !flat) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		e = -ENOMEM;
+		goto cleanup;
+	}
+	json_array_foreach(arr, i, item) {
+		char terr[POLICY_ERR_MAX];
+		json_t *copy;
+		json_int_t id;
+		int r;
+
+		v = json_object_get(item, "id");
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) >= RL_MAX_TENANTS) {
+			snprintf(err, POLICY_ERR_MAX, "tenant %zu: 'id' missing or "
+				 "not a slot number from 0 to %d", i,
+				 RL_MAX_TENANTS - 1);
+			goto cleanup;
+		}
+		id = json_integer_value(v);
+		v = json_object_get(item, "version");
+		ts[i].version = json_is_integer(v) && json_integer_value(v) > 0 ?
+				(uint64_t)json_integer_value(v) : 0;
+		copy = json_copy(item);
+		json_object_del(copy, "id");
+		json_object_del(copy, "version");
+		r = policy_tenant_from_json(copy, &ts[i].pol, terr);
+		if (!r && !ts[i].version)
+			ts[i].version = 1;
+		json_decref(copy);
+		if (r) {
+			snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);
+			goto cleanup;
+		}
+		if (slot_in(&used, (uint32_t)id)) {
+			snprintf(err, POLICY_ERR_MAX, "tenant %zu: slot %lld used "
+				 "twice", i, (long long)id);
+			goto cleanup;
+		}
+		ts[i].slot = (uint32_t)id;
+		used.bits[id / 64] |= 1ULL << (id % 64);
+		flat[i] = ts[i].pol;
+	}
+	if (policy_validate_set(flat, n, err))
+		goto cleanup;
+	*out = ts;
+	*n_out = n;
+	ts = NULL;
+	e = 0;
+cleanup:
+	free(flat);
+	free(ts);
+	return e;
+}
+
+/* The "deleted" list of the state document (absent in older files).
+ * 0, or -EINVAL with the problem in err. */
+static int parse_tombs(json_t *doc, struct agent_tomb **out, size_t *n_out,
+		       char *err)
+{
+	json_t *arr = json_object_get(doc, "deleted"), *item;
+	struct agent_tomb *ts;
+	size_t i, n;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!arr)
+		return 0;
+	n = json_array_size(arr);
+	if (!json_is_array(arr) || n > AGENT_MAX_TOMBS) {
+		snprintf(err, POLICY_ERR_MAX, "'deleted' is not an array of at "
+			 "most %d entries", AGENT_MAX_TOMBS);
+		return -EINVAL;
+	}
+	ts = calloc(n + 1, sizeof(*ts));
+	if (!ts)
+		return -ENOMEM;
+	json_array_foreach(arr, i, item) {
+		json_t *name = json_object_get(item, "name");
+		json_t *v = json_object_get(item, "version");
+		char perr[POLICY_ERR_MAX];
+
+		if (!json_is_string(name) || !json_is_integer(v) ||
+		    json_integer_value(v) < 1 ||
+		    policy_parse_name(json_string_value(name), ts[i].name, perr)) {
+			snprintf(err, POLICY_ERR_MAX, "deleted tenant %zu: expected "
+				 "a valid name and a version", i);
+			free(ts);
+			return -EINVAL;
+		}
+		ts[i].version = (uint64_t)json_integer_value(v);
+	}
+	*out = ts;
+	*n_out = n;
+	return 0;
+}
+
+int agent_policy_start(struct agent *a)
+{
+	char err[POLICY_ERR_MAX + STATE_ERR_MAX], bad[4200];
+	struct agent_tenant *ts = NULL;
+	struct slot_map used;
+	uint64_t version = 0;
+	json_t *doc = NULL;
+	size_t n = 0;
+	int e;
+
+	e = state_secure_dir(a->opts.state_dir, 0700, (gid_t)-1, err, sizeof(err));
+	if (e) {
+		log_error("%s", err);
+		return e;
+	}
+	e = state_load(a->opts.state_dir, AGENT_POLICY_FILE, &doc, err,
+		       sizeof(err));
+	if (e == 0) {
+		e = parse_doc(doc, &ts, &n, &version, err);
+		if (!e) {
+			e = parse_tombs(doc, &a->tombs, &a->n_tombs, err);
+			if (e) {
+				free(ts);
+				ts = NULL;
+				n = 0;
+			}
+		}
+		json_decref(doc);
+		if (e == -ENOMEM)
+			return e;
+		if (e)
+			e = -EBADMSG;
+	}
+	if (e == -EBADMSG) {
+		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
+			  AGENT_POLICY_FILE, err);
+		if (state_quarantine(a->opts.state_dir, AGENT_POLICY_FILE, bad,
+				     sizeof(bad)) == 0)
+			log_error("moved the damaged policy to '%s'; starting with "
+				  "an empty policy and leaving the kernel's rules "
+				  "in force until the next change", bad);
+		a->policy_damaged = true;
+		return 0;
+	}
+	if (e && e != -ENOENT) {
+		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
+			  AGENT_POLICY_FILE, err);
+		return e;
+	}
+
+	/* The file is the truth; the kernel may have adopted maps from an
+	 * older run.  A slot that is live keeps its bucket: passing the set
+	 * as its own predecessor makes only dead slots fresh. */
+	e = agent_kern_apply(a, ts, n, ts, n);
+	if (e) {
+		free(ts);
+		return e;
+	}
+	slots_of(ts, n, &used);
+	for (uint32_t s = 0; s < RL_MAX_TENANTS; s++)
+		if (kern_slot_live(&a->kern, s) && !slot_in(&used, s)) {
+			log_info("cleared kernel slot %u: not in the policy", s);
+			kern_tenant_clear(&a->kern, s);
+		}
+	a->tenants = ts;
+	a->n_tenants = n;
+	a->policy_version = version;
+	log_info("policy: %zu tenants (version %llu)", n,
+		 (unsigned long long)version);
+	agent_prune_tombs(a);
+	return 0;
+}

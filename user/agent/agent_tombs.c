@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Tombstones and versions: a deleted tenant is remembered with the version
+ * of its deletion for --tombstone-ttl, so that older copies of it (the
+ * fleet's store, an agent that was away) cannot bring it back; versions are
+ * milliseconds since the epoch, so that across the fleet the latest change
+ * wins.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_int.h"
+#include "log.h"
+
+const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name)
+{
+	for (size_t i = 0; i < a->n_tombs; i++)
+		if (strcmp(a->tombs[i].name, name) == 0)
+			return &a->tombs[i];
+	return NULL;
+}
+
+/* The fleet's version of name in the batch being applied, or 0. */
+static uint64_t fleet_version_of(const struct agent *a, const char *name)
+{
+	for (size_t i = 0; i < a->fleet_n; i++)
+		if (strcmp(a->fleet_batch[i].name, name) == 0)
+			return a->fleet_batch[i].version;
+	return 0;
+}
+
+/*
+ * The tombstones once `next` replaces the current set: a tenant that comes
+ * back loses its tombstone, a tenant that goes gets one - with the fleet's
+ * version when the fleet deleted it, else a new one.  Past AGENT_MAX_TOMBS
+ * the oldest are forgotten.  NULL when out of memory.
+ */
+struct agent_tomb *agent_next_tombs(struct agent *a,
+				    const struct agent_tenant *next, size_t n,
+				    size_t *n_out)
+{
+	struct agent_tomb *ts = calloc(a->n_tombs + a->n_tenants + 1, sizeof(*ts));
+	struct name_index in_next = { 0 }, kept = { 0 };
+	size_t k = 0, n_kept;
+
+	if (!ts || agent_index_tenants(next, n, &in_next))
+		goto fail;
+	for (size_t i = 0; i < a->n_tombs; i++)
+		if (agent_index_find(&in_next, a->tombs[i].name) == SIZE_MAX)
+			ts[k++] = a->tombs[i];
+	n_kept = k;
+	if (agent_index_names(ts[0].name, sizeof(*ts), n_kept, &kept))
+		goto fail;
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		const struct agent_tenant *t = &a->tenants[i];
+		size_t j;
+
+		if (agent_index_find(&in_next, t->pol.name) != SIZE_MAX)
+			continue;
+		/* A tombstone of a live tenant (a state file edited by hand)
+		 * gives way to the new one. */
+		j = agent_index_find(&kept, t->pol.name);
+		if (j == SIZE_MAX)
+			j = k++;
+		snprintf(ts[j].name, sizeof(ts[j].name), "%s", t->pol.name);
+		ts[j].version = a->fleet_update ? fleet_version_of(a, t->pol.name) : 0;
+		if (!ts[j].version)
+			ts[j].version = agent_next_version(a, t->version);
+	}
+	free(in_next.e);
+	free(kept.e);
+	if (k > AGENT_MAX_TOMBS) {
+		/* oldest first out: they sit at the front */
+		memmove(ts, ts + (k - AGENT_MAX_TOMBS), AGENT_MAX_TOMBS * sizeof(*ts));
+		k = AGENT_MAX_TOMBS;
+	}
+	*n_out = k;
+	return ts;
+fail:
+	free(in_next.e);
+	free(ts);
+	return NULL;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t agent_next_version(const struct agent *a, uint64_t prev)
+{
+	uint64_t ms = wall_ms();
+
+	(void)a;
+	return ms > prev ? ms : prev + 1;
+}
+
+uint64_t agent_tomb_left_ms(const struct agent *a, uint64_t version)
+{
+	uint64_t now = wall_ms(), ttl = a->opts.tomb_ttl_ms ? a->opts.tomb_ttl_ms :
+							      AGENT_TOMB_TTL_MS;
+
+	return version + ttl > now ? version + ttl - now : 0;
+}
+
+/*
+ * A tombstone keeps a tenant deleted against older copies of it (an agent
+ * that was away, a Redis re-seeded from the agents), but only for a while:
+ * otherwise every name ever deleted would be kept, offered to Redis at each
+ * reconnect and written to the state file forever.  Its time is the
+ * deletion's version (milliseconds since the epoch, from the host that
+ * deleted it), so every agent and Redis forget it at about the same moment.
+ */
+void agent_prune_tombs(struct agent *a)
+{
+	size_t k = 0, n = a->n_tombs;
+	int e;
+
+	for (size_t i = 0; i < n; i++)
+		if (agent_tomb_left_ms(a, a->tombs[i].version))
+			a->tombs[k++] = a->tombs[i];
+	if (k == n)
+		return;
+	a->n_tombs = k;
+	log_debug("forgot %zu deleted tenant(s) after the tombstone TTL", n - k);
+	e = agent_save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
+			a->policy_version);
+	if (e)
+		log_warn("couldn't write the state file in '%s': %s",
+			 a->opts.state_dir, strerror(-e));
+}
