@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* rlagent's side of the kernel: loading the XDP/tc program with its maps
  * pinned (and adopted on restart), attaching it without a gap in
- * enforcement, and writing tenants and rules into the maps.
+ * enforcement, and writing tenants and rules into the maps.  kern.c loads
+ * and pins, kern_migrate.c brings pins of an older layout forward,
+ * kern_attach.c attaches and detaches, kern_maps.c reads and writes the
+ * maps.  Functions that can fail return 0 or -errno, as said at each.
  */
 #ifndef RL_KERN_H
 #define RL_KERN_H
@@ -96,7 +99,8 @@ int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode);
 /* Detaches from ifname (only our program).  -ENOENT if not attached. */
 int kern_detach(struct kern *k, const char *ifname);
 
-/* Removes the pins and the pin dir.  For after the last detach. */
+/* Removes the pins and the pin dir.  For after the last detach.  0, or the
+ * -errno of removing the pin dir (pins that would not go are logged). */
 int kern_unpin(struct kern *k);
 
 /* Writes the configuration of tenant t into slot.  fresh: the slot is new
@@ -188,11 +192,13 @@ void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
 uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 			    uint64_t now_ns);
 
-/* Global counters summed over CPUs, RL_CNT_MAX of them. */
+/* Global counters summed over CPUs, RL_CNT_MAX of them.  0 or -errno. */
 int kern_counters(struct kern *k, uint64_t *out);
 
 /* The `events` ring buffer: an fd to poll and a consumer to call when it is
- * readable.  fn gets each event. */
+ * readable.  fn gets each event.  kern_events_open: 0 or -errno (logged);
+ * kern_events_fd: the fd, or -1 before a successful open;
+ * kern_events_consume: the events consumed, or -errno. */
 int kern_events_open(struct kern *k, int (*fn)(void *ctx, void *data,
 					       size_t size), void *ctx);
 int kern_events_fd(const struct kern *k);

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The kernel's maps as the agent reads and writes them: tenants configured
+ * in place through the mmap'ed table (user/lib/slot.c), leased tokens added
+ * and taken back with atomics, the fleet's state, connection caps' counts,
+ * counters summed over CPUs, rules compiled and published in one switch,
+ * and the events ring; with a preload pool, each write mirrored there and
+ * the lease shared.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "kern_int.h"
+#include "log.h"
+#include "loop.h"
+#include "preload.h"
+#include "slot.h"
+
+void kern_tenant_configure(struct kern *k, uint32_t slot,
+			   const struct policy_tenant *t, bool fresh)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+
+	if (fresh) {
+		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
+		void *zero = calloc(1, sz);
+
+		/* Out of service while the counters are reset (and the bucket,
+		 * by rl_slot_configure): no SYN counts for a half-reset slot. */
+		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
+		if (zero) {
+			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.tenant_stats),
+						&slot, zero, BPF_ANY) < 0)
+				log_warn("couldn't reset counters on 'tenant_stats' "
+					 "slot %u: %s", slot, strerror(errno));
+			/* rl_conn_stats is no larger than rl_stats */
+			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.conn_stats),
+						&slot, zero, BPF_ANY) < 0)
+				log_warn("couldn't reset counters on 'conn_stats' "
+					 "slot %u: %s", slot, strerror(errno));
+			free(zero);
+		}
+		k->conns_forgotten[slot] = 0;
+	}
+	rl_slot_configure(rt, t, fresh, k->leased, k->fail_agents, loop_now_ns());
+	if (k->preload) {
+		if (fresh)
+			preload_slot_fresh(k->preload, slot);
+		rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
+				  k->leased, k->fail_agents, loop_now_ns());
+		preload_changed(k->preload);
+	}
+}
+
+void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
+{
+	rl_slot_fail(&k->tenants[slot], t, k->fail_agents);
+	if (k->preload)
+		rl_slot_fail(preload_slot(k->preload, slot), t, k->fail_agents);
+}
+
+static void tokens_balance(struct kern *k);
+
+void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
+		      bool degraded)
+{
+	if (!k->agent)
+		return;
+	__atomic_store_n(&k->agent->stale_ns, stale_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&k->agent->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&k->agent->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
+	if (k->preload) {
+		preload_heartbeat(k->preload, now_ns, stale_ns, degraded);
+		tokens_balance(k);
+	}
+}
+
+static void flag_degraded(struct rl_tenant *rt, bool on)
+{
+	if (on)
+		__atomic_fetch_or(&rt->flags, RL_F_DEGRADED, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(&rt->flags, ~RL_F_DEGRADED, __ATOMIC_RELAXED);
+}
+
+void kern_tenant_degraded(struct kern *k, uint32_t slot, bool on)
+{
+	flag_degraded(&k->tenants[slot], on);
+	if (k->preload)
+		flag_degraded(preload_slot(k->preload, slot), on);
+}
+
+uint64_t kern_fleet_agents(struct kern *k, uint64_t n)
+{
+	if (!k->agent)
+		return 0;
+	if (n)
+		__atomic_store_n(&k->agent->live_agents,
+				 (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX),
+				 __ATOMIC_RELAXED);
+	return __atomic_load_n(&k->agent->live_agents, __ATOMIC_RELAXED);
+}
+
+/* The kernel's own counts of slot (without the pool's).  0 or -errno. */
+static int kern_own_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
+
+void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater)
+{
+	if (k->preload && n) {
+		struct rl_stats st;
+		uint64_t count = 0, give;
+
+		if (kern_own_stats(k, slot, &st) == 0)
+			count = st.admitted + st.denied;
+		/* a host that attaches nowhere enforces only in the pool */
+		give = preload_split(k->preload, slot, n, count, k->n_ifaces == 0);
+		rl_slot_tokens_add(preload_slot(k->preload, slot), give, lowwater);
+		n -= give;
+	} else if (k->preload) {
+		rl_slot_tokens_add(preload_slot(k->preload, slot), 0, lowwater);
+	}
+	rl_slot_tokens_add(&k->tenants[slot], n, lowwater);
+}
+
+uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max)
+{
+	uint64_t got = 0;
+
+	if (k->preload)
+		got = rl_slot_tokens_take(preload_slot(k->preload, slot), max);
+	if (!max || got < max)
+		got += rl_slot_tokens_take(&k->tenants[slot], max ? max - got : 0);
+	return got;
+}
+
+/* Every fleet check: tokens move to the point that ran dry with demand
+ * from the one that holds them (see rl_share_balance).  Whether a point
+ * had demand is what its low-water flag says: spending down to the mark
+ * disarms it, and a grant re-arms it. */
+static void tokens_balance(struct kern *k)
+{
+	for (uint32_t slot = 0; slot < RL_MAX_TENANTS; slot++) {
+		struct rl_tenant *kt = &k->tenants[slot];
+		struct rl_tenant *pt = preload_slot(k->preload, slot);
+		int64_t kn, pn, move;
+
+		if (__atomic_load_n(&kt->mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED)
+			continue;
+		kn = __atomic_load_n(&kt->tokens, __ATOMIC_ACQUIRE);
+		pn = __atomic_load_n(&pt->tokens, __ATOMIC_ACQUIRE);
+		move = rl_share_balance(kn, pn,
+					!__atomic_load_n(&kt->lowwater_armed,
+							 __ATOMIC_RELAXED),
+					!__atomic_load_n(&pt->lowwater_armed,
+							 __ATOMIC_RELAXED));
+		if (move > 0)
+			rl_slot_tokens_add(pt, rl_slot_tokens_take(kt, (uint64_t)move),
+					   __atomic_load_n(&pt->lowwater,
+							   __ATOMIC_RELAXED));
+		else if (move < 0)
+			rl_slot_tokens_add(kt, rl_slot_tokens_take(pt, (uint64_t)-move),
+					   __atomic_load_n(&kt->lowwater,
+							   __ATOMIC_RELAXED));
+	}
+}
+
+void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
+{
+	__atomic_store_n(&k->tenants[slot].conn_slots, n, __ATOMIC_RELEASE);
+}
+
+int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot)
+{
+	int64_t n = __atomic_load_n(&k->tenants[slot].conns, __ATOMIC_RELAXED);
+
+	return n > 0 ? n : 0;
+}
+
+void kern_conn_gate(struct kern *k, uint32_t capped)
+{
+	struct rl_conn_ctl c = { .capped = capped };
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.conn_ctl), &zero,
+				&c, BPF_ANY) < 0)
+		log_warn("couldn't write map on '%s/conn_ctl': %s", k->pin_dir,
+			 strerror(errno));
+}
+
+int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out)
+{
+	const struct rl_tenant *rt = &k->tenants[slot];
+	struct rl_conn_stats *per;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->in_flight = __atomic_load_n(&rt->conns, __ATOMIC_RELAXED);
+	out->slots = __atomic_load_n(&rt->conn_slots, __ATOMIC_RELAXED);
+	out->forgotten = k->conns_forgotten[slot];
+	per = calloc((size_t)k->ncpus, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(k->skel->maps.conn_stats), &slot,
+				per) < 0)
+		err = -errno;
+	for (int c = 0; !err && c < k->ncpus; c++) {
+		out->s.opened += per[c].opened;
+		out->s.closed += per[c].closed;
+		out->s.denied += per[c].denied;
+		out->s.shadow_denied += per[c].shadow_denied;
+		out->s.repeats += per[c].repeats;
+		out->s.reused += per[c].reused;
+		out->s.full += per[c].full;
+	}
+	free(per);
+	return err;
+}
+
+void kern_tenant_clear(struct kern *k, uint32_t slot)
+{
+	struct rl_tenant *rt = &k->tenants[slot];
+
+	__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
+	if (k->preload) {
+		__atomic_store_n(&preload_slot(k->preload, slot)->mode,
+				 RL_MODE_NONE, __ATOMIC_RELEASE);
+		preload_changed(k->preload);
+	}
+}
+
+bool kern_slot_live(const struct kern *k, uint32_t slot)
+{
+	return __atomic_load_n(&k->tenants[slot].mode, __ATOMIC_ACQUIRE) !=
+	       RL_MODE_NONE;
+}
+
+uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
+			    uint64_t now_ns)
+{
+	uint64_t n = rl_slot_tokens(&k->tenants[slot], now_ns);
+
+	/* leased tokens are one lease wherever they lie; standalone, the
+	 * bucket that counts is the pool's when nothing is attached */
+	if (k->preload && k->leased)
+		n += rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
+	else if (k->preload && !k->n_ifaces)
+		n = rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
+	return n;
+}
+
+int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
+{
+	struct rl_stats pool;
+	int err = kern_point_stats(k, slot, out, &pool);
+
+	rl_stats_add(out, &pool);
+	return err;
+}
+
+int kern_point_stats(struct kern *k, uint32_t slot, struct rl_stats *kernel,
+		     struct rl_stats *preload)
+{
+	memset(preload, 0, sizeof(*preload));
+	if (k->preload)
+		preload_stats(k->preload, slot, preload);
+	return kern_own_stats(k, slot, kernel);
+}
+
+void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
+		       uint64_t *kernel, uint64_t *preload)
+{
+	*kernel = rl_slot_tokens(&k->tenants[slot], now_ns);
+	*preload = k->preload ? rl_slot_tokens(preload_slot(k->preload, slot),
+					       now_ns) : 0;
+}
+
+static int kern_own_stats(struct kern *k, uint32_t slot, struct rl_stats *out)
+{
+	struct rl_stats *per;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	per = calloc((size_t)k->ncpus, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(k->skel->maps.tenant_stats), &slot,
+				per) < 0) {
+		err = -errno;
+		goto cleanup;
+	}
+	for (int c = 0; c < k->ncpus; c++)
+		rl_stats_add(out, &per[c]);
+cleanup:
+	free(per);
+	return err;
+}
+
+int kern_counters(struct kern *k, uint64_t *out)
+{
+	int fd = bpf_map__fd(k->skel->maps.counters);
+	uint64_t *per;
+
+	per = calloc((size_t)k->ncpus, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	for (__u32 i = 0; i < RL_CNT_MAX; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, per) < 0)
+			continue;
+		for (int c = 0; c < k->ncpus; c++)
+			out[i] += per[c];
+	}
+	free(per);
+	return 0;
+}
+
+/* --- rules --------------------------------------------------------------- */
+
+/* Compiles the rules of the tenants of direction dir among bs[0..n) into
+ * img.  0 or -errno, worded for the operator in k->rules_err. */
+static int compile_dir(struct kern *k, const struct kern_binding *bs, size_t n,
+		       enum policy_direction dir, struct rl_cls_image *img,
+		       size_t *n_rules)
+{
+	struct rl_cls_rule *rules = NULL;
+	char *msg = k->rules_err;
+	size_t msg_len = sizeof(k->rules_err), cap = 0;
+	int err = 0;
+
+	*n_rules = 0;
+	for (size_t b = 0; b < n && !err; b++)
+		if (bs[b].t->direction == dir)
+			err = rl_cls_rules_add(&rules, n_rules, &cap, bs[b].t,
+					       bs[b].slot);
+	if (!err)
+		err = rl_cls_compile(rules, *n_rules, k->cls.half, img, msg,
+				     msg_len);
+	else
+		snprintf(msg, msg_len, "out of memory");
+	free(rules);
+	if (err == -ENOSPC) {
+		size_t len = strlen(msg);
+
+		snprintf(msg + len, msg_len - len, "; the agent's --rule-memory "
+			 "sets the size");
+	}
+	if (err)
+		log_error("couldn't compile %zu %s rules for '%s/cls': %s", *n_rules,
+			  dir == POLICY_DIR_OUT ? "outbound" : "inbound",
+			  k->pin_dir, msg);
+	return err;
+}
+
+int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
+{
+	struct rl_cls_image img, out = { 0 };
+	char *msg = k->rules_err;
+	size_t msg_len = sizeof(k->rules_err), n_rules, n_out = 0;
+	int err;
+
+	/* Outbound tenants only ever apply in preloaded programs: the kernel
+	 * judges SYNs by their source, so their rules never reach it. */
+	err = compile_dir(k, bs, n, POLICY_DIR_IN, &img, &n_rules);
+	if (err)
+		return err;
+	if (k->preload) {
+		err = compile_dir(k, bs, n, POLICY_DIR_OUT, &out, &n_out);
+		if (err) {
+			rl_cls_image_free(&img);
+			return err;
+		}
+	}
+	err = rl_cls_publish(&k->cls, &img);
+	if (err) {
+		snprintf(msg, msg_len, "couldn't publish the rules: %s",
+			 strerror(-err));
+		log_error("couldn't publish rules on '%s/cls': %s", k->pin_dir,
+			  strerror(-err));
+	}
+	else {
+		k->cls_used = img.n_groups;
+		log_debug("published %zu rules (%u tables, %u port columns, %u "
+			  "port rows)", n_rules, img.n_groups, img.n_columns,
+			  img.n_rows);
+		/* The pool has the kernel's size, so it takes whatever the
+		 * kernel took; a failure is logged there. */
+		if (k->preload) {
+			preload_rules(k->preload, RL_POOL_IN, &img, n_rules);
+			preload_rules(k->preload, RL_POOL_OUT, &out, n_out);
+			log_debug("published %zu outbound rules to the preload "
+				  "pool", n_out);
+		}
+	}
+	rl_cls_image_free(&out);
+	rl_cls_image_free(&img);
+	return err;
+}
+
+/* --- events -------------------------------------------------------------- */
+
+int kern_events_open(struct kern *k, int (*fn)(void *ctx, void *data,
+					       size_t size), void *ctx)
+{
+	k->rb = ring_buffer__new(bpf_map__fd(k->skel->maps.events), fn, ctx,
+				 NULL);
+	if (!k->rb) {
+		int err = -errno;
+
+		log_error("couldn't open ring buffer on '%s/events': %s",
+			  k->pin_dir, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int kern_events_fd(const struct kern *k)
+{
+	return k->rb ? ring_buffer__epoll_fd(k->rb) : -1;
+}
+
+int kern_events_consume(struct kern *k)
+{
+	return k->rb ? ring_buffer__consume(k->rb) : 0;
+}

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Pinned maps of an older layout: the layout version the pins record (in
+ * the `abi` map; none at all is layout 1), which of them this build can
+ * bring forward, and the copy into a map of the new layout pinned in the
+ * old one's place, while the old program keeps enforcing on its own.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "kern_int.h"
+#include "log.h"
+
+/*
+ * The layout version (RL_ABI_VERSION) of the pins under the pin dir: 0 when
+ * there are none, 1 when there are pins but no `abi` record (the first
+ * release wrote none).  0 or -errno (logged).
+ */
+int kern_pinned_abi(const struct kern *k, __u32 *version)
+{
+	char path[PATH_MAX + 64];
+	struct rl_abi a = { 0 };
+	__u32 zero = 0;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/abi", k->pin_dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "%s/tenants", k->pin_dir);
+		*version = access(path, F_OK) == 0 ? 1 : 0;
+		return 0;
+	}
+	if (bpf_map_lookup_elem(fd, &zero, &a) < 0 || a.magic != RL_ABI_MAGIC) {
+		log_error("couldn't read layout version on '%s': not a record "
+			  "rlgate wrote; remove the pin dir or pick another "
+			  "--pin-dir", path);
+		err = -EINVAL;
+	}
+	*version = a.version;
+	close(fd);
+	return err;
+}
+
+/*
+ * Whether a pinned map of an older layout can be brought forward by copying
+ * it into a new map of this build's layout: an array of the same type and
+ * entry size that only grew or shrank.  (Layout 1 to 2: `counters`.)  The
+ * classifier is never resized this way: its size is --rule-memory's.
+ */
+bool kern_migratable(const struct kern *k, const struct bpf_map *map,
+		     const char *path)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+	     map != k->skel->maps.cls &&
+	     (info.type == BPF_MAP_TYPE_ARRAY ||
+	      info.type == BPF_MAP_TYPE_PERCPU_ARRAY) &&
+	     info.type == bpf_map__type(map) &&
+	     info.key_size == bpf_map__key_size(map) &&
+	     info.value_size == bpf_map__value_size(map) &&
+	     info.max_entries != bpf_map__max_entries(map);
+	close(fd);
+	return ok;
+}
+
+/*
+ * Copies a pinned map of the older layout into its new map (the entries
+ * both have), then pins the new one in its place.  The old program keeps
+ * its own reference to the old map until the new program replaces it, so
+ * enforcement never stops; what the old program counts in between is lost
+ * (counters only: buckets live in maps both layouts share).
+ */
+int kern_migrate_map(struct bpf_map *map, const char *path, __u32 from)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info), n, i;
+	int old_fd, err = 0;
+	size_t vsz;
+	void *buf;
+
+	old_fd = bpf_obj_get(path);
+	if (old_fd < 0 || bpf_obj_get_info_by_fd(old_fd, &info, &len) < 0) {
+		err = -errno;
+		log_error("couldn't open pinned map on '%s': %s", path,
+			  strerror(-err));
+		goto cleanup;
+	}
+	vsz = ((size_t)info.value_size + 7) & ~(size_t)7;
+	if (info.type == BPF_MAP_TYPE_PERCPU_ARRAY)
+		vsz *= (size_t)libbpf_num_possible_cpus();
+	buf = calloc(1, vsz);
+	if (!buf) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	n = info.max_entries < bpf_map__max_entries(map) ?
+	    info.max_entries : bpf_map__max_entries(map);
+	for (i = 0; i < n && !err; i++) {
+		if (bpf_map_lookup_elem(old_fd, &i, buf) < 0 ||
+		    bpf_map_update_elem(bpf_map__fd(map), &i, buf, 0) < 0) {
+			err = -errno;
+			log_error("couldn't copy entry %u on '%s': %s", i, path,
+				  strerror(-err));
+		}
+	}
+	free(buf);
+	if (err)
+		goto cleanup;
+	if (unlink(path) < 0 || bpf_map__pin(map, path) < 0) {
+		err = -errno;
+		log_error("couldn't pin map on '%s': %s", path, strerror(-err));
+		goto cleanup;
+	}
+	log_info("migrated pinned map '%s' from layout %u (%u entries) to "
+		 "layout %u (%u entries)", path, from, info.max_entries,
+		 RL_ABI_VERSION, bpf_map__max_entries(map));
+cleanup:
+	if (old_fd >= 0)
+		close(old_fd);
+	return err;
+}
