@@ -39,6 +39,11 @@ bool kern_slot_live(const struct kern *k, uint32_t slot)
 	return false;
 }
 
+void kern_conn_gate(struct kern *k, uint32_t capped)
+{
+	(void)k; (void)capped;
+}
+
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 {
 	(void)k; (void)bs; (void)n;
