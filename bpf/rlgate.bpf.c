@@ -983,18 +983,42 @@ enum conn_verdict {
 };
 
 /*
+ * What a capped tenant may have in flight now: the slots user space set,
+ * unless it is leased and its Redis is out of reach - above all when the
+ * agent's heartbeat is stale, for a dead agent neither renews its holding
+ * nor gives it back, and Redis hands it to other hosts after its TTL.  Then
+ * the tenant's fail policy, as for tokens: the static share user space set
+ * in advance, no cap (allow), or no new connection (deny).
+ */
+static __always_inline __s64 conn_limit(struct rl_tenant *t, __u64 now)
+{
+	if (t->mode != RL_MODE_LEASED ||
+	    !((READ_ONCE(t->flags) & RL_F_DEGRADED) || fleet_degraded(now)))
+		return READ_ONCE(t->conn_slots);
+	switch (READ_ONCE(t->fail)) {
+	case RL_FAIL_ALLOW:
+		return RL_CONN_NO_CAP;
+	case RL_FAIL_DENY:
+		return 0;
+	default:
+		return READ_ONCE(t->conn_fail_slots);
+	}
+}
+
+/*
  * The cap's half of a SYN of a capped tenant.  A SYN with the ISN of a
  * counted connection is that connection again (a retransmission the flow
  * cache forgot, or a replay): never a second place.  A SYN with another ISN
  * on a counted 4-tuple is a new connection reusing the ports (the server
  * has the old one in TIME_WAIT or forgot it): the old one has ended.
- * Otherwise a place is reserved below conn_slots; a shadow tenant reserves
+ * Otherwise a place is reserved below conn_limit(); a shadow tenant reserves
  * past it, so that what it counts is what is really in flight.
  */
 static __always_inline enum conn_verdict conn_reserve(struct rl_tenant *t,
 						      struct rl_conn_stats *cs,
 						      const struct rl_flow *k,
-						      const struct syn_info *si)
+						      const struct syn_info *si,
+						      __u64 now)
 {
 	struct rl_conn *c = bpf_map_lookup_elem(&conns, k);
 
@@ -1006,7 +1030,7 @@ static __always_inline enum conn_verdict conn_reserve(struct rl_tenant *t,
 		conn_delete(k, c);
 		cs->reused++;
 	}
-	if (__sync_fetch_and_add(&t->conns, 1) < READ_ONCE(t->conn_slots))
+	if (__sync_fetch_and_add(&t->conns, 1) < conn_limit(t, now))
 		return CONN_RESERVED;
 	if (t->flags & RL_F_SHADOW) {
 		cs->shadow_denied++;
@@ -1150,7 +1174,7 @@ __noinline int judge(struct syn_info *si)
 		cs = bpf_map_lookup_elem(&conn_stats, &key);
 		if (cs) {
 			conn_key(si, false, &ck);
-			cv = conn_reserve(t, cs, &ck, si);
+			cv = conn_reserve(t, cs, &ck, si, now);
 			if (cv == CONN_REFUSED)
 				goto refuse;
 		}

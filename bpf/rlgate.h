@@ -30,7 +30,11 @@
  *      to migrate: connections opened before are not counted).
  *      RL_F_DEGRADED came later within 3, without a bump: it is clear in
  *      every slot pinned before it, which is what it means there, and
- *      only the agent of the same build sets it
+ *      only the agent of the same build sets it.  So did
+ *      rl_tenant.conn_fail_slots, in state padding that was zero: a
+ *      capped leased tenant of an older agent, static, admits no new
+ *      connection once that agent's heartbeat is stale, until an agent
+ *      of this build configures the slot
  */
 #define RL_ABI_VERSION		3
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
@@ -136,7 +140,14 @@ struct rl_tenant {
 	/* RL_F_CONNCAP: how many connections may be in flight.  Written by
 	 * user space: the cap (standalone), or the slots held (fleet). */
 	__s64 conn_slots;
-	__u64 _state_pad[2];
+	/* RL_F_CONNCAP, leased, RL_FAIL_STATIC: what may be in flight while
+	 * the fleet is degraded - above all once the agent's heartbeat is
+	 * stale, when nobody renews nor gives back conn_slots and Redis hands
+	 * them to other hosts after their TTL.  Set by user space in advance:
+	 * the host's share of the cap (cap / live agents, at least 1).  Fail
+	 * allow sets no cap, fail deny admits no new connection. */
+	__s64 conn_fail_slots;
+	__u64 _state_pad;
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct rl_tenant) == 128 &&
@@ -154,7 +165,8 @@ _Static_assert(sizeof(struct rl_tenant) == 128 &&
 	       __builtin_offsetof(struct rl_tenant, conn_epoch) == 84 &&
 	       __builtin_offsetof(struct rl_tenant, fail_tat) == 88 &&
 	       __builtin_offsetof(struct rl_tenant, conns) == 96 &&
-	       __builtin_offsetof(struct rl_tenant, conn_slots) == 104,
+	       __builtin_offsetof(struct rl_tenant, conn_slots) == 104 &&
+	       __builtin_offsetof(struct rl_tenant, conn_fail_slots) == 112,
 	       "rl_tenant: one cache line of configuration, one of state");
 
 /* The agent's side of fleet mode, for the kernel (ARRAY `agent_state`, one
@@ -444,6 +456,9 @@ _Static_assert(RL_CNT_MAX <= RL_CNT_SLOTS, "counters: RL_CNT_SLOTS too small");
  * (RL_CNT_CONN_FULL) rather than admitted uncounted.
  */
 #define RL_CONNS_MAX		(128 * 1024)
+
+/* A limit no count of `conns` reaches: fail allow's "no cap". */
+#define RL_CONN_NO_CAP		((__s64)1 << 62)
 
 #define RL_CONN_FIN_CLIENT	(1U << 0)
 #define RL_CONN_FIN_SERVER	(1U << 1)

@@ -404,6 +404,74 @@ fail:
 	return -1;
 }
 
+/*
+ * A leased capped tenant holding `slots`, `open` connections in flight, when
+ * its agent's heartbeat is `age` old (stale after 2 s) or the agent says
+ * it is degraded: SYNs of new connections, of which `want` pass.  A dead
+ * agent's slots are not its to use once Redis may have handed them on.
+ */
+static const struct stale_row {
+	const char *what;
+	__u32 fail;
+	__s64 slots, fail_slots, open;
+	__u64 age_ns;
+	__u32 degraded;
+	int want;
+} stale_rows[] = {
+	{ "fresh heartbeat: the slots held", RL_FAIL_STATIC, 3, 1, 0,
+	  0, 0, 3 },
+	{ "stale, static: the share set in advance, not the slots held",
+	  RL_FAIL_STATIC, 5, 2, 0, 10 * SEC_NS, 0, 2 },
+	{ "stale, static, more in flight than the share: nothing new",
+	  RL_FAIL_STATIC, 5, 2, 3, 10 * SEC_NS, 0, 0 },
+	{ "stale, static, a share above the slots held", RL_FAIL_STATIC, 1, 4,
+	  0, 10 * SEC_NS, 0, 4 },
+	{ "stale, static, a share of 0 (slot of an older agent): nothing new",
+	  RL_FAIL_STATIC, 5, 0, 0, 10 * SEC_NS, 0, 0 },
+	{ "stale, allow: no cap", RL_FAIL_ALLOW, 1, 1, 0, 10 * SEC_NS, 0, 6 },
+	{ "stale, deny: nothing new however many slots held", RL_FAIL_DENY,
+	  5, 5, 0, 10 * SEC_NS, 0, 0 },
+	{ "degraded (breaker open), static: the share", RL_FAIL_STATIC, 5, 1,
+	  0, 0, 1, 1 },
+};
+
+static int run_stale_row(const void *arg)
+{
+	const struct stale_row *row = arg;
+	struct cinst in;
+	int passed = 0, err;
+	__u32 v;
+
+	if (cinst_open(&in, 0, RL_ACT_DROP, 0))
+		return -1;
+	/* tokens to spare: only the cap decides */
+	tenant_leased(in.t, RL_ACT_DROP, 1000, -1, false);
+	tenant_fail(in.t, row->fail, 1000, 1);
+	in.t->flags = RL_F_CONNCAP;
+	in.t->conn_slots = row->open > row->slots ? row->open : row->slots;
+	in.t->conn_fail_slots = row->fail_slots;
+	err = agent_state_set(&in.w, now_ns(), 2 * SEC_NS, 0);
+	for (int i = 0; !err && i < row->open; i++)
+		err = seg(&in, false, TH_SYN, SPORT + 100 + i, 1, NULL);
+	in.t->conn_slots = row->slots;
+	if (!err)
+		err = agent_state_set(&in.w, now_ns() - row->age_ns, 2 * SEC_NS,
+				      row->degraded);
+	for (int i = 0; !err && i < 6; i++) {
+		err = seg(&in, false, TH_SYN, SPORT + i, 1, &v);
+		passed += !err && v == XDP_PASS;
+	}
+	CHECK(!err, "%s: couldn't run: %s", row->what, strerror(-err));
+	CHECK(in.t->conns == row->open + passed && entries(&in) ==
+	      (unsigned int)in.t->conns, "%s: %lld in flight, %u entries; "
+	      "want %lld", row->what, (long long)in.t->conns, entries(&in),
+	      (long long)(row->open + passed));
+	CHECK(passed == row->want, "%s: %d of 6 new connections admitted, "
+	      "want %d", row->what, passed, row->want);
+	cinst_close(&in);
+	return 0;
+}
+
 /* With no tenant capped (conn_ctl.capped 0) ends are not looked up: the
  * fast path of uncapped hosts does no hash lookup. */
 static int scen_gate(const void *arg)
@@ -588,7 +656,9 @@ static int scen_race(const void *arg)
 	return 0;
 }
 
-static struct scenario conn_scenarios[ARRAY_SIZE(cscens) + 5];
+static struct scenario conn_scenarios[ARRAY_SIZE(cscens) +
+				      ARRAY_SIZE(stale_rows) + 5];
+static char stale_names[ARRAY_SIZE(stale_rows)][160];
 
 void conn_tests(void)
 {
@@ -597,6 +667,13 @@ void conn_tests(void)
 	for (size_t i = 0; i < ARRAY_SIZE(cscens); i++)
 		conn_scenarios[n++] = (struct scenario){ cscens[i].name,
 							 run_cscen, &cscens[i] };
+	for (size_t i = 0; i < ARRAY_SIZE(stale_rows); i++) {
+		snprintf(stale_names[i], sizeof(stale_names[i]), "caps, leased, "
+			 "agent dead or Redis away: %s", stale_rows[i].what);
+		conn_scenarios[n++] = (struct scenario){ stale_names[i],
+							 run_stale_row,
+							 &stale_rows[i] };
+	}
 	conn_scenarios[n++] = (struct scenario){
 		"caps: a SYN the bucket refuses gives its place back; a SYN "
 		"the cap refuses costs no token", scen_cap_and_rate, NULL };

@@ -3,7 +3,8 @@
 # through Redis (slots.lua), nginx on each of their hosts, a client holding
 # long-lived connections to all three.  The fleet never holds more than the
 # cap; what one host closes another takes; an agent SIGKILLed loses its
-# slots after the holding's TTL (3 s) without anyone's help.
+# slots after the holding's TTL (3 s) without anyone's help, and its kernel
+# follows the fail policy once its heartbeat is stale.
 
 load helpers
 load agent_helpers
@@ -35,6 +36,30 @@ held_by() {
 # in_flight TENANT: connections in flight on s1..s3, as their kernels count.
 in_flight() {
 	fleet_sum "$1" conns
+}
+
+# kill_stale_holding TENANT FAIL: TENANT capped at 30 with fail policy FAIL,
+# client a holding 4 connections to s1 (which holds room for more, at most
+# two chunks of 2), then s1's agent SIGKILLed at T0 (ms) and its heartbeat
+# stale (2 s) by the time this returns.
+kill_stale_holding() {
+	local i
+
+	fleet_tenant_set 1 "$1" --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--action rst --max-conns 30 --fail "$2"
+	fleet_wait_tenant "$1" 5 >/dev/null
+	client_start a c1 s1
+	client_do a open 4 100
+	expect_eq "held on s1" "$(jq .connected <<<"$REPLY")" 4
+	# the next check tops the holding up by a chunk
+	for ((i = 0; i < 30; i++)); do
+		(($(fleet_stat 1 "$1" conn_slots) > 4)) && break
+		sleep 0.1
+	done
+	expect_between "s1's slots, room for more" "$(fleet_stat 1 "$1" conn_slots)" 5 8
+	fleet_agent_stop 1 KILL
+	T0=$(now_ms)
+	sleep_until $((T0 + 2500))
 }
 
 @test "a cap of 30 shared by 3 hosts: clients trying to hold 20 on each hold at most 30; 10 closed on one host are taken by another within a second" {
@@ -99,6 +124,40 @@ in_flight() {
 	[[ $(held_by capk) != *s1/* ]] || { echo "s1's holding is still in Redis" >&2; return 1; }
 	expect_eq "connections s1 still serves (its kernel keeps them)" "$(server_conns s1)" "$a"
 	for n in a b; do client_do "$n" quit; done
+	fleet_agent_start 1
+	fleet_wait_steady 10
+}
+
+@test "an agent SIGKILLed: once its heartbeat is stale (2 s) its kernel admits to the static share (cap / live agents), not to the slots it held; the fleet stays within the cap + that share" {
+	local t0 a=4 more others
+
+	client_start b c1 s2
+	# s1 holds its 4 and at most two chunks (2 slots each): fewer than
+	# its share of 10
+	kill_stale_holding capd static
+	t0=$T0
+	client_do a open 10 100
+	more=$(jq .connected <<<"$REPLY")
+	echo "s1 dead and stale: took $more more; Redis: $(held_by capd)"
+	expect_eq "s1 up to its share (30 / 3) with its agent dead" $((a + more)) 10
+	sleep_until $((t0 + 4500))
+	client_do b open 30 100
+	others=$(($(server_conns s2) + $(server_conns s3)))
+	echo "after s1's holding expired: s2 took $(jq .connected <<<"$REPLY"); Redis: $(held_by capd)"
+	expect_between "s2 and s3 within the cap" "$others" 20 30
+	expect_between "the fleet within the cap + the dead host's share" \
+		$((others + $(server_conns s1))) 30 40
+	for n in a b; do client_do "$n" quit; done
+	fleet_agent_start 1
+	fleet_wait_steady 10
+}
+
+@test "an agent SIGKILLed with fail deny: once its heartbeat is stale its kernel admits no new connection, whatever slots it held; those in flight stay" {
+	kill_stale_holding capn deny
+	client_do a open 3 100
+	expect_eq "new connections on s1, agent dead and stale" "$(jq .connected <<<"$REPLY")" 0
+	expect_eq "connections s1 still serves" "$(server_conns s1)" 4
+	client_do a quit
 	fleet_agent_start 1
 	fleet_wait_steady 10
 }

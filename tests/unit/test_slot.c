@@ -1,10 +1,20 @@
-/* Unit test of user/lib/slot.c's connection caps: what a slot's cap, count and epoch become as a tenant gains, changes and loses its cap, standalone and leased, as a table of steps. */
+/* Unit test of user/lib/slot.c's connection caps: what a slot's cap, count and epoch become as a tenant gains, changes and loses its cap, standalone and leased, as a table of steps; its share of the cap under the fail policy. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "slot.h"
 #include "check.h"
+
+/* A tenant of 10/s, burst 10, nothing else. */
+static void policy_plain(struct policy_tenant *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "t");
+	t->rate.count = 10;
+	t->rate.period_s = 1;
+	t->burst = 10;
+}
 
 static void test_conn_caps(void)
 {
@@ -37,11 +47,7 @@ static void test_conn_caps(void)
 	struct policy_tenant t;
 
 	memset(&rt, 0, sizeof(rt));
-	memset(&t, 0, sizeof(t));
-	snprintf(t.name, sizeof(t.name), "t");
-	t.rate.count = 10;
-	t.rate.period_s = 1;
-	t.burst = 10;
+	policy_plain(&t);
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
 		t.max_conns = steps[i].max_conns;
 		t.shadow = steps[i].shadow;
@@ -72,8 +78,42 @@ static void test_conn_caps(void)
 	CHECK(!(rt.flags & RL_F_DEGRADED), "degraded flag kept by a new tenant");
 }
 
+/* The static share of the cap the kernel falls back on once the agent's
+ * heartbeat is stale: set with the fail policy, following the fleet's size,
+ * at least 1 while capped, 0 without a cap. */
+static void test_conn_fail_slots(void)
+{
+	static const struct {
+		uint64_t max_conns, agents;
+		int64_t want;
+	} rows[] = {
+		{ 50, 3, 16 }, { 50, 1, 50 }, { 50, 0, 50 }, { 2, 5, 1 },
+		{ 0, 3, 0 },
+	};
+	struct rl_tenant rt;
+	struct policy_tenant t;
+
+	policy_plain(&t);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		memset(&rt, 0, sizeof(rt));
+		t.max_conns = rows[i].max_conns;
+		rl_slot_configure(&rt, &t, true, true, rows[i].agents, 1000);
+		CHECK(rt.conn_fail_slots == rows[i].want, "cap %llu, %llu "
+		      "agents: fail slots %lld, want %lld",
+		      (unsigned long long)rows[i].max_conns,
+		      (unsigned long long)rows[i].agents,
+		      (long long)rt.conn_fail_slots, (long long)rows[i].want);
+	}
+	/* the fleet grows: the share shrinks without a new configuration */
+	t.max_conns = 50;
+	rl_slot_fail(&rt, &t, 5);
+	CHECK(rt.conn_fail_slots == 10, "5 agents: fail slots %lld, want 10",
+	      (long long)rt.conn_fail_slots);
+}
+
 int main(void)
 {
 	CHECK_RUN(test_conn_caps);
+	CHECK_RUN(test_conn_fail_slots);
 	return check_exit();
 }

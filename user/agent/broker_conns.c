@@ -36,16 +36,13 @@ static uint64_t conn_chunk(const struct broker *b, const struct policy_tenant *p
  * nothing new (deny). */
 static int64_t conn_fail_slots(const struct broker *b, const struct policy_tenant *p)
 {
-	uint64_t n;
-
 	switch (p->fail) {
 	case POLICY_FAIL_ALLOW:
 		return RL_CONNS_MAX;
 	case POLICY_FAIL_DENY:
 		return 0;
 	default:
-		n = p->max_conns / broker_agents_of(b);
-		return n ? (int64_t)n : 1;
+		return (int64_t)policy_conn_fail_share(p, broker_agents_of(b));
 	}
 }
 

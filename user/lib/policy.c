@@ -119,6 +119,16 @@ void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
 	*burst = (uint32_t)b;
 }
 
+uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents)
+{
+	uint64_t n;
+
+	if (!t->max_conns)
+		return 0;
+	n = t->max_conns / (agents ? agents : 1);
+	return n ? n : 1;
+}
+
 uint64_t policy_overshoot_budget(const struct policy_tenant *t)
 {
 	uint64_t half;

@@ -126,6 +126,10 @@ uint64_t policy_burst_max(const struct policy_rate *r);
 void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
 		       uint64_t *interval_ns, uint32_t *burst);
 
+/* The static fail share of t's connection cap among `agents` live agents
+ * (0 counts as 1): max_conns / agents, at least 1; 0 without a cap. */
+uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents);
+
 /* Checks one tenant on its own (name, rate, burst within policy_burst_max,
  * at least one prefix, no duplicate prefix or port). */
 int policy_validate(const struct policy_tenant *t, char *err);

@@ -34,6 +34,9 @@ void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
 	policy_fail_share(t, fail_agents, &interval, &burst);
 	rt->fail_interval_ns = interval;
 	rt->fail_burst = burst;
+	__atomic_store_n(&rt->conn_fail_slots,
+			 (int64_t)policy_conn_fail_share(t, fail_agents),
+			 __ATOMIC_RELEASE);
 	__atomic_store_n(&rt->fail, t->fail == POLICY_FAIL_ALLOW ? RL_FAIL_ALLOW :
 			 t->fail == POLICY_FAIL_DENY ? RL_FAIL_DENY : RL_FAIL_STATIC,
 			 __ATOMIC_RELEASE);
