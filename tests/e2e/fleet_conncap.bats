@@ -38,9 +38,10 @@ in_flight() {
 	fleet_sum "$1" conns
 }
 
-# kill_stale_holding TENANT FAIL: TENANT capped at 30 with fail policy FAIL,
-# client a holding 4 connections to s1 (which holds room for more, at most
-# two chunks of 2), then s1's agent SIGKILLed at T0 (ms) and its heartbeat
+# kill_stale_holding TENANT FAIL BOUND: TENANT capped at 30 with fail policy
+# FAIL, its bound on connections above the cap shown as BOUND, client a
+# holding 4 connections to s1 (which holds room for more, at most two
+# chunks of 2), then s1's agent SIGKILLed at T0 (ms) and its heartbeat
 # stale (2 s) by the time this returns.
 kill_stale_holding() {
 	local i
@@ -57,6 +58,11 @@ kill_stale_holding() {
 		sleep 0.1
 	done
 	expect_between "s1's slots, room for more" "$(fleet_stat 1 "$1" conn_slots)" 5 8
+	expect_eq "the bound above the cap, stats" "$(fleet_stat 1 "$1" conn_overshoot_bound)" "$3"
+	expect_eq "the bound above the cap, metrics" \
+		"$(fleet_metric 1 "rlgate_conn_overshoot_bound{tenant=\"$1\"}")" "$3"
+	rls 1 tenant get "$1" | grep -qx "conn overshoot bound: $3" ||
+		{ rls 1 tenant get "$1" >&2; return 1; }
 	fleet_agent_stop 1 KILL
 	T0=$(now_ms)
 	sleep_until $((T0 + 2500))
@@ -134,7 +140,8 @@ kill_stale_holding() {
 	client_start b c1 s2
 	# s1 holds its 4 and at most two chunks (2 slots each): fewer than
 	# its share of 10
-	kill_stale_holding capd static
+	# (3 - 1) hosts x 10
+	kill_stale_holding capd static 20
 	t0=$T0
 	client_do a open 10 100
 	more=$(jq .connected <<<"$REPLY")
@@ -145,7 +152,7 @@ kill_stale_holding() {
 	others=$(($(server_conns s2) + $(server_conns s3)))
 	echo "after s1's holding expired: s2 took $(jq .connected <<<"$REPLY"); Redis: $(held_by capd)"
 	expect_between "s2 and s3 within the cap" "$others" 20 30
-	expect_between "the fleet within the cap + the dead host's share" \
+	expect_between "the fleet within the cap + the dead host's share (within the bound)" \
 		$((others + $(server_conns s1))) 30 40
 	for n in a b; do client_do "$n" quit; done
 	fleet_agent_start 1
@@ -153,7 +160,7 @@ kill_stale_holding() {
 }
 
 @test "an agent SIGKILLed with fail deny: once its heartbeat is stale its kernel admits no new connection, whatever slots it held; those in flight stay" {
-	kill_stale_holding capn deny
+	kill_stale_holding capn deny 0
 	client_do a open 3 100
 	expect_eq "new connections on s1, agent dead and stale" "$(jq .connected <<<"$REPLY")" 0
 	expect_eq "connections s1 still serves" "$(server_conns s1)" 4

@@ -111,8 +111,39 @@ static void test_conn_fail_slots(void)
 	      (long long)rt.conn_fail_slots);
 }
 
+/* The bound on connections in flight above the cap across the fleet: every
+ * host but one at its fail share (static), none (allow), nothing (deny). */
+static void test_conn_bound(void)
+{
+	static const struct {
+		uint64_t max_conns, agents;
+		enum policy_fail fail;
+		uint64_t want;
+	} rows[] = {
+		{ 30, 3, POLICY_FAIL_STATIC, 20 }, { 30, 1, POLICY_FAIL_STATIC, 0 },
+		{ 30, 0, POLICY_FAIL_STATIC, 0 }, { 2, 5, POLICY_FAIL_STATIC, 4 },
+		{ 30, 3, POLICY_FAIL_DENY, 0 }, { 30, 3, POLICY_FAIL_ALLOW, UINT64_MAX },
+		{ 0, 3, POLICY_FAIL_ALLOW, 0 },
+	};
+	struct policy_tenant t;
+
+	policy_plain(&t);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		uint64_t got;
+
+		t.max_conns = rows[i].max_conns;
+		t.fail = rows[i].fail;
+		got = policy_conn_bound(&t, rows[i].agents);
+		CHECK(got == rows[i].want, "cap %llu, %llu agents, fail %d: bound "
+		      "%llu, want %llu", (unsigned long long)rows[i].max_conns,
+		      (unsigned long long)rows[i].agents, rows[i].fail,
+		      (unsigned long long)got, (unsigned long long)rows[i].want);
+	}
+}
+
 int main(void)
 {
+	CHECK_RUN(test_conn_bound);
 	CHECK_RUN(test_conn_caps);
 	CHECK_RUN(test_conn_fail_slots);
 	return check_exit();

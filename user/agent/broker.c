@@ -412,6 +412,7 @@ void broker_tenant_stats(const struct broker *b, uint32_t slot,
 	out->lease_size = ours && s->lease ? s->lease :
 			  lease_credit(p, broker_agents_of(b));
 	out->overshoot_bound = lease_bound(p, broker_agents_of(b), b->o.lease_ttl_ms);
+	out->conn_bound = policy_conn_bound(p, broker_agents_of(b));
 }
 
 void broker_stats(const struct broker *b, struct broker_stats *out)

@@ -114,6 +114,7 @@ struct broker_tenant_stats {
 	uint64_t owed;			/* tokens admitted without a lease yet */
 	uint64_t static_charged;	/* static share admissions owed, ever */
 	uint64_t overshoot_bound;	/* lease_bound() */
+	uint64_t conn_bound;		/* policy_conn_bound(): UINT64_MAX none */
 };
 
 #define BROKER_LEASE_BUCKETS	12

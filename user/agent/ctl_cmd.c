@@ -138,16 +138,30 @@ static json_t *cmd_tenant_set(struct ctl_call *call, const json_t *req)
 			 agent_tenant_json(agent_find(a, t.name)));
 }
 
+/* A capped tenant's bound on connections in flight above its cap across
+ * the fleet (policy_conn_bound()): null with fail allow, which has none. */
+static void set_conn_bound(json_t *j, uint64_t bound)
+{
+	json_object_set_new(j, "conn_overshoot_bound", bound == UINT64_MAX ?
+			    json_null() : json_integer((json_int_t)bound));
+}
+
 /* A tenant as tenant.get and tenant.list return it: with its connections
- * in flight when it has a cap ("conns", read-only). */
+ * in flight when it has a cap ("conns", read-only), and in fleet mode their
+ * bound above the cap. */
 static json_t *tenant_json(struct agent *a, const struct agent_tenant *t)
 {
 	json_t *j = agent_tenant_json(t);
+	struct broker_tenant_stats bt;
 	struct kern_conns kc;
 
 	if (j && t->pol.max_conns && !kern_tenant_conns(&a->kern, t->slot, &kc))
 		json_object_set_new(j, "conns", json_integer(kc.in_flight > 0 ?
 							     kc.in_flight : 0));
+	if (j && t->pol.max_conns && a->broker) {
+		broker_tenant_stats(a->broker, t->slot, &t->pol, &bt);
+		set_conn_bound(j, bt.conn_bound);
+	}
 	return j;
 }
 
@@ -310,6 +324,8 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 				    json_integer((json_int_t)st.s.degraded));
 		set_fields(j, &bt, lease_fields,
 			   sizeof(lease_fields) / sizeof(lease_fields[0]));
+		if (t->pol.max_conns)
+			set_conn_bound(j, bt.conn_bound);
 	}
 	return j;
 }

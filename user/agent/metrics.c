@@ -247,6 +247,23 @@ static void render_fleet(FILE *f, struct agent *a)
 			fprintf(f, "%llu\n", field_at(&bt, per_tenant[m].from));
 		}
 	}
+	header(f, "rlgate_conn_overshoot_bound", "gauge",
+	       "Capped tenants: most connections the fleet can have in flight "
+	       "above the cap beyond those a host had when it stopped renewing "
+	       "its slots: (live agents - 1) x fail share; +Inf with fail allow.");
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		struct broker_tenant_stats bt;
+
+		if (!a->tenants[i].pol.max_conns)
+			continue;
+		broker_tenant_stats(a->broker, a->tenants[i].slot,
+				    &a->tenants[i].pol, &bt);
+		tenant_row(f, "rlgate_conn_overshoot_bound", a->tenants[i].pol.name);
+		if (bt.conn_bound == UINT64_MAX)
+			fprintf(f, "+Inf\n");
+		else
+			fprintf(f, "%llu\n", (unsigned long long)bt.conn_bound);
+	}
 	broker_stats(a->broker, &bs);
 	broker_scalars(f, &bs);
 	header(f, "rlgate_degraded_total", "counter",

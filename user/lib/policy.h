@@ -130,6 +130,14 @@ void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
  * (0 counts as 1): max_conns / agents, at least 1; 0 without a cap. */
 uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents);
 
+/* The most connections a fleet of `agents` live agents may have in flight
+ * above t's cap, beyond those a host had in flight when it stopped renewing
+ * its slots: every host but one cut off from Redis (or dead: its kernel
+ * then follows the fail policy) while the others lease what it held, each
+ * admitting up to its fail share.  0 without a cap, with fail deny, or with
+ * one agent; UINT64_MAX (no bound) with fail allow. */
+uint64_t policy_conn_bound(const struct policy_tenant *t, uint64_t agents);
+
 /* Checks one tenant on its own (name, rate, burst within policy_burst_max,
  * at least one prefix, no duplicate prefix or port). */
 int policy_validate(const struct policy_tenant *t, char *err);

@@ -191,6 +191,12 @@ static void print_tenant(json_t *t)
 		if (json_is_integer(json_object_get(t, "conns")))
 			printf("in flight: %" JSON_INTEGER_FORMAT "\n",
 			       json_integer_value(json_object_get(t, "conns")));
+		if (json_is_integer(json_object_get(t, "conn_overshoot_bound")))
+			printf("conn overshoot bound: %" JSON_INTEGER_FORMAT "\n",
+			       json_integer_value(json_object_get(t,
+						  "conn_overshoot_bound")));
+		else if (json_is_null(json_object_get(t, "conn_overshoot_bound")))
+			printf("conn overshoot bound: none (fail allow)\n");
 	}
 	if (json_is_integer(id))
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
