@@ -14,9 +14,8 @@
 /*
  * The layout of everything shared with the kernel, as a whole: the structs
  * below, the maps' sizes and what each field means.  A change to any of them
- * bumps RL_ABI_VERSION, and the agent learns (user/agent: migratable(),
- * migrate_map()) how to bring pins of the previous layout forward in
- * place.  The version is recorded in the pinned map `abi`; pins without it
+ * bumps RL_ABI_VERSION, and the agent learns (user/agent/kern_migrate.c)
+ * how to bring pins of the previous layout forward in place.  The version is recorded in the pinned map `abi`; pins without it
  * were made by layout 1.  tests/e2e/upgrade.bats builds the last commit of
  * each earlier layout from git history and upgrades its pins under load: a
  * bump adds the last commit of the layout it replaces there.
