@@ -47,7 +47,13 @@ _Static_assert(sizeof(struct rl_abi) == 8 &&
 	       __builtin_offsetof(struct rl_abi, version) == 4,
 	       "rl_abi: the layout record");
 
+/* Tenant slots: `tenants`, `tenant_stats` and `conn_stats` are loaded with
+ * rlagent --max-tenants entries, RL_MAX_TENANTS by default (and in this
+ * object as compiled), at most RL_TENANTS_LIMIT.  The size is not part of
+ * the layout: pins of another size are refused, naming both (a resize needs
+ * a detach).  A classifier entry holds 30 bits of tenant. */
 #define RL_MAX_TENANTS		4096
+#define RL_TENANTS_LIMIT	(1u << 20)
 /* `flow_cache_cpu` holds 2^bits slots per CPU: RL_FLOW_BITS unless the
  * loader picks fewer for a machine with many CPUs (rl_flow_bits()). */
 #define RL_FLOW_BITS		14	/* 16,384 slots, 1 MiB per CPU */

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Scale benchmark of the control plane: one standalone rlagent (no Redis,
-# no traffic) given SCALE_TENANTS tenants (default 100,000) of
-# SCALE_PREFIXES prefixes each (default 1, a /28 of 10.0.0.0/8 each, none
-# overlapping) by one `rlctl apply`, then a change of one tenant among them,
-# the memory they take, and a restart of the agent that adopts the pins.
+# no traffic, --max-tenants N) given N = SCALE_TENANTS tenants (default
+# 100,000) of SCALE_PREFIXES prefixes each (default 1, a /28 of
+# 10.0.0.0/8 each, none overlapping) by one `rlctl apply`, then a change
+# of one tenant among them, the memory they take, and a restart of the agent that adopts the pins.
 # Prints `name value unit` lines:
 #   scale_tenants          the tenants loaded
 #   ctl_apply_100k_s       `rlctl apply` of the whole set to an empty agent
@@ -34,7 +34,8 @@ bench_lab bs scale
 start_agent() {
 	nsenter --net="/run/netns/$lab-s1" "$build/rlagent" --iface eth0 \
 		--control "$work/sock" --state-dir "$work/state" --pin-dir "$pin" \
-		${SCALE_AGENT_ARGS:-} --log-level warn >>"$work/rlagent.log" 2>&1 &
+		--max-tenants "$tenants" ${SCALE_AGENT_ARGS:-} --log-level warn \
+		>>"$work/rlagent.log" 2>&1 &
 	agent=$!
 	disown "$agent"	# killed by PID at exit; no job notices
 }

@@ -186,7 +186,8 @@ static int sweep_one(struct cinst *in, __u16 sport)
 	k.dport = pkt_dport(&p);
 	if (bpf_map_lookup_elem(in->conns_fd, &k, &c))
 		return 0;
-	return rl_conn_forget(in->conns_fd, in->w.tenants, &k, &c);
+	return rl_conn_forget(in->conns_fd, in->w.tenants, RL_MAX_TENANTS,
+			      &k, &c);
 }
 
 static const char *side_name(const struct cstep *st)

@@ -9,7 +9,7 @@
  *       each batch: one JSON object back per line, the agent's PID alive,
  *       `status` answered within 1 s, and the tenant list exactly the
  *       tenants it had plus those a mutated tenant.set validly created or
- *       changed.  Also sends one line over the 4 MiB limit (error, then
+ *       changed.  Also sends one line over the 64 MiB limit (error, then
  *       closed) and one half line left hanging.  Exit 0 ok, 1 failed.
  *
  *   ctl_fuzz --mutate-state SEED FILE
@@ -32,7 +32,9 @@
 #include <unistd.h>
 #include <jansson.h>
 
-#define LINE_MAX_BYTES	(4 << 20)
+#include "ctl_proto.h"
+
+#define LINE_MAX_BYTES	CTL_LINE_MAX
 #define BATCH		64
 
 static unsigned long long rng = 0x9e3779b97f4a7c15ULL;

@@ -95,6 +95,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!mkdtemp(writer_dir))
 		abort();
 	writer.opts.state_dir = writer_dir;
+	writer.kern.max_tenants = RL_MAX_TENANTS;
 	atexit(writer_cleanup);
 	return 0;
 }
@@ -113,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!doc)
 		return 0;
 	err[0] = '\0';
-	if (parse_doc(doc, &ts, &n, &version, err)) {
+	if (parse_doc(doc, RL_MAX_TENANTS, &ts, &n, &version, err)) {
 		/* Refused: the message must say why. */
 		assert(err[0] != '\0');
 		json_decref(doc);
@@ -130,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(agent_save_policy(&writer, ts, n, NULL, 0, version) == 0);
 	assert(state_load(writer_dir, AGENT_POLICY_FILE, &again, err,
 			  sizeof(err)) == 0);
-	assert(parse_doc(again, &ts2, &n2, &version2, err) == 0);
+	assert(parse_doc(again, RL_MAX_TENANTS, &ts2, &n2, &version2, err) == 0);
 	assert(n2 == n && version2 == version);
 	for (size_t i = 0; i < n; i++) {
 		assert(ts2[i].slot == ts[i].slot);

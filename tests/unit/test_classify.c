@@ -236,7 +236,7 @@ static void check_errors(void)
 	r[0].plen = 33;
 	ret = rl_cls_compile(r, 1, 0, &img, err, sizeof(err));
 	CHECK(ret == -EINVAL && strstr(err, "33"), "/33: %d '%s'", ret, err);
-	r[0] = v4("10.0.0.0", 8, 0, RL_MAX_TENANTS);
+	r[0] = v4("10.0.0.0", 8, 0, RL_TENANTS_LIMIT);
 	ret = rl_cls_compile(r, 1, 0, &img, err, sizeof(err));
 	CHECK(ret == -EINVAL, "tenant slot out of range: %d '%s'", ret, err);
 

@@ -67,7 +67,7 @@ static void test_layout(void)
 	      "parts follow the header in order, the classifiers on pages of "
 	      "their own");
 	CHECK(rl_pool_layout(0, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
-	      rl_pool_layout(RL_MAX_TENANTS + 1, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
+	      rl_pool_layout(RL_TENANTS_LIMIT + 1, RL_CLS_GROUPS_MIN, 8, &h) == -EINVAL &&
 	      rl_pool_layout(16, RL_CLS_GROUPS_MIN - 1, 8, &h) == -EINVAL &&
 	      rl_pool_layout(16, RL_CLS_GROUPS_MIN, 0, &h) == -EINVAL,
 	      "counts no pool may have are refused");

@@ -40,7 +40,7 @@ json_t *agent_tenant_json(const struct agent_tenant *t)
 void agent_free(struct agent *a)
 {
 	if (a->texts)
-		for (size_t i = 0; i < RL_MAX_TENANTS; i++)
+		for (size_t i = 0; i < a->kern.max_tenants; i++)
 			free(a->texts[i].text);
 	free(a->texts);
 	free(a->tenants);
@@ -85,21 +85,21 @@ size_t agent_index_find(const struct name_index *ix, const char *name)
  * then the compiled rules in force stay right, and a change of limits
  * alone does not compile and publish thousands of rules again. */
 static bool same_rules(const struct agent_tenant *old, size_t n_old,
-		       const struct agent_tenant *ts, size_t n)
+		       const struct agent_tenant *ts, size_t n, uint32_t max)
 {
 	const struct agent_tenant **by_slot;
 	bool same = n == n_old;
 
-	by_slot = calloc(RL_MAX_TENANTS, sizeof(*by_slot));
+	by_slot = calloc(max, sizeof(*by_slot));
 	if (!by_slot)
 		return false;
 	for (size_t i = 0; same && i < n_old; i++)
-		if (old[i].slot < RL_MAX_TENANTS)
+		if (old[i].slot < max)
 			by_slot[old[i].slot] = &old[i];
 	for (size_t i = 0; same && i < n; i++) {
 		const struct policy_tenant *x = &ts[i].pol, *y;
 
-		if (ts[i].slot >= RL_MAX_TENANTS || !by_slot[ts[i].slot]) {
+		if (ts[i].slot >= max || !by_slot[ts[i].slot]) {
 			same = false;
 			break;
 		}
@@ -141,7 +141,8 @@ int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
 		bs[i].slot = ts[i].slot;
 		bs[i].t = &ts[i].pol;
 	}
-	if (!a->rules_synced || !same_rules(old, n_old, ts, n)) {
+	if (!a->rules_synced || !same_rules(old, n_old, ts, n,
+						   a->kern.max_tenants)) {
 		err = kern_rules_sync(&a->kern, bs, n);
 		/* after a failure the kernel's rules are not known to be
 		 * either set's: the next change compiles them in any case */
@@ -223,13 +224,14 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 	for (size_t i = 0; i < n; i++) {
 		if (next[i].slot != UINT32_MAX)
 			continue;
-		while (slot < RL_MAX_TENANTS &&
+		while (slot < a->kern.max_tenants &&
 		       (slot_in(&used, slot) || kern_slot_live(&a->kern, slot)))
 			slot++;
-		if (slot >= RL_MAX_TENANTS) {
+		if (slot >= a->kern.max_tenants) {
 			free(next);
 			snprintf(err, POLICY_ERR_MAX, "no free tenant slot (at "
-				 "most %d tenants)", RL_MAX_TENANTS);
+				 "most %u tenants, --max-tenants)",
+				 a->kern.max_tenants);
 			return AGENT_INVALID;
 		}
 		next[i].slot = slot++;
@@ -368,9 +370,9 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 		if (policy_validate(&ts[i], err))
 			return AGENT_INVALID;
 	}
-	if (n > RL_MAX_TENANTS) {
-		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %d", n,
-			 RL_MAX_TENANTS);
+	if (n > a->kern.max_tenants) {
+		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %u "
+			 "(--max-tenants)", n, a->kern.max_tenants);
 		return AGENT_INVALID;
 	}
 	next = calloc(n ? n : 1, sizeof(*next));

@@ -17,7 +17,7 @@
 /* The slots a set uses, one bit each: a set of thousands of tenants is
  * asked about every slot, so asking must not walk the set. */
 struct slot_map {
-	uint64_t bits[RL_MAX_TENANTS / 64];
+	uint64_t bits[RL_TENANTS_LIMIT / 64];
 };
 
 static inline void slots_of(const struct agent_tenant *ts, size_t n,
@@ -25,13 +25,13 @@ static inline void slots_of(const struct agent_tenant *ts, size_t n,
 {
 	memset(m, 0, sizeof(*m));
 	for (size_t i = 0; i < n; i++)
-		if (ts[i].slot < RL_MAX_TENANTS)
+		if (ts[i].slot < RL_TENANTS_LIMIT)
 			m->bits[ts[i].slot / 64] |= 1ULL << (ts[i].slot % 64);
 }
 
 static inline bool slot_in(const struct slot_map *m, uint32_t slot)
 {
-	return slot < RL_MAX_TENANTS && (m->bits[slot / 64] >> (slot % 64)) & 1;
+	return slot < RL_TENANTS_LIMIT && (m->bits[slot / 64] >> (slot % 64)) & 1;
 }
 
 /* Names sorted, each with its position in the array it came from, for

@@ -23,7 +23,7 @@ static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 	char *text;
 
 	if (!a->texts) {
-		a->texts = calloc(RL_MAX_TENANTS, sizeof(*a->texts));
+		a->texts = calloc(a->kern.max_tenants, sizeof(*a->texts));
 		if (!a->texts)
 			return NULL;
 	}
@@ -117,8 +117,8 @@ cleanup:
 
 /* Turns the state document into tenants with slots.  0, or -EINVAL with
  * the problem in err. */
-static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
-		     uint64_t *version, char *err)
+static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
+		     size_t *n_out, uint64_t *version, char *err)
 {
 	struct policy_tenant *flat = NULL;
 	struct agent_tenant *ts = NULL;
@@ -144,9 +144,9 @@ static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
 		return -EINVAL;
 	}
 	n = json_array_size(arr);
-	if (n > RL_MAX_TENANTS) {
-		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %d", n,
-			 RL_MAX_TENANTS);
+	if (n > max) {
+		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %u "
+			 "(--max-tenants)", n, max);
 		return -EINVAL;
 	}
 	ts = calloc(n ? n : 1, sizeof(*ts));
@@ -164,10 +164,10 @@ static int parse_doc(json_t *doc, struct agent_tenant **out, size_t *n_out,
 
 		v = json_object_get(item, "id");
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= RL_MAX_TENANTS) {
+		    json_integer_value(v) >= max) {
 			snprintf(err, POLICY_ERR_MAX, "tenant %zu: 'id' missing or "
-				 "not a slot number from 0 to %d", i,
-				 RL_MAX_TENANTS - 1);
+				 "not a slot number from 0 to %u (--max-tenants)",
+				 i, max - 1);
 			goto cleanup;
 		}
 		id = json_integer_value(v);
@@ -266,7 +266,7 @@ int agent_policy_start(struct agent *a)
 	e = state_load(a->opts.state_dir, AGENT_POLICY_FILE, &doc, err,
 		       sizeof(err));
 	if (e == 0) {
-		e = parse_doc(doc, &ts, &n, &version, err);
+		e = parse_doc(doc, a->kern.max_tenants, &ts, &n, &version, err);
 		if (!e) {
 			e = parse_tombs(doc, &a->tombs, &a->n_tombs, err);
 			if (e) {
@@ -307,7 +307,7 @@ int agent_policy_start(struct agent *a)
 		return e;
 	}
 	slots_of(ts, n, &used);
-	for (uint32_t s = 0; s < RL_MAX_TENANTS; s++)
+	for (uint32_t s = 0; s < a->kern.max_tenants; s++)
 		if (kern_slot_live(&a->kern, s) && !slot_in(&used, s)) {
 			log_info("cleared kernel slot %u: not in the policy", s);
 			kern_tenant_clear(&a->kern, s);

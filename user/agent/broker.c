@@ -119,7 +119,7 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	b->slots = calloc(RL_MAX_TENANTS, sizeof(*b->slots));
+	b->slots = calloc(h->max_slots, sizeof(*b->slots));
 	if (!b->slots) {
 		free(b);
 		return -ENOMEM;
@@ -127,7 +127,7 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 	b->h = *h;
 	b->o = *o;
 	srand((unsigned int)(getpid() ^ time(NULL)));
-	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++) {
+	for (uint32_t i = 0; i < h->max_slots; i++) {
 		b->slots[i].b = b;
 		b->slots[i].idx = i;
 	}
@@ -263,7 +263,7 @@ void broker_close(struct broker *b)
 		loop_timer_cancel(b->load_retry);
 	if (b->want_timer)
 		loop_timer_cancel(b->want_timer);
-	for (uint32_t i = 0; i < RL_MAX_TENANTS; i++)
+	for (uint32_t i = 0; i < b->h.max_slots; i++)
 		if (b->slots[i].wait_timer)
 			loop_timer_cancel(b->slots[i].wait_timer);
 	b->pending = 0;

@@ -48,6 +48,7 @@ struct broker_fleet_update {
 struct broker_host {
 	void *ctx;
 	struct loop *loop;
+	uint32_t max_slots;	/* tenant slots, as the kernel's (--max-tenants) */
 
 	/* Leased tokens: whole tokens held, added (re-arming the low-water
 	 * event at lowwater), taken back (up to max, 0: all; returns how many). */

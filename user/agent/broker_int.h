@@ -151,7 +151,7 @@ struct broker {
 	double lease_sum_s;
 	uint64_t lease_count;
 	uint64_t rtt_ns;		/* lease round trip, a moving average */
-	struct slot *slots;		/* RL_MAX_TENANTS */
+	struct slot *slots;		/* h.max_slots */
 	/* circuit breaker */
 	struct circuit circ;		/* user/lib/circuit.h */
 	bool tokens_expired;

@@ -756,7 +756,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		b->load_retry = NULL;
 		/* Replies that will never come; and what Redis advised is
 		 * about a server that may come back empty. */
-		for (int i = 0; i < RL_MAX_TENANTS; i++) {
+		for (uint32_t i = 0; i < b->h.max_slots; i++) {
 			b->slots[i].inflight = false;
 			b->slots[i].refunding = 0;
 			broker_slot_unwait(&b->slots[i]);

@@ -132,6 +132,13 @@ static int pin_prog(struct kern *k)
 	return 0;
 }
 
+bool kern_tenant_sized(const struct kern *k, const struct bpf_map *map)
+{
+	return map == k->skel->maps.tenants ||
+	       map == k->skel->maps.tenant_stats ||
+	       map == k->skel->maps.conn_stats;
+}
+
 /*
  * A pinned map left by another rlgate build whose layout differs: libbpf
  * would only say "Invalid argument".  Names the map, what differs, and what
@@ -141,22 +148,29 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 			const char *path)
 {
 	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
+	__u32 len = sizeof(info), div;
 	int fd = bpf_obj_get(path), err = 0;
+	const char *opt, *unit;
+	bool cls;
 
 	if (fd < 0)
 		return 0;	/* libbpf will say what is wrong with it */
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-	    map == k->skel->maps.cls && info.type == bpf_map__type(map) &&
+	/* the maps an option sizes: the size in its unit */
+	cls = map == k->skel->maps.cls;
+	opt = cls ? "--rule-memory" :
+	      kern_tenant_sized(k, map) ? "--max-tenants" : NULL;
+	unit = cls ? "MiB of rules" : "tenants";
+	div = cls ? 1024 : 1;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && opt &&
+	    info.type == bpf_map__type(map) &&
 	    info.value_size == bpf_map__value_size(map) &&
 	    info.max_entries != bpf_map__max_entries(map)) {
-		log_error("couldn't adopt pinned map on '%s': the rules there "
-			  "have %u MiB and this agent was asked for %u MiB "
-			  "(--rule-memory). Start it with --rule-memory %u, or "
-			  "detach (rlctl detach IF) and start it again to resize",
-			  path, info.max_entries / 1024,
-			  bpf_map__max_entries(map) / 1024,
-			  info.max_entries / 1024);
+		log_error("couldn't adopt pinned map on '%s': it holds %u %s "
+			  "and this agent was asked for %u %s (%s). Start it "
+			  "with %s %u, or detach (rlctl detach IF) and start it "
+			  "again to resize", path, info.max_entries / div, unit,
+			  bpf_map__max_entries(map) / div, unit, opt, opt,
+			  info.max_entries / div);
 		err = -EINVAL;
 	} else if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
 	    (info.type != bpf_map__type(map) ||
@@ -179,7 +193,7 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 }
 
 int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
-	      uint32_t rule_memory_mib)
+	      uint32_t rule_memory_mib, uint32_t max_tenants)
 {
 	uint32_t half = rule_memory_mib ? rule_memory_mib * 512 : RL_CLS_GROUPS;
 	uint32_t flow_bits;
@@ -234,6 +248,22 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 		log_error("couldn't size map on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
 		goto cleanup;
+	}
+	k->max_tenants = max_tenants ? max_tenants : RL_MAX_TENANTS;
+	k->conns_forgotten = calloc(k->max_tenants, sizeof(*k->conns_forgotten));
+	if (!k->conns_forgotten) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	bpf_object__for_each_map(map, k->skel->obj) {
+		if (!kern_tenant_sized(k, map))
+			continue;
+		err = bpf_map__set_max_entries(map, k->max_tenants);
+		if (err) {
+			log_error("couldn't size map on '%s/%s': %s", k->pin_dir,
+				  bpf_map__name(map), strerror(-err));
+			goto cleanup;
+		}
 	}
 	/* The same for every start until reboot, as the pins are. */
 	flow_bits = rl_flow_bits(libbpf_num_possible_cpus());
@@ -311,7 +341,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 		goto cleanup;
 
 	page = sysconf(_SC_PAGESIZE);
-	k->tenants_len = (RL_MAX_TENANTS * sizeof(struct rl_tenant) +
+	k->tenants_len = ((size_t)k->max_tenants * sizeof(struct rl_tenant) +
 			  (size_t)page - 1) & ~((size_t)page - 1);
 	fd = bpf_map__fd(k->skel->maps.tenants);
 	k->tenants = mmap(NULL, k->tenants_len, PROT_READ | PROT_WRITE,
@@ -373,6 +403,8 @@ void kern_close(struct kern *k)
 	if (k->agent)
 		munmap(k->agent, k->agent_len);
 	k->agent = NULL;
+	free(k->conns_forgotten);
+	k->conns_forgotten = NULL;
 	rl_cls_map_close(&k->cls);
 	preload_close(k->preload);
 	k->preload = NULL;

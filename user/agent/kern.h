@@ -45,6 +45,7 @@ struct kern {
 	int prog_fd;
 	struct rl_tenant *tenants;	/* the mmap'ed `tenants` map */
 	size_t tenants_len;
+	uint32_t max_tenants;	/* slots in `tenants` (--max-tenants) */
 	int ncpus;
 	struct ring_buffer *rb;
 	struct kern_iface ifaces[KERN_MAX_IFACES];
@@ -63,7 +64,7 @@ struct kern {
 	 * below count both). */
 	struct preload *preload;
 	/* per slot: connections the agent's sweep forgot (conntrack.c) */
-	uint64_t conns_forgotten[RL_MAX_TENANTS];
+	uint64_t *conns_forgotten;	/* max_tenants of them */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -79,13 +80,14 @@ int kern_parse_mode(const char *s, enum kern_mode *out);
  * Locks pin_dir (creating it on bpffs), opens and loads the program,
  * reusing every map already pinned there and pinning the ones that were
  * not, pins the program, maps the tenant table.  Nothing is attached yet.
- * The classifier gets rule_memory_mib MiB (both halves; 0: the default);
- * pinned maps of another size are refused, naming both.
+ * The classifier gets rule_memory_mib MiB (both halves; 0: the default),
+ * the tenant maps max_tenants slots (0: RL_MAX_TENANTS); pinned maps of
+ * another size are refused, naming both.
  * On a verifier rejection the tail of the verifier log is logged at error
  * level.  0 or -errno (logged); on failure k is left closed.
  */
 int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
-	      uint32_t rule_memory_mib);
+	      uint32_t rule_memory_mib, uint32_t max_tenants);
 
 /* Releases what kern_open took.  Attachments and pins stay: the kernel
  * keeps enforcing after the agent is gone. */

@@ -24,6 +24,11 @@ static inline struct bpf_program *our_prog(const struct kern *k)
 	return k->use_tc ? k->skel->progs.tc_rlgate : k->skel->progs.xdp_rlgate;
 }
 
+/* kern.c */
+
+/* Whether map has one entry per tenant slot (sized by --max-tenants). */
+bool kern_tenant_sized(const struct kern *k, const struct bpf_map *map);
+
 /* kern_migrate.c */
 
 /* The layout version (RL_ABI_VERSION) of the pins under k's pin dir: 0

@@ -142,7 +142,7 @@ uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max)
  * disarms it, and a grant re-arms it. */
 static void tokens_balance(struct kern *k)
 {
-	for (uint32_t slot = 0; slot < RL_MAX_TENANTS; slot++) {
+	for (uint32_t slot = 0; slot < k->max_tenants; slot++) {
 		struct rl_tenant *kt = &k->tenants[slot];
 		struct rl_tenant *pt = preload_slot(k->preload, slot);
 		int64_t kn, pn, move;

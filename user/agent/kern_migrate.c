@@ -49,7 +49,8 @@ int kern_pinned_abi(const struct kern *k, __u32 *version)
  * Whether a pinned map of an older layout can be brought forward by copying
  * it into a new map of this build's layout: an array of the same type and
  * entry size that only grew or shrank.  (Layout 1 to 2: `counters`.)  The
- * classifier is never resized this way: its size is --rule-memory's.
+ * classifier and the tenant maps are never resized this way: their sizes
+ * are --rule-memory's and --max-tenants'.
  */
 bool kern_migratable(const struct kern *k, const struct bpf_map *map,
 		     const char *path)
@@ -62,7 +63,7 @@ bool kern_migratable(const struct kern *k, const struct bpf_map *map,
 	if (fd < 0)
 		return false;
 	ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-	     map != k->skel->maps.cls &&
+	     map != k->skel->maps.cls && !kern_tenant_sized(k, map) &&
 	     (info.type == BPF_MAP_TYPE_ARRAY ||
 	      info.type == BPF_MAP_TYPE_PERCPU_ARRAY) &&
 	     info.type == bpf_map__type(map) &&

@@ -92,6 +92,11 @@ static const struct opt options[] = {
 	  .min = 2, .max = 1024, .def = "16", .expect = "MiB",
 	  .help = "kernel memory for the compiled rules; a change needs a "
 		  "detach" },
+	{ "max-tenants", 0, OPT_U64, CLI(agent.max_tenants), .arg = "N",
+	  .min = 1, .max = RL_TENANTS_LIMIT, .def = "4096",
+	  .expect = "tenants",
+	  .help = "tenant slots in the kernel's maps, the preload pool and "
+		  "the agent's tables; a change needs a detach" },
 	{ "tombstone-ttl", 0, OPT_U64, CLI(agent.tomb_ttl_ms), .arg = "S",
 	  .min = 1, .max = 315360000, .scale = 1000, .def = "604800",
 	  .expect = "seconds",
@@ -307,7 +312,8 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	log_debug("event %u for slot %u (tokens %lld)", ev->type, ev->tenant,
 		  (long long)ev->tokens);
-	if (a->broker && ev->type == RL_EV_LOWWATER && ev->tenant < RL_MAX_TENANTS)
+	if (a->broker && ev->type == RL_EV_LOWWATER &&
+	    ev->tenant < a->kern.max_tenants)
 		broker_lowwater(a->broker, ev->tenant);
 	return 0;
 }
@@ -369,12 +375,13 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	if (kern_open(&a.kern, a.opts.pin_dir, a.opts.mode == KERN_MODE_TC,
-		      a.opts.rule_memory_mib))
+		      a.opts.rule_memory_mib, a.opts.max_tenants))
 		goto cleanup;
 	kern_opened = true;
 	a.kern.leased = bo.redis != NULL;
 	if (cli.preload_pool && preload_open(&a.kern.preload, cli.preload_pool,
-					     pool_gid, a.kern.cls.half))
+					     pool_gid, a.kern.cls.half,
+					     a.kern.max_tenants))
 		goto cleanup;
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a

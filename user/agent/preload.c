@@ -20,27 +20,40 @@
 #include "preload.h"
 #include "slot.h"
 
+static void preload_free(struct preload *p)
+{
+	free(p->kern_seen);
+	free(p->pool_seen);
+	free(p);
+}
+
 int preload_open(struct preload **out, const char *path, gid_t gid,
-		 uint32_t cls_half)
+		 uint32_t cls_half, uint32_t max_tenants)
 {
 	struct preload *p = calloc(1, sizeof(*p));
 	int err;
 
 	if (!p)
 		return -ENOMEM;
+	p->kern_seen = calloc(max_tenants, sizeof(*p->kern_seen));
+	p->pool_seen = calloc(max_tenants, sizeof(*p->pool_seen));
+	if (!p->kern_seen || !p->pool_seen) {
+		preload_free(p);
+		return -ENOMEM;
+	}
 	snprintf(p->path, sizeof(p->path), "%s", path);
-	err = rl_pool_create(&p->pool, path, RL_MAX_TENANTS, cls_half, gid,
+	err = rl_pool_create(&p->pool, path, max_tenants, cls_half, gid,
 			     &p->adopted);
 	if (err) {
 		log_error("couldn't make the preload pool on '%s': %s", path,
 			  strerror(-err));
-		free(p);
+		preload_free(p);
 		return err;
 	}
 	log_info("preload pool '%s' %s (%u tenant slots)", path,
-		 p->adopted ? "adopted" : "made", RL_MAX_TENANTS);
+		 p->adopted ? "adopted" : "made", max_tenants);
 	/* the counts already there are where the next split starts from */
-	for (uint32_t s = 0; s < RL_MAX_TENANTS; s++) {
+	for (uint32_t s = 0; s < max_tenants; s++) {
 		struct rl_stats st;
 
 		rl_pool_tenant_stats(&p->pool, s, &st);
@@ -57,7 +70,7 @@ void preload_close(struct preload *p)
 	/* The file stays: preloaded processes keep the rules and buckets
 	 * they have, and a restarted agent adopts it. */
 	rl_pool_unmap(&p->pool);
-	free(p);
+	preload_free(p);
 }
 
 struct rl_tenant *preload_slot(struct preload *p, uint32_t slot)

@@ -24,14 +24,15 @@ struct preload {
 	char path[4096];
 	bool adopted;		/* the pool was there, with this layout */
 	/* per slot, the demand each point had seen at the last grant */
-	uint64_t kern_seen[RL_MAX_TENANTS];
-	uint64_t pool_seen[RL_MAX_TENANTS];
+	uint64_t *kern_seen;	/* pool.hdr->max_tenants of each */
+	uint64_t *pool_seen;
 };
 
 /* Makes or adopts the pool at path (mode 0660, group gid unless -1) with
- * the kernel's classifier size.  0 or -errno (logged). */
+ * the kernel's classifier size and tenant slots (a pool of other sizes is
+ * made again).  0 or -errno (logged). */
 int preload_open(struct preload **out, const char *path, gid_t gid,
-		 uint32_t cls_half);
+		 uint32_t cls_half, uint32_t max_tenants);
 void preload_close(struct preload *p);
 
 /* The pool's slot, as kern.c writes it alongside the kernel's. */

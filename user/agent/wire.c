@@ -185,6 +185,7 @@ void wire_broker_host(struct agent *a, struct broker_host *h)
 	*h = (struct broker_host){
 		.ctx = a,
 		.loop = a->loop,
+		.max_slots = a->kern.max_tenants,
 		.tokens = host_tokens,
 		.tokens_add = host_tokens_add,
 		.tokens_take = host_tokens_take,

@@ -484,9 +484,9 @@ int rl_cls_compile(const struct rl_cls_rule *rules, size_t n, uint32_t half,
 				   "prefix length %u", i, r->family, r->plen);
 			goto out;
 		}
-		if (r->tenant >= RL_MAX_TENANTS) {
+		if (r->tenant >= RL_TENANTS_LIMIT) {
 			ret = fail(&c, -EINVAL, "rule %zu: tenant slot %u is "
-				   "not below %u", i, r->tenant, RL_MAX_TENANTS);
+				   "not below %u", i, r->tenant, RL_TENANTS_LIMIT);
 			goto out;
 		}
 		norm[i] = *r;

@@ -34,11 +34,12 @@ enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
 	return RL_CONN_KEEP;
 }
 
-void rl_conn_release(struct rl_tenant *tenants, uint32_t id, uint32_t epoch)
+void rl_conn_release(struct rl_tenant *tenants, uint32_t n_tenants, uint32_t id,
+		     uint32_t epoch)
 {
 	struct rl_tenant *t;
 
-	if (id >= RL_MAX_TENANTS)
+	if (id >= n_tenants)
 		return;
 	t = &tenants[id];
 	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) != epoch)
@@ -47,11 +48,11 @@ void rl_conn_release(struct rl_tenant *tenants, uint32_t id, uint32_t epoch)
 		__atomic_fetch_add(&t->conns, 1, __ATOMIC_RELAXED);
 }
 
-int rl_conn_forget(int conns_fd, struct rl_tenant *tenants,
+int rl_conn_forget(int conns_fd, struct rl_tenant *tenants, uint32_t n_tenants,
 		   const struct rl_flow *k, const struct rl_conn *c)
 {
 	if (bpf_map_delete_elem(conns_fd, k) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	rl_conn_release(tenants, c->tenant, c->epoch);
+	rl_conn_release(tenants, n_tenants, c->tenant, c->epoch);
 	return 1;
 }

@@ -45,12 +45,15 @@ enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
  * that succeeded, gives the connection back to its tenant in the mmap'd
  * tenant table - as the kernel does, so the agent and the kernel racing on
  * one connection give it back once.  Returns 1 when this call removed it,
- * 0 when it was already gone, -errno otherwise.
+ * 0 when it was already gone, -errno otherwise.  The table holds
+ * n_tenants slots.
  */
-int rl_conn_forget(int conns_fd, struct rl_tenant *tenants,
+int rl_conn_forget(int conns_fd, struct rl_tenant *tenants, uint32_t n_tenants,
 		   const struct rl_flow *k, const struct rl_conn *c);
 
-/* Gives one connection back to slot id of epoch (never below zero). */
-void rl_conn_release(struct rl_tenant *tenants, uint32_t id, uint32_t epoch);
+/* Gives one connection back to slot id of epoch (never below zero) in a
+ * table of n_tenants slots. */
+void rl_conn_release(struct rl_tenant *tenants, uint32_t n_tenants, uint32_t id,
+		     uint32_t epoch);
 
 #endif /* RL_CONNS_H */

@@ -8,7 +8,8 @@
 #define RL_CTL_PROTO_H
 
 #define CTL_DEFAULT_SOCKET	"/run/rlgate/rlagent.sock"
-#define CTL_LINE_MAX		(4 << 20)	/* a request, newline included */
+/* a request, newline included: `apply` of 100,000 tenants of ten prefixes */
+#define CTL_LINE_MAX		(64 << 20)
 #define CTL_REPLY_MAX		(64 << 20)	/* a reply: `tenant list` of every tenant */
 
 /* The "code" of a reply with "ok": false. */

@@ -27,7 +27,7 @@ int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
 {
 	uint64_t off;
 
-	if (!max_tenants || max_tenants > RL_MAX_TENANTS ||
+	if (!max_tenants || max_tenants > RL_TENANTS_LIMIT ||
 	    cls_half < RL_CLS_GROUPS_MIN || cls_half > RL_CLS_GROUPS_MAX ||
 	    !max_procs || max_procs > 65536)
 		return -EINVAL;

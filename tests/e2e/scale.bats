@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# rlagent at scale: --max-tenants sizes the kernel's tenant maps and the
+# agent's tables; a set of that many tenants is applied in one request,
+# tenants in slots far past the default size limit their clients, a restart
+# adopts them all, and what does not fit is refused naming the option.
+
+load helpers
+load agent_helpers
+
+setup() { agent_setup; }
+teardown() { agent_teardown; }
+
+N=20000
+
+# tenant_file FILE: N tenants, the first N-2 on /28s of 10.0.0.0/8, then
+# c1t (burst 5) and c2t (burst 3) on the clients' prefixes, both at 1/h so
+# that what they admitted stays spent.
+tenant_file() {
+	jq -n --argjson n "$((N - 2))" --arg c1 "$(prefixes c1)" --arg c2 "$(prefixes c2)" \
+		'{tenants: ([range($n) as $i | ($i * 16) as $k | {name: "t\($i)",
+		rate: "100/s", match: ["10.\($k / 65536 | floor).\(($k / 256 | floor) %
+		256).\($k % 256)/28"]}] + [{name: "c1t", rate: "1/h", burst: 5,
+		action: "rst", match: ($c1 | split(","))}, {name: "c2t", rate: "1/h",
+		burst: 3, action: "rst", match: ($c2 | split(","))}])}' >"$1"
+}
+
+# tries CLIENT: 20 connections from CLIENT in one second to s1.
+tries() {
+	run_loadgen_json "$1" --rate 20 --duration 1 --timeout 500 "$(lab_target s1 "$PORT" 4)"
+}
+
+@test "--max-tenants 20000: one apply of 20,000 tenants, those past slot 4,095 limit their clients, a restart adopts them all, and tenant 20,001 or other sizes are refused naming --max-tenants" {
+	local file=$BATS_TEST_TMPDIR/set.json out rc=0
+
+	agent_start --max-tenants "$N"
+	expect_eq "tenants map entries" \
+		"$(bpftool -j map show pinned "$PIN_DIR/tenants" | jq .max_entries)" "$N"
+	tenant_file "$file"
+	rl apply "$file"
+	expect_eq "tenants listed" "$(rl --json tenant list | jq length)" "$N"
+	expect_between "c1t's slot" "$(rl --json tenant get c1t | jq .id)" 4096 "$((N - 1))"
+
+	tries c1
+	expect_eq "c1 connected" "$(json_get .total.connected)" 5
+	expect_eq "c1 refused" "$(json_get .total.refused)" 15
+	tries c2
+	expect_eq "c2 connected" "$(json_get .total.connected)" 3
+	expect_eq "c2 refused" "$(json_get .total.refused)" 17
+	expect_eq "c1t admitted" "$(stat_get c1t admitted)" 5
+
+	# one more does not fit, and nothing changes
+	out=$(rl tenant set extra --rate 10/s --match 198.51.100.0/24 2>&1) || rc=$?
+	echo "$out"
+	expect_eq "rlctl exit status" "$rc" 2
+	[[ $out == *"$N tenants"*"--max-tenants"* ]] ||
+		{ echo "the refusal names neither the size nor the option" >&2; return 1; }
+	expect_eq "tenants after the refusal" "$(rl --json tenant list | jq length)" "$N"
+
+	# a crash; a restart asking for another size would not fit the pins
+	agent_stop KILL
+	run agent_exec --iface eth0 --control "$CTL" --state-dir "$STATE_DIR" \
+		--pin-dir "$PIN_DIR" --max-tenants 30000
+	echo "$output"
+	expect_eq "restart exit status" "$status" 1
+	[[ $output == *"$PIN_DIR/tenants"*"$N tenants"*"30000"*"--max-tenants $N"* ]] ||
+		{ echo "message does not name both sizes and the way out" >&2; return 1; }
+	xdp_attached || { echo "the running program was detached" >&2; return 1; }
+
+	# the same size adopts every tenant with its bucket: c1t's tokens stay spent
+	agent_start --max-tenants "$N"
+	expect_eq "tenants after restart" "$(rl --json tenant list | jq length)" "$N"
+	tries c1
+	expect_eq "c1 connected after restart" "$(json_get .total.connected)" 0
+	expect_eq "c1 refused after restart" "$(json_get .total.refused)" 20
+	expect_eq "c2t admitted after restart" "$(stat_get c2t admitted)" 3
+}
