@@ -59,6 +59,9 @@ kill_stale_holding() {
 	done
 	expect_between "s1's slots, room for more" "$(fleet_stat 1 "$1" conn_slots)" 5 8
 	expect_eq "the bound above the cap, stats" "$(fleet_stat 1 "$1" conn_overshoot_bound)" "$3"
+	expect_eq "the bound above the cap, rlctl stats's CONN-BOUND" "$(rls 1 stats "$1" |
+		awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "CONN-BOUND") c = i }
+		     NR == 2 && c { print $c }')" "$3"
 	expect_eq "the bound above the cap, metrics" \
 		"$(fleet_metric 1 "rlgate_conn_overshoot_bound{tenant=\"$1\"}")" "$3"
 	rls 1 tenant get "$1" | grep -qx "conn overshoot bound: $3" ||
@@ -167,6 +170,18 @@ kill_stale_holding() {
 	client_do a quit
 	fleet_agent_start 1
 	fleet_wait_steady 10
+}
+
+@test "a capped tenant with fail allow has no bound above its cap: null in stats --json, 'none' in tenant get, +Inf in metrics" {
+	fleet_tenant_set 1 capa --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--max-conns 30 --fail allow
+	fleet_wait_tenant capa 5 >/dev/null
+	expect_eq "stats --json: present, null" \
+		"$(rls 1 --json stats capa | jq -c '.[0] | [has("conn_overshoot_bound"), .conn_overshoot_bound]')" \
+		'[true,null]'
+	rls 1 tenant get capa | grep -qx "conn overshoot bound: none (fail allow)" ||
+		{ rls 1 tenant get capa >&2; return 1; }
+	expect_eq "metrics" "$(fleet_metric 1 'rlgate_conn_overshoot_bound{tenant="capa"}')" +Inf
 }
 
 @test "Redis away: the static fail policy gives each host the cap / live agents; once Redis answers, the host leases its slots again" {

@@ -312,7 +312,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		{ "REFUNDED", "tokens_refunded", false, true, false },
 		{ "REDIS-CALLS", "redis_calls", false, true, false },
 		{ "OVERSHOOT", "overshoot_bound", false, true, false },
-		{ "CONN-OVERSHOOT", "conn_overshoot_bound", false, true, true },
+		{ "CONN-BOUND", "conn_overshoot_bound", false, true, true },
 	};
 	size_t n = json_array_size(stats), i;
 	json_t **rows = calloc(n + 1, sizeof(*rows));
