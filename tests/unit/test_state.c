@@ -197,6 +197,40 @@ static void test_damaged(void)
 	json_decref(doc);
 }
 
+/* A document of 20,000 tenants (about 1 MiB, far past any read buffer)
+ * reads back equal, and a NUL inside one is refused as damage. */
+static void test_large(void)
+{
+	char err[STATE_ERR_MAX], path[512];
+	json_t *doc = json_pack("{s:i,s:[]}", "version", 3, "tenants"), *back = NULL;
+	int r;
+
+	for (int i = 0; i < 20000; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "tenant-%d", i);
+		json_array_append_new(json_object_get(doc, "tenants"),
+				      json_pack("{s:s,s:i,s:s}", "name", name,
+						"id", i, "rate", "100/s"));
+	}
+	CHECK(state_save(sub, "large.json", doc) == 0, "state_save failed");
+	r = state_load(sub, "large.json", &back, err, sizeof(err));
+	CHECK(r == 0, "large load failed: %d %s", r, err);
+	CHECK(r == 0 && json_equal(doc, back), "large round trip changed the document");
+	json_decref(back);
+	json_decref(doc);
+
+	snprintf(path, sizeof(path), "%s/nul.json", sub);
+	{
+		FILE *f = fopen(path, "w");
+
+		CHECK(f && fwrite("{\"version\":1}\0{}", 1, 16, f) == 16 &&
+		      fclose(f) == 0, "couldn't write %s", path);
+	}
+	r = state_load(sub, "nul.json", &back, err, sizeof(err));
+	CHECK(r == -EBADMSG, "a NUL inside: expected -EBADMSG, got %d", r);
+}
+
 int main(void)
 {
 	char cmd[600];
@@ -213,6 +247,7 @@ int main(void)
 	CHECK_RUN(test_damaged);
 	CHECK_RUN(test_save_no_follow);
 	CHECK_RUN(test_secure_dir);
+	CHECK_RUN(test_large);
 	status = check_exit();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
 	if (system(cmd) != 0)

@@ -221,11 +221,53 @@ cleanup:
 	return err;
 }
 
+/* Reads what is left of fd into *buf (malloc'd, *len bytes).  0 or
+ * -errno.  json_loadfd() would read it a few bytes a system call: a state
+ * file of 100,000 tenants took seconds. */
+static int read_all(int fd, char **buf, size_t *len)
+{
+	struct stat st;
+	size_t cap, n = 0;
+	char *b, *nb;
+	ssize_t r;
+
+	cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
+	b = malloc(cap);
+	if (!b)
+		return -ENOMEM;
+	for (;;) {
+		if (n == cap) {
+			nb = realloc(b, cap * 2);
+			if (!nb) {
+				free(b);
+				return -ENOMEM;
+			}
+			b = nb;
+			cap *= 2;
+		}
+		r = read(fd, b + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			r = -errno;
+			free(b);
+			return (int)r;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
 int state_load(const char *dir, const char *name, json_t **doc, char *err,
 	       size_t errlen)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], *buf = NULL;
 	json_error_t jerr;
+	size_t len = 0;
 	json_t *j;
 	int fd, e;
 
@@ -241,8 +283,14 @@ int state_load(const char *dir, const char *name, json_t **doc, char *err,
 	}
 	/* Strict: a second document or trailing garbage means the file is
 	 * not what we wrote. */
-	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	e = read_all(fd, &buf, &len);
 	close(fd);
+	if (e) {
+		snprintf(err, errlen, "%s", strerror(-e));
+		return e;
+	}
+	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
 	if (!j) {
 		snprintf(err, errlen, "line %d, column %d: %s", jerr.line,
 			 jerr.column, jerr.text);
