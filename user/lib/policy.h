@@ -135,7 +135,9 @@ uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents);
  * its slots: every host but one cut off from Redis (or dead: its kernel
  * then follows the fail policy) while the others lease what it held, each
  * admitting up to its fail share.  0 without a cap, with fail deny, or with
- * one agent; UINT64_MAX (no bound) with fail allow. */
+ * one agent; UINT64_MAX (no bound) with fail allow.  A host whose agent is
+ * dead and no longer counted in `agents` adds its own share on top
+ * (docs/operations.md, "The bound above the cap"). */
 uint64_t policy_conn_bound(const struct policy_tenant *t, uint64_t agents);
 
 /* Checks one tenant on its own (name, rate, burst within policy_burst_max,
