@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* rlagent's shared state: options, the tenant set with kernel slots, and the
- * all-or-nothing operations on it that ctl.c serves and metrics.c reads.
+ * all-or-nothing operations on it that ctl_cmd.c serves and metrics.c reads.
  * agent.c holds the set and its changes, agent_tombs.c tombstones and
  * versions, agent_fleet.c the fleet's changes, agent_state.c the state file
  * and start-up, agent_rates.c the counters' samples.  None of them calls
  * the broker: changes are told through struct agent_hooks (main.c and
- * wire.c point them at it); the broker pointer below is for ctl.c and
+ * wire.c point them at it); the broker pointer below is for ctl_cmd.c and
  * metrics.c.
  */
 #ifndef RL_AGENT_H

@@ -28,6 +28,7 @@
 #define BACKOFF_MAX_MS		1000	/* the heartbeat's period: back as soon */
 #define SHUTDOWN_MS		1000
 #define CALL_RING		1024
+#define BREAKER_FAILURES	3	/* consecutive failures that open a breaker */
 #define SCRIPTS_ALL		((1u << S_COUNT) - 1)
 #define SENTINEL_NAME_MAX	128
 
@@ -268,9 +269,6 @@ bool broker_slot_reachable(const struct broker *b, const struct slot *s);
 bool broker_store_ready(const struct broker *b);
 int broker_command(struct broker *b, const char *key, int argc, const char **argv,
 		   redisCallbackFn *fn, void *priv);
-int broker_cluster_open(struct broker *b);
-void broker_cluster_check(struct broker *b, uint64_t now);
-void broker_cluster_probe(struct broker *b);
 void breaker_success(struct broker *b);
 void breaker_check_timeouts(struct broker *b, uint64_t now);
 void broker_call_failed(struct broker *b, enum script_id s, const redisReply *r);
@@ -279,6 +277,16 @@ int broker_eval(struct broker *b, enum script_id s, int nkeys, const char **args
 		int nargs, redisCallbackFn *fn, struct call *c);
 void broker_bucket_args(const struct policy_tenant *p, struct bucket_args *ba);
 void broker_script_loads_check(struct broker *b, uint64_t now);
+
+/* broker_cluster.c */
+int broker_cluster_open(struct broker *b);
+void broker_cluster_check(struct broker *b, uint64_t now);
+void broker_cluster_probe(struct broker *b);
+int broker_cluster_send(struct broker *b, enum script_id s, int nkeys,
+			const char **args, int nargs, const char *key,
+			redisCallbackFn *fn, void *priv);
+void broker_shard_step(struct broker *b, int n, enum circuit_event ev,
+		       const char *reason);
 
 /* broker_sentinel.c */
 int broker_sentinel_parse(const char *s, char *name, size_t namelen, char *err,
