@@ -73,13 +73,15 @@ static __u32 map_id(int fd)
 
 /*
  * Decides whether the program with this id may be replaced by ours: it is
- * rlgate's and works on our pinned tenant table.  An rlgate program with
- * other maps belongs to an agent with another pin dir; anything else is
- * someone else's.  0 if ours, -EEXIST (logged) if not, other -errno.
+ * rlgate's program want and works on our pinned map uses (the tenant table
+ * for the admission program, the connection table for tc egress).  An
+ * rlgate program with other maps belongs to an agent with another pin dir;
+ * anything else is someone else's.  0 if ours, -EEXIST (logged) if not, other -errno.
  */
-static int check_ours(struct kern *k, const char *ifname, __u32 id)
+static int check_ours(struct kern *k, const char *ifname, __u32 id,
+		      const char *want, struct bpf_map *uses)
 {
-	__u32 ids[16], n = 16, tenants_id;
+	__u32 ids[16], n = 16, ours;
 	char name[BPF_OBJ_NAME_LEN];
 	int fd, err;
 
@@ -97,15 +99,16 @@ static int check_ours(struct kern *k, const char *ifname, __u32 id)
 			  strerror(-err));
 		return err;
 	}
-	if (strcmp(name, prog_name(k)) != 0) {
+	/* the kernel keeps 15 characters of a program's name */
+	if (strncmp(name, want, sizeof(name) - 1) != 0) {
 		log_error("couldn't attach on '%s': it already runs program '%s' "
 			  "(id %u), which is not rlgate's %s; refusing to replace "
-			  "it", ifname, name, id, prog_name(k));
+			  "it", ifname, name, id, want);
 		return -EEXIST;
 	}
-	tenants_id = map_id(bpf_map__fd(k->skel->maps.tenants));
+	ours = map_id(bpf_map__fd(uses));
 	for (__u32 i = 0; i < n; i++)
-		if (ids[i] == tenants_id)
+		if (ids[i] == ours)
 			return 0;
 	log_error("couldn't attach on '%s': it runs an rlgate program (id %u) "
 		  "whose maps are not pinned under '%s' (another agent's "
@@ -140,7 +143,8 @@ static int attach_xdp(struct kern *k, const char *ifname, int ifindex,
 	cur_id = q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id;
 	cur = q.drv_prog_id ? KERN_MODE_NATIVE : KERN_MODE_SKB;
 	if (cur_id) {
-		err = check_ours(k, ifname, cur_id);
+		err = check_ours(k, ifname, cur_id, prog_name(k),
+				 k->skel->maps.tenants);
 		if (err)
 			return err;
 		if (want != KERN_MODE_AUTO && want != cur)
@@ -201,14 +205,23 @@ static int attach_xdp(struct kern *k, const char *ifname, int ifindex,
 	return 0;
 }
 
-static int attach_tc(struct kern *k, const char *ifname, int ifindex)
+/*
+ * The program prog_fd (named want) on the clsact hook at point, at our
+ * handle and priority.  With REPLACE the filter there swaps programs in
+ * place: no packet sees the hook empty; a filter there that is not ours is
+ * never replaced.
+ */
+static int attach_clsact(struct kern *k, const char *ifname, int ifindex,
+			 enum bpf_tc_attach_point point,
+			 int prog_fd, const char *want,
+			 struct bpf_map *uses)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-		    .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = point);
 	LIBBPF_OPTS(bpf_tc_opts, q, .handle = KERN_TC_HANDLE,
 		    .priority = KERN_TC_PRIO);
 	LIBBPF_OPTS(bpf_tc_opts, o, .handle = KERN_TC_HANDLE,
 		    .priority = KERN_TC_PRIO, .flags = BPF_TC_F_REPLACE);
+	const char *side = point == BPF_TC_EGRESS ? "tc egress" : "tc";
 	int err;
 
 	err = bpf_tc_hook_create(&hook);
@@ -217,69 +230,36 @@ static int attach_tc(struct kern *k, const char *ifname, int ifindex)
 			  strerror(-err));
 		return err;
 	}
-	err = bpf_tc_query(&hook, &q);
-	if (err == 0) {
-		err = check_ours(k, ifname, q.prog_id);
+	if (bpf_tc_query(&hook, &q) == 0) {
+		err = check_ours(k, ifname, q.prog_id, want, uses);
 		if (err)
 			return err;
 	}
-	/* With REPLACE the filter at our handle and priority swaps programs
-	 * in place: no packet sees the hook empty. */
-	o.prog_fd = k->prog_fd;
+	o.prog_fd = prog_fd;
 	err = bpf_tc_attach(&hook, &o);
-	if (err) {
-		log_error("couldn't attach tc program on '%s': %s", ifname,
+	if (err)
+		log_error("couldn't attach %s program on '%s': %s", side, ifname,
 			  strerror(-err));
-		return err;
-	}
-	return 0;
+	return err;
+}
+
+static int attach_tc(struct kern *k, const char *ifname, int ifindex)
+{
+	return attach_clsact(k, ifname, ifindex, BPF_TC_INGRESS,
+			     k->prog_fd, prog_name(k), k->skel->maps.tenants);
 }
 
 /*
  * The server's side of capped connections: tc_rlgate_egress on the clsact
- * egress hook, at our handle and priority, replacing our own earlier
- * program there in place (never someone else's).  In every mode: XDP sees
- * only what arrives.
+ * egress hook, replacing our own earlier program there in place (never
+ * someone else's, nor another pin dir's).  In every mode: XDP sees only
+ * what arrives.
  */
 static int attach_egress(struct kern *k, const char *ifname, int ifindex)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-		    .attach_point = BPF_TC_EGRESS);
-	LIBBPF_OPTS(bpf_tc_opts, q, .handle = KERN_TC_HANDLE,
-		    .priority = KERN_TC_PRIO);
-	LIBBPF_OPTS(bpf_tc_opts, o, .handle = KERN_TC_HANDLE,
-		    .priority = KERN_TC_PRIO, .flags = BPF_TC_F_REPLACE);
-	char name[BPF_OBJ_NAME_LEN] = "";
-	__u32 ids[16], n = 16;
-	int err, fd;
-
-	err = bpf_tc_hook_create(&hook);
-	if (err && err != -EEXIST) {
-		log_error("couldn't create clsact qdisc on '%s': %s", ifname,
-			  strerror(-err));
-		return err;
-	}
-	if (bpf_tc_query(&hook, &q) == 0) {
-		fd = bpf_prog_get_fd_by_id(q.prog_id);
-		if (fd >= 0) {
-			prog_info(fd, name, sizeof(name), ids, &n);
-			close(fd);
-		}
-		/* the kernel keeps 15 characters of a program's name */
-		if (strncmp(name, "tc_rlgate_egress", sizeof(name) - 1) != 0) {
-			log_error("couldn't attach on '%s': its tc egress hook "
-				  "runs program '%s' (id %u) at rlgate's handle; "
-				  "refusing to replace it", ifname, name,
-				  q.prog_id);
-			return -EEXIST;
-		}
-	}
-	o.prog_fd = bpf_program__fd(k->skel->progs.tc_rlgate_egress);
-	err = bpf_tc_attach(&hook, &o);
-	if (err)
-		log_error("couldn't attach tc egress program on '%s': %s",
-			  ifname, strerror(-err));
-	return err;
+	return attach_clsact(k, ifname, ifindex, BPF_TC_EGRESS,
+			     bpf_program__fd(k->skel->progs.tc_rlgate_egress),
+			     "tc_rlgate_egress", k->skel->maps.conns);
 }
 
 static void detach_egress(int ifindex)
