@@ -140,7 +140,7 @@ $(BUILD)/loadgen: $(LOADGEN_OBJS) $(LIB)
 # The library links only what runs inside the program (the pool's reader
 # side) and exports only the calls it wraps.  Never with the sanitizers: a
 # preloaded ASan runtime would break the programs it is loaded into.
-PRELOAD_LIB_SRCS := user/lib/pool.c
+PRELOAD_LIB_SRCS := user/lib/pool.c user/lib/fdtab.c
 $(BUILD)/librlpreload.so: $(PRELOAD_SRCS) $(PRELOAD_LIB_SRCS) $(wildcard user/lib/*.h) bpf/rlgate.h | $(BUILD)
 	$(CC) $(filter-out -MMD -MP -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC \
 		-fvisibility=hidden -shared $(filter-out -fsanitize%,$(LDFLAGS)) \

@@ -207,6 +207,9 @@ struct agent_tenant_stats {
 	bool points;
 	struct rl_stats kernel, preload;
 	uint64_t kernel_tokens, preload_tokens;
+	/* connections in flight, and the slots each point may fill (capped
+	 * tenants only) */
+	int64_t kernel_conns, preload_conns, kernel_slots, preload_slots;
 };
 
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,

@@ -41,6 +41,9 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 		kern_point_stats(&a->kern, t->slot, &out->kernel, &out->preload);
 		kern_point_tokens(&a->kern, t->slot, loop_now_ns(),
 				  &out->kernel_tokens, &out->preload_tokens);
+		kern_point_conns(&a->kern, t->slot, &out->kernel_conns,
+				 &out->preload_conns, &out->kernel_slots,
+				 &out->preload_slots);
 	}
 	if (t->pol.max_conns && !kern_tenant_conns(&a->kern, t->slot, &kc)) {
 		out->max_conns = t->pol.max_conns;

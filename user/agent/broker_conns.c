@@ -164,5 +164,9 @@ void broker_conns_check(struct broker *b, uint64_t now)
 		if (want != s->conn_held || !s->conn_renewed_ns ||
 		    now - s->conn_renewed_ns >= HEARTBEAT_MS * 1000000ULL)
 			conn_ask(b, t, s, want);
+		else
+			/* shared anew between the points by what each has
+			 * in flight now */
+			host_conn_slots(b, t->slot, (int64_t)s->conn_held);
 	}
 }

@@ -309,10 +309,22 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 			 "tokens", (json_int_t)st.tokens,
 			 "admit_rate", st.admit_rate,
 			 "deny_rate", st.deny_rate);
-	if (j && st.points)
-		json_object_set_new(j, "points", json_pack("[o,o]",
-			point_json("kernel", &st.kernel, st.kernel_tokens),
-			point_json("preload", &st.preload, st.preload_tokens)));
+	if (j && st.points) {
+		json_t *kp = point_json("kernel", &st.kernel, st.kernel_tokens);
+		json_t *pp = point_json("preload", &st.preload, st.preload_tokens);
+
+		if (kp && pp && t->pol.max_conns) {
+			json_object_set_new(kp, "conns", json_integer(
+				st.kernel_conns > 0 ? st.kernel_conns : 0));
+			json_object_set_new(kp, "conn_slots", json_integer(
+				st.kernel_slots > 0 ? st.kernel_slots : 0));
+			json_object_set_new(pp, "conns", json_integer(
+				st.preload_conns > 0 ? st.preload_conns : 0));
+			json_object_set_new(pp, "conn_slots", json_integer(
+				st.preload_slots > 0 ? st.preload_slots : 0));
+		}
+		json_object_set_new(j, "points", json_pack("[o,o]", kp, pp));
+	}
 	if (j && t->pol.max_conns)
 		set_fields(j, &st, conn_fields,
 			   sizeof(conn_fields) / sizeof(conn_fields[0]));

@@ -164,6 +164,12 @@ int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out);
 void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n);
 int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot);
 
+/* The connections in flight and slots of each point (the pool's 0 without
+ * one). */
+void kern_point_conns(const struct kern *k, uint32_t slot, int64_t *kernel,
+		      int64_t *preload, int64_t *kernel_slots,
+		      int64_t *preload_slots);
+
 /* Takes slot out of service (mode none).  Call after its rules are gone. */
 void kern_tenant_clear(struct kern *k, uint32_t slot);
 

@@ -167,16 +167,61 @@ static void tokens_balance(struct kern *k)
 	}
 }
 
+/* With a preload pool the host's slots are shared with it as its tokens
+ * are (rl_share_slots): lowered first at the point that loses some. */
 void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 {
-	__atomic_store_n(&k->tenants[slot].conn_slots, n, __ATOMIC_RELEASE);
+	struct rl_tenant *kt = &k->tenants[slot], *pt;
+	int64_t pn;
+
+	if (!k->preload) {
+		__atomic_store_n(&kt->conn_slots, n, __ATOMIC_RELEASE);
+		return;
+	}
+	pt = preload_slot(k->preload, slot);
+	pn = rl_share_slots(n, __atomic_load_n(&kt->conns, __ATOMIC_RELAXED),
+			    __atomic_load_n(&pt->conns, __ATOMIC_RELAXED),
+			    k->n_ifaces == 0);
+	if (pn < __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&pt->conn_slots, pn, __ATOMIC_RELEASE);
+		__atomic_store_n(&kt->conn_slots, n - pn, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&kt->conn_slots, n - pn, __ATOMIC_RELEASE);
+		__atomic_store_n(&pt->conn_slots, pn, __ATOMIC_RELEASE);
+	}
 }
 
+void kern_point_conns(const struct kern *k, uint32_t slot, int64_t *kernel,
+		      int64_t *preload, int64_t *kernel_slots,
+		      int64_t *preload_slots)
+{
+	const struct rl_tenant *pt;
+
+	*kernel = __atomic_load_n(&k->tenants[slot].conns, __ATOMIC_RELAXED);
+	*kernel_slots = __atomic_load_n(&k->tenants[slot].conn_slots,
+					__ATOMIC_RELAXED);
+	*preload = *preload_slots = 0;
+	if (!k->preload)
+		return;
+	pt = preload_slot(k->preload, slot);
+	*preload = __atomic_load_n(&pt->conns, __ATOMIC_RELAXED);
+	*preload_slots = __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED);
+}
+
+/* Both points' connections in flight: the host's slots hold them all. */
 int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot)
 {
 	int64_t n = __atomic_load_n(&k->tenants[slot].conns, __ATOMIC_RELAXED);
 
-	return n > 0 ? n : 0;
+	if (n < 0)
+		n = 0;
+	if (k->preload) {
+		int64_t p = __atomic_load_n(&preload_slot(k->preload, slot)->conns,
+					    __ATOMIC_RELAXED);
+
+		n += p > 0 ? p : 0;
+	}
+	return n;
 }
 
 void kern_conn_gate(struct kern *k, uint32_t capped)

@@ -267,6 +267,8 @@ static void on_tick(struct loop_timer *t, void *arg)
 	agent_sample(a);
 	agent_prune_tombs(a);
 	conntrack_sweep(&a->kern, RL_CONN_TTL_NS);
+	if (a->kern.preload)
+		preload_heal(a->kern.preload);
 	ctl_tick(a->ctl, now);
 	metrics_tick(a->metrics, now);
 }

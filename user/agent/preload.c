@@ -18,12 +18,17 @@
 #include "log.h"
 #include "pool_write.h"
 #include "preload.h"
+#include "procnet.h"
 #include "slot.h"
 
 static void preload_free(struct preload *p)
 {
 	free(p->kern_seen);
 	free(p->pool_seen);
+	free(p->heal_counted);
+	free(p->heal_found);
+	free(p->heal_counted_now);
+	free(p->heal_found_now);
 	free(p);
 }
 
@@ -37,7 +42,12 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 		return -ENOMEM;
 	p->kern_seen = calloc(max_tenants, sizeof(*p->kern_seen));
 	p->pool_seen = calloc(max_tenants, sizeof(*p->pool_seen));
-	if (!p->kern_seen || !p->pool_seen) {
+	p->heal_counted = calloc(max_tenants, sizeof(int64_t));
+	p->heal_found = calloc(max_tenants, sizeof(int64_t));
+	p->heal_counted_now = calloc(max_tenants, sizeof(int64_t));
+	p->heal_found_now = calloc(max_tenants, sizeof(int64_t));
+	if (!p->kern_seen || !p->pool_seen || !p->heal_counted ||
+	    !p->heal_found || !p->heal_counted_now || !p->heal_found_now) {
 		preload_free(p);
 		return -ENOMEM;
 	}
@@ -135,6 +145,192 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
 size_t preload_procs(struct preload *p, struct rl_pool_proc *out, size_t max)
 {
 	return rl_pool_procs(&p->pool, rl_pool_pidns(), out, max);
+}
+
+/* --- the check of connections in flight ---------------------------------- */
+
+struct heal_proc {
+	uint64_t netns;
+	uint64_t *inodes;	/* sorted, without repeats */
+	size_t n;
+};
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The socket inodes pid's fds hold, and its network namespace.  0; 1 for
+ * a process gone (it holds nothing); -errno when it cannot be read. */
+static int proc_sockets(uint32_t pid, struct heal_proc *hp)
+{
+	char path[64], link[64];
+	struct dirent *e;
+	size_t cap = 0;
+	struct stat st;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%u/ns/net", pid);
+	if (stat(path, &st) < 0)
+		return errno == ENOENT || errno == ESRCH ? 1 : -errno;
+	hp->netns = (uint64_t)st.st_ino;
+	snprintf(path, sizeof(path), "/proc/%u/fd", pid);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ESRCH ? 1 : -errno;
+	while ((e = readdir(d))) {
+		ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+		unsigned long long ino;
+
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (sscanf(link, "socket:[%llu]", &ino) != 1)
+			continue;
+		if (hp->n == cap) {
+			uint64_t *v = realloc(hp->inodes, (cap ? 2 * cap : 64) *
+						      sizeof(*v));
+
+			if (!v) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			hp->inodes = v;
+			cap = cap ? 2 * cap : 64;
+		}
+		hp->inodes[hp->n++] = ino;
+	}
+	closedir(d);
+	if (hp->n)
+		qsort(hp->inodes, hp->n, sizeof(*hp->inodes), u64_cmp);
+	/* one fd's copies count once: the library counts a connection once
+	 * per process */
+	size_t w = 0;
+	for (size_t i = 0; i < hp->n; i++)
+		if (!w || hp->inodes[w - 1] != hp->inodes[i])
+			hp->inodes[w++] = hp->inodes[i];
+	hp->n = w;
+	return 0;
+}
+
+/* Adds to found[] the capped connections the processes of procs[] in the
+ * network namespace of procs[first] hold, from pid's socket table. */
+static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
+		       size_t first, uint32_t pid, int64_t *found)
+{
+	for (int v6 = 0; v6 < 2; v6++) {
+		char path[64], line[512];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%u/net/tcp%s", pid,
+			 v6 ? "6" : "");
+		f = fopen(path, "re");
+		if (!f)
+			return -errno;
+		while (fgets(line, sizeof(line), f)) {
+			struct rl_procnet_sock so;
+			int t;
+
+			if (!rl_procnet_parse(line, v6, &so) || !so.inode ||
+			    so.state == 10 /* listening */)
+				continue;
+			for (size_t i = first; i < n; i++) {
+				if (procs[i].netns != procs[first].netns ||
+				    !procs[i].n ||
+				    !bsearch(&so.inode, procs[i].inodes, procs[i].n,
+					     sizeof(uint64_t), u64_cmp))
+					continue;
+				t = rl_pool_classify(&p->pool, RL_POOL_IN,
+						     so.family, so.remote,
+						     so.lport);
+				if (t >= 0 && (uint32_t)t < p->pool.hdr->max_tenants)
+					found[t]++;
+			}
+		}
+		fclose(f);
+	}
+	return 0;
+}
+
+void preload_heal(struct preload *p)
+{
+	uint32_t max = p->pool.hdr->max_procs, pids[RL_POOL_PROCS];
+	uint32_t tenants = p->pool.hdr->max_tenants;
+	int64_t *found = p->heal_found_now, *counted = p->heal_counted_now;
+	struct heal_proc procs[RL_POOL_PROCS];
+	uint64_t pidns = rl_pool_pidns();
+	bool capped = false;
+	size_t n = 0;
+	int err = 0;
+
+	for (uint32_t s = 0; s < tenants; s++) {
+		const struct rl_tenant *t = &p->pool.tenants[s];
+
+		counted[s] = __atomic_load_n(&t->conns, __ATOMIC_ACQUIRE);
+		if (counted[s] > 0 &&
+		    (__atomic_load_n(&t->flags, __ATOMIC_RELAXED) & RL_F_CONNCAP))
+			capped = true;
+	}
+	/* a process that found the table full holds connections out of
+	 * sight: none can be told lost */
+	if (!capped || __atomic_load_n(&p->pool.hdr->procs_full, __ATOMIC_RELAXED))
+		return;
+	memset(procs, 0, sizeof(procs));
+	memset(found, 0, tenants * sizeof(*found));
+	for (uint32_t i = 0; i < max && i < RL_POOL_PROCS && !err; i++) {
+		const struct rl_pool_proc *s = &p->pool.procs[i];
+		uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+		int r;
+
+		if (!pid)
+			continue;
+		if (__atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns) {
+			err = -EXDEV;	/* its fds are out of sight */
+			break;
+		}
+		r = proc_sockets(pid, &procs[n]);
+		if (r < 0)
+			err = r;
+		else if (r == 0)
+			pids[n++] = pid;
+		else
+			free(procs[n].inodes), memset(&procs[n], 0, sizeof(procs[n]));
+	}
+	for (size_t i = 0; i < n && !err; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < i; j++)
+			seen |= procs[j].netns == procs[i].netns;
+		if (!seen)
+			err = count_netns(p, procs, n, i, pids[i], found);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(procs[i].inodes);
+	if (err) {
+		/* not a connection is given back on a partial view */
+		memset(p->heal_counted, 0, tenants * sizeof(*p->heal_counted));
+		return;
+	}
+	for (uint32_t s = 0; s < tenants; s++) {
+		struct rl_tenant *t = &p->pool.tenants[s];
+		int64_t c = counted[s], d = c - found[s];
+
+		if (d > 0 && p->heal_counted[s] == c &&
+		    p->heal_found[s] == found[s] &&
+		    __atomic_compare_exchange_n(&t->conns, &c, c - d, false,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED)) {
+			p->healed += (uint64_t)d;
+			log_info("preload: %lld connection(s) of slot %u given "
+				 "back: closed where the library could not see",
+				 (long long)d, s);
+			c = -1;	/* the next check starts afresh */
+		}
+		p->heal_counted[s] = c;
+		p->heal_found[s] = found[s];
+	}
 }
 
 /* A process's state as the operator reads it. */

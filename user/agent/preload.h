@@ -26,6 +26,11 @@ struct preload {
 	/* per slot, the demand each point had seen at the last grant */
 	uint64_t *kern_seen;	/* pool.hdr->max_tenants of each */
 	uint64_t *pool_seen;
+	/* per slot, the last check of the connections in flight: what the
+	 * pool counted and what the processes were found to hold (and the
+	 * check's own, as it runs) */
+	int64_t *heal_counted, *heal_found, *heal_counted_now, *heal_found_now;
+	uint64_t healed;	/* connections given back by the check */
 };
 
 /* Makes or adopts the pool at path (mode 0660, group gid unless -1) with
@@ -61,6 +66,20 @@ void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out)
  * denied so far); with none anywhere, to the pool only if prefer_pool. */
 uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
 		       uint64_t kern_count, bool prefer_pool);
+
+/*
+ * The check of the pool's connections in flight against the kernel, every
+ * second: the connections of capped tenants the table's processes hold
+ * (their fds' sockets, in /proc/PID/fd and their namespace's
+ * /proc/PID/net/tcp*, classified by the pool's rules; a dead process holds
+ * none).  A tenant whose count stays above that for two checks in a row,
+ * by the same amount, is lowered by it: closes the library never saw (a
+ * process killed, _exit, a close outside libc) come back within 2 s.
+ * Never raises a count.  Skipped while a process of another pid namespace
+ * is in the table (its fds cannot be read from here), and once a process
+ * found the table full (what it holds is out of sight).
+ */
+void preload_heal(struct preload *p);
 
 /* The live processes in the pool's table (up to max in out), and how many
  * there are. */

@@ -301,6 +301,80 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 	return ok ? RL_POOL_ADMIT : RL_POOL_REFUSE;
 }
 
+/* What a capped tenant may have in flight now, as the kernel's
+ * conn_limit(): the slots the agent set, or while a leased tenant's agent
+ * is degraded or silent, its fail policy (the static share set in advance,
+ * no cap, or nothing new). */
+static int64_t conn_limit(const struct rl_pool *p, const struct rl_tenant *t,
+			  uint32_t flags, uint64_t now)
+{
+	if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED ||
+	    !((flags & RL_F_DEGRADED) || rl_pool_degraded(p, now)))
+		return __atomic_load_n(&t->conn_slots, __ATOMIC_ACQUIRE);
+	switch (__atomic_load_n(&t->fail, __ATOMIC_RELAXED)) {
+	case RL_FAIL_ALLOW:
+		return RL_CONN_NO_CAP;
+	case RL_FAIL_DENY:
+		return 0;
+	default:
+		return __atomic_load_n(&t->conn_fail_slots, __ATOMIC_RELAXED);
+	}
+}
+
+enum rl_pool_verdict rl_pool_conn_open(struct rl_pool *p, uint32_t slot,
+				       uint64_t now, uint32_t *epoch)
+{
+	struct rl_tenant *t;
+	uint32_t flags;
+
+	if (slot >= p->hdr->max_tenants)
+		return RL_POOL_PASS;
+	t = &p->tenants[slot];
+	flags = __atomic_load_n(&t->flags, __ATOMIC_ACQUIRE);
+	if (!(flags & RL_F_CONNCAP) ||
+	    __atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) == RL_MODE_NONE)
+		return RL_POOL_PASS;
+	/* the epoch before the reservation: a new tenant in the slot since
+	 * makes the give-back a no-op, never a loss to the new one */
+	*epoch = __atomic_load_n(&t->conn_epoch, __ATOMIC_ACQUIRE);
+	if (__atomic_fetch_add(&t->conns, 1, __ATOMIC_ACQ_REL) <
+	    conn_limit(p, t, flags, now))
+		return RL_POOL_ADMIT;
+	if (flags & RL_F_SHADOW) {
+		count(&p->stats[slot].shadow_denied);
+		return RL_POOL_ADMIT;
+	}
+	__atomic_fetch_add(&t->conns, -1, __ATOMIC_RELEASE);
+	count(&p->stats[slot].denied);
+	return RL_POOL_REFUSE;
+}
+
+void rl_pool_conn_close(struct rl_pool *p, uint32_t slot, uint32_t epoch)
+{
+	struct rl_tenant *t;
+
+	if (slot >= p->hdr->max_tenants)
+		return;
+	t = &p->tenants[slot];
+	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_ACQUIRE) != epoch)
+		return;
+	if (__atomic_fetch_add(&t->conns, -1, __ATOMIC_ACQ_REL) <= 0)
+		__atomic_fetch_add(&t->conns, 1, __ATOMIC_RELEASE);
+}
+
+bool rl_pool_conn_hold(struct rl_pool *p, uint32_t slot, uint32_t epoch)
+{
+	struct rl_tenant *t;
+
+	if (slot >= p->hdr->max_tenants)
+		return false;
+	t = &p->tenants[slot];
+	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_ACQUIRE) != epoch)
+		return false;
+	__atomic_fetch_add(&t->conns, 1, __ATOMIC_ACQ_REL);
+	return true;
+}
+
 uint64_t rl_pool_pidns(void)
 {
 	struct stat st;

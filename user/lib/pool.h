@@ -196,6 +196,29 @@ enum rl_pool_verdict {
 enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 				  uint64_t now_ns);
 
+/*
+ * The connection cap of tenant slot `slot` at now_ns, as the kernel's for a
+ * SYN: a place in flight reserved below conn_slots (or, leased while the
+ * agent is degraded or silent, the fail policy's limit: conn_fail_slots,
+ * none, or nothing new) (RL_POOL_ADMIT, *epoch set: give
+ * it back with rl_pool_conn_close), none at the cap (RL_POOL_REFUSE, counted
+ * denied), or RL_POOL_PASS for a tenant without a cap.  A shadow tenant
+ * reserves past the cap (counted shadow_denied).  Asked before the bucket;
+ * a connection the bucket then refuses gives its place back.
+ * Async-signal-safe.
+ */
+enum rl_pool_verdict rl_pool_conn_open(struct rl_pool *p, uint32_t slot,
+				       uint64_t now_ns, uint32_t *epoch);
+
+/* A connection counted in epoch ends: its place is given back, unless the
+ * slot has had a new tenant (or lost its cap) since; never below zero. */
+void rl_pool_conn_close(struct rl_pool *p, uint32_t slot, uint32_t epoch);
+
+/* A forked child's copy of a counted connection: counted once more, past
+ * the cap (the connection is already open), unless the epoch is over.
+ * Whether it was counted. */
+bool rl_pool_conn_hold(struct rl_pool *p, uint32_t slot, uint32_t epoch);
+
 /* The monotonic clock both sides use, in ns. */
 uint64_t rl_pool_now_ns(void);
 

@@ -214,3 +214,21 @@ int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
 		return -((pool_tokens + 1) / 2);
 	return 0;
 }
+
+int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, bool prefer_pool)
+{
+	int64_t free_;
+
+	if (n <= 0)
+		return 0;
+	kern = kern > 0 ? kern : 0;
+	pool = pool > 0 ? pool : 0;
+	if (prefer_pool)
+		return n;
+	if (kern + pool >= n)
+		return kern + pool ?
+			(int64_t)((unsigned __int128)n * (uint64_t)pool /
+				  (uint64_t)(kern + pool)) : 0;
+	free_ = n - kern - pool;
+	return pool + free_ / 2;
+}

@@ -58,4 +58,14 @@ uint64_t rl_share_split(uint64_t n, uint64_t kern_demand, uint64_t pool_demand,
 int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
 			 bool kern_wants, bool pool_wants);
 
+/*
+ * The same host's slots of a fleet's connection cap (n, held in Redis)
+ * shared by the two points: each keeps the places it has in flight (kern,
+ * pool) and the free ones are halved between them (all to the pool if
+ * prefer_pool: the agent attaches nowhere); fewer slots than in flight
+ * (giving back) are shared in proportion, so that neither admits more.
+ * Returns the pool's part; the kernel's is n minus it.
+ */
+int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, bool prefer_pool);
+
 #endif /* RL_SLOT_H */

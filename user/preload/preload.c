@@ -17,6 +17,8 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -28,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "fdtab.h"
 #include "pool.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -39,11 +42,33 @@ typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
 typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
 typedef int (*listen_fn)(int, int);
 typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
+typedef int (*close_fn)(int);
+typedef int (*dup_fn)(int);
+typedef int (*dup2_fn)(int, int);
+typedef int (*dup3_fn)(int, int, int);
+typedef int (*fcntl_fn)(int, int, ...);
+typedef int (*close_range_fn)(unsigned int, unsigned int, int);
+typedef void (*closefrom_fn)(int);
+typedef int (*shutdown_fn)(int, int);
+typedef int (*fclose_fn)(FILE *);
 
 static accept_fn real_accept;
 static accept4_fn real_accept4;
 static listen_fn real_listen;
 static connect_fn real_connect;
+static close_fn real_close;
+static dup_fn real_dup;
+static dup2_fn real_dup2;
+static dup3_fn real_dup3;
+static fcntl_fn real_fcntl, real_fcntl64;
+static close_range_fn real_close_range;
+static closefrom_fn real_closefrom;
+static shutdown_fn real_shutdown;
+static fclose_fn real_fclose;
+
+/* The connections of capped tenants this process holds (fdtab.h): 448 KiB
+ * of zeroes until used. */
+static struct rl_fdtab fdtab;
 
 static char pool_path[PATH_MAX] = RL_POOL_DEFAULT_PATH;
 static bool fail_allow;		/* RLGATE_POOL_FAIL=allow */
@@ -218,20 +243,49 @@ static bool ip_of(const struct sockaddr *sa, int *family, const uint8_t **addr,
 	return true;
 }
 
-/* Spends a token of the tenant of (family, addr, port) in p's rules of
- * dir, counted for this process; true unless refused. */
+/* Gives back a connection counted in views[c->view]. */
+static void give_back(const struct rl_fdconn *c)
+{
+	if (c->view < MAX_VIEWS)
+		rl_pool_conn_close(&views[c->view], c->slot, c->epoch);
+}
+
+/*
+ * Spends a token of the tenant of (family, addr, port) in p's rules of
+ * dir, counted for this process; true unless refused.  An accepted
+ * connection (fd >= 0) of a capped tenant also takes a place in flight
+ * first, as the kernel does for a SYN, and is recorded in fdtab so that
+ * its last close gives it back.
+ */
 static bool spend(struct rl_pool *p, enum rl_pool_dir dir, int family,
-		  const uint8_t *addr, uint16_t port, uint64_t now)
+		  const uint8_t *addr, uint16_t port, uint64_t now, int fd)
 {
 	uint32_t flag = dir == RL_POOL_OUT ? RL_POOL_P_CONNECT : RL_POOL_P_ACCEPT;
+	enum rl_pool_verdict v, cap = RL_POOL_PASS;
 	struct rl_pool_proc *me;
-	enum rl_pool_verdict v;
+	uint32_t epoch = 0;
 	int t;
 
 	t = rl_pool_classify(p, dir, family, addr, port);
 	if (t < 0)
 		return true;
-	v = rl_pool_take(p, (uint32_t)t, now);
+	if (fd >= 0)
+		cap = rl_pool_conn_open(p, (uint32_t)t, now, &epoch);
+	v = cap == RL_POOL_REFUSE ? RL_POOL_REFUSE :
+				    rl_pool_take(p, (uint32_t)t, now);
+	if (cap == RL_POOL_ADMIT) {
+		struct rl_fdconn gone;
+		int r = -1;
+
+		if (v == RL_POOL_ADMIT)
+			r = rl_fdtab_open(&fdtab, fd, (uint32_t)(p - views),
+					  (uint32_t)t, epoch, &gone);
+		if (r == 1)
+			give_back(&gone);
+		/* refused by the bucket, or past the table: not counted */
+		if (r < 0)
+			rl_pool_conn_close(p, (uint32_t)t, epoch);
+	}
 	if (v == RL_POOL_PASS)
 		return true;
 	me = proc_entry(p);
@@ -272,7 +326,7 @@ static bool admit(int fd, const struct sockaddr_storage *ss)
 		if (getsockname(fd, (struct sockaddr *)&local, &len) == 0)
 			ip_of((struct sockaddr *)&local, &f, &a, &port);
 	}
-	return spend(p, RL_POOL_IN, family, addr, port, now);
+	return spend(p, RL_POOL_IN, family, addr, port, now, fd);
 }
 
 /* Whether fd may connect to sa: a TCP connection to an outbound tenant's
@@ -297,7 +351,7 @@ static bool may_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) < 0 ||
 	    proto != IPPROTO_TCP)
 		return true;
-	return spend(p, RL_POOL_OUT, family, addr, port, now);
+	return spend(p, RL_POOL_OUT, family, addr, port, now, -1);
 }
 
 /* A refused connection: reset (SO_LINGER 0 makes close send a RST), so the
@@ -307,7 +361,7 @@ static void reset(int fd)
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	close(fd);
+	real_close(fd);
 }
 
 static void resolve(void)
@@ -322,6 +376,27 @@ static void resolve(void)
 		real_listen = (listen_fn)dlsym(RTLD_NEXT, "listen");
 	if (!real_connect)
 		real_connect = (connect_fn)dlsym(RTLD_NEXT, "connect");
+	if (!real_close)
+		real_close = (close_fn)dlsym(RTLD_NEXT, "close");
+	if (!real_dup)
+		real_dup = (dup_fn)dlsym(RTLD_NEXT, "dup");
+	if (!real_dup2)
+		real_dup2 = (dup2_fn)dlsym(RTLD_NEXT, "dup2");
+	if (!real_dup3)
+		real_dup3 = (dup3_fn)dlsym(RTLD_NEXT, "dup3");
+	if (!real_fcntl)
+		real_fcntl = (fcntl_fn)dlsym(RTLD_NEXT, "fcntl");
+	if (!real_fcntl64)
+		real_fcntl64 = (fcntl_fn)dlsym(RTLD_NEXT, "fcntl64");
+	if (!real_close_range)
+		real_close_range = (close_range_fn)dlsym(RTLD_NEXT,
+							 "close_range");
+	if (!real_closefrom)
+		real_closefrom = (closefrom_fn)dlsym(RTLD_NEXT, "closefrom");
+	if (!real_shutdown)
+		real_shutdown = (shutdown_fn)dlsym(RTLD_NEXT, "shutdown");
+	if (!real_fclose)
+		real_fclose = (fclose_fn)dlsym(RTLD_NEXT, "fclose");
 }
 
 static int gate(int lfd, struct sockaddr *addr, socklen_t *addrlen, int flags,
@@ -412,15 +487,208 @@ EXPORT int listen(int fd, int backlog)
 	return ret;
 }
 
+/* --- closes and copies -------------------------------------------------- */
+
+/*
+ * A counted connection ends with the last of the process's fds that refer
+ * to it: close, fclose of a stream on it, dup2/dup3 over it, close_range
+ * and closefrom.  The table entry goes before the real close: once closed,
+ * the number may come back from another thread's accept at once.  A
+ * forked child holds copies of its parent's, counted again (after_fork).
+ */
+static void forget(int fd)
+{
+	struct rl_fdconn c;
+
+	if (rl_fdtab_close(&fdtab, fd, &c))
+		give_back(&c);
+}
+
+static void copied(int oldfd, int newfd)
+{
+	struct rl_fdconn c;
+
+	if (rl_fdtab_dup(&fdtab, oldfd, newfd, &c))
+		give_back(&c);
+}
+
+EXPORT int close(int fd)
+{
+	if (!real_close)
+		resolve();
+	forget(fd);
+	return real_close(fd);
+}
+
+EXPORT int fclose(FILE *f)
+{
+	if (!real_fclose)
+		resolve();
+	/* glibc closes the fd inside, where no wrapper reaches */
+	if (f)
+		forget(fileno(f));
+	return real_fclose(f);
+}
+
+EXPORT int dup(int fd)
+{
+	int r;
+
+	if (!real_dup)
+		resolve();
+	r = real_dup(fd);
+	if (r >= 0)
+		copied(fd, r);
+	return r;
+}
+
+EXPORT int dup2(int fd, int newfd)
+{
+	int r;
+
+	if (!real_dup2)
+		resolve();
+	r = real_dup2(fd, newfd);
+	if (r >= 0)
+		copied(fd, r);
+	return r;
+}
+
+EXPORT int dup3(int fd, int newfd, int flags)
+{
+	int r;
+
+	if (!real_dup3)
+		resolve();
+	r = real_dup3(fd, newfd, flags);
+	if (r >= 0)
+		copied(fd, r);
+	return r;
+}
+
+static int fcntl_any(fcntl_fn fn, int fd, int cmd, void *arg)
+{
+	int r = fn(fd, cmd, arg);
+
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		copied(fd, r);
+	return r;
+}
+
+/* glibc takes the third argument as a pointer whatever the command */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!real_fcntl)
+		resolve();
+	return fcntl_any(real_fcntl, fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!real_fcntl64)
+		resolve();
+	return fcntl_any(real_fcntl64 ? real_fcntl64 : real_fcntl, fd, cmd, arg);
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (!real_close_range)
+		resolve();
+	/* CLOSE_RANGE_CLOEXEC closes nothing now (an exec will: the new
+	 * program's copies are left to the agent's check) */
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		for (unsigned int fd = first; fd <= last && fd < RL_FDTAB_FDS; fd++)
+			forget((int)fd);
+	if (!real_close_range) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_close_range(first, last, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	if (!real_closefrom)
+		resolve();
+	for (int fd = lowfd < 0 ? 0 : lowfd; fd < RL_FDTAB_FDS; fd++)
+		forget(fd);
+	if (real_closefrom)
+		real_closefrom(lowfd);
+}
+
+/*
+ * shutdown(SHUT_RDWR) ends the connection for every fd and process that
+ * holds it: its place is given back at once.  SHUT_WR and SHUT_RD keep it
+ * counted (a half-closed connection still carries the other way, as the
+ * kernel's count keeps it until both FINs) until the last close.
+ */
+EXPORT int shutdown(int fd, int how)
+{
+	struct rl_fdconn c;
+	int r;
+
+	if (!real_shutdown)
+		resolve();
+	r = real_shutdown(fd, how);
+	if (r == 0 && how == SHUT_RDWR && rl_fdtab_end(&fdtab, fd, &c))
+		give_back(&c);
+	return r;
+}
+
 /* --- life cycle ---------------------------------------------------------- */
+
+/* Counts a forked child's copy of c; *arg notes the views it was counted
+ * in (a bit each). */
+static void hold(const struct rl_fdconn *c, void *arg)
+{
+	if (c->view < MAX_VIEWS &&
+	    rl_pool_conn_hold(&views[c->view], c->slot, c->epoch))
+		*(uint32_t *)arg |= 1U << c->view;
+}
+
+static void give_back_each(const struct rl_fdconn *c, void *arg)
+{
+	(void)arg;
+	give_back(c);
+}
+
+/* Normal exit gives back what the process held; _exit and a kill leave it
+ * to the agent's check against the kernel. */
+__attribute__((destructor)) static void rlpreload_fini(void)
+{
+	rl_fdtab_each(&fdtab, true, give_back_each, NULL);
+}
 
 static void after_fork(void)
 {
+	uint32_t held = 0;
+
+	/* both processes hold the parent's connections now: the child's
+	 * copies are counted until it closes them too */
+	rl_fdtab_each(&fdtab, false, hold, &held);
 	/* the child shares the mapping; its table line is its own */
 	__atomic_store_n(&my_pid, getpid(), __ATOMIC_RELAXED);
 	/* a thread of the parent may have been looking for a new pool: it
 	 * does not exist here, so nobody would ever look again */
 	__atomic_store_n(&looking, 0, __ATOMIC_RELEASE);
+	/* in the table at once: the agent's check counts what a process
+	 * holds by its fds, and a child that only serves (never accepts)
+	 * would otherwise hold its copies out of its sight */
+	for (unsigned int v = 0; v < MAX_VIEWS; v++)
+		if (held & (1U << v))
+			proc_entry(&views[v]);
 }
 
 __attribute__((constructor)) static void rlpreload_init(void)

@@ -270,22 +270,33 @@ static void print_points(json_t **rows, size_t n, int wname)
 		any = json_array_size(json_object_get(rows[i], "points")) > 0;
 	if (!any)
 		return;
-	printf("\n%-*s  %-8s  %12s  %12s  %12s  %12s\n", wname, "TENANT", "POINT",
-	       "ADMITTED", "DENIED", "WOULD-DENY", "TOKENS");
+	printf("\n%-*s  %-8s  %12s  %12s  %12s  %12s  %9s\n", wname, "TENANT",
+	       "POINT", "ADMITTED", "DENIED", "WOULD-DENY", "TOKENS", "IN-FLIGHT");
 	for (size_t i = 0; i < n; i++) {
 		json_t *pts = json_object_get(rows[i], "points"), *p;
 		size_t k;
 
-		json_array_foreach(pts, k, p)
+		json_array_foreach(pts, k, p) {
+			json_t *c = json_object_get(p, "conns");
+			char fl[24] = "-";
+
+			/* capped tenants only: in flight / slots */
+			if (c)
+				snprintf(fl, sizeof(fl), "%" JSON_INTEGER_FORMAT
+					 "/%" JSON_INTEGER_FORMAT,
+					 json_integer_value(c),
+					 json_integer_value(json_object_get(
+						 p, "conn_slots")));
 			printf("%-*s  %-8s  %12" JSON_INTEGER_FORMAT "  %12"
 			       JSON_INTEGER_FORMAT "  %12" JSON_INTEGER_FORMAT
-			       "  %12" JSON_INTEGER_FORMAT "\n", wname,
+			       "  %12" JSON_INTEGER_FORMAT "  %9s\n", wname,
 			       json_string_value(json_object_get(rows[i], "tenant")) ?: "?",
 			       json_string_value(json_object_get(p, "point")) ?: "?",
 			       json_integer_value(json_object_get(p, "admitted")),
 			       json_integer_value(json_object_get(p, "denied")),
 			       json_integer_value(json_object_get(p, "shadow_denied")),
-			       json_integer_value(json_object_get(p, "tokens")));
+			       json_integer_value(json_object_get(p, "tokens")), fl);
+		}
 	}
 }
 
