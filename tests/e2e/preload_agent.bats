@@ -23,6 +23,7 @@ setup() {
 teardown() {
 	local pid d
 
+	release_all_conns
 	preload_teardown
 	for pid in "${AGENT_PIDS[@]}"; do
 		kill -KILL "$pid" 2>/dev/null || true
@@ -328,4 +329,95 @@ C
 	expect_eq "reset" "$(json_get .reset "$CLIENT_JSON")" 3
 	expect_eq "lines on stderr" "$(grep -c "couldn't use pool '$POOL': permission denied" \
 		"$BATS_TEST_TMPDIR/srv.err")" 1
+}
+
+# capped_web MODE: a lab of one server and one client, an agent on s1
+# attached nowhere, tenant web capped at 5 connections in flight (its rate
+# far above what the tests open), and a preloaded socketserver on s1:8080
+# holding each connection until the client closes it (preload_hold.py
+# serve MODE).
+capped_web() {
+	lab_up --servers 1 --clients 1
+	preload_agent s1 a
+	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 5 \
+		--match "$(prefixes c1)" >/dev/null
+	preloaded s1 "$PY" "$PRELOAD_HOLD" serve "$1" "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+}
+
+# preload_conns_are N: the pool counts N connections of web in flight.
+preload_conns_are() {
+	[[ $(point_stat a web preload conns) == "$1" ]]
+}
+
+# expect_held OK RESET: what the last hold_conns saw.
+expect_held() {
+	expect_eq "greeted" "$(json_get .ok "$HOLD_JSON")" "$1" &&
+		expect_eq "reset" "$(json_get .reset "$HOLD_JSON")" "$2" &&
+		expect_eq "failed otherwise" "$(json_get .other "$HOLD_JSON")" 0
+}
+
+# cap_holds: 8 connections held against the cap of 5: 5 greeted, 3 reset,
+# 5 in flight at the preload point (none at the kernel's); released, the
+# count falls to 0 and 5 new ones are all greeted.
+cap_holds() {
+	hold_conns h1 c1 "$(lab_addr s1 4)" 8080 8
+	expect_held 5 3
+	expect_eq "in flight at the preload point" "$(point_stat a web preload conns)" 5
+	expect_eq "slots at the preload point" "$(point_stat a web preload conn_slots)" 5
+	expect_eq "in flight at the kernel" "$(point_stat a web kernel conns)" 0
+	# past two of the agent's checks: what the server holds stays counted
+	sleep 2.5
+	expect_eq "in flight after the agent's checks" "$(point_stat a web preload conns)" 5
+	release_conns h1
+	wait_for 5 preload_conns_are 0 || {
+		echo "still in flight after the close: $(point_stat a web preload conns)" >&2
+		return 1
+	}
+	hold_conns h2 c1 "$(lab_addr s1 4)" 8080 5
+	expect_held 5 0
+	hold_conns h3 c1 "$(lab_addr s1 4)" 8080 2
+	expect_held 0 2
+	release_conns h2
+	release_conns h3
+	wait_for 5 preload_conns_are 0 || {
+		echo "still in flight after the close: $(point_stat a web preload conns)" >&2
+		return 1
+	}
+	# the library saw every close: nothing was left to the agent's check
+	! grep "given back" "$BATS_TEST_TMPDIR/a.log"
+}
+
+@test "connection caps in a preloaded threaded server: never more than --max-conns in flight (the rest reset), closes free the slots, rlctl stats shows in flight at the preload point" {
+	capped_web thread
+	cap_holds
+	rla a stats | grep -E "^web +preload .* 0/5$"
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+@test "connection caps in a preloaded forking server whose children dup each connection: the parent's close, the child's dup and its exit count each connection once" {
+	capped_web dupfork
+	cap_holds
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+@test "connection caps: a preloaded server killed with SIGKILL has its slots back within 2 s (the agent's check against its fds), and a new server gets them" {
+	local t0
+
+	capped_web thread
+	hold_conns h1 c1 "$(lab_addr s1 4)" 8080 5
+	expect_held 5 0
+	proc_stop "$SRV_PID" KILL
+	t0=$SECONDS
+	wait_for 4 preload_conns_are 0 || {
+		echo "still in flight: $(point_stat a web preload conns)" >&2
+		return 1
+	}
+	echo "given back after $((SECONDS - t0)) s"
+	grep -q "given back" "$BATS_TEST_TMPDIR/a.log"
+	release_conns h1
+	preloaded s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	hold_conns h2 c1 "$(lab_addr s1 4)" 8080 6
+	expect_held 5 1
 }

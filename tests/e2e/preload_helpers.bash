@@ -10,6 +10,8 @@
 PRELOAD=$RLGATE_BUILD/librlpreload.so
 PRELOAD_CLIENT=$RLGATE_ROOT/tests/e2e/preload_client.py
 PRELOAD_SERVER=$RLGATE_ROOT/tests/e2e/preload_server.py
+PRELOAD_HOLD=$RLGATE_ROOT/tests/e2e/preload_hold.py
+declare -gA HOLD_FDS=() HOLD_PIDS=()
 PY=/usr/bin/python3
 
 # preloaded HOST CMD...: runs CMD in HOST under the library (pool $POOL),
@@ -83,4 +85,62 @@ expect_no_errors() {
 		echo "the server logged errors (above)" >&2
 		return 1
 	fi
+}
+
+# hold_conns NAME HOST ADDR PORT N: N connections opened from HOST, one
+# after the other, and held open (until release_conns NAME); the report
+# ({"ok": greeted, "reset": ..., "other": ...}) in HOLD_JSON.
+hold_conns() {
+	local name=$1 fifo=$BATS_TEST_TMPDIR/hold.$1 i fd
+
+	mkfifo "$fifo"
+	# without the other holders' ends of their fifos: each is released
+	# alone
+	(
+		for fd in "${HOLD_FDS[@]}"; do
+			exec {fd}>&-
+		done
+		exec ip netns exec "$(lab_ns "$2")" "$PY" "$PRELOAD_HOLD" hold \
+			"$3" "$4" "$5" <"$fifo" >"$fifo.out" 2>"$fifo.err" 3>&-
+	) &
+	HOLD_PIDS[$name]=$!
+	exec {fd}>"$fifo"
+	HOLD_FDS[$name]=$fd
+	for ((i = 0; i < 200; i++)); do
+		[[ -s $fifo.out ]] && break
+		sleep 0.05
+	done
+	HOLD_JSON=$(head -n 1 "$fifo.out")
+	echo "hold_conns $*: $HOLD_JSON"
+	[[ -n $HOLD_JSON ]] || { cat "$fifo.err" >&2; return 1; }
+}
+
+# release_conns NAME: closes the connections hold_conns NAME holds.
+release_conns() {
+	local fd=${HOLD_FDS[$1]:-}
+
+	[[ -n $fd ]] || return 0
+	exec {fd}>&-
+	wait "${HOLD_PIDS[$1]}" 2>/dev/null || true
+	unset "HOLD_FDS[$1]" "HOLD_PIDS[$1]"
+}
+
+# release_all_conns: release_conns for every holder left (teardown).
+release_all_conns() {
+	local n
+
+	for n in "${!HOLD_FDS[@]}"; do
+		release_conns "$n"
+	done
+}
+
+# wait_for SECONDS CMD...: until CMD succeeds, at most SECONDS.
+wait_for() {
+	local end=$((SECONDS + $1))
+
+	shift
+	until "$@"; do
+		((SECONDS < end)) || return 1
+		sleep 0.1
+	done
 }
