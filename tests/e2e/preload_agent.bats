@@ -331,6 +331,11 @@ C
 		"$BATS_TEST_TMPDIR/srv.err")" 1
 }
 
+# has_tenant NAME TENANT: agent NAME has TENANT.
+has_tenant() {
+	rla "$1" --json tenant list | jq -e ".[] | select(.name == \"$2\")" >/dev/null
+}
+
 # capped_web MODE: a lab of one server and one client, an agent on s1
 # attached nowhere, tenant web capped at 5 connections in flight (its rate
 # far above what the tests open), and a preloaded socketserver on s1:8080
@@ -420,4 +425,48 @@ cap_holds() {
 	wait_listen s1 8080
 	hold_conns h2 c1 "$(lab_addr s1 4)" 8080 6
 	expect_held 5 1
+}
+
+@test "fleet: two preload hosts share one connection cap through the slots their agents hold in Redis; in flight never exceeds the cap and each point's in flight is within its host's slots" {
+	local round ok1=0 ok2=0 total slots1 slots2 in1 in2 held
+
+	lab_up --servers 2 --clients 1 --redis
+	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
+	mkdir -p "$FLEET_DIR"
+	redis_start
+	preload_agent s1 a --redis "$REDIS_ADDR" --agent-id a
+	POOL=$BATS_TEST_TMPDIR/pool2
+	preload_agent s2 b --redis "$REDIS_ADDR" --agent-id b
+	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 6 \
+		--match "$(prefixes c1)" >/dev/null
+	wait_for 5 has_tenant b web
+	POOL=$BATS_TEST_TMPDIR/pool
+	preloaded s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" 8080
+	POOL=$BATS_TEST_TMPDIR/pool2
+	preloaded s2 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s2 4)" 8080
+	wait_listen s1 8080
+	wait_listen s2 8080
+	# a few connections at a time to each host, held: the hosts take
+	# slots by the chunk as they fill, never more than the cap in all
+	for round in 1 2 3 4; do
+		hold_conns a$round c1 "$(lab_addr s1 4)" 8080 3
+		ok1=$((ok1 + $(json_get .ok "$HOLD_JSON")))
+		hold_conns b$round c1 "$(lab_addr s2 4)" 8080 3
+		ok2=$((ok2 + $(json_get .ok "$HOLD_JSON")))
+		total=$((ok1 + ok2))
+		in1=$(point_stat a web preload conns) in2=$(point_stat b web preload conns)
+		slots1=$(point_stat a web preload conn_slots)
+		slots2=$(point_stat b web preload conn_slots)
+		held=$(rcli HVALS "rl:{t:web}:slots" | awk '{ s += $1 } END { print s + 0 }')
+		echo "round $round: held s1 $ok1 (in flight $in1 of $slots1), s2 $ok2 (in flight $in2 of $slots2); Redis holds $held"
+		((total <= 6)) || { echo "$total connections held under a cap of 6" >&2; return 1; }
+		expect_eq "s1 in flight, as held" "$in1" "$ok1"
+		expect_eq "s2 in flight, as held" "$in2" "$ok2"
+		((in1 <= slots1 && in2 <= slots2)) || { echo "in flight past the slots" >&2; return 1; }
+		sleep 1.2
+	done
+	((ok1 > 0 && ok2 > 0)) || { echo "a host held nothing" >&2; return 1; }
+	# the kernels attach nowhere: every slot is the pools'
+	expect_eq "s1's kernel slots" "$(point_stat a web kernel conn_slots)" 0
+	expect_eq "s2's kernel slots" "$(point_stat b web kernel conn_slots)" 0
 }
