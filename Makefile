@@ -44,7 +44,7 @@ BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -D__TARGET_ARCH_$(BPF_ARCH) \
 	      -Wno-unused-parameter
 
 LIBS_BPF := -lbpf -lelf -lz
-LIBS_ALL := $(LIBS_BPF) -luring -lhiredis -ljansson -lm
+LIBS_ALL := $(LIBS_BPF) -luring -lhiredis -lssl -lcrypto -ljansson -lm
 
 # --- BPF ---------------------------------------------------------------------
 BPF_SRCS := $(wildcard bpf/*.bpf.c) $(wildcard tests/bpf/*.bpf.c)

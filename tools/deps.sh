@@ -8,6 +8,7 @@ packages=(
 	make gcc clang llvm pkg-config
 	libbpf-dev libelf-dev zlib1g-dev bpftool
 	libhiredis-dev liburing-dev libjansson-dev
+	libssl-dev		# TLS to Redis (OpenSSL)
 	# run and test
 	redis-server bats iproute2 jq curl procps util-linux netcat-openbsd
 	nginx-light		# a real server for the preload library's tests

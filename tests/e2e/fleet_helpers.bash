@@ -20,6 +20,9 @@ REDIS_ADDR=192.0.2.250:6379
 FLEET_SERVERS=4		# server hosts in the lab
 FLEET_AGENTS=3		# agents started for the whole file, on s1..s3
 FLEET_PORTS=("$PORT")	# every server host listens on all of them
+FLEET_AGENT_OPTS=()	# options every agent gets (e.g. how to reach Redis)
+FLEET_REDIS_OPTS=()	# redis-server's options beyond the defaults (they win)
+FLEET_RCLI_OPTS=()	# what redis-cli then needs to reach it
 
 # --- per host paths -----------------------------------------------------------------
 
@@ -75,7 +78,8 @@ fleet_bg_track() { echo "$1" >>"$BATS_TEST_TMPDIR/bg.pids"; }
 
 # rcli ARGS...: redis-cli against the lab's Redis, from inside its host.
 rcli() {
-	in_ns redis redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" "$@"
+	in_ns redis redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" \
+		"${FLEET_RCLI_OPTS[@]}" "$@"
 }
 
 redis_pid() { cat "$FLEET_DIR/redis.pid" 2>/dev/null || true; }
@@ -88,7 +92,7 @@ redis_start() {
 
 	ip netns exec "$(lab_ns redis)" redis-server --bind "${REDIS_ADDR%:*}" \
 		--port "${REDIS_ADDR##*:}" --save '' --appendonly no --protected-mode no \
-		--daemonize no >>"$FLEET_DIR/redis.log" 2>&1 3>&- &
+		--daemonize no "${FLEET_REDIS_OPTS[@]}" >>"$FLEET_DIR/redis.log" 2>&1 3>&- &
 	echo $! >"$FLEET_DIR/redis.pid"
 	# not a job of this shell: no "Killed" notice when a test kills it
 	disown $!
@@ -114,7 +118,8 @@ fleet_agent_start() {
 	dir=$(fleet_dir "$i")
 	mkdir -p "$dir/state"
 	rlagent_start "s$i" "$(fleet_ctl "$i")" "$dir/state" "$(fleet_pin_dir "$i")" \
-		"$(fleet_log "$i")" --redis "$REDIS_ADDR" --agent-id "s$i" "$@" || rc=$?
+		"$(fleet_log "$i")" --redis "$REDIS_ADDR" --agent-id "s$i" \
+		"${FLEET_AGENT_OPTS[@]}" "$@" || rc=$?
 	# kept even when it did not answer: the teardown kills it
 	echo "$RLAGENT_PID" >"$dir/pid"
 	return $rc

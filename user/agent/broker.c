@@ -143,6 +143,23 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 		if (err)
 			goto fail;
 	}
+	if (o->tls) {
+		struct redis_tls_opts to = {
+			.ca = o->tls_ca, .cert = o->tls_cert, .key = o->tls_key,
+			.server_name = o->tls_server_name,
+		};
+
+		if (b->path[0] || strncmp(o->redis, "cluster:", 8) == 0 ||
+		    strncmp(o->redis, "sentinel:", 9) == 0) {
+			log_error("Error: --redis-tls works with a single Redis "
+				  "at HOST:PORT, not with '%s'", o->redis);
+			err = -EINVAL;
+			goto fail;
+		}
+		err = redis_tls_new(&to, &b->tls);
+		if (err)
+			goto fail;
+	}
 	if (o->agent_id) {
 		snprintf(b->agent_id, sizeof(b->agent_id), "%s", o->agent_id);
 	} else if (gethostname(b->agent_id, sizeof(b->agent_id) - 1) < 0) {
@@ -224,6 +241,7 @@ fail:
 	cc_close(b->cc);
 	free(b->shards);
 	broker_sentinel_close(b);
+	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
 	free(b);
@@ -275,6 +293,7 @@ void broker_close(struct broker *b)
 	broker_sentinel_close(b);
 	free(b->want);
 	free(b->waiting);
+	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
 	free(b);

@@ -18,6 +18,7 @@
 #include "circuit.h"
 #include "cluster_client.h"
 #include "loop.h"
+#include "redis_tls.h"
 
 #define CHECK_MS		50	/* lease check period */
 #define HEARTBEAT_MS		1000
@@ -122,6 +123,7 @@ struct broker {
 	int port;
 	char address[300];
 	char *password;
+	struct redis_tls *tls;		/* NULL without --redis-tls */
 	char agent_id[257];
 	char nonce[17];			/* this process's, in the registry */
 	bool hb_first;			/* no heartbeat answered on this connection */

@@ -46,6 +46,10 @@ static void breaker_open(struct broker *b, const char *reason)
 	if (circuit_step(&b->circ, CIRCUIT_LOST, false, BREAKER_FAILURES) ==
 	    CIRCUIT_OPENED)
 		on_opened(b, reason);
+	else if (b->circ.open && !b->circ.ever_healthy)
+		/* Degraded since the start: say what keeps it so (a refused
+		 * certificate, say) rather than "not connected yet". */
+		snprintf(b->reason, sizeof(b->reason), "%s", reason);
 }
 
 static void breaker_failure(struct broker *b, const char *reason)
@@ -497,15 +501,25 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	}
 }
 
+/* Why a connection went: under TLS, hiredis only sees its plain end close,
+ * and the relay knows the real reason (a certificate, a handshake). */
+static const char *conn_error(const struct broker *b, const redisAsyncContext *ac)
+{
+	if (b->tls && redis_tls_error(b->tls)[0])
+		return redis_tls_error(b->tls);
+	return ac->errstr;
+}
+
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
 	struct conn *c = ac->data;
 	struct broker *b = c->b;
+	const char *err = conn_error(b, ac);
 
 	/* Once per outage: the breaker's transition is the loud message. */
 	if (status != REDIS_OK && c->state == C_UP && c->backoff_ms == BACKOFF_MIN_MS)
 		log_warn("lost Redis on '%s' (%s connection): %s", b->address,
-			 c->name, ac->errstr);
+			 c->name, err);
 	if (!c->subscriber) {
 		char why[240];
 
@@ -522,8 +536,8 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 			broker_slot_unwait(&b->slots[i]);
 		}
 		b->ring_len = 0;
-		snprintf(why, sizeof(why), "lost Redis on '%.100s': %.80s", b->address,
-			 ac->errstr);
+		snprintf(why, sizeof(why), "lost Redis on '%.60s': %.120s", b->address,
+			 err);
 		breaker_open(b, why);
 	}
 	broker_sentinel_ask(b, true);
@@ -572,7 +586,8 @@ void broker_conn_start(struct conn *c)
 		return;
 	}
 	ac->data = c;
-	if (redis_loop_attach(ac, host_loop(b))) {
+	if ((b->tls && redis_tls_wrap(b->tls, ac, host_loop(b), host)) ||
+	    redis_loop_attach(ac, host_loop(b))) {
 		redisAsyncFree(ac);
 		conn_retry(c);
 		return;

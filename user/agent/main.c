@@ -117,6 +117,20 @@ static const struct opt options[] = {
 	  .help = "ACL user name for AUTH" },
 	{ "redis-password-file", 0, OPT_STRING, CLI(broker.password_file),
 	  .arg = "F", .help = "AUTH password: the first line of F" },
+	{ "redis-tls", 0, OPT_FLAG, CLI(broker.tls),
+	  .help = "TLS to Redis, the server's certificate checked (a single "
+		  "Redis at HOST:PORT)" },
+	{ "redis-ca", 0, OPT_STRING, CLI(broker.tls_ca), .arg = "F",
+	  .def_doc = "the system's CA certificates",
+	  .help = "PEM CA certificates that vouch for Redis' certificate" },
+	{ "redis-cert", 0, OPT_STRING, CLI(broker.tls_cert), .arg = "F",
+	  .help = "PEM client certificate (chain), for a Redis that asks for "
+		  "one; needs --redis-key" },
+	{ "redis-key", 0, OPT_STRING, CLI(broker.tls_key), .arg = "F",
+	  .help = "PEM private key of --redis-cert" },
+	{ "redis-server-name", 0, OPT_STRING, CLI(broker.tls_server_name),
+	  .arg = "NAME", .def_doc = "the host of --redis",
+	  .help = "the name (or address) Redis' certificate must carry" },
 	{ "agent-id", 0, OPT_STRING, CLI(broker.agent_id), .arg = "ID",
 	  .min = 1, .max = 256, .def_doc = "the host name",
 	  .help = "this agent in the registry" },
@@ -149,8 +163,13 @@ static const struct opt options[] = {
 
 /* Options that mean nothing without --redis. */
 static const char *const fleet_only[] = {
-	"redis-user", "redis-password-file", "agent-id", "redis-timeout",
+	"redis-user", "redis-password-file", "redis-tls", "agent-id", "redis-timeout",
 	"heartbeat-stale", "expected-agents", NULL,
+};
+
+/* Options that mean nothing without --redis-tls. */
+static const char *const tls_only[] = {
+	"redis-ca", "redis-cert", "redis-key", "redis-server-name", NULL,
 };
 
 static const struct opts_spec spec = {
@@ -239,6 +258,13 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
 		if (opts_given(&res, fleet_only[i]))
 			return usage_error("invalid options: --%s needs --redis",
 					   fleet_only[i]);
+	for (size_t i = 0; !c->broker.tls && tls_only[i]; i++)
+		if (opts_given(&res, tls_only[i]))
+			return usage_error("invalid options: --%s needs --redis-tls",
+					   tls_only[i]);
+	if (!c->broker.tls_cert != !c->broker.tls_key)
+		return usage_error("invalid options: %s", "--redis-cert and "
+				   "--redis-key go together");
 	if (c->agent.control_group) {
 		struct group *g = getgrnam(c->agent.control_group);
 

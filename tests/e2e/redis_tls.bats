@@ -1,0 +1,160 @@
+#!/usr/bin/env bats
+# Fleet mode over TLS: a TLS-only Redis (no plain port) with a password and
+# certificates from a throwaway CA.  Agents that trust the CA lease and hold
+# the global limit; an agent given another CA, or a name the certificate
+# does not carry, stays up and degraded and says which check failed; when
+# Redis asks for client certificates, only an agent that has one leases.
+
+# shellcheck disable=SC2046 # $(fleet_targets ...) is several loadgen targets
+
+load helpers
+load agent_helpers
+load fleet_helpers
+
+FLEET_SERVERS=3		# s1, s2 lease for the file; s3 for the odd agents
+FLEET_AGENTS=2
+# Set here, not in setup_file: the tests and teardowns need them too.
+TLS_DIR=$BATS_FILE_TMPDIR/tls
+# TLS only: no plain port.
+FLEET_REDIS_OPTS=(--port 0 --tls-port "${REDIS_ADDR##*:}"
+	--tls-cert-file "$TLS_DIR/server.pem" --tls-key-file "$TLS_DIR/server.key"
+	--tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients no
+	--requirepass tls-secret)
+FLEET_RCLI_OPTS=(--tls --cacert "$TLS_DIR/ca.pem" --cert "$TLS_DIR/client.pem"
+	--key "$TLS_DIR/client.key" -a tls-secret --no-auth-warning)
+FLEET_AGENT_OPTS=(--redis-tls --redis-ca "$TLS_DIR/ca.pem"
+	--redis-password-file "$TLS_DIR/password")
+
+# tls_certs DIR: a CA, a server certificate for the Redis host (its address
+# and the name redis.lab), a client certificate, and an unrelated CA.
+tls_certs() {
+	local d=$1 ip=${REDIS_ADDR%:*}
+
+	mkdir -p "$d"
+	(
+		cd "$d" || exit 1
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=rlgate-test-ca \
+			-keyout ca.key -out ca.pem
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=other-ca \
+			-keyout other.key -out other.pem
+		openssl req -newkey rsa:2048 -nodes -subj /CN=redis.lab \
+			-keyout server.key -out server.csr
+		printf 'subjectAltName=IP:%s,DNS:redis.lab\n' "$ip" >server.ext
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+			-days 2 -extfile server.ext -out server.pem
+		openssl req -newkey rsa:2048 -nodes -subj /CN=rlagent \
+			-keyout client.key -out client.csr
+		openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+			-days 2 -out client.pem
+		printf 'tls-secret\n' >password
+		chmod 600 password ./*.key
+	) >"$d/openssl.log" 2>&1 || { cat "$d/openssl.log" >&2; return 1; }
+}
+
+setup_file() {
+	e2e_require_root || return 0
+	tls_certs "$TLS_DIR"
+	fleet_setup_file openssl
+}
+teardown_file() { fleet_teardown_file; }
+setup() { fleet_setup; }
+teardown() { fleet_teardown redis_no_client_certs; }
+
+redis_no_client_certs() {
+	[[ $(rcli CONFIG SET tls-auth-clients no) == OK ]]
+}
+
+# odd_agent [rlagent options]: an agent on s3 with the password, the
+# file's agents' options replaced by the test's.
+odd_agent() {
+	local saved=("${FLEET_AGENT_OPTS[@]}") rc=0
+
+	FLEET_AGENT_OPTS=(--redis-password-file "$TLS_DIR/password")
+	fleet_agent_start 3 "$@" || rc=$?
+	FLEET_AGENT_OPTS=("${saved[@]}")
+	return $rc
+}
+
+# s3_within SECONDS STATE: agent s3's broker reaches STATE in time.
+s3_within() {
+	local n state
+
+	for ((n = 0; n < $1 * 20; n++)); do
+		state=$(rls 3 --json status | jq -r .broker)
+		[[ $state == "$2" ]] && return 0
+		sleep 0.05
+	done
+	echo "s3's broker is '$state' after $1 s, expected '$2'" >&2
+	return 1
+}
+
+# s3_says TEXT: agent s3 logged TEXT and gives it as the degraded reason.
+s3_says() {
+	grep -qF "$1" "$(fleet_log 3)" ||
+		{ echo "s3's log does not say '$1'" >&2; return 1; }
+	rls 3 --json status | jq -e --arg t "$1" '.degraded_reason | contains($t)' >/dev/null ||
+		{ echo "s3's degraded reason: $(rls 3 --json status | jq -r .degraded_reason)" >&2; return 1; }
+}
+
+@test "Redis has no plain port: the agents reach it only over TLS, and lease" {
+	run in_ns redis redis-cli -h "${REDIS_ADDR%:*}" -p "${REDIS_ADDR##*:}" -a tls-secret \
+		--no-auth-warning PING
+	[[ $output != PONG ]]
+	[[ $(rls 1 --json status | jq -r .broker) == healthy ]]
+	[[ $(rls 2 --json status | jq -r .live_agents) == 2 ]]
+}
+
+@test "two agents leasing over TLS: the fleet admits the global limit, within the overshoot bound" {
+	local admitted lim bound
+
+	fleet_tenant_set 1 tls --rate 100/s --burst 10 --match "$(client_prefix c1)" --action rst
+	fleet_wait_tenant tls 2 >/dev/null
+	sleep 2
+	run_loadgen_json c1 --rate 200 --duration 5 $(fleet_targets "$PORT" 1 1)
+	expect_offered 1000
+	admitted=$(json_get .total.connected)
+	bound=$(fleet_stat 1 tls overshoot_bound)
+	lim=$(calc "100 * 5 + 10")
+	expect_between "admitted over the fleet (limit x T + burst = $lim, bound $bound)" \
+		"$admitted" "$(calc "0.9 * $lim")" "$(calc "$lim + $bound")"
+	(($(fleet_stat 1 tls leases) > 0 && $(fleet_stat 2 tls leases) > 0))
+}
+
+@test "an agent given another CA stays up and degraded, naming the certificate error" {
+	odd_agent --redis-tls --redis-ca "$TLS_DIR/other.pem"
+	sleep 1
+	s3_within 2 degraded
+	s3_says "certificate verify failed"
+	proc_running "$(fleet_pid 3)"
+}
+
+@test "a server name the certificate does not carry: degraded, naming the mismatch; the name it carries: healthy" {
+	odd_agent --redis-tls --redis-ca "$TLS_DIR/ca.pem" --redis-server-name redis.example
+	sleep 1
+	s3_within 2 degraded
+	s3_says "hostname mismatch"
+	fleet_agent_stop 3 TERM
+	fleet_agent_wipe 3
+	odd_agent --redis-tls --redis-ca "$TLS_DIR/ca.pem" --redis-server-name redis.lab
+	s3_within 3 healthy
+}
+
+@test "Redis asking for client certificates: an agent without one is degraded, one with --redis-cert and --redis-key leases" {
+	[[ $(rcli CONFIG SET tls-auth-clients yes) == OK ]]
+	odd_agent --redis-tls --redis-ca "$TLS_DIR/ca.pem"
+	sleep 1
+	s3_within 2 degraded
+	fleet_agent_stop 3 TERM
+	fleet_agent_wipe 3
+	odd_agent --redis-tls --redis-ca "$TLS_DIR/ca.pem" \
+		--redis-cert "$TLS_DIR/client.pem" --redis-key "$TLS_DIR/client.key"
+	s3_within 3 healthy
+}
+
+@test "TLS options are checked before anything starts: --redis-ca without --redis-tls, a certificate without its key" {
+	run "$RLGATE_BUILD/rlagent" --iface lo --redis "$REDIS_ADDR" --redis-ca "$TLS_DIR/ca.pem"
+	[[ $status == 2 && $output == *"--redis-ca needs --redis-tls"* ]]
+	run "$RLGATE_BUILD/rlagent" --iface lo --redis "$REDIS_ADDR" --redis-tls \
+		--redis-cert "$TLS_DIR/client.pem"
+	[[ $status == 2 && $output == *"--redis-cert and --redis-key go together"* ]]
+}
