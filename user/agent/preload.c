@@ -215,6 +215,54 @@ static int proc_sockets(uint32_t pid, struct heal_proc *hp)
 	return 0;
 }
 
+/* The initial pid namespace's inode (PROC_PID_INIT_INO): an agent there
+ * sees every process of every namespace in its /proc. */
+#define PID_INIT_INO	0xEFFFFFFCULL
+
+/* The pid, in this agent's namespace, of the process that is `pid` in pid
+ * namespace pidns (the last field of NSpid in its status): 0 if none is
+ * found (it died, and so did its namespace if it was its init). */
+static uint32_t host_pid(uint64_t pidns, uint32_t pid)
+{
+	DIR *d = opendir("/proc");
+	uint32_t found = 0;
+	struct dirent *e;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d))) {
+		char path[300], line[256];
+		unsigned long n;
+		struct stat st;
+		char *end;
+		FILE *f;
+
+		n = strtoul(e->d_name, &end, 10);
+		if (*end || !n)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/pid", e->d_name);
+		if (stat(path, &st) < 0 || (uint64_t)st.st_ino != pidns)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char *last;
+
+			if (strncmp(line, "NSpid:", 6) != 0)
+				continue;
+			last = strrchr(line, '\t');
+			if (last && strtoul(last + 1, NULL, 10) == pid)
+				found = (uint32_t)n;
+			break;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
 /* Adds to found[] the capped connections the processes of procs[] in the
  * network namespace of procs[first] hold, from pid's socket table. */
 static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
@@ -287,8 +335,16 @@ void preload_heal(struct preload *p)
 		if (!pid)
 			continue;
 		if (__atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns) {
-			err = -EXDEV;	/* its fds are out of sight */
-			break;
+			/* only an agent of the initial namespace sees every
+			 * process: elsewhere its fds may be out of sight */
+			if (pidns != PID_INIT_INO) {
+				err = -EXDEV;
+				break;
+			}
+			pid = host_pid(__atomic_load_n(&s->pidns, __ATOMIC_RELAXED),
+				       pid);
+			if (!pid)
+				continue;	/* gone: it holds nothing */
 		}
 		r = proc_sockets(pid, &procs[n]);
 		if (r < 0)

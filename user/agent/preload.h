@@ -75,9 +75,10 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
  * none).  A tenant whose count stays above that for two checks in a row,
  * by the same amount, is lowered by it: closes the library never saw (a
  * process killed, _exit, a close outside libc) come back within 2 s.
- * Never raises a count.  Skipped while a process of another pid namespace
- * is in the table (its fds cannot be read from here), and once a process
- * found the table full (what it holds is out of sight).
+ * Never raises a count.  A process of another pid namespace is found by
+ * its NSpid when the agent runs in the initial one (a process not found
+ * holds nothing); elsewhere the check is skipped while one is in the table
+ * (its fds may be out of sight), and once a process found the table full.
  */
 void preload_heal(struct preload *p);
 
