@@ -470,3 +470,34 @@ cap_holds() {
 	expect_eq "s1's kernel slots" "$(point_stat a web kernel conn_slots)" 0
 	expect_eq "s2's kernel slots" "$(point_stat b web kernel conn_slots)" 0
 }
+
+@test "connection caps in a server in its own pid namespace (unshare --pid, pid 1 there): the cap holds, closes free the slots, and after a SIGKILL the agent's check finds its slots by the process's pid namespace and gives them back" {
+	local child
+
+	lab_up --servers 1 --clients 1
+	preload_agent s1 a
+	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 5 \
+		--match "$(prefixes c1)" >/dev/null
+	preloaded s1 unshare --pid --fork --kill-child "$PY" "$PRELOAD_HOLD" \
+		serve thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	hold_conns h1 c1 "$(lab_addr s1 4)" 8080 8
+	expect_held 5 3
+	sleep 2.5
+	expect_eq "in flight after the agent's checks" "$(point_stat a web preload conns)" 5
+	release_conns h1
+	wait_for 5 preload_conns_are 0
+	! grep "given back" "$BATS_TEST_TMPDIR/a.log"
+	hold_conns h2 c1 "$(lab_addr s1 4)" 8080 5
+	expect_held 5 0
+	# pid 1 of its namespace: SIGKILL from outside, by its pid here
+	child=$(pgrep -P "$SRV_PID")
+	[[ -n $child ]]
+	grep -q "^NSpid:.*[[:space:]]1$" "/proc/$child/status"
+	kill -KILL "$child"
+	wait_for 4 preload_conns_are 0 || {
+		echo "still in flight: $(point_stat a web preload conns)" >&2
+		return 1
+	}
+	grep -q "given back" "$BATS_TEST_TMPDIR/a.log"
+}
