@@ -17,13 +17,18 @@ CLUSTER_IP=192.0.2.250
 CLUSTER_PORTS=(7001 7002 7003 7004 7005 7006)
 REDIS_ADDR="cluster:$CLUSTER_IP:7001,$CLUSTER_IP:7002,$CLUSTER_IP:7003"
 FLEET_SERVERS=4		# s4 for an agent a test starts itself
+# A suite whose nodes speak only TLS sets both: redis-server's TLS options
+# (each node then takes TLS on its port, also for the cluster bus and
+# replication), and what redis-cli needs to reach them.
+CLUSTER_NODE_TLS=()
+CLUSTER_CLI_TLS=()
 
 # ccli PORT ARGS...: redis-cli against the node on PORT.
 ccli() {
 	local port=$1
 
 	shift
-	in_ns redis redis-cli -h "$CLUSTER_IP" -p "$port" "$@"
+	in_ns redis redis-cli -h "$CLUSTER_IP" -p "$port" "${CLUSTER_CLI_TLS[@]}" "$@"
 }
 
 cluster_node_dir() { echo "$FLEET_DIR/redis-$1"; }
@@ -33,8 +38,11 @@ cluster_node_pid() { cat "$(cluster_node_dir "$1")/pid" 2>/dev/null || true; }
 # persistence), in the background; returns once it answers.  A node that
 # ran before keeps its nodes.conf, so it rejoins the cluster.
 cluster_node_start() {
-	local port=$1 dir n
+	local port=$1 dir n tls=()
 
+	((${#CLUSTER_NODE_TLS[@]})) &&
+		tls=(--port 0 --tls-port "$port" --tls-cluster yes --tls-replication yes
+			"${CLUSTER_NODE_TLS[@]}")
 	dir=$(cluster_node_dir "$port")
 	mkdir -p "$dir"
 	ip netns exec "$(lab_ns redis)" redis-server --bind "$CLUSTER_IP" --port "$port" \
@@ -42,7 +50,7 @@ cluster_node_start() {
 		--cluster-node-timeout 1000 --cluster-require-full-coverage no \
 		--repl-diskless-sync-delay 0 \
 		--save '' --appendonly no \
-		--protected-mode no --dir "$dir" --daemonize no \
+		--protected-mode no --dir "$dir" --daemonize no "${tls[@]}" \
 		>>"$dir/log" 2>&1 3>&- &
 	echo $! >"$dir/pid"
 	disown $!
@@ -96,7 +104,7 @@ redis_start() {
 		cluster_node_start "$p" || return 1
 		addrs+=("$CLUSTER_IP:$p")
 	done
-	in_ns redis redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 \
+	in_ns redis redis-cli "${CLUSTER_CLI_TLS[@]}" --cluster create "${addrs[@]}" --cluster-replicas 1 \
 		--cluster-yes >"$FLEET_DIR/cluster-create.log" 2>&1 || {
 		cat "$FLEET_DIR/cluster-create.log" >&2
 		return 1

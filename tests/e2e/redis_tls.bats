@@ -10,6 +10,7 @@
 load helpers
 load agent_helpers
 load fleet_helpers
+load tls_helpers
 
 FLEET_SERVERS=3		# s1, s2 lease for the file; s3 for the odd agents
 FLEET_AGENTS=2
@@ -24,32 +25,6 @@ FLEET_RCLI_OPTS=(--tls --cacert "$TLS_DIR/ca.pem" --cert "$TLS_DIR/client.pem"
 	--key "$TLS_DIR/client.key" -a tls-secret --no-auth-warning)
 FLEET_AGENT_OPTS=(--redis-tls --redis-ca "$TLS_DIR/ca.pem"
 	--redis-password-file "$TLS_DIR/password")
-
-# tls_certs DIR: a CA, a server certificate for the Redis host (its address
-# and the name redis.lab), a client certificate, and an unrelated CA.
-tls_certs() {
-	local d=$1 ip=${REDIS_ADDR%:*}
-
-	mkdir -p "$d"
-	(
-		cd "$d" || exit 1
-		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=rlgate-test-ca \
-			-keyout ca.key -out ca.pem
-		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=other-ca \
-			-keyout other.key -out other.pem
-		openssl req -newkey rsa:2048 -nodes -subj /CN=redis.lab \
-			-keyout server.key -out server.csr
-		printf 'subjectAltName=IP:%s,DNS:redis.lab\n' "$ip" >server.ext
-		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-			-days 2 -extfile server.ext -out server.pem
-		openssl req -newkey rsa:2048 -nodes -subj /CN=rlagent \
-			-keyout client.key -out client.csr
-		openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-			-days 2 -out client.pem
-		printf 'tls-secret\n' >password
-		chmod 600 password ./*.key
-	) >"$d/openssl.log" 2>&1 || { cat "$d/openssl.log" >&2; return 1; }
-}
 
 setup_file() {
 	e2e_require_root || return 0

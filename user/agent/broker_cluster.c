@@ -218,6 +218,7 @@ int broker_cluster_open(struct broker *b)
 		.seeds = b->o.redis + strlen("cluster:"),
 		.user = b->o.user,
 		.password = b->password,
+		.tls = b->tls,
 		.scripts = b->script_src,
 		.n_scripts = S_COUNT,
 		.ops = { .node_up = on_node_up, .node_down = on_node_down,

@@ -118,8 +118,8 @@ static const struct opt options[] = {
 	{ "redis-password-file", 0, OPT_STRING, CLI(broker.password_file),
 	  .arg = "F", .help = "AUTH password: the first line of F" },
 	{ "redis-tls", 0, OPT_FLAG, CLI(broker.tls),
-	  .help = "TLS to Redis, the server's certificate checked (a single "
-		  "Redis at HOST:PORT)" },
+	  .help = "TLS to Redis, the server's certificate checked (HOST:PORT "
+		  "or cluster:, not unix: or sentinel:)" },
 	{ "redis-ca", 0, OPT_STRING, CLI(broker.tls_ca), .arg = "F",
 	  .def_doc = "the system's CA certificates",
 	  .help = "PEM CA certificates that vouch for Redis' certificate" },

@@ -65,6 +65,7 @@ struct cc {
 	struct cc_ops ops;
 	void *arg;
 	char *user, *password;
+	struct redis_tls *tls;
 	const char *const *scripts;
 	unsigned int n_scripts;
 	char sha[CC_SCRIPTS_MAX][41];
@@ -321,7 +322,11 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 	struct cc_node *n = ac->data;
 
 	(void)status;
-	node_lost(n, ac->errstr[0] ? ac->errstr : "connection closed");
+	/* Under TLS the relay knows why its connection went. */
+	if (n->cc->tls && redis_tls_error(n->cc->tls)[0])
+		node_lost(n, redis_tls_error(n->cc->tls));
+	else
+		node_lost(n, ac->errstr[0] ? ac->errstr : "connection closed");
 }
 
 static void node_connect(struct cc_node *n)
@@ -344,6 +349,11 @@ static void node_connect(struct cc_node *n)
 		return;
 	}
 	ac->data = n;
+	if (n->cc->tls && redis_tls_wrap(n->cc->tls, ac, n->cc->l, n->host)) {
+		redisAsyncFree(ac);
+		node_lost(n, "couldn't set up TLS");
+		return;
+	}
 	if (redis_loop_attach(ac, n->cc->l)) {
 		redisAsyncFree(ac);
 		node_lost(n, "couldn't watch the socket");
@@ -783,6 +793,7 @@ int cc_open(struct loop *l, const struct cc_opts *o, struct cc **out)
 	cc->l = l;
 	cc->ops = o->ops;
 	cc->arg = o->arg;
+	cc->tls = o->tls;
 	cc->scripts = o->scripts;
 	cc->n_scripts = o->n_scripts;
 	for (unsigned int s = 0; s < CLUSTER_SLOTS; s++)

@@ -16,6 +16,7 @@
 
 #include "cluster.h"
 #include "loop.h"
+#include "redis_tls.h"
 
 #define CC_SEEDS_MAX		16
 #define CC_SCRIPTS_MAX		16
@@ -37,6 +38,8 @@ struct cc_ops {
 struct cc_opts {
 	const char *seeds;		/* "HOST:PORT[,HOST:PORT...]" */
 	const char *user, *password;	/* AUTH, or NULL */
+	struct redis_tls *tls;		/* every node over TLS, or NULL; the
+					 * caller's, kept for as long as cc */
 	const char *const *scripts;	/* Lua sources, called by index */
 	unsigned int n_scripts;
 	struct cc_ops ops;
