@@ -1,9 +1,10 @@
 /* rlpool: a preload pool written for the e2e tests without an agent.
  *   rlpool PATH SPEC...   makes (or adopts) the pool at PATH, tenant i+1
- *                         from SPEC i: MATCH[,MATCH]@RATE@BURST[@PORT[,PORT]],
+ *                         from SPEC i: MATCH[,MATCH]@RATE@BURST[@PORT[,PORT]]
+ *                         [@max=N] (N: a cap on connections in flight),
  *                         standalone buckets, starting full
- *   rlpool PATH --stats   prints "tenant SLOT ADMITTED DENIED" per slot in
- *                         use, then "proc PID COMM FLAGS ADMITTED DENIED"
+ *   rlpool PATH --stats   prints "tenant SLOT ADMITTED DENIED IN-FLIGHT" per
+ *                         slot in use, then "proc PID COMM FLAGS ADMITTED DENIED"
  * Exit 0, 1 on failure, 2 on a bad argument.
  */
 #include <stdio.h>
@@ -35,8 +36,10 @@ static int stats(const char *path)
 		if (p.tenants[i].mode == RL_MODE_NONE)
 			continue;
 		rl_pool_tenant_stats(&p, i, &st);
-		printf("tenant %u %llu %llu\n", i, (unsigned long long)st.admitted,
-		       (unsigned long long)st.denied);
+		printf("tenant %u %llu %llu %lld\n", i,
+		       (unsigned long long)st.admitted,
+		       (unsigned long long)st.denied,
+		       (long long)p.tenants[i].conns);
 	}
 	n = rl_pool_procs(&p, rl_pool_pidns(), procs, RL_POOL_PROCS);
 	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++)
@@ -49,13 +52,22 @@ static int stats(const char *path)
 
 static int parse(char *spec, struct policy_tenant *t, char *err)
 {
-	char *f[4] = { 0 };
+	char *f[4] = { 0 }, *end;
 	int n = 0;
 
-	for (char *s = strtok(spec, "@"); s && n < 4; s = strtok(NULL, "@"))
-		f[n++] = s;
+	for (char *s = strtok(spec, "@"); s; s = strtok(NULL, "@")) {
+		if (strncmp(s, "max=", 4) == 0) {
+			t->max_conns = strtoull(s + 4, &end, 10);
+			if (*end || !t->max_conns) {
+				snprintf(err, POLICY_ERR_MAX, "max=N: N a count above 0");
+				return -1;
+			}
+		} else if (n < 4) {
+			f[n++] = s;
+		}
+	}
 	if (n < 3) {
-		snprintf(err, POLICY_ERR_MAX, "expected MATCH@RATE@BURST[@PORTS]");
+		snprintf(err, POLICY_ERR_MAX, "expected MATCH@RATE@BURST[@PORTS][@max=N]");
 		return -1;
 	}
 	if (policy_parse_prefixes(f[0], t, err) || policy_parse_rate(f[1], &t->rate, err) ||
