@@ -3,7 +3,8 @@
 # certificates from a throwaway CA.  Agents that trust the CA lease and hold
 # the global limit; an agent given another CA, or a name the certificate
 # does not carry, stays up and degraded and says which check failed; when
-# Redis asks for client certificates, only an agent that has one leases.
+# Redis asks for client certificates, only an agent that has one leases; a
+# TLS-only sentinel is asked over TLS too.
 
 # shellcheck disable=SC2046 # $(fleet_targets ...) is several loadgen targets
 
@@ -133,3 +134,38 @@ s3_says() {
 		--redis-cert "$TLS_DIR/client.pem"
 	[[ $status == 2 && $output == *"--redis-cert and --redis-key go together"* ]]
 }
+
+@test "a TLS-only sentinel naming the TLS-only Redis: an agent asks it over TLS, finds the master and leases" {
+	local dir=$BATS_TEST_TMPDIR/sentinel n
+
+	mkdir -p "$dir"
+	cat >"$dir/sentinel.conf" <<-CONF
+		port 0
+		tls-port 26379
+		tls-cert-file $TLS_DIR/server.pem
+		tls-key-file $TLS_DIR/server.key
+		tls-ca-cert-file $TLS_DIR/ca.pem
+		tls-auth-clients no
+		tls-replication yes
+		bind ${REDIS_ADDR%:*}
+		dir $dir
+		sentinel monitor rlmaster ${REDIS_ADDR%:*} ${REDIS_ADDR##*:} 1
+		sentinel auth-pass rlmaster tls-secret
+	CONF
+	ip netns exec "$(lab_ns redis)" redis-server "$dir/sentinel.conf" --sentinel \
+		>"$dir/log" 2>&1 3>&- &
+	echo $! >"$dir/pid"
+	fleet_bg_track "$(<"$dir/pid")"
+	for ((n = 0; n < 100; n++)); do
+		[[ $(in_ns redis redis-cli -h "${REDIS_ADDR%:*}" -p 26379 --tls \
+			--cacert "$TLS_DIR/ca.pem" SENTINEL get-master-addr-by-name rlmaster \
+			2>/dev/null | sed -n 2p) == "${REDIS_ADDR##*:}" ]] && break
+		sleep 0.05
+	done
+	FLEET_AGENT_OPTS=()
+	fleet_agent_start 3 --redis "sentinel:rlmaster@${REDIS_ADDR%:*}:26379" --redis-tls \
+		--redis-ca "$TLS_DIR/ca.pem" --redis-password-file "$TLS_DIR/password"
+	s3_within 5 healthy || { cat "$dir/log" >&2; return 1; }
+	grep -q "Redis on 'sentinel:rlmaster@" "$(fleet_log 3)"
+}
+

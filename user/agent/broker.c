@@ -149,9 +149,9 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 			.server_name = o->tls_server_name,
 		};
 
-		if (b->path[0] || strncmp(o->redis, "sentinel:", 9) == 0) {
-			log_error("--redis-tls works with a single Redis at "
-				  "HOST:PORT or a cluster, not with '%s'", o->redis);
+		if (b->path[0]) {
+			log_error("--redis-tls needs a TCP address, not '%s'",
+				  o->redis);
 			err = -EINVAL;
 			goto fail;
 		}

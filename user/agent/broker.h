@@ -98,7 +98,7 @@ struct broker_opts {
 	const char *redis;		/* HOST:PORT, [V6]:PORT or unix:PATH */
 	const char *user;		/* ACL user for AUTH, or NULL */
 	const char *password_file;	/* AUTH password, or NULL */
-	bool tls;			/* TLS to Redis (single or Cluster) */
+	bool tls;			/* TLS to Redis (not unix:) */
 	const char *tls_ca;		/* CA bundle; NULL: the system's */
 	const char *tls_cert, *tls_key;	/* client certificate, or NULL */
 	const char *tls_server_name;	/* NULL: the host of --redis */

@@ -224,7 +224,9 @@ void broker_sentinel_ask(struct broker *b, bool next)
 		return;
 	}
 	ac->data = sn;
-	if (redis_loop_attach(ac, host_loop(b))) {
+	/* With --redis-tls the sentinels are asked over TLS too. */
+	if ((b->tls && redis_tls_wrap(b->tls, ac, host_loop(b), sn->host[i])) ||
+	    redis_loop_attach(ac, host_loop(b))) {
 		redisAsyncFree(ac);
 		return;
 	}

@@ -118,8 +118,8 @@ static const struct opt options[] = {
 	{ "redis-password-file", 0, OPT_STRING, CLI(broker.password_file),
 	  .arg = "F", .help = "AUTH password: the first line of F" },
 	{ "redis-tls", 0, OPT_FLAG, CLI(broker.tls),
-	  .help = "TLS to Redis, the server's certificate checked (HOST:PORT "
-		  "or cluster:, not unix: or sentinel:)" },
+	  .help = "TLS to Redis (and to the sentinels), the server's "
+		  "certificate checked; not with unix:" },
 	{ "redis-ca", 0, OPT_STRING, CLI(broker.tls_ca), .arg = "F",
 	  .def_doc = "the system's CA certificates",
 	  .help = "PEM CA certificates that vouch for Redis' certificate" },
