@@ -70,6 +70,7 @@ AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/agent/*.c)) $(BUIL
 LUA_SRCS := $(sort $(wildcard lua/*.lua))
 RLCTL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/rlctl/*.c))
 LOADGEN_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/loadgen/*.c))
+FLEETSIM_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/fleet-sim/*.c))
 PRELOAD_SRCS := $(wildcard user/preload/*.c)
 XDPTEST_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard tests/bpf/*.c)))
 LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/loader/*.c))
@@ -89,6 +90,9 @@ PROGS += $(BUILD)/rlctl
 endif
 ifneq ($(LOADGEN_OBJS),)
 PROGS += $(BUILD)/loadgen
+endif
+ifneq ($(FLEETSIM_OBJS),)
+PROGS += $(BUILD)/fleet-sim
 endif
 ifneq ($(PRELOAD_SRCS),)
 PROGS += $(BUILD)/librlpreload.so
@@ -135,6 +139,9 @@ $(BUILD)/rlctl: $(RLCTL_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 $(BUILD)/loadgen: $(LOADGEN_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+$(BUILD)/fleet-sim: $(FLEETSIM_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 # The library links only what runs inside the program (the pool's reader

@@ -106,4 +106,7 @@ echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
 echo
 FLEET_BENCH_REDIS=cluster "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
+echo
+# N simulated agents against one Redis (tools/bench-sim.sh, docs/scaling.md).
+"$(dirname "$0")/bench-sim.sh" "$build" || exit 1
 exit 0
