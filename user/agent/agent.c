@@ -81,6 +81,24 @@ size_t agent_index_find(const struct name_index *ix, const char *name)
 	return e ? e->pos : SIZE_MAX;
 }
 
+/* Whether t claims exactly what x claims (prefixes, ports, direction):
+ * then t conflicts with no tenant that x did not conflict with, and the
+ * compiled rules stay right. */
+static bool same_claims(const struct policy_tenant *x,
+			const struct policy_tenant *t)
+{
+	bool same = x->direction == t->direction && x->n_match == t->n_match &&
+		    x->n_ports == t->n_ports &&
+		    memcmp(x->ports, t->ports, t->n_ports * sizeof(t->ports[0])) == 0;
+
+	for (unsigned int k = 0; same && k < t->n_match; k++)
+		same = x->match[k].family == t->match[k].family &&
+		       x->match[k].len == t->match[k].len &&
+		       memcmp(x->match[k].addr, t->match[k].addr,
+			      sizeof(t->match[k].addr)) == 0;
+	return same;
+}
+
 /* Whether ts binds the same prefixes and ports to the same slots as old:
  * then the compiled rules in force stay right, and a change of limits
  * alone does not compile and publish thousands of rules again. */
@@ -104,13 +122,7 @@ static bool same_rules(const struct agent_tenant *old, size_t n_old,
 			break;
 		}
 		y = &by_slot[ts[i].slot]->pol;
-		same = x->n_match == y->n_match && x->n_ports == y->n_ports &&
-		       memcmp(x->ports, y->ports, x->n_ports * sizeof(x->ports[0])) == 0;
-		for (unsigned int k = 0; same && k < x->n_match; k++)
-			same = x->match[k].family == y->match[k].family &&
-			       x->match[k].len == y->match[k].len &&
-			       memcmp(x->match[k].addr, y->match[k].addr,
-				      sizeof(x->match[k].addr)) == 0;
+		same = same_claims(y, x);
 	}
 	free(by_slot);
 	return same;
@@ -295,15 +307,67 @@ struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra)
 	return ts;
 }
 
+/*
+ * A change of one tenant's limits (its rate, burst, action, cap no higher,
+ * ...) where its prefixes, ports and direction stay: nothing of the rest
+ * of the set needs checking, no rule changes, and the tenant is changed in
+ * place, in time that does not grow with the set but for the state file's
+ * cached lines.  The state file is written first; if it cannot be, nothing
+ * changed.  Returns AGENT_OK, AGENT_INTERNAL, or -1 when the change is not
+ * of that kind (the whole set is then rebuilt and checked).
+ */
+static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
+			       const struct policy_tenant *t, char *err)
+{
+	struct agent_tenant was = *cur;
+	uint32_t capped = 0;
+	int e;
+
+	if (!a->rules_synced || !same_claims(&cur->pol, t) ||
+	    t->max_conns > cur->pol.max_conns)
+		return -1;
+	cur->pol = *t;
+	cur->version = agent_next_version(a, was.version);
+	e = agent_save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
+			      a->policy_version + 1);
+	if (e) {
+		*cur = was;
+		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
+			 "'%s': %s", a->opts.state_dir, strerror(-e));
+		return AGENT_INTERNAL;
+	}
+	kern_tenant_configure(&a->kern, cur->slot, &cur->pol,
+			      !kern_slot_live(&a->kern, cur->slot));
+	if (a->hooks.slot_ready)
+		a->hooks.slot_ready(a->hooks.ctx, cur->slot, &cur->pol);
+	for (size_t i = 0; i < a->n_tenants; i++)
+		capped += a->tenants[i].pol.max_conns > 0;
+	kern_conn_gate(&a->kern, capped);
+	/* the broker hears of this tenant alone: it was, and is */
+	if (a->hooks.policy_changed && !a->fleet_update)
+		a->hooks.policy_changed(a->hooks.ctx, &was, 1, cur, 1);
+	a->policy_version++;
+	if (a->hooks.tenants_changed)
+		a->hooks.tenants_changed(a->hooks.ctx);
+	return AGENT_OK;
+}
+
 enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
 				 char *err)
 {
-	struct agent_tenant *next;
+	struct agent_tenant *next, *cur;
 	size_t n = a->n_tenants, i;
 	uint64_t prev = 0;
 
 	if (policy_validate(t, err))
 		return AGENT_INVALID;
+	cur = agent_find(a, t->name);
+	if (cur) {
+		int c = tenant_set_in_place(a, cur, t, err);
+
+		if (c >= 0)
+			return (enum agent_code)c;
+	}
 	next = agent_copy_set(a, 1);
 	if (!next) {
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
