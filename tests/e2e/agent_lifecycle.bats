@@ -167,3 +167,36 @@ restart_under_load() {
 		{ echo "state file missing or temporary left: $(ls -la "$state2")" >&2; return 1; }
 	agent_stop TERM
 }
+
+@test "a change of a tenant's limits goes to the state file's journal; a restart after SIGKILL takes every change but a line cut short, and folds them into policy.json" {
+	local j=$STATE_DIR/policy.journal
+
+	agent_start
+	rl tenant set jr --rate 50/s --burst 10 --match "$(prefixes c1)"
+	rl tenant set other --rate 5/s --match 198.51.100.0/24
+	[[ ! -e $j ]] || { echo "journal after changes of the set: $(cat "$j")" >&2; return 1; }
+	rl tenant set jr --rate 60/s --burst 10 --match "$(prefixes c1)"
+	rl tenant set jr --rate 70/s --burst 20 --match "$(prefixes c1)"
+	expect_eq "journal lines" "$(wc -l <"$j")" 2
+	expect_eq "rate in policy.json (not rewritten)" \
+		"$(jq -r '.tenants[] | select(.name == "jr") | .rate' "$STATE_DIR/policy.json")" 50/s
+	# a change the agent never answered: cut short by the crash
+	printf '{"version":99,"tenant":{"name":"jr","rate":"1/s"' >>"$j"
+	agent_stop KILL
+	agent_start
+	expect_eq "jr after the restart" \
+		"$(rl --json tenant get jr | jq -c '[.rate, .burst]')" '["70/s",20]'
+	expect_eq "other after the restart" "$(rl --json tenant get other | jq -r .rate)" 5/s
+	[[ ! -e $j ]] || { echo "journal left after the restart: $(cat "$j")" >&2; return 1; }
+	expect_eq "rate in policy.json after the restart" \
+		"$(jq -r '.tenants[] | select(.name == "jr") | .rate' "$STATE_DIR/policy.json")" 70/s
+	# a journal that ends well stays, and is read again
+	rl tenant set jr --rate 80/s --burst 20 --match "$(prefixes c1)"
+	agent_stop KILL
+	agent_start
+	expect_eq "jr after a second restart" "$(rl --json tenant get jr | jq -r .rate)" 80/s
+	expect_eq "journal lines after a second restart" "$(wc -l <"$j")" 1
+	# a change of prefixes rebuilds the set and the whole file
+	rl tenant set jr --rate 70/s --burst 20 --match 203.0.113.0/24
+	[[ ! -e $j ]] || { echo "journal after a change of prefixes" >&2; return 1; }
+}

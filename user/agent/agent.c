@@ -84,8 +84,8 @@ size_t agent_index_find(const struct name_index *ix, const char *name)
 /* Whether t claims exactly what x claims (prefixes, ports, direction):
  * then t conflicts with no tenant that x did not conflict with, and the
  * compiled rules stay right. */
-static bool same_claims(const struct policy_tenant *x,
-			const struct policy_tenant *t)
+bool agent_same_claims(const struct policy_tenant *x,
+		       const struct policy_tenant *t)
 {
 	bool same = x->direction == t->direction && x->n_match == t->n_match &&
 		    x->n_ports == t->n_ports &&
@@ -122,7 +122,7 @@ static bool same_rules(const struct agent_tenant *old, size_t n_old,
 			break;
 		}
 		y = &by_slot[ts[i].slot]->pol;
-		same = same_claims(y, x);
+		same = agent_same_claims(y, x);
 	}
 	free(by_slot);
 	return same;
@@ -311,8 +311,8 @@ struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra)
  * A change of one tenant's limits (its rate, burst, action, cap no higher,
  * ...) where its prefixes, ports and direction stay: nothing of the rest
  * of the set needs checking, no rule changes, and the tenant is changed in
- * place, in time that does not grow with the set but for the state file's
- * cached lines.  The state file is written first; if it cannot be, nothing
+ * place, in time that does not grow with the set.  The change is on disk
+ * first (a line of the state file's journal); if it cannot be, nothing
  * changed.  Returns AGENT_OK, AGENT_INTERNAL, or -1 when the change is not
  * of that kind (the whole set is then rebuilt and checked).
  */
@@ -323,13 +323,12 @@ static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
 	uint32_t capped = 0;
 	int e;
 
-	if (!a->rules_synced || !same_claims(&cur->pol, t) ||
+	if (!a->rules_synced || !agent_same_claims(&cur->pol, t) ||
 	    t->max_conns > cur->pol.max_conns)
 		return -1;
 	cur->pol = *t;
 	cur->version = agent_next_version(a, was.version);
-	e = agent_save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
-			      a->policy_version + 1);
+	e = agent_journal_tenant(a, cur, a->policy_version + 1);
 	if (e) {
 		*cur = was;
 		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "

@@ -23,6 +23,7 @@
 #include "ctl_proto.h"
 
 #define AGENT_POLICY_FILE	"policy.json"
+#define AGENT_JOURNAL_FILE	"policy.journal"	/* one-tenant changes since */
 #define AGENT_RATE_SAMPLES	4	/* 1 s apart: rates over the last 3 s */
 
 struct ctl;
@@ -128,6 +129,7 @@ struct agent {
 	/* Per slot, the state file's text of the tenant it last held: a change
 	 * of one tenant among thousands encodes that one only. */
 	struct agent_text *texts;
+	size_t journal_bytes;	/* in AGENT_JOURNAL_FILE since policy.json */
 };
 
 /* One tenant's line of the state file, and what it was made from. */

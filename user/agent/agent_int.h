@@ -73,6 +73,10 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
  * memory. */
 struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra);
 
+/* Whether t claims exactly what x claims: prefixes, ports, direction. */
+bool agent_same_claims(const struct policy_tenant *x,
+		       const struct policy_tenant *t);
+
 /* agent_tombs.c */
 
 /* The tombstones once next[0..n) replaces the current set.  NULL when out
@@ -87,5 +91,13 @@ struct agent_tomb *agent_next_tombs(struct agent *a, const struct agent_tenant *
 int agent_save_policy(struct agent *a, const struct agent_tenant *ts, size_t n,
 		      const struct agent_tomb *tombs, size_t n_tombs,
 		      uint64_t version);
+
+#define AGENT_JOURNAL_MAX	(4u << 20)	/* bytes, then policy.json anew */
+
+/* Records the change of tenant t (its claims unchanged, in a->tenants
+ * already) as the policy's version: a line appended to the journal, or
+ * the whole state file when the journal is past its size.  0 or -errno. */
+int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
+			 uint64_t version);
 
 #endif /* RL_AGENT_INT_H */

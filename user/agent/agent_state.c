@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* The tenant set on disk: the state file written at every change (one
- * tenant a line, each line encoded once and cached per slot), read and
- * checked at start-up, and the kernel made to match it.  A damaged file
- * is quarantined and the kernel left as it is.
+ * tenant a line, each line encoded once and cached per slot) or, for a
+ * change of one tenant's limits, a line appended to its journal; read and
+ * checked at start-up with the journal, and the kernel made to match it.
+ * A damaged file is quarantined and the kernel left as it is.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent_int.h"
 #include "log.h"
@@ -67,6 +70,19 @@ static int append(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
 	return 0;
 }
 
+/* The journal's changes are all in the state file just written: its
+ * version is above theirs, so a journal left behind is read and skipped. */
+static void drop_journal(struct agent *a)
+{
+	char path[PATH_MAX];
+
+	a->journal_bytes = 0;
+	snprintf(path, sizeof(path), "%s/%s", a->opts.state_dir,
+		 AGENT_JOURNAL_FILE);
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warn("couldn't remove '%s': %s", path, strerror(errno));
+}
+
 /*
  * Writes the state file: {"version":N,"deleted":[...],"tenants":[...]}, one
  * tenant a line.  The tenants' text comes from tenant_text(), so that a
@@ -108,11 +124,127 @@ int agent_save_policy(struct agent *a, const struct agent_tenant *ts,
 	if (append(&buf, &len, &cap, "\n]}", 3))
 		goto cleanup;
 	err = state_save_text(a->opts.state_dir, AGENT_POLICY_FILE, buf, len);
+	if (!err)
+		drop_journal(a);
 cleanup:
 	json_decref(del);
 	free(head);
 	free(buf);
 	return err;
+}
+
+int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
+			 uint64_t version)
+{
+	const char *text;
+	char *line;
+	int len, e;
+
+	if (a->journal_bytes >= AGENT_JOURNAL_MAX)
+		return agent_save_policy(a, a->tenants, a->n_tenants, a->tombs,
+					 a->n_tombs, version);
+	text = tenant_text(a, t);
+	if (!text)
+		return -ENOMEM;
+	len = asprintf(&line, "{\"version\":%" PRIu64 ",\"tenant\":%s}\n",
+		       version, text);
+	if (len < 0)
+		return -ENOMEM;
+	e = state_append_text(a->opts.state_dir, AGENT_JOURNAL_FILE, line,
+			      (size_t)len);
+	free(line);
+	if (!e)
+		a->journal_bytes += (size_t)len;
+	return e;
+}
+
+/* One line of the journal onto ts[0..n): the tenant of its slot and name
+ * takes its limits.  0, 1 when the line's version is not above *version
+ * (skipped), or -EINVAL. */
+static int replay_line(const char *line, size_t len, struct agent_tenant *ts,
+		       size_t n, uint64_t *version)
+{
+	char terr[POLICY_ERR_MAX];
+	struct policy_tenant p;
+	json_t *j, *t, *v, *copy;
+	json_int_t id;
+	uint64_t tv;
+	int e = -EINVAL;
+
+	j = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+	v = json_object_get(j, "version");
+	t = json_object_get(j, "tenant");
+	if (!json_is_integer(v) || !json_is_object(t))
+		goto out;
+	if ((uint64_t)json_integer_value(v) <= *version) {
+		e = 1;
+		goto out;
+	}
+	id = json_integer_value(json_object_get(t, "id"));
+	tv = (uint64_t)json_integer_value(json_object_get(t, "version"));
+	copy = json_copy(t);
+	json_object_del(copy, "id");
+	json_object_del(copy, "version");
+	e = policy_tenant_from_json(copy, &p, terr) ? -EINVAL : 0;
+	json_decref(copy);
+	if (e || tv == 0)
+		goto out;
+	e = -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if ((json_int_t)ts[i].slot == id &&
+		    strcmp(ts[i].pol.name, p.name) == 0 &&
+		    agent_same_claims(&ts[i].pol, &p)) {
+			ts[i].pol = p;
+			ts[i].version = tv;
+			*version = (uint64_t)json_integer_value(v);
+			e = 0;
+			break;
+		}
+out:
+	json_decref(j);
+	return e;
+}
+
+/* The journal's changes newer than the state file's version onto
+ * ts[0..n), in order; a last line cut short by a crash (no newline) was
+ * never answered and is left out.  Returns whether the state file must be
+ * written anew: the journal ends in such a line or in one that is not
+ * ours, and the next change must not be appended after it.  Else the
+ * journal stays, and a->journal_bytes is its size. */
+static bool replay_journal(struct agent *a, struct agent_tenant *ts,
+			     size_t n, uint64_t *version)
+{
+	char *buf = NULL, *p, *nl;
+	size_t len = 0, taken = 0, lineno = 0;
+	bool rewrite = false;
+	int e;
+
+	e = state_read_text(a->opts.state_dir, AGENT_JOURNAL_FILE, &buf, &len);
+	if (e) {
+		if (e != -ENOENT)
+			log_warn("couldn't read '%s/%s': %s", a->opts.state_dir,
+				 AGENT_JOURNAL_FILE, strerror(-e));
+		return false;
+	}
+	for (p = buf; (nl = memchr(p, '\n', len - (size_t)(p - buf))); p = nl + 1) {
+		lineno++;
+		e = replay_line(p, (size_t)(nl - p), ts, n, version);
+		if (e < 0) {
+			log_warn("'%s/%s' line %zu: not a change of a tenant in "
+				 "the policy; the rest of the file is left out",
+				 a->opts.state_dir, AGENT_JOURNAL_FILE, lineno);
+			rewrite = true;
+			break;
+		}
+		taken += e == 0;
+	}
+	if (!rewrite && p != buf + len)
+		rewrite = true;		/* a line cut short */
+	a->journal_bytes = len;
+	free(buf);
+	log_info("policy: %zu changes of '%s/%s' taken", taken,
+		 a->opts.state_dir, AGENT_JOURNAL_FILE);
+	return rewrite;
 }
 
 /* Turns the state document into tenants with slots.  0, or -EINVAL with
@@ -255,6 +387,7 @@ int agent_policy_start(struct agent *a)
 	struct slot_map used;
 	uint64_t version = 0;
 	json_t *doc = NULL;
+	bool rewrite;
 	size_t n = 0;
 	int e;
 
@@ -298,6 +431,8 @@ int agent_policy_start(struct agent *a)
 		return e;
 	}
 
+	rewrite = ts && replay_journal(a, ts, n, &version);
+
 	/* The file is the truth; the kernel may have adopted maps from an
 	 * older run.  A slot that is live keeps its bucket: passing the set
 	 * as its own predecessor makes only dead slots fresh. */
@@ -317,6 +452,12 @@ int agent_policy_start(struct agent *a)
 	a->policy_version = version;
 	log_info("policy: %zu tenants (version %llu)", n,
 		 (unsigned long long)version);
+	if (rewrite && agent_save_policy(a, ts, n, a->tombs, a->n_tombs, version)) {
+		log_warn("couldn't write the state file in '%s'; its journal "
+			 "stays", a->opts.state_dir);
+		/* the next change writes it whole, not after that line */
+		a->journal_bytes = AGENT_JOURNAL_MAX;
+	}
 	agent_prune_tombs(a);
 	return 0;
 }

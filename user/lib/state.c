@@ -262,6 +262,55 @@ static int read_all(int fd, char **buf, size_t *len)
 	return 0;
 }
 
+int state_read_text(const char *dir, const char *name, char **text,
+		    size_t *len)
+{
+	char path[PATH_MAX];
+	int fd, e;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	e = read_all(fd, text, len);
+	close(fd);
+	return e;
+}
+
+int state_append_text(const char *dir, const char *name, const char *text,
+		      size_t len)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, err;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+		  0640);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	err = write_all(fd, text, len);
+	if (!err && fdatasync(fd) < 0)
+		err = -errno;
+	/* a line half written is taken back: the next one must not follow
+	 * it on the same line */
+	if (err && ftruncate(fd, st.st_size) < 0)
+		log_warn("couldn't truncate file on '%s': %s", path,
+			 strerror(errno));
+	close(fd);
+	/* a new file's name must be on disk too */
+	if (!err && st.st_size == 0)
+		fsync_dir(dir);
+	return err;
+}
+
 int state_load(const char *dir, const char *name, json_t **doc, char *err,
 	       size_t errlen)
 {

@@ -43,6 +43,17 @@ int state_save(const char *dir, const char *name, const json_t *doc);
 int state_save_text(const char *dir, const char *name, const char *text,
 		    size_t len);
 
+/* Appends len bytes of text to dir/name (created 0640 when missing, never
+ * through a link) and flushes them to disk; on failure the file is cut back
+ * to its size before.  0 or -errno. */
+int state_append_text(const char *dir, const char *name, const char *text,
+		      size_t len);
+
+/* The whole of dir/name into *text (malloc'd, *len bytes).  0 or -errno
+ * (-ENOENT: no such file). */
+int state_read_text(const char *dir, const char *name, char **text,
+		    size_t *len);
+
 /*
  * Reads dir/name.  Returns 0 with *doc set (the caller owns it), -ENOENT if
  * there is no such file, -EBADMSG if it is not valid JSON (err says where
