@@ -245,3 +245,20 @@ EOF
 	expect_eq "rlctl --json --version, rlagent" "$(rl --json --version | jq -r .rlagent)" \
 		"$(rl --json version | jq -r .rlagent)"
 }
+
+@test "rlctl tenant list --name GLOB --limit N: only the matching tenants, at most N, in text and --json; a bad --limit exits 2" {
+	agent_start
+	rl tenant set web-1 --rate 5/s --match 198.51.100.1/32
+	rl tenant set web-2 --rate 5/s --match 198.51.100.2/32
+	rl tenant set api --rate 5/s --match 198.51.100.3/32
+	expect_eq "--json --name 'web-*'" \
+		"$(rl --json tenant list --name 'web-*' | jq -c '[.[].name] | sort')" '["web-1","web-2"]'
+	expect_eq "--json --name 'web-*' --limit 1" \
+		"$(rl --json tenant list --name 'web-*' --limit 1 | jq length)" 1
+	expect_eq "text --name api" "$(rl tenant list --name api | awk 'NR > 1 { print $1 }')" api
+	expect_eq "text --name 'x*'" "$(rl tenant list --name 'x*')" "no tenants"
+	expect_eq "--json --limit 2" "$(rl --json tenant list --limit 2 | jq length)" 2
+	run "$RLGATE_BUILD/rlctl" --socket "$CTL" tenant list --limit 0
+	expect_eq "exit status of --limit 0" "$status" 2
+	[[ $output == *"invalid --limit '0'"* ]] || { echo "$output" >&2; return 1; }
+}

@@ -3,6 +3,7 @@
  * checked here first, so bad input never reaches the agent.
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,11 +117,26 @@ static const struct opts_spec get_spec = {
 	.opts = name_opts,
 };
 
+struct list_args {
+	char *name;
+	uint64_t limit;
+};
+
 static const struct opts_spec list_spec = {
 	RLCTL_CMD("tenant list"),
 	.doc =
-"Show every tenant.  With --json, an array of tenant objects\n"
-"(name, rate, burst, match, ports, action, shadow, id).\n",
+"Show every tenant, or those whose name matches --name.  With --json, an\n"
+"array of tenant objects (name, rate, burst, match, ports, action, shadow,\n"
+"id).\n",
+	.opts = (const struct opt[]){
+		{ "name", 0, OPT_STRING, OPT_AT(struct list_args, name),
+		  .arg = "GLOB", .min = 1, .max = 256,
+		  .help = "only tenants whose name matches the shell pattern GLOB" },
+		{ "limit", 0, OPT_U64, OPT_AT(struct list_args, limit),
+		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
+		  .help = "at most the first N of them" },
+		{ .kind = OPT_END },
+	},
 };
 
 static const struct opts_spec del_spec = {
@@ -341,20 +357,41 @@ static int tenant_get(int argc, char **argv)
 	return RLCTL_EXIT_OK;
 }
 
+/* Keeps in ts the tenants whose name matches glob (all without one), at
+ * most limit of them (all with 0), in their order. */
+static void filter_tenants(json_t *ts, const char *glob, uint64_t limit)
+{
+	size_t i = 0, kept = 0;
+
+	while (i < json_array_size(ts)) {
+		const char *name = str_field(json_array_get(ts, i), "name");
+
+		if ((glob && fnmatch(glob, name, 0) != 0) ||
+		    (limit && kept >= limit)) {
+			json_array_remove(ts, i);
+			continue;
+		}
+		kept++;
+		i++;
+	}
+}
+
 static int tenant_list(int argc, char **argv)
 {
 	int ret, wname = 4, wrate = 4;
+	struct list_args args = { 0 };
 	struct opts_result res;
 	json_t *reply, *ts, *t;
 	size_t i;
 
-	ret = rlctl_parse(&list_spec, argc, argv, NULL, &res);
+	ret = rlctl_parse(&list_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
 	ret = rlctl_call_get(json_pack("{s:s}", "cmd", "tenant.list"), "tenants",
 			     true, &reply, &ts);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
+	filter_tenants(ts, args.name, args.limit);
 	if (rlctl.json) {
 		rlctl_print_json(json_incref(ts));
 		json_decref(reply);
