@@ -145,6 +145,15 @@ struct {
 	__type(value, struct rl_conn_ctl);
 } conn_ctl SEC(".maps");
 
+/* The host-wide instance limit (see rl_conn_ctl). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_tenant);
+} instance SEC(".maps");
+
 enum verdict { V_PASS, V_DROP, V_RST };
 
 #ifndef READ_ONCE
@@ -881,14 +890,25 @@ static __always_inline void flow_end(const struct syn_info *si)
  * racing the kernel give a connection back exactly once.
  */
 
-/* Whether any tenant has a cap: until one does, a RST or FIN costs no hash
- * lookup. */
+/* Whether any tenant or the instance has a cap: until one does, a RST or
+ * FIN costs no hash lookup. */
 static __always_inline bool caps_on(void)
 {
 	__u32 zero = 0;
 	struct rl_conn_ctl *c = bpf_map_lookup_elem(&conn_ctl, &zero);
 
-	return c && READ_ONCE(c->capped);
+	return c && (READ_ONCE(c->capped) || READ_ONCE(c->instance));
+}
+
+/* The instance limit, when it is on (a cap, a rate or both), else NULL. */
+static __always_inline struct rl_tenant *instance_on(void)
+{
+	__u32 zero = 0;
+	struct rl_tenant *in = bpf_map_lookup_elem(&instance, &zero);
+
+	if (!in || READ_ONCE(in->mode) == RL_MODE_NONE)
+		return NULL;
+	return in;
 }
 
 /* The key of a connection: its 4-tuple in the client's direction.  egress:
@@ -917,12 +937,11 @@ static __always_inline void conn_key(const struct syn_info *si, bool egress,
 	k->_pad = 0;
 }
 
-/* Gives one connection back to slot id, unless the slot has a new tenant
- * since (epoch).  Never below zero: a give-back that finds none is undone. */
-static __always_inline void conn_release(__u32 id, __u32 epoch)
+/* Gives one connection back to t (a tenant's slot or the instance), unless
+ * it has been reset since (epoch).  Never below zero: a give-back that
+ * finds none is undone. */
+static __always_inline void conn_release(struct rl_tenant *t, __u32 epoch)
 {
-	struct rl_tenant *t = bpf_map_lookup_elem(&tenants, &id);
-
 	if (!t || READ_ONCE(t->conn_epoch) != epoch)
 		return;
 	if (__sync_fetch_and_add(&t->conns, -1) <= 0)
@@ -930,17 +949,24 @@ static __always_inline void conn_release(__u32 id, __u32 epoch)
 }
 
 /* Deletes the entry of connection k and, if this delete is the one that
- * succeeded, gives the connection back.  c is read first: once deleted, a
- * preallocated element may be reused at once. */
+ * succeeded, gives the connection back to its tenant and to the instance.
+ * c is read first: once deleted, a preallocated element may be reused at
+ * once. */
 static __always_inline void conn_delete(const struct rl_flow *k,
 					const struct rl_conn *c)
 {
 	__u32 id = READ_ONCE(c->tenant), epoch = READ_ONCE(c->epoch);
+	__u32 flags = READ_ONCE(c->flags), iepoch = READ_ONCE(c->inst_epoch);
 	struct rl_conn_stats *cs;
+	__u32 zero = 0;
 
 	if (bpf_map_delete_elem(&conns, k))
 		return;
-	conn_release(id, epoch);
+	if (flags & RL_CONN_F_INSTANCE)
+		conn_release(bpf_map_lookup_elem(&instance, &zero), iepoch);
+	if (id == RL_CONN_NO_TENANT)
+		return;
+	conn_release(bpf_map_lookup_elem(&tenants, &id), epoch);
 	cs = bpf_map_lookup_elem(&conn_stats, &id);
 	if (cs)
 		cs->closed++;
@@ -1006,30 +1032,52 @@ static __always_inline __s64 conn_limit(struct rl_tenant *t, __u64 now)
 }
 
 /*
- * The cap's half of a SYN of a capped tenant.  A SYN with the ISN of a
+ * Whether a SYN is a counted connection again.  A SYN with the ISN of a
  * counted connection is that connection again (a retransmission the flow
  * cache forgot, or a replay): never a second place.  A SYN with another ISN
  * on a counted 4-tuple is a new connection reusing the ports (the server
- * has the old one in TIME_WAIT or forgot it): the old one has ended.
- * Otherwise a place is reserved below conn_limit(); a shadow tenant reserves
- * past it, so that what it counts is what is really in flight.
+ * has the old one in TIME_WAIT or forgot it): the old one has ended.  cs:
+ * the capped tenant's stats, or NULL.
  */
-static __always_inline enum conn_verdict conn_reserve(struct rl_tenant *t,
-						      struct rl_conn_stats *cs,
-						      const struct rl_flow *k,
-						      const struct syn_info *si,
-						      __u64 now)
+static __always_inline bool conn_repeat(const struct rl_flow *k,
+					const struct syn_info *si,
+					struct rl_conn_stats *cs)
 {
 	struct rl_conn *c = bpf_map_lookup_elem(&conns, k);
 
-	if (c) {
-		if (READ_ONCE(c->isn) == si->flow.isn) {
+	if (!c)
+		return false;
+	if (READ_ONCE(c->isn) == si->flow.isn) {
+		if (cs)
 			cs->repeats++;
-			return CONN_FREE;
-		}
-		conn_delete(k, c);
-		cs->reused++;
+		return true;
 	}
+	conn_delete(k, c);
+	if (cs)
+		cs->reused++;
+	return false;
+}
+
+/* A place below the instance's cap, or false (counted). */
+static __always_inline bool inst_reserve(struct rl_tenant *in)
+{
+	if (__sync_fetch_and_add(&in->conns, 1) < READ_ONCE(in->conn_slots))
+		return true;
+	__sync_fetch_and_add(&in->conns, -1);
+	count(RL_CNT_INST_FULL);
+	return false;
+}
+
+/*
+ * The cap's half of a SYN of a capped tenant, not a counted connection
+ * again (conn_repeat()): a place is reserved below conn_limit(); a shadow
+ * tenant reserves past it, so that what it counts is what is really in
+ * flight.
+ */
+static __always_inline enum conn_verdict conn_reserve(struct rl_tenant *t,
+						      struct rl_conn_stats *cs,
+						      __u64 now)
+{
 	if (__sync_fetch_and_add(&t->conns, 1) < conn_limit(t, now))
 		return CONN_RESERVED;
 	if (t->flags & RL_F_SHADOW) {
@@ -1041,36 +1089,83 @@ static __always_inline enum conn_verdict conn_reserve(struct rl_tenant *t,
 	return CONN_REFUSED;
 }
 
-/* Counts in an admitted connection whose place conn_reserve() took.  False
- * when the table is full: the place is given back and the SYN refused (never
- * admitted uncounted).  Another CPU inserting the same 4-tuple first means
- * the same connection: our place goes back and the SYN passes. */
+/* Counts in an admitted connection whose places were reserved: in tenant
+ * t (slot id, stats cs) unless t is NULL, in the instance in unless it is
+ * NULL.  False when the table is full: the places are given back and the
+ * SYN refused (never admitted uncounted).  Another CPU inserting the same
+ * 4-tuple first means the same connection: our places go back and the SYN
+ * passes. */
 static __always_inline bool conn_insert(struct rl_tenant *t, __u32 id,
 					struct rl_conn_stats *cs,
+					struct rl_tenant *in,
 					const struct rl_flow *k,
 					const struct syn_info *si, __u64 now)
 {
 	struct rl_conn c = {
-		.tenant = id,
-		.epoch = READ_ONCE(t->conn_epoch),
+		.tenant = t ? id : RL_CONN_NO_TENANT,
+		.epoch = t ? READ_ONCE(t->conn_epoch) : 0,
 		.isn = si->flow.isn,
 		.opened_ns = now,
 		.seen_ns = now,
+		.inst_epoch = in ? READ_ONCE(in->conn_epoch) : 0,
+		.flags = in ? RL_CONN_F_INSTANCE : 0,
 	};
 	long err = bpf_map_update_elem(&conns, k, &c, BPF_NOEXIST);
 
 	if (!err) {
-		cs->opened++;
+		if (t && cs)
+			cs->opened++;
 		return true;
 	}
-	__sync_fetch_and_add(&t->conns, -1);
+	if (t)
+		__sync_fetch_and_add(&t->conns, -1);
+	if (in)
+		__sync_fetch_and_add(&in->conns, -1);
 	if (err == -EEXIST) {
-		cs->repeats++;
+		if (t && cs)
+			cs->repeats++;
 		return true;
 	}
-	cs->full++;
+	if (t && cs)
+		cs->full++;
 	count(RL_CNT_CONN_FULL);
 	return false;
+}
+
+/*
+ * A SYN no tenant takes (no rule matches, or its rule's slot is being
+ * cleared): only the instance limit judges it, and drops it over the cap or
+ * the rate.  A SYN that also carries RST or FIN opens nothing: not counted.
+ */
+static __always_inline enum verdict judge_nomatch(const struct syn_info *si)
+{
+	struct rl_tenant *in = instance_on();
+	struct rl_flow k;
+	bool counted;
+	__u64 now;
+
+	if (!in)
+		return V_PASS;
+	now = bpf_ktime_get_coarse_ns();
+	counted = (READ_ONCE(in->flags) & RL_F_CONNCAP) &&
+		  !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
+	if (counted) {
+		conn_key(si, false, &k);
+		if (conn_repeat(&k, si, NULL))
+			return V_PASS;
+		if (!inst_reserve(in))
+			return V_DROP;
+	}
+	if (READ_ONCE(in->interval_ns) &&
+	    !take_gcra(&in->tat, in->interval_ns, in->tolerance_ns, now)) {
+		if (counted)
+			__sync_fetch_and_add(&in->conns, -1);
+		count(RL_CNT_INST_RATE);
+		return V_DROP;
+	}
+	if (counted && !conn_insert(NULL, 0, NULL, in, &k, si, now))
+		return V_DROP;
+	return V_PASS;
 }
 
 /*
@@ -1116,9 +1211,10 @@ static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
  */
 __noinline int judge(struct syn_info *si)
 {
-	enum conn_verdict cv = CONN_FREE;
+	struct rl_tenant *in, *held = NULL, *iheld = NULL;
 	struct rl_flow_slot *slot = NULL;
 	struct rl_conn_stats *cs = NULL;
+	bool opens, tcap, icap, reserved = false;
 	struct rl_tenant *t;
 	struct rl_stats *st;
 	struct rl_flow ck;
@@ -1144,13 +1240,13 @@ __noinline int judge(struct syn_info *si)
 	id = classify(si);
 	if (id < 0) {
 		count(RL_CNT_NOMATCH);
-		return V_PASS;
+		return judge_nomatch(si);
 	}
 	key = id;
 	t = bpf_map_lookup_elem(&tenants, &key);
 	st = bpf_map_lookup_elem(&tenant_stats, &key);
 	if (!t || !st || t->mode == RL_MODE_NONE)
-		return V_PASS;
+		return judge_nomatch(si);
 
 	/* The coarse clock: a few ns where the precise one can cost tens.
 	 * Recent flows and a stale heartbeat are judged in seconds; the
@@ -1166,17 +1262,36 @@ __noinline int judge(struct syn_info *si)
 		}
 	}
 
-	/* The cap before the bucket, so that a SYN refused at the cap costs
-	 * no token.  A SYN that also carries RST or FIN opens nothing on the
-	 * server: it is not counted. */
-	if ((t->flags & RL_F_CONNCAP) &&
-	    !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN))) {
+	/* The caps before the bucket, so that a SYN refused at a cap costs
+	 * no token: the instance's first, then the tenant's (which gives the
+	 * instance's place back when it refuses).  A SYN that also carries
+	 * RST or FIN opens nothing on the server: it is not counted. */
+	in = instance_on();
+	opens = !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
+	icap = in && (READ_ONCE(in->flags) & RL_F_CONNCAP) && opens;
+	tcap = (t->flags & RL_F_CONNCAP) && opens;
+	if (tcap) {
 		cs = bpf_map_lookup_elem(&conn_stats, &key);
-		if (cs) {
-			conn_key(si, false, &ck);
-			cv = conn_reserve(t, cs, &ck, si, now);
-			if (cv == CONN_REFUSED)
-				goto refuse;
+		tcap = cs != NULL;
+	}
+	if (tcap || icap) {
+		conn_key(si, false, &ck);
+		if (!conn_repeat(&ck, si, cs)) {
+			if (icap) {
+				if (!inst_reserve(in))
+					goto refuse;
+				iheld = in;
+				reserved = true;
+			}
+			if (tcap && cs) {
+				if (conn_reserve(t, cs, now) == CONN_REFUSED) {
+					if (iheld)
+						__sync_fetch_and_add(&iheld->conns, -1);
+					goto refuse;
+				}
+				held = t;
+				reserved = true;
+			}
 		}
 	}
 
@@ -1195,12 +1310,23 @@ __noinline int judge(struct syn_info *si)
 		st->shadow_denied++;
 		ok = true;
 	}
-	if (cv == CONN_RESERVED && cs) {
-		if (!ok)
-			__sync_fetch_and_add(&t->conns, -1);
-		else if (!conn_insert(t, key, cs, &ck, si, now) &&
-			 !(t->flags & RL_F_SHADOW))
+	/* The instance's rate last: a SYN its tenant refuses spends none of
+	 * the host's. */
+	if (ok && in && READ_ONCE(in->interval_ns) &&
+	    !take_gcra(&in->tat, in->interval_ns, in->tolerance_ns, now)) {
+		count(RL_CNT_INST_RATE);
+		ok = false;
+	}
+	if (reserved) {
+		if (!ok) {
+			if (held)
+				__sync_fetch_and_add(&held->conns, -1);
+			if (iheld)
+				__sync_fetch_and_add(&iheld->conns, -1);
+		} else if (!conn_insert(held, key, cs, iheld, &ck, si, now) &&
+			   !(t->flags & RL_F_SHADOW)) {
 			ok = false;
+		}
 	}
 	if (ok) {
 		st->admitted++;

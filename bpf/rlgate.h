@@ -34,8 +34,14 @@
  *      capped leased tenant of an older agent, static, admits no new
  *      connection once that agent's heartbeat is stale, until an agent
  *      of this build configures the slot
+ *   4  the host-wide instance limit: a new map `instance` (one
+ *      struct rl_tenant); rl_conn grows by inst_epoch and flags (`conns`
+ *      is created anew, empty: every capped tenant's epoch is bumped and
+ *      its count zeroed, so connections open across the upgrade are not
+ *      counted); rl_conn_ctl.instance takes padding that was zero;
+ *      counters RL_CNT_INST_FULL and RL_CNT_INST_RATE
  */
-#define RL_ABI_VERSION		3
+#define RL_ABI_VERSION		4
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
 
 struct rl_abi {
@@ -437,6 +443,8 @@ enum rl_counter {
 	RL_CNT_REPEAT_CHARGED,	/* copies of an admitted SYN charged as new */
 	RL_CNT_CONN_FULL,	/* SYNs of capped tenants refused: `conns`
 				 * was full */
+	RL_CNT_INST_FULL,	/* SYNs refused at the instance's cap */
+	RL_CNT_INST_RATE,	/* SYNs refused by the instance's rate */
 	RL_CNT_MAX,
 };
 
@@ -468,17 +476,29 @@ _Static_assert(RL_CNT_MAX <= RL_CNT_SLOTS, "counters: RL_CNT_SLOTS too small");
 #define RL_CONN_FIN_CLIENT	(1U << 0)
 #define RL_CONN_FIN_SERVER	(1U << 1)
 
+/* rl_conn.tenant of a connection counted in no tenant's cap (unmatched,
+ * or its tenant has no cap): only in the instance's. */
+#define RL_CONN_NO_TENANT	0xffffffffu
+/* rl_conn.flags: counted in the instance's cap too */
+#define RL_CONN_F_INSTANCE	(1U << 0)
+
 struct rl_conn {
-	__u32 tenant;		/* the slot it is counted in */
+	__u32 tenant;		/* the slot it is counted in, or
+				 * RL_CONN_NO_TENANT */
 	__u32 epoch;		/* that slot's conn_epoch then */
 	__u32 isn;		/* the client's ISN: a SYN with it is this
 				 * connection again, never a second one */
 	__u32 fin;		/* RL_CONN_FIN_*: FINs seen, atomically or'ed */
 	__u64 opened_ns;	/* coarse clock at the SYN */
 	__u64 seen_ns;		/* coarse clock at the SYN or a FIN since */
+	__u32 inst_epoch;	/* RL_CONN_F_INSTANCE: the instance's
+				 * conn_epoch then */
+	__u32 flags;		/* RL_CONN_F_* */
 };
 
-_Static_assert(sizeof(struct rl_conn) == 32, "rl_conn: layout shared");
+_Static_assert(sizeof(struct rl_conn) == 40 &&
+	       __builtin_offsetof(struct rl_conn, inst_epoch) == 32,
+	       "rl_conn: layout shared");
 
 /* Per tenant, per CPU (`conn_stats`): what the cap did. */
 struct rl_conn_stats {
@@ -501,8 +521,23 @@ _Static_assert(sizeof(struct rl_conn_stats) == 64, "rl_conn_stats: one line");
  * costs no lookup in `conns`. */
 struct rl_conn_ctl {
 	__u32 capped;		/* tenants with RL_F_CONNCAP (0: none) */
-	__u32 _pad;
+	__u32 instance;		/* 1: the instance has a cap */
 };
+
+/*
+ * The host-wide instance limit (ARRAY `instance`, one struct rl_tenant,
+ * mmapable): a cap on connections in flight to the host, over every tenant
+ * and every SYN no rule matches, and optionally a rate, both enforced by
+ * the kernel alone (fleet state is never read: it holds while Redis is
+ * down).  Of the struct, only these fields mean anything here: mode
+ * (RL_MODE_STANDALONE: on; RL_MODE_NONE: off), flags (RL_F_CONNCAP: the
+ * cap is on), conn_slots (the cap), conns and conn_epoch (as a tenant's,
+ * see `conns`: an entry with RL_CONN_F_INSTANCE and the same epoch gives
+ * back here), and interval_ns, tolerance_ns and tat (the rate as a GCRA
+ * bucket; interval_ns 0: no rate).  A SYN over either is dropped and
+ * counted (RL_CNT_INST_FULL, RL_CNT_INST_RATE, and in its tenant's
+ * rl_stats.denied); there is no shadow mode for the instance.
+ */
 
 _Static_assert(sizeof(struct rl_conn_ctl) == 8, "rl_conn_ctl: two words");
 

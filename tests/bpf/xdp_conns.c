@@ -11,15 +11,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "conns.h"
+#include "instance.h"
 #include "xdp_test.h"
 
 #define CLIENT		"10.1.0.10"
+#define STRANGER	"10.9.0.10"	/* matches no rule */
 #define SERVER		"192.0.2.1"
 #define SPORT		40000
 
@@ -30,10 +33,14 @@ struct cinst {
 	int xdp_fd, egress_fd, conns_fd, conn_stats_fd;
 	struct rl_conn_ctl *ctl;
 	struct rl_tenant *t;
+	struct rl_tenant *instance;	/* the mmap'ed `instance` map */
 };
 
 static void cinst_close(struct cinst *in)
 {
+	if (in->instance)
+		munmap(in->instance, (size_t)sysconf(_SC_PAGESIZE));
+	in->instance = NULL;
 	world_fini(&in->w);
 	rlgate_bpf__destroy(in->skel);
 	in->skel = NULL;
@@ -77,6 +84,15 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 		cinst_close(in);
 		return -1;
 	}
+	in->instance = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE),
+			    PROT_READ | PROT_WRITE, MAP_SHARED,
+			    bpf_map__fd(in->skel->maps.instance), 0);
+	if (in->instance == MAP_FAILED) {
+		diag("couldn't mmap instance: %s", strerror(errno));
+		in->instance = NULL;
+		cinst_close(in);
+		return -1;
+	}
 	in->t = &in->w.tenants[1];
 	tenant_standalone(in->t, action, flags | RL_F_CONNCAP, SEC_NS, 100);
 	in->t->conn_epoch = 1;
@@ -86,10 +102,10 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 
 /* A segment from the client (ingress, XDP) or from the server (egress, tc),
  * on connection sport. */
-static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
-	       __u32 seq, __u32 *verdict)
+static int seg_from(struct cinst *in, const char *client, bool from_server,
+		    __u8 flags, __u16 sport, __u32 seq, __u32 *verdict)
 {
-	struct pkt p = { .family = 4, .flags = flags, .src = CLIENT,
+	struct pkt p = { .family = 4, .flags = flags, .src = client,
 			 .dst = SERVER, .sport = sport, .dport = 443,
 			 .seq = seq };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
@@ -98,7 +114,7 @@ static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
 
 	if (from_server) {
 		p.src = SERVER;
-		p.dst = CLIENT;
+		p.dst = client;
 		p.sport = 443;
 		p.dport = sport;
 	}
@@ -116,6 +132,12 @@ static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
+	       __u32 seq, __u32 *verdict)
+{
+	return seg_from(in, CLIENT, from_server, flags, sport, seq, verdict);
 }
 
 static void conn_stats_sum(struct cinst *in, struct rl_conn_stats *out)
@@ -186,7 +208,7 @@ static int sweep_one(struct cinst *in, __u16 sport)
 	k.dport = pkt_dport(&p);
 	if (bpf_map_lookup_elem(in->conns_fd, &k, &c))
 		return 0;
-	return rl_conn_forget(in->conns_fd, in->w.tenants, RL_MAX_TENANTS,
+	return rl_conn_forget(in->conns_fd, in->w.tenants, RL_MAX_TENANTS, NULL,
 			      &k, &c);
 }
 
@@ -657,8 +679,191 @@ static int scen_race(const void *arg)
 	return 0;
 }
 
+/*
+ * The host-wide instance limit: one cap (and rate) over the capped tenant's
+ * SYNs and those no rule matches.  A step is a segment from the tenant's
+ * client (T) or a stranger no rule matches (U), or from the server to
+ * either (TS, US), with the verdict wanted and the counts after it.
+ */
+struct istep {
+	int who;		/* IT, IU, ITS, IUS; 0 ends */
+	__u8 flags;
+	__u16 sport;		/* SPORT + this */
+	__u32 verdict;		/* client side */
+	__s64 inst, tenant;	/* in flight after it */
+	int new_epoch;		/* instead of a segment: the instance is
+				 * set anew (del and set) */
+};
+
+#define IT	1
+#define IU	2
+#define ITS	3
+#define IUS	4
+#define IS(w, f, p, v, i, t)	{ (w), (f), (p), (v), (i), (t), 0 }
+
+struct iscen {
+	const char *name;
+	__s64 inst_cap, tenant_cap;	/* tenant_cap 0: the tenant has none */
+	__u64 rate_burst;		/* 0: no instance rate; else 1/h with
+					 * this burst */
+	struct istep steps[16];
+	__u64 full, rate;		/* RL_CNT_INST_FULL, RL_CNT_INST_RATE */
+};
+
+static const struct iscen iscens[] = {
+	{ "instance: unmatched and matched SYNs share the instance's cap; a "
+	  "close of either frees a place for the other", 2, 10, 0,
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IU, TH_SYN, 2, XDP_PASS, 2, 1),
+	    IS(IT, TH_SYN, 3, XDP_DROP, 2, 1), IS(IU, TH_SYN, 4, XDP_DROP, 2, 1),
+	    IS(IUS, TH_RST | TH_ACK, 2, 0, 1, 1),
+	    IS(IT, TH_SYN, 3, XDP_PASS, 2, 2), IS(IU, TH_SYN, 4, XDP_DROP, 2, 2),
+	    { 0 } },
+	  .full = 3 },
+	{ "instance: a tenant without a cap of its own is held by the "
+	  "instance's", 1, 0, 0,
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_DROP, 1, 0),
+	    IS(IT, TH_RST, 1, XDP_PASS, 0, 0), IS(IT, TH_SYN, 2, XDP_PASS, 1, 0),
+	    { 0 } },
+	  .full = 1 },
+	{ "instance: a close (both FINs) gives back to the tenant and the "
+	  "instance once; a RST after gives nothing more", 3, 3, 0,
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IU, TH_SYN, 2, XDP_PASS, 2, 1),
+	    IS(IT, TH_FIN | TH_ACK, 1, XDP_PASS, 2, 1),
+	    IS(ITS, TH_FIN | TH_ACK, 1, 0, 1, 0),
+	    IS(IT, TH_RST, 1, XDP_PASS, 1, 0),
+	    IS(IUS, TH_FIN | TH_ACK, 2, 0, 1, 0),
+	    IS(IU, TH_FIN | TH_ACK, 2, XDP_PASS, 0, 0), { 0 } },
+	  .full = 0 },
+	{ "instance: the tenant's cap refusing gives the instance's place "
+	  "back", 5, 1, 0,
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IT, TH_SYN, 2, XDP_DROP, 1, 1),
+	    IS(IT, TH_SYN, 3, XDP_DROP, 1, 1), IS(IU, TH_SYN, 4, XDP_PASS, 2, 1),
+	    { 0 } },
+	  .full = 0 },
+	{ "instance: an entry of an older instance epoch gives nothing back "
+	  "to the instance set since", 2, 0, 0,
+	  { IS(IU, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 0),
+	    { .new_epoch = 1, .inst = 0 },
+	    IS(IU, TH_SYN, 3, XDP_PASS, 1, 0),
+	    IS(IU, TH_RST, 1, XDP_PASS, 1, 0), IS(IT, TH_RST, 2, XDP_PASS, 1, 0),
+	    IS(IU, TH_RST, 3, XDP_PASS, 0, 0), { 0 } },
+	  .full = 0 },
+	{ "instance: the rate refuses past its burst, matched or not, and gives "
+	  "the cap's place back", 10, 10, 2,
+	  { IS(IU, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 1),
+	    IS(IU, TH_SYN, 3, XDP_DROP, 2, 1), IS(IT, TH_SYN, 4, XDP_DROP, 2, 1),
+	    { 0 } },
+	  .rate = 2 },
+};
+
+static __u64 counter(struct cinst *in, __u32 idx)
+{
+	__u64 per[256], sum = 0;
+
+	if (in->w.ncpus > 256 ||
+	    bpf_map_lookup_elem(bpf_map__fd(in->skel->maps.counters), &idx, per))
+		return 0;
+	for (int c = 0; c < in->w.ncpus; c++)
+		sum += per[c];
+	return sum;
+}
+
+static int run_iscen(const void *arg)
+{
+	const struct iscen *sc = arg;
+	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
+	struct rl_instance_limit il = { .max_conns = sc->inst_cap };
+	__u32 zero = 0;
+	struct cinst in;
+	int failed = failures;
+
+	if (cinst_open(&in, sc->tenant_cap, RL_ACT_DROP, 0))
+		return -1;
+	if (!sc->tenant_cap)
+		in.t->flags &= ~RL_F_CONNCAP;
+	if (sc->rate_burst) {
+		il.rate = (struct policy_rate){ 1, 3600 };
+		il.burst = sc->rate_burst;
+	}
+	instance_configure(in.instance, &il);
+	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
+	for (int i = 0; sc->steps[i].who || sc->steps[i].new_epoch; i++) {
+		const struct istep *st = &sc->steps[i];
+		bool server = st->who == ITS || st->who == IUS;
+		__u32 v = 0;
+
+		if (st->new_epoch) {
+			instance_clear(in.instance);
+			instance_configure(in.instance, &il);
+		} else if (seg_from(&in, st->who == IT || st->who == ITS ?
+				    CLIENT : STRANGER, server, st->flags,
+				    SPORT + st->sport, 100 + st->sport, &v)) {
+			CHECK(0, "step %d: the segment could not be run", i);
+		}
+		if (!st->new_epoch && !server)
+			CHECK(v == st->verdict, "step %d (who %d flags 0x%02x "
+			      "conn %u): verdict %u, want %u", i, st->who,
+			      st->flags, st->sport, v, st->verdict);
+		CHECK(in.instance->conns == st->inst &&
+		      (!sc->tenant_cap || in.t->conns == st->tenant),
+		      "step %d (who %d flags 0x%02x conn %u): instance %lld, "
+		      "tenant %lld in flight; want %lld, %lld", i, st->who,
+		      st->flags, st->sport, (long long)in.instance->conns,
+		      (long long)in.t->conns, (long long)st->inst,
+		      (long long)st->tenant);
+		if (failures != failed)
+			break;
+	}
+	CHECK(counter(&in, RL_CNT_INST_FULL) == sc->full &&
+	      counter(&in, RL_CNT_INST_RATE) == sc->rate,
+	      "refused at the cap %llu, by the rate %llu; want %llu, %llu",
+	      (unsigned long long)counter(&in, RL_CNT_INST_FULL),
+	      (unsigned long long)counter(&in, RL_CNT_INST_RATE),
+	      (unsigned long long)sc->full, (unsigned long long)sc->rate);
+	cinst_close(&in);
+	return 0;
+}
+
+/* The sweep forgets an unmatched connection (no tenant) and gives it back
+ * to the instance, once. */
+static int scen_inst_sweep(const void *arg)
+{
+	struct rl_instance_limit il = { .max_conns = 2 };
+	struct rl_flow k, next;
+	struct rl_conn c;
+	struct cinst in;
+	int r;
+
+	(void)arg;
+	if (cinst_open(&in, 2, RL_ACT_DROP, 0))
+		return -1;
+	instance_configure(in.instance, &il);
+	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 1, 1, NULL) ||
+	    bpf_map_get_next_key(in.conns_fd, NULL, &next) ||
+	    bpf_map_lookup_elem(in.conns_fd, &next, &c)) {
+		CHECK(0, "no entry for the unmatched SYN");
+		cinst_close(&in);
+		return 0;
+	}
+	k = next;
+	CHECK(c.tenant == RL_CONN_NO_TENANT && (c.flags & RL_CONN_F_INSTANCE),
+	      "entry: tenant %u flags %u", c.tenant, c.flags);
+	r = rl_conn_forget(in.conns_fd, in.w.tenants, RL_MAX_TENANTS,
+			   in.instance, &k, &c);
+	CHECK(r == 1 && in.instance->conns == 0 && in.t->conns == 0,
+	      "forget: %d, instance %lld, tenant %lld", r,
+	      (long long)in.instance->conns, (long long)in.t->conns);
+	r = rl_conn_forget(in.conns_fd, in.w.tenants, RL_MAX_TENANTS,
+			   in.instance, &k, &c);
+	CHECK(r == 0 && in.instance->conns == 0, "second forget: %d, instance "
+	      "%lld", r, (long long)in.instance->conns);
+	cinst_close(&in);
+	return 0;
+}
+
 static struct scenario conn_scenarios[ARRAY_SIZE(cscens) +
-				      ARRAY_SIZE(stale_rows) + 5];
+				      ARRAY_SIZE(stale_rows) +
+				      ARRAY_SIZE(iscens) + 6];
 static char stale_names[ARRAY_SIZE(stale_rows)][160];
 
 void conn_tests(void)
@@ -693,5 +898,11 @@ void conn_tests(void)
 		"in flight never below 0 nor above the cap (but for a reservation "
 		"being undone), and equal to the entries and to opened - closed",
 		scen_race, NULL };
+	for (size_t i = 0; i < ARRAY_SIZE(iscens); i++)
+		conn_scenarios[n++] = (struct scenario){ iscens[i].name,
+							 run_iscen, &iscens[i] };
+	conn_scenarios[n++] = (struct scenario){
+		"instance: the sweep forgets an unmatched connection and gives "
+		"it back to the instance once", scen_inst_sweep, NULL };
 	run_scenarios(conn_scenarios, n);
 }

@@ -16,11 +16,13 @@
 
 load helpers
 load agent_helpers
+load conncap_helpers
 
 # The last commit of each earlier layout.
 declare -gA LAYOUT_COMMIT=(
 	[1]=1b56ba46cb3f342d711a755980cc9550984f81bf
 	[2]=0d9d462f464c2630ac43f607ca65826093155e7b
+	[3]=ee40dd745277c53d3434b017ac16b4384aa2db8b
 )
 # This build's layout.
 LAYOUT=$(awk '$2 == "RL_ABI_VERSION" { print $3 }' "$RLGATE_ROOT/bpf/rlgate.h")
@@ -126,6 +128,10 @@ upgrade_under_load() {
 		grep -q "migrated pinned map '$PIN_DIR/counters' from layout 1 (5 entries)" "$AGENT_LOG" ||
 			{ echo "the agent did not migrate counters" >&2; return 1; }
 	fi
+	if ((from == 3)); then
+		grep -q "'$PIN_DIR/conns' was made anew for map layout 4" "$AGENT_LOG" ||
+			{ echo "the agent did not make conns anew" >&2; return 1; }
+	fi
 	grep -q 'adopted pinned' "$AGENT_LOG" ||
 		{ echo "the agent did not adopt the pins" >&2; return 1; }
 	expect_eq "layout recorded after the upgrade" "$(abi_version)" "$LAYOUT"
@@ -170,6 +176,44 @@ upgrade_under_load() {
 
 @test "pins, program and policy of layout 2's own build are upgraded in place under load: the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
 	upgrade_under_load 2
+}
+
+@test "pins, program and policy of layout 3's own build are upgraded in place under load (conns made anew, the counts restarted): the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
+	upgrade_under_load 3
+}
+
+@test "a capped tenant of layout 3 with connections in flight is upgraded with its count restarted at zero (those connections are no longer counted), and its cap and an instance limit hold from there" {
+	command -v nginx >/dev/null || skip "nginx is not installed (tools/deps.sh)"
+	old_build 3
+	nginx_start s1
+	RLGATE_BUILD=$OLD_BUILD agent_start
+	"$OLD_BUILD/rlctl" --socket "$CTL" tenant set capped --rate 1000/s \
+		--match "$(prefixes c1)" --action rst --max-conns 5
+	client_start c c1 s1 4
+	client_do c open 3
+	expect_eq "connected under layout 3" "$(jq .connected <<<"$REPLY")" 3
+	expect_eq "in flight under layout 3" "$(RLGATE_BUILD=$OLD_BUILD stat_get capped conns)" 3
+	agent_stop TERM
+	agent_start
+	grep -q "counts of 1 capped tenant(s) restart at zero" "$AGENT_LOG" ||
+		{ echo "the agent did not restart the capped tenant's count" >&2; return 1; }
+	expect_eq "in flight after the upgrade" "$(stat_get capped conns)" 0
+	# the 3 open across the upgrade are not counted: 5 more fit
+	client_do c open 6
+	expect_eq "connected after the upgrade" "$(jq .connected <<<"$REPLY")" 5
+	expect_eq "in flight" "$(stat_get capped conns)" 5
+	rl instance set --max-conns 6
+	client_do c close 8
+	for ((i = 0; i < 20; i++)); do
+		[[ $(stat_get capped conns) == 0 ]] && break
+		sleep 0.1
+	done
+	expect_eq "in flight after closing them all" "$(stat_get capped conns)" 0
+	client_start u c2 s1 4
+	client_do u open 8
+	expect_eq "connected under the instance cap" "$(jq .connected <<<"$REPLY")" 6
+	client_do c quit
+	client_do u quit
 }
 
 @test "every earlier layout has a fixture commit" {

@@ -33,9 +33,11 @@ complete_line() {
 }
 
 @test "commands, subcommands and global options" {
-	[[ $(complete_line "") == "apply detach stats status tenant top version" ]]
+	[[ $(complete_line "") == "apply detach instance stats status tenant top version" ]]
 	[[ $(complete_line st) == "stats status" ]]
 	[[ $(complete_line tenant "") == "del get list set" ]]
+	[[ $(complete_line instance "") == "del get set" ]]
+	[[ $(complete_line instance set --) == "--help --json --max-conns --rate --socket" ]]
 	[[ $(complete_line --) == "--help --json --socket --version" ]]
 	[[ $(complete_line --json tenant "") == "del get list set" ]]
 }

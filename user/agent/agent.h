@@ -24,6 +24,7 @@
 
 #define AGENT_POLICY_FILE	"policy.json"
 #define AGENT_JOURNAL_FILE	"policy.journal"	/* one-tenant changes since */
+#define AGENT_INSTANCE_FILE	"instance.json"
 #define AGENT_RATE_SAMPLES	4	/* 1 s apart: rates over the last 3 s */
 
 struct ctl;
@@ -130,6 +131,9 @@ struct agent {
 	 * of one tenant among thousands encodes that one only. */
 	struct agent_text *texts;
 	size_t journal_bytes;	/* in AGENT_JOURNAL_FILE since policy.json */
+	/* The host-wide instance limit (AGENT_INSTANCE_FILE), when on. */
+	bool instance_on;
+	struct rl_instance_limit instance;
 };
 
 /* One tenant's line of the state file, and what it was made from. */
@@ -148,6 +152,14 @@ const char *agent_code_name(enum agent_code c);
  * policy are removed).  A damaged file is quarantined and the kernel is
  * left as it is.  0 or -errno for failures that should stop the agent. */
 int agent_policy_start(struct agent *a);
+
+/* The instance limit (agent_instance.c): read from its state file at start
+ * and written into the kernel (none: the kernel's is turned off); set and
+ * deleted from the control socket, the file first. */
+int agent_instance_start(struct agent *a);
+enum agent_code agent_instance_set(struct agent *a,
+				   const struct rl_instance_limit *il, char *err);
+enum agent_code agent_instance_del(struct agent *a, char *err);
 
 struct agent_tenant *agent_find(struct agent *a, const char *name);
 

@@ -292,6 +292,7 @@ void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 		const struct rl_conn *c = &v[i].c;
 		struct rl_conn_view view = {
 			.t = c->tenant < k->max_tenants ? &k->tenants[c->tenant] : NULL,
+			.inst = k->instance,
 			.local = is_local(&local, &v[i].k),
 			.now_ns = coarse_ns(),
 			.grace_ns = RL_CONN_GRACE_NS,
@@ -306,10 +307,13 @@ void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 		fate = rl_conn_judge(c, &view);
 		if (fate == RL_CONN_KEEP)
 			continue;
-		if (rl_conn_forget(fd, k->tenants, k->max_tenants, &v[i].k,
-				   c) == 1 &&
+		if (rl_conn_forget(fd, k->tenants, k->max_tenants, k->instance,
+				   &v[i].k, c) == 1 &&
 		    fate != RL_CONN_STALE) {
-			k->conns_forgotten[c->tenant]++;
+			if (c->tenant < k->max_tenants)
+				k->conns_forgotten[c->tenant]++;
+			if (c->flags & RL_CONN_F_INSTANCE)
+				k->instance_forgotten++;
 			gone++;
 		}
 	}

@@ -63,6 +63,29 @@ static const char *name_arg(const json_t *req, json_t **r)
 	return json_string_value(v);
 }
 
+/* The instance limit as instance.get, status and stats show it: its
+ * settings, connections in flight and refusals; null when none is set. */
+static json_t *instance_json(struct agent *a)
+{
+	struct kern_instance ki;
+	json_t *j;
+
+	if (!a->instance_on)
+		return json_null();
+	j = instance_to_json(&a->instance);
+	kern_instance_read(&a->kern, &ki);
+	if (j) {
+		json_object_set_new(j, "conns", json_integer((json_int_t)ki.in_flight));
+		json_object_set_new(j, "denied_cap",
+				    json_integer((json_int_t)ki.denied_cap));
+		json_object_set_new(j, "denied_rate",
+				    json_integer((json_int_t)ki.denied_rate));
+		json_object_set_new(j, "conns_forgotten",
+				    json_integer((json_int_t)ki.forgotten));
+	}
+	return j;
+}
+
 static json_t *cmd_version(struct ctl_call *call, const json_t *req)
 {
 	(void)call;
@@ -116,6 +139,8 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 	if (r && a->kern.preload)
 		json_object_set_new(r, "preload", preload_status_json(a->kern.preload,
 								      loop_now_ns()));
+	if (r)
+		json_object_set_new(r, "instance", instance_json(a));
 	return r;
 }
 
@@ -367,7 +392,47 @@ static json_t *cmd_stats(struct ctl_call *call, const json_t *req)
 		for (size_t i = 0; i < a->n_tenants; i++)
 			json_array_append_new(arr, stats_json(a, &a->tenants[i]));
 	}
-	return json_pack("{s:b,s:o}", "ok", 1, "stats", arr);
+	return json_pack("{s:b,s:o,s:o}", "ok", 1, "stats", arr, "instance",
+			 instance_json(a));
+}
+
+static json_t *cmd_instance_set(struct ctl_call *call, const json_t *req)
+{
+	struct rl_instance_limit il;
+	char err[POLICY_ERR_MAX];
+	enum agent_code c;
+
+	if (!json_object_get(req, "instance"))
+		return ctl_error(AGENT_INVALID, "field 'instance' is missing");
+	if (instance_from_json(json_object_get(req, "instance"), &il, err))
+		return ctl_error(AGENT_INVALID, err);
+	c = agent_instance_set(call->a, &il, err);
+	if (c != AGENT_OK)
+		return ctl_error(c, err);
+	log_info("instance limit set (max-conns %llu)",
+		 (unsigned long long)il.max_conns);
+	return json_pack("{s:b,s:o}", "ok", 1, "instance",
+			 instance_json(call->a));
+}
+
+static json_t *cmd_instance_get(struct ctl_call *call, const json_t *req)
+{
+	(void)req;
+	return json_pack("{s:b,s:o}", "ok", 1, "instance",
+			 instance_json(call->a));
+}
+
+static json_t *cmd_instance_del(struct ctl_call *call, const json_t *req)
+{
+	char err[POLICY_ERR_MAX];
+	enum agent_code c;
+
+	(void)req;
+	c = agent_instance_del(call->a, err);
+	if (c != AGENT_OK)
+		return ctl_error(c, err);
+	log_info("instance limit deleted");
+	return json_pack("{s:b}", "ok", 1);
 }
 
 static json_t *cmd_detach(struct ctl_call *call, const json_t *req)
@@ -416,6 +481,9 @@ static const struct {
 	{ "apply", cmd_apply },
 	{ "stats", cmd_stats },
 	{ "detach", cmd_detach },
+	{ "instance.set", cmd_instance_set },
+	{ "instance.get", cmd_instance_get },
+	{ "instance.del", cmd_instance_del },
 };
 
 json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len)
@@ -447,7 +515,8 @@ json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len)
 	}
 	snprintf(msg, sizeof(msg), "unknown command '%.64s': expected version, "
 		 "status, tenant.set, tenant.get, tenant.list, tenant.del, "
-		 "apply, stats or detach", json_string_value(cmd));
+		 "apply, stats, detach, instance.set, instance.get or "
+		 "instance.del", json_string_value(cmd));
 	json_decref(req);
 	return ctl_error(AGENT_INVALID, msg);
 }

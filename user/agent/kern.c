@@ -325,7 +325,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	for (unsigned int i = 0; i < n_migrate; i++) {
 		snprintf(path, sizeof(path), "%s/%s", k->pin_dir,
 			 bpf_map__name(migrate[i]));
-		err = kern_migrate_map(migrate[i], path, pinned_version);
+		err = kern_migrate_map(k, migrate[i], path, pinned_version);
 		if (err)
 			goto cleanup;
 	}
@@ -363,6 +363,15 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 		goto cleanup;
 	}
 	k->agent_len = (size_t)page;
+	k->instance = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, bpf_map__fd(k->skel->maps.instance), 0);
+	if (k->instance == MAP_FAILED) {
+		err = -errno;
+		k->instance = NULL;
+		log_error("couldn't mmap map on '%s/instance': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
+	}
 	err = rl_cls_map_open(&k->cls, bpf_map__fd(k->skel->maps.cls),
 			      bpf_map__fd(k->skel->maps.cls_state),
 			      bpf_map__fd(k->skel->maps.cls_sync), half);
@@ -403,6 +412,9 @@ void kern_close(struct kern *k)
 	if (k->agent)
 		munmap(k->agent, k->agent_len);
 	k->agent = NULL;
+	if (k->instance)
+		munmap(k->instance, k->agent_len);
+	k->instance = NULL;
 	free(k->conns_forgotten);
 	k->conns_forgotten = NULL;
 	rl_cls_map_close(&k->cls);

@@ -17,6 +17,7 @@
 #include "policy.h"
 #include "rlgate.h"
 #include "classify.h"
+#include "instance.h"
 
 #define KERN_MAX_IFACES	32
 
@@ -65,6 +66,12 @@ struct kern {
 	struct preload *preload;
 	/* per slot: connections the agent's sweep forgot (conntrack.c) */
 	uint64_t *conns_forgotten;	/* max_tenants of them */
+	struct rl_tenant *instance;	/* the mmap'ed `instance` map */
+	uint64_t instance_forgotten;	/* ... of those, counted in it */
+	bool gate_instance;		/* conn_ctl.instance as last written */
+	bool conns_reset_pending;	/* `conns` made anew: see
+					 * kern_conns_upgraded() */
+	uint32_t gate_capped;		/* conn_ctl.capped as last written */
 };
 
 /* A tenant as the kernel sees it: its slot and its policy. */
@@ -147,6 +154,23 @@ uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max);
 /* Connection caps: how many tenants have one.  While none does, the kernel
  * looks up no RST or FIN. */
 void kern_conn_gate(struct kern *k, uint32_t capped);
+
+/* Writes the instance limit into the kernel (NULL: none), and turns the
+ * kernel's lookups of connection ends on while it has a cap. */
+void kern_instance_set(struct kern *k, const struct rl_instance_limit *il);
+
+/* What the instance limit did. */
+struct kern_instance {
+	int64_t in_flight;	/* connections counted in it now */
+	uint64_t denied_cap;	/* SYNs refused at its cap */
+	uint64_t denied_rate;	/* SYNs refused by its rate */
+	uint64_t forgotten;	/* ended by the agent's sweep */
+};
+int kern_instance_read(struct kern *k, struct kern_instance *out);
+
+/* After `conns` was made anew for this layout (kern_migrate.c), once the
+ * new program is attached: every count restarts at zero. */
+void kern_conns_upgraded(struct kern *k);
 
 /* A tenant's connections: in flight, the slots it may fill (the cap), and
  * what the kernel and the agent's sweep counted. */

@@ -74,7 +74,8 @@ static __u32 map_id(int fd)
 /*
  * Decides whether the program with this id may be replaced by ours: it is
  * rlgate's program want and works on our pinned map uses (the tenant table
- * for the admission program, the connection table for tc egress).  An
+ * for the admission program, conn_ctl for tc egress: not `conns`, which an
+ * upgrade from layout 3 makes anew while the old egress program runs).  An
  * rlgate program with other maps belongs to an agent with another pin dir;
  * anything else is someone else's.  0 if ours, -EEXIST (logged) if not, other -errno.
  */
@@ -259,7 +260,7 @@ static int attach_egress(struct kern *k, const char *ifname, int ifindex)
 {
 	return attach_clsact(k, ifname, ifindex, BPF_TC_EGRESS,
 			     bpf_program__fd(k->skel->progs.tc_rlgate_egress),
-			     "tc_rlgate_egress", k->skel->maps.conns);
+			     "tc_rlgate_egress", k->skel->maps.conn_ctl);
 }
 
 static void detach_egress(int ifindex)

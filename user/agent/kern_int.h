@@ -43,6 +43,7 @@ bool kern_migratable(const struct kern *k, const struct bpf_map *map,
 
 /* Copies the map pinned at path (layout from) into map, loaded, and pins
  * map in its place.  0 or -errno (logged). */
-int kern_migrate_map(struct bpf_map *map, const char *path, __u32 from);
+int kern_migrate_map(struct kern *k, struct bpf_map *map, const char *path,
+		     __u32 from);
 
 #endif /* RL_KERN_INT_H */

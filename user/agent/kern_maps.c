@@ -224,15 +224,50 @@ int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot)
 	return n;
 }
 
-void kern_conn_gate(struct kern *k, uint32_t capped)
+static void conn_ctl_write(struct kern *k)
 {
-	struct rl_conn_ctl c = { .capped = capped };
+	struct rl_conn_ctl c = { .capped = k->gate_capped,
+				 .instance = k->gate_instance };
 	__u32 zero = 0;
 
 	if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.conn_ctl), &zero,
 				&c, BPF_ANY) < 0)
 		log_warn("couldn't write map on '%s/conn_ctl': %s", k->pin_dir,
 			 strerror(errno));
+}
+
+void kern_conn_gate(struct kern *k, uint32_t capped)
+{
+	k->gate_capped = capped;
+	conn_ctl_write(k);
+}
+
+void kern_instance_set(struct kern *k, const struct rl_instance_limit *il)
+{
+	if (il) {
+		instance_configure(k->instance, il);
+	} else {
+		instance_clear(k->instance);
+		k->instance_forgotten = 0;
+	}
+	k->gate_instance = il && il->max_conns;
+	conn_ctl_write(k);
+}
+
+int kern_instance_read(struct kern *k, struct kern_instance *out)
+{
+	uint64_t c[RL_CNT_MAX];
+	int64_t n = __atomic_load_n(&k->instance->conns, __ATOMIC_RELAXED);
+	int err = kern_counters(k, c);
+
+	memset(out, 0, sizeof(*out));
+	out->in_flight = n > 0 ? n : 0;
+	out->forgotten = k->instance_forgotten;
+	if (err)
+		return err;
+	out->denied_cap = c[RL_CNT_INST_FULL];
+	out->denied_rate = c[RL_CNT_INST_RATE];
+	return 0;
 }
 
 int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out)

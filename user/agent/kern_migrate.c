@@ -48,9 +48,11 @@ int kern_pinned_abi(const struct kern *k, __u32 *version)
 /*
  * Whether a pinned map of an older layout can be brought forward by copying
  * it into a new map of this build's layout: an array of the same type and
- * entry size that only grew or shrank.  (Layout 1 to 2: `counters`.)  The
- * classifier and the tenant maps are never resized this way: their sizes
- * are --rule-memory's and --max-tenants'.
+ * entry size that only grew or shrank (layout 1 to 2: `counters`), or
+ * `conns`, whose entries grew (layout 3 to 4): it is created anew, empty,
+ * and kern_conns_upgraded() then restarts every count.  The classifier and
+ * the tenant maps are never resized this way: their sizes are
+ * --rule-memory's and --max-tenants'.
  */
 bool kern_migratable(const struct kern *k, const struct bpf_map *map,
 		     const char *path)
@@ -62,6 +64,13 @@ bool kern_migratable(const struct kern *k, const struct bpf_map *map,
 
 	if (fd < 0)
 		return false;
+	if (map == k->skel->maps.conns) {
+		ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		     info.type == bpf_map__type(map) &&
+		     info.value_size != bpf_map__value_size(map);
+		close(fd);
+		return ok;
+	}
 	ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
 	     map != k->skel->maps.cls && !kern_tenant_sized(k, map) &&
 	     (info.type == BPF_MAP_TYPE_ARRAY ||
@@ -81,7 +90,8 @@ bool kern_migratable(const struct kern *k, const struct bpf_map *map,
  * enforcement never stops; what the old program counts in between is lost
  * (counters only: buckets live in maps both layouts share).
  */
-int kern_migrate_map(struct bpf_map *map, const char *path, __u32 from)
+int kern_migrate_map(struct kern *k, struct bpf_map *map, const char *path,
+		     __u32 from)
 {
 	struct bpf_map_info info = {};
 	__u32 len = sizeof(info), n, i;
@@ -106,6 +116,11 @@ int kern_migrate_map(struct bpf_map *map, const char *path, __u32 from)
 	}
 	n = info.max_entries < bpf_map__max_entries(map) ?
 	    info.max_entries : bpf_map__max_entries(map);
+	/* entries of another size: not copied (`conns`, see above) */
+	if (info.value_size != bpf_map__value_size(map)) {
+		n = 0;
+		k->conns_reset_pending = true;
+	}
 	for (i = 0; i < n && !err; i++) {
 		if (bpf_map_lookup_elem(old_fd, &i, buf) < 0 ||
 		    bpf_map_update_elem(bpf_map__fd(map), &i, buf, 0) < 0) {
@@ -129,4 +144,37 @@ cleanup:
 	if (old_fd >= 0)
 		close(old_fd);
 	return err;
+}
+
+/*
+ * After `conns` was created anew (layout 3 to 4) and the new program
+ * attached: the entries the counts stood for are gone with the old map, so
+ * every capped tenant's epoch moves on and its count restarts at zero, as
+ * does the instance's.  Connections open across the upgrade are not
+ * counted (their ends give nothing back: their entries are gone).  Done
+ * after attaching, so that the old program, which still counts into the old
+ * map until then, cannot leave counts no entry stands for.
+ */
+void kern_conns_upgraded(struct kern *k)
+{
+	uint32_t n = 0;
+
+	if (!k->conns_reset_pending)
+		return;
+	k->conns_reset_pending = false;
+	for (uint32_t i = 0; i < k->max_tenants; i++) {
+		struct rl_tenant *t = &k->tenants[i];
+
+		if (t->mode == RL_MODE_NONE || !(t->flags & RL_F_CONNCAP))
+			continue;
+		__atomic_fetch_add(&t->conn_epoch, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&t->conns, 0, __ATOMIC_RELEASE);
+		k->conns_forgotten[i] = 0;
+		n++;
+	}
+	__atomic_fetch_add(&k->instance->conn_epoch, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&k->instance->conns, 0, __ATOMIC_RELEASE);
+	log_info("'%s/conns' was made anew for map layout %u: the counts of %u "
+		 "capped tenant(s) restart at zero (connections open across "
+		 "the upgrade are not counted)", k->pin_dir, RL_ABI_VERSION, n);
 }

@@ -414,7 +414,7 @@ int main(int argc, char **argv)
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a
 	 * moment. */
-	if (agent_policy_start(&a))
+	if (agent_policy_start(&a) || agent_instance_start(&a))
 		goto cleanup;
 	/* The broker before attach too: the kernel then starts in fleet mode
 	 * with its tenants on credit, not refusing until the first lease. */
@@ -431,6 +431,7 @@ int main(int argc, char **argv)
 	for (unsigned int i = 0; i < a.opts.n_ifaces; i++)
 		if (kern_attach(&a.kern, a.opts.ifaces[i], a.opts.mode))
 			goto cleanup;
+	kern_conns_upgraded(&a.kern);
 
 	if (ctl_open(&a, a.opts.control, gid, &a.ctl))
 		goto cleanup;

@@ -319,6 +319,27 @@ static void render_points(FILE *f, struct agent *a,
 	}
 }
 
+/* The host-wide instance limit: its cap (0: none), what is in flight, and
+ * its refusals by reason. */
+static void render_instance(FILE *f, struct agent *a)
+{
+	struct kern_instance ki;
+
+	kern_instance_read(&a->kern, &ki);
+	scalar(f, "rlgate_instance_limit_conns", "gauge", "The instance "
+	       "limit's cap on connections in flight to the host (0: none).",
+	       a->instance_on ? a->instance.max_conns : 0);
+	scalar(f, "rlgate_instance_conns", "gauge", "Connections in flight "
+	       "counted in the instance limit's cap.",
+	       a->instance_on ? (unsigned long long)ki.in_flight : 0);
+	header(f, "rlgate_instance_denied_total", "counter", "SYNs the instance "
+	       "limit refused, by reason: cap or rate.");
+	fprintf(f, "rlgate_instance_denied_total{reason=\"cap\"} %llu\n",
+		(unsigned long long)ki.denied_cap);
+	fprintf(f, "rlgate_instance_denied_total{reason=\"rate\"} %llu\n",
+		(unsigned long long)ki.denied_rate);
+}
+
 /* Renders the whole exposition into a malloc'ed buffer. */
 static int render(struct agent *a, char **buf, size_t *len)
 {
@@ -375,6 +396,8 @@ static int render(struct agent *a, char **buf, size_t *len)
 			fprintf(f, "%s %llu\n", global_metrics[g].name,
 				(unsigned long long)cnt[global_metrics[g].idx]);
 	}
+
+	render_instance(f, a);
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");
 	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);

@@ -11,14 +11,31 @@
 _Static_assert(POLICY_CONNS_MAX == RL_CONNS_MAX,
 	       "the caps rlctl accepts fit the kernel's table");
 
+/* Whether t (a tenant's slot or the instance) still counts connections of
+ * epoch. */
+static bool rl_conn_counted(const struct rl_tenant *t, uint32_t epoch)
+{
+	return t && t->mode != RL_MODE_NONE && (t->flags & RL_F_CONNCAP) &&
+	       __atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) == epoch;
+}
+
+/* Gives one connection back to t of epoch, never below zero. */
+static void rl_conn_give(struct rl_tenant *t, uint32_t epoch)
+{
+	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) != epoch)
+		return;
+	if (__atomic_fetch_sub(&t->conns, 1, __ATOMIC_RELAXED) <= 0)
+		__atomic_fetch_add(&t->conns, 1, __ATOMIC_RELAXED);
+}
+
 enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
 				const struct rl_conn_view *v)
 {
-	const struct rl_tenant *t = v->t;
 	uint64_t seen = c->seen_ns > c->opened_ns ? c->seen_ns : c->opened_ns;
 
-	if (!t || t->mode == RL_MODE_NONE || !(t->flags & RL_F_CONNCAP) ||
-	    __atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) != c->epoch)
+	if (!rl_conn_counted(v->t, c->epoch) &&
+	    !((c->flags & RL_CONN_F_INSTANCE) &&
+	      rl_conn_counted(v->inst, c->inst_epoch)))
 		return RL_CONN_STALE;
 	if (v->local) {
 		if (v->has_socket)
@@ -37,22 +54,19 @@ enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
 void rl_conn_release(struct rl_tenant *tenants, uint32_t n_tenants, uint32_t id,
 		     uint32_t epoch)
 {
-	struct rl_tenant *t;
-
 	if (id >= n_tenants)
 		return;
-	t = &tenants[id];
-	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_RELAXED) != epoch)
-		return;
-	if (__atomic_fetch_sub(&t->conns, 1, __ATOMIC_RELAXED) <= 0)
-		__atomic_fetch_add(&t->conns, 1, __ATOMIC_RELAXED);
+	rl_conn_give(&tenants[id], epoch);
 }
 
 int rl_conn_forget(int conns_fd, struct rl_tenant *tenants, uint32_t n_tenants,
-		   const struct rl_flow *k, const struct rl_conn *c)
+		   struct rl_tenant *inst, const struct rl_flow *k,
+		   const struct rl_conn *c)
 {
 	if (bpf_map_delete_elem(conns_fd, k) < 0)
 		return errno == ENOENT ? 0 : -errno;
+	if (inst && (c->flags & RL_CONN_F_INSTANCE))
+		rl_conn_give(inst, c->inst_epoch);
 	rl_conn_release(tenants, n_tenants, c->tenant, c->epoch);
 	return 1;
 }

@@ -20,15 +20,19 @@
 
 enum rl_conn_fate {
 	RL_CONN_KEEP = 0,
-	RL_CONN_STALE,		/* its slot has another tenant, or no cap
-				 * any more: dropped, nothing to give back */
+	RL_CONN_STALE,		/* counted nowhere any more (its slot has
+				 * another tenant or no cap, and the
+				 * instance none of it): dropped, nothing
+				 * to give back */
 	RL_CONN_GONE,		/* the local server has no socket for it */
 	RL_CONN_IDLE,		/* no local server, idle past the TTL */
 };
 
 /* What one sweep knows of an entry besides the entry. */
 struct rl_conn_view {
-	const struct rl_tenant *t;	/* its slot (NULL: out of range) */
+	const struct rl_tenant *t;	/* its slot (NULL: out of range, or
+					 * RL_CONN_NO_TENANT) */
+	const struct rl_tenant *inst;	/* the instance limit (NULL: none) */
 	bool local;		/* its server address is one of this host's */
 	bool has_socket;	/* the kernel has a socket for it (not
 				 * TIME_WAIT); only meaningful when local */
@@ -43,13 +47,15 @@ enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
 /*
  * Deletes connection k from `conns` (fd) and, if this delete is the one
  * that succeeded, gives the connection back to its tenant in the mmap'd
- * tenant table - as the kernel does, so the agent and the kernel racing on
- * one connection give it back once.  Returns 1 when this call removed it,
- * 0 when it was already gone, -errno otherwise.  The table holds
- * n_tenants slots.
+ * tenant table, and to the instance limit inst (mmap'd; NULL: none) when
+ * it is counted there - as the kernel does, so the agent and the kernel
+ * racing on one connection give it back once.  Returns 1 when this call
+ * removed it, 0 when it was already gone, -errno otherwise.  The table
+ * holds n_tenants slots.
  */
 int rl_conn_forget(int conns_fd, struct rl_tenant *tenants, uint32_t n_tenants,
-		   const struct rl_flow *k, const struct rl_conn *c);
+		   struct rl_tenant *inst, const struct rl_flow *k,
+		   const struct rl_conn *c);
 
 /* Gives one connection back to slot id of epoch (never below zero) in a
  * table of n_tenants slots. */

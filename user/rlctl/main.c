@@ -26,6 +26,8 @@ const struct opt rlctl_common_opts[] = {
 
 static const struct opts_command commands[] = {
 	{ "tenant", NULL, "one tenant at a time", NULL, rlctl_tenant_cmds },
+	{ "instance", NULL, "the host-wide limit over all tenants", NULL,
+	  rlctl_instance_cmds },
 	{ "apply", "FILE", "make the policy exactly the tenants in FILE",
 	  cmd_apply, NULL },
 	{ "status", NULL, "agent version, uptime, interfaces, mode", cmd_status,

@@ -73,6 +73,10 @@ void rlctl_disconnect(void);
 
 /* The commands, each in the file of its kind. */
 extern const struct opts_command rlctl_tenant_cmds[];
+extern const struct opts_command rlctl_instance_cmds[];
+/* The instance limit's line in text output (status, stats, instance get):
+ * in, the reply's "instance" (null: none). */
+void rlctl_print_instance(const json_t *in);
 int cmd_apply(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stats(int argc, char **argv);

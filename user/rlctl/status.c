@@ -196,6 +196,7 @@ int cmd_status(int argc, char **argv)
 	printf("\n");
 	printf("tenants:     %" JSON_INTEGER_FORMAT "\n",
 	       json_integer_value(json_object_get(reply, "tenants")));
+	rlctl_print_instance(json_object_get(reply, "instance"));
 	if ((v = json_object_get(reply, "pin_dir")) && json_is_string(v))
 		printf("pin dir:     %s\n", json_string_value(v));
 	if ((v = json_object_get(reply, "state_dir")) && json_is_string(v))
@@ -389,6 +390,9 @@ int cmd_stats(int argc, char **argv)
 		printf("no tenants\n");
 	else
 		rlctl_print_stats_table(stats, false);
+	if (!rlctl.json && !args.name[0] &&
+	    json_is_object(json_object_get(reply, "instance")))
+		rlctl_print_instance(json_object_get(reply, "instance"));
 	json_decref(reply);
 	return RLCTL_EXIT_OK;
 }
