@@ -260,3 +260,33 @@ kill_stale_holding() {
 	expect_eq "more on s1 once the old holding expired" "$(jq .connected <<<"$REPLY")" 2
 	client_do a quit
 }
+
+@test "Redis away: an instance limit of 8 on s1 holds over a tenant with fail allow and a client no tenant matches; it is s1's alone" {
+	local i
+
+	fleet_tenant_set 1 capi --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
+		--action rst --fail allow
+	fleet_wait_tenant capi 5 >/dev/null
+	rls 1 instance set --max-conns 8
+	expect_eq "s2 has no instance limit" "$(rls 2 --json instance get)" null
+	client_start a c1 s1
+	client_start u c2 s1
+	proc_stop "$(redis_pid)" KILL
+	for ((i = 0; i < 50; i++)); do
+		[[ $(rls 1 --json status | jq -r .broker) == degraded ]] && break
+		sleep 0.1
+	done
+	expect_eq "s1 broker" "$(rls 1 --json status | jq -r .broker)" degraded
+	client_do a open 5 50
+	expect_eq "tenant's connections while Redis is away" "$(jq .connected <<<"$REPLY")" 5
+	client_do u open 5 50
+	expect_eq "unmatched connections while Redis is away" "$(jq .connected <<<"$REPLY")" 3
+	expect_eq "s1's instance in flight" "$(rls 1 --json instance get | jq .conns)" 8
+	client_do a open 2 50
+	expect_eq "tenant (fail allow) over the instance limit" "$(jq .connected <<<"$REPLY")" 0
+	redis_start
+	fleet_wait_steady 10
+	rls 1 instance del
+	client_do a quit
+	client_do u quit
+}
