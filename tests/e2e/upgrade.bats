@@ -22,7 +22,7 @@ load conncap_helpers
 declare -gA LAYOUT_COMMIT=(
 	[1]=1b56ba46cb3f342d711a755980cc9550984f81bf
 	[2]=0d9d462f464c2630ac43f607ca65826093155e7b
-	[3]=ee40dd745277c53d3434b017ac16b4384aa2db8b
+	[3]=350412992cae475a5111619fb9ca81edf771da99
 )
 # This build's layout.
 LAYOUT=$(awk '$2 == "RL_ABI_VERSION" { print $3 }' "$RLGATE_ROOT/bpf/rlgate.h")
