@@ -262,3 +262,17 @@ EOF
 	expect_eq "exit status of --limit 0" "$status" 2
 	[[ $output == *"invalid --limit '0'"* ]] || { echo "$output" >&2; return 1; }
 }
+
+@test "rlctl stats --name GLOB --top N: the matching tenants, the busiest first (not by name), at most N" {
+	agent_start
+	rl tenant set zz-busy --rate 100/s --burst 100 --match "$(prefixes c1)"
+	rl tenant set idle-1 --rate 5/s --match 198.51.100.1/32
+	rl tenant set idle-2 --rate 5/s --match 198.51.100.2/32
+	run_loadgen_json c1 --rate 50 --duration 3 "$(lab_target s1 "$PORT" 4)"
+	expect_eq "--json --name 'idle-*'" \
+		"$(rl --json stats --name 'idle-*' | jq -c '[.[].tenant] | sort')" '["idle-1","idle-2"]'
+	expect_eq "--json --top 1" "$(rl --json stats --top 1 | jq -c '[.[].tenant]')" '["zz-busy"]'
+	expect_eq "text --top 2, first row" "$(rl stats --top 2 | awk 'NR == 2 { print $1 }')" zz-busy
+	expect_eq "text --top 2, rows" "$(rl stats --top 2 | wc -l)" 3
+	expect_eq "--name 'x*'" "$(rl stats --name 'x*')" "no tenants"
+}

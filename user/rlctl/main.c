@@ -3,6 +3,7 @@
  * options, command dispatch, error output and the connection to the agent.
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,24 @@ int rlctl_usage_error(const char *cmd, const char *fmt, ...)
 	rlctl_error("%s; see 'rlctl %s%s--help'", msg, cmd ? cmd : "",
 		    cmd ? " " : "");
 	return RLCTL_EXIT_USAGE;
+}
+
+void rlctl_keep(json_t *arr, const char *key, const char *glob, uint64_t limit)
+{
+	size_t i = 0, kept = 0;
+
+	while (i < json_array_size(arr)) {
+		const char *name = json_string_value(json_object_get(
+					json_array_get(arr, i), key));
+
+		if ((glob && fnmatch(glob, name ? name : "", 0) != 0) ||
+		    (limit && kept >= limit)) {
+			json_array_remove(arr, i);
+			continue;
+		}
+		kept++;
+		i++;
+	}
 }
 
 int rlctl_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,

@@ -84,6 +84,11 @@ int cmd_top(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
+/* Keeps in the array of objects arr those whose string key matches the
+ * shell pattern glob (all when NULL), at most limit of them (all when 0),
+ * in their order: tenant list --name/--limit, stats --name/--top. */
+void rlctl_keep(json_t *arr, const char *key, const char *glob, uint64_t limit);
+
 /* Table output of the stats array, shared by `stats` and `top`. */
 void rlctl_print_stats_table(json_t *stats, bool sort_by_rate);
 

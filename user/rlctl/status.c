@@ -26,6 +26,8 @@ static const struct opts_spec status_spec = {
 
 struct stats_args {
 	char name[POLICY_NAME_MAX + 1];
+	char *glob;
+	uint64_t top;
 };
 
 static const struct opts_spec stats_spec = {
@@ -34,10 +36,16 @@ static const struct opts_spec stats_spec = {
 "Per-tenant counters: connections admitted, denied, would-deny (shadow\n"
 "mode), retransmitted SYNs not charged again, tokens left, and admit and\n"
 "deny rates per second over the last few seconds.  NAME limits the output\n"
-"to one tenant.\n",
+"to one tenant, --name to those whose name matches, --top to the busiest.\n",
 	.opts = (const struct opt[]){
 		{ "NAME", 0, OPT_CUSTOM, OPT_POS | OPT_OPTIONAL,
 		  OPT_AT(struct stats_args, name), .parse = policy_opt_name },
+		{ "name", 0, OPT_STRING, OPT_AT(struct stats_args, glob),
+		  .arg = "GLOB", .min = 1, .max = 256,
+		  .help = "only tenants whose name matches the shell pattern GLOB" },
+		{ "top", 0, OPT_U64, OPT_AT(struct stats_args, top),
+		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
+		  .help = "only the N busiest (admit and deny rates), busiest first" },
 		{ .kind = OPT_END },
 	},
 };
@@ -368,9 +376,26 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 	free(rows);
 }
 
+/* The stats array in place, busiest first. */
+static void sort_busiest(json_t *stats)
+{
+	size_t n = json_array_size(stats);
+	json_t **rows = calloc(n + 1, sizeof(*rows));
+
+	if (!rows)
+		return;
+	for (size_t i = 0; i < n; i++)
+		rows[i] = json_incref(json_array_get(stats, i));
+	qsort(rows, n, sizeof(*rows), by_rate);
+	json_array_clear(stats);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(stats, rows[i]);
+	free(rows);
+}
+
 int cmd_stats(int argc, char **argv)
 {
-	struct stats_args args = { "" };
+	struct stats_args args = { .name = "" };
 	struct opts_result res;
 	json_t *req, *reply, *stats;
 	int ret;
@@ -384,12 +409,17 @@ int cmd_stats(int argc, char **argv)
 	ret = rlctl_call_get(req, "stats", true, &reply, &stats);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
+	rlctl_keep(stats, "tenant", args.glob, 0);
+	if (args.top) {
+		sort_busiest(stats);
+		rlctl_keep(stats, "tenant", NULL, args.top);
+	}
 	if (rlctl.json)
 		rlctl_print_json(json_incref(stats));
 	else if (json_array_size(stats) == 0)
 		printf("no tenants\n");
 	else
-		rlctl_print_stats_table(stats, false);
+		rlctl_print_stats_table(stats, args.top != 0);
 	if (!rlctl.json && !args.name[0] &&
 	    json_is_object(json_object_get(reply, "instance")))
 		rlctl_print_instance(json_object_get(reply, "instance"));

@@ -3,7 +3,6 @@
  * checked here first, so bad input never reaches the agent.
  */
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,25 +356,6 @@ static int tenant_get(int argc, char **argv)
 	return RLCTL_EXIT_OK;
 }
 
-/* Keeps in ts the tenants whose name matches glob (all without one), at
- * most limit of them (all with 0), in their order. */
-static void filter_tenants(json_t *ts, const char *glob, uint64_t limit)
-{
-	size_t i = 0, kept = 0;
-
-	while (i < json_array_size(ts)) {
-		const char *name = str_field(json_array_get(ts, i), "name");
-
-		if ((glob && fnmatch(glob, name, 0) != 0) ||
-		    (limit && kept >= limit)) {
-			json_array_remove(ts, i);
-			continue;
-		}
-		kept++;
-		i++;
-	}
-}
-
 static int tenant_list(int argc, char **argv)
 {
 	int ret, wname = 4, wrate = 4;
@@ -391,7 +371,7 @@ static int tenant_list(int argc, char **argv)
 			     true, &reply, &ts);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
-	filter_tenants(ts, args.name, args.limit);
+	rlctl_keep(ts, "name", args.name, args.limit);
 	if (rlctl.json) {
 		rlctl_print_json(json_incref(ts));
 		json_decref(reply);
