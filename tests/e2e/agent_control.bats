@@ -276,3 +276,46 @@ EOF
 	expect_eq "text --top 2, rows" "$(rl stats --top 2 | wc -l)" 3
 	expect_eq "--name 'x*'" "$(rl stats --name 'x*')" "no tenants"
 }
+
+# metric_tenants NAME PAGE: the tenants with a NAME series on PAGE, sorted,
+# space separated.
+metric_tenants() {
+	sed -n "s/^$1{tenant=\"\\([^\"]*\\)\"}.*/\\1/p" <<<"$2" | sort | tr '\n' ' '
+}
+
+@test "--metrics-tenants 2 of 4: series of exactly the 2 busiest since the last scrape (ties by name), host totals the sum over all 4; 0: totals only" {
+	local page t m sum_a=0 sum_d=0
+
+	agent_start --metrics-tenants 2
+	rl tenant set busy --rate 10/s --burst 5 --match "$(prefixes c1)" --action rst
+	rl tenant set c-idle --rate 5/s --match 198.51.100.1/32
+	rl tenant set b-idle --rate 5/s --match 198.51.100.2/32
+	rl tenant set a-idle --rate 5/s --match 198.51.100.3/32
+	run_loadgen_json c1 --rate 50 --duration 1 "$(lab_target s1 "$PORT" 4)"
+
+	page=$(metrics s1)
+	for m in rlgate_admitted_total rlgate_denied_total rlgate_tokens rlgate_limit_rate; do
+		expect_eq "$m series" "$(metric_tenants "$m" "$page")" "a-idle busy "
+	done
+	expect_eq "rlgate_metrics_tenants" "$(metric_value rlgate_metrics_tenants "$page")" 2
+	expect_eq "rlgate_tenants" "$(metric_value rlgate_tenants "$page")" 4
+	for t in busy a-idle b-idle c-idle; do
+		sum_a=$((sum_a + $(stat_get "$t" admitted)))
+		sum_d=$((sum_d + $(stat_get "$t" denied)))
+	done
+	expect_between "busy denied" "$(metric_get rlgate_denied_total busy "$page")" 30 45
+	expect_eq "rlgate_host_admitted_total" "$(metric_value rlgate_host_admitted_total "$page")" "$sum_a"
+	expect_eq "rlgate_host_denied_total" "$(metric_value rlgate_host_denied_total "$page")" "$sum_d"
+
+	# no traffic since: every tenant did nothing in the last sample, so
+	# the first two names; the totals stay
+	page=$(metrics s1)
+	expect_eq "series of an idle scrape" "$(metric_tenants rlgate_admitted_total "$page")" "a-idle b-idle "
+	expect_eq "rlgate_host_denied_total, idle" "$(metric_value rlgate_host_denied_total "$page")" "$sum_d"
+
+	agent_stop TERM
+	agent_start --metrics-tenants 0
+	page=$(metrics s1)
+	expect_eq "series with 0" "$(grep -c 'tenant="' <<<"$page")" 0
+	expect_eq "rlgate_host_denied_total with 0" "$(metric_value rlgate_host_denied_total "$page")" "$sum_d"
+}

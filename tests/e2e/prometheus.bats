@@ -249,3 +249,16 @@ for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
 	[[ ${COMPREPLY[*]} == eth0 ]]
 }
 
+
+@test "each agent's rlgate_host_* totals equal the sum of its tenants' series (with fewer tenants than --metrics-tenants)" {
+	local m out
+
+	for m in admitted_total denied_total shadow_denied_total tokens_leased_total \
+		tenant_redis_calls_total degraded_total; do
+		out=$(prom_query "count(rlgate_host_$m == on(instance) sum by (instance) (rlgate_$m))")
+		expect_eq "agents whose rlgate_host_$m is the sum over tenants" \
+			"$(jq -r '.data.result[0].value[1] // 0' <<<"$out")" 2
+	done
+	out=$(prom_query 'count(rlgate_metrics_tenants == 2)')
+	expect_eq "agents with series of both tenants" "$(jq -r '.data.result[0].value[1] // 0' <<<"$out")" 2
+}

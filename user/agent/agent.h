@@ -42,6 +42,7 @@ struct agent_opts {
 	const char *pin_dir;
 	uint32_t rule_memory_mib;	/* the classifier, both halves */
 	uint32_t max_tenants;		/* tenant slots (--max-tenants) */
+	uint32_t metrics_tenants;	/* tenants with their own series */
 	uint64_t tomb_ttl_ms;		/* deletions are remembered this long */
 };
 

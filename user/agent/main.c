@@ -82,6 +82,11 @@ static const struct opt options[] = {
 	{ "metrics", 'M', OPT_HOSTPORT, CLI(agent.metrics), .arg = "HOST:PORT",
 	  .def = DEFAULT_METRICS,
 	  .help = "Prometheus endpoint, [V6]:PORT for IPv6" },
+	{ "metrics-tenants", 0, OPT_U64, CLI(agent.metrics_tenants),
+	  .arg = "N", .min = 0, .max = RL_TENANTS_LIMIT, .def = "1000",
+	  .expect = "tenants",
+	  .help = "only the N busiest tenants (admitted + denied since the "
+		  "last scrape) get per-tenant series; totals always; 0: none" },
 	{ "state-dir", 's', OPT_STRING, CLI(agent.state_dir), .arg = "DIR",
 	  .def = DEFAULT_STATE_DIR, .help = "policy state" },
 	{ "pin-dir", 'p', OPT_STRING, CLI(agent.pin_dir), .arg = "DIR",

@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "parse.h"
 #include "server.h"
+#include "topn.h"
 
 /* One request, one reply: the client's deadline runs from its accept. */
 struct metrics_client {
@@ -31,6 +32,9 @@ struct metrics_client {
 struct metrics {
 	struct agent *a;
 	struct server *srv;
+	/* Per tenant slot: admitted + denied at the previous scrape, against
+	 * which the next one ranks the tenants (--metrics-tenants). */
+	uint64_t *last;
 };
 
 int metrics_parse_addr(const char *s, char *host, size_t hostlen,
@@ -94,6 +98,18 @@ static void scalar(FILE *f, const char *name, const char *type, const char *help
 {
 	header(f, name, type, help);
 	fprintf(f, "%s %llu\n", name, v);
+}
+
+/* A per-tenant counter's sum over every tenant, series or not:
+ * rlgate_host_X for rlgate_X. */
+static void host_total(FILE *f, const char *name, unsigned long long sum)
+{
+	const char *rest = name + strlen("rlgate_");
+
+	fprintf(f, "# HELP rlgate_host_%s Sum of %s over every tenant of this "
+		"host, whether it has its own series or not.\n"
+		"# TYPE rlgate_host_%s counter\nrlgate_host_%s %llu\n",
+		rest, name, rest, rest, sum);
 }
 
 /* Per tenant metrics: a uint64_t of the tenant's stats, at its offset in
@@ -210,7 +226,7 @@ static void broker_scalars(FILE *f, const struct broker_stats *bs)
 }
 
 /* Fleet mode: per tenant leasing, then the broker's own figures. */
-static void render_fleet(FILE *f, struct agent *a)
+static void render_fleet(FILE *f, struct agent *a, const bool *keep)
 {
 #define BT(f)	offsetof(struct broker_tenant_stats, f)
 	static const struct {
@@ -235,17 +251,25 @@ static void render_fleet(FILE *f, struct agent *a)
 	};
 #undef BT
 	struct broker_stats bs;
+	unsigned long long degraded = 0;
 
 	for (size_t m = 0; m < sizeof(per_tenant) / sizeof(per_tenant[0]); m++) {
+		unsigned long long sum = 0;
+
 		header(f, per_tenant[m].name, per_tenant[m].type, per_tenant[m].help);
 		for (size_t i = 0; i < a->n_tenants; i++) {
 			struct broker_tenant_stats bt;
 
 			broker_tenant_stats(a->broker, a->tenants[i].slot,
 					    &a->tenants[i].pol, &bt);
+			sum += field_at(&bt, per_tenant[m].from);
+			if (!keep[i])
+				continue;
 			tenant_row(f, per_tenant[m].name, a->tenants[i].pol.name);
 			fprintf(f, "%llu\n", field_at(&bt, per_tenant[m].from));
 		}
+		if (strcmp(per_tenant[m].type, "counter") == 0)
+			host_total(f, per_tenant[m].name, sum);
 	}
 	header(f, "rlgate_conn_overshoot_bound", "gauge",
 	       "Capped tenants: most connections the fleet can have in flight "
@@ -254,7 +278,7 @@ static void render_fleet(FILE *f, struct agent *a)
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		struct broker_tenant_stats bt;
 
-		if (!a->tenants[i].pol.max_conns)
+		if (!a->tenants[i].pol.max_conns || !keep[i])
 			continue;
 		broker_tenant_stats(a->broker, a->tenants[i].slot,
 				    &a->tenants[i].pol, &bt);
@@ -272,9 +296,13 @@ static void render_fleet(FILE *f, struct agent *a)
 		struct agent_tenant_stats ts;
 
 		agent_tenant_stats(a, &a->tenants[i], &ts);
+		degraded += ts.s.degraded;
+		if (!keep[i])
+			continue;
 		tenant_row(f, "rlgate_degraded_total", a->tenants[i].pol.name);
 		fprintf(f, "%llu\n", (unsigned long long)ts.s.degraded);
 	}
+	host_total(f, "rlgate_degraded_total", degraded);
 	header(f, "rlgate_lease_seconds", "histogram", "Round trip of lease calls.");
 	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++) {
 		if (i == BROKER_LEASE_BUCKETS - 1)
@@ -291,7 +319,7 @@ static void render_fleet(FILE *f, struct agent *a)
 /* With a preload pool: each tenant's verdicts by enforcement point, the
  * kernel (XDP or tc) or the preloaded processes (librlpreload.so). */
 static void render_points(FILE *f, struct agent *a,
-			  const struct agent_tenant_stats *st)
+			  const struct agent_tenant_stats *st, const bool *keep)
 {
 	static const char *const names[] = {
 		"rlgate_point_admitted_total", "rlgate_point_denied_total",
@@ -305,6 +333,8 @@ static void render_points(FILE *f, struct agent *a,
 		       "enforcement point: kernel (XDP or tc) or preload "
 		       "(librlpreload.so).");
 		for (size_t i = 0; i < a->n_tenants; i++) {
+			if (!keep[i])
+				continue;
 			for (int p = 0; p < 2; p++) {
 				const struct rl_stats *s = p ? &st[i].preload :
 							       &st[i].kernel;
@@ -340,32 +370,83 @@ static void render_instance(FILE *f, struct agent *a)
 		(unsigned long long)ki.denied_rate);
 }
 
-/* Renders the whole exposition into a malloc'ed buffer. */
-static int render(struct agent *a, char **buf, size_t *len)
+/* Which tenants get their own series: the --metrics-tenants busiest by
+ * admitted + denied since the previous scrape, in keep[].  Remembers this
+ * scrape's counts for the next one.  0 or -ENOMEM. */
+static int pick_tenants(struct metrics *m, const struct agent_tenant_stats *st,
+			bool *keep)
 {
+	struct agent *a = m->a;
+	uint64_t *score = calloc(a->n_tenants + 1, sizeof(*score));
+	const char **name = calloc(a->n_tenants + 1, sizeof(*name));
+	int err = -ENOMEM;
+
+	if (score && name) {
+		for (size_t i = 0; i < a->n_tenants; i++) {
+			uint64_t now = st[i].s.admitted + st[i].s.denied;
+			uint32_t slot = a->tenants[i].slot;
+			uint64_t before = slot < a->kern.max_tenants ?
+					  m->last[slot] : 0;
+
+			/* a slot given to another tenant starts again */
+			score[i] = now >= before ? now - before : now;
+			if (slot < a->kern.max_tenants)
+				m->last[slot] = now;
+			name[i] = a->tenants[i].pol.name;
+		}
+		err = topn_pick(score, name, a->n_tenants,
+				a->opts.metrics_tenants, keep);
+	}
+	free(score);
+	free(name);
+	return err;
+}
+
+/* Renders the whole exposition into a malloc'ed buffer. */
+static int render(struct metrics *mt, char **buf, size_t *len)
+{
+	struct agent *a = mt->a;
 	struct agent_tenant_stats *st;
+	bool *keep;
 	uint64_t cnt[RL_CNT_MAX];
 	char ifs[KERN_MAX_IFACES * (IF_NAMESIZE + 1) + 1] = "";
 	const char *mode = "none";
 	FILE *f;
 
 	st = calloc(a->n_tenants + 1, sizeof(*st));
-	if (!st)
-		return -ENOMEM;
-	f = open_memstream(buf, len);
-	if (!f) {
+	keep = calloc(a->n_tenants + 1, sizeof(*keep));
+	if (!st || !keep) {
 		free(st);
+		free(keep);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < a->n_tenants; i++)
 		agent_tenant_stats(a, &a->tenants[i], &st[i]);
+	if (pick_tenants(mt, st, keep)) {
+		free(st);
+		free(keep);
+		return -ENOMEM;
+	}
+	f = open_memstream(buf, len);
+	if (!f) {
+		free(st);
+		free(keep);
+		return -ENOMEM;
+	}
 
 	for (size_t m = 0; m < sizeof(tenant_metrics) / sizeof(tenant_metrics[0]); m++) {
+		unsigned long long sum = 0;
+		bool counter = strcmp(tenant_metrics[m].type, "counter") == 0;
+
 		header(f, tenant_metrics[m].name, tenant_metrics[m].type,
 		       tenant_metrics[m].help);
 		for (size_t i = 0; i < a->n_tenants; i++) {
 			const struct policy_tenant *p = &a->tenants[i].pol;
 
+			if (counter)
+				sum += field_at(&st[i], tenant_metrics[m].from);
+			if (!keep[i])
+				continue;
 			tenant_row(f, tenant_metrics[m].name, p->name);
 			if (tenant_metrics[m].from == FROM_RATE)
 				fprintf(f, "%.9g\n", (double)p->rate.count /
@@ -376,12 +457,14 @@ static int render(struct agent *a, char **buf, size_t *len)
 				fprintf(f, "%llu\n",
 					field_at(&st[i], tenant_metrics[m].from));
 		}
+		if (counter)
+			host_total(f, tenant_metrics[m].name, sum);
 	}
 
 	if (a->broker)
-		render_fleet(f, a);
+		render_fleet(f, a, keep);
 	if (a->kern.preload)
-		render_points(f, a, st);
+		render_points(f, a, st, keep);
 
 	kern_counters(&a->kern, cnt);
 	for (size_t g = 0; g < sizeof(global_metrics) / sizeof(global_metrics[0]); g++) {
@@ -401,6 +484,11 @@ static int render(struct agent *a, char **buf, size_t *len)
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");
 	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);
+	header(f, "rlgate_metrics_tenants", "gauge", "Tenants with their own "
+	       "series in this scrape (--metrics-tenants busiest).");
+	fprintf(f, "rlgate_metrics_tenants %zu\n",
+		a->n_tenants < a->opts.metrics_tenants ? a->n_tenants :
+		(size_t)a->opts.metrics_tenants);
 	header(f, "rlgate_rule_tables", "gauge",
 	       "Tables of 256 entries the compiled rules take.");
 	fprintf(f, "rlgate_rule_tables %u\n", a->kern.cls_used);
@@ -425,6 +513,7 @@ static int render(struct agent *a, char **buf, size_t *len)
 	       "Start time of rlagent since the Unix epoch, in seconds.");
 	fprintf(f, "rlgate_agent_start_time_seconds %lld\n",
 		(long long)a->start_wall);
+	free(keep);
 	if (fclose(f) != 0) {
 		free(st);
 		free(*buf);
@@ -474,7 +563,7 @@ static void handle_request(struct metrics_client *cl)
 		respond(cl, 404, "Not Found", "not found; try /metrics\n", 24);
 		return;
 	}
-	if (render(m->a, &body, &len)) {
+	if (render(m, &body, &len)) {
 		respond(cl, 500, "Internal Server Error", "out of memory\n", 14);
 		return;
 	}
@@ -585,11 +674,17 @@ int metrics_open(struct agent *a, const char *addr, struct metrics **out)
 	if (!m)
 		return -ENOMEM;
 	m->a = a;
+	m->last = calloc(a->kern.max_tenants + 1, sizeof(*m->last));
+	if (!m->last) {
+		free(m);
+		return -ENOMEM;
+	}
 	err = bind_addr(addr, &fd);
 	/* the server takes fd, even when it fails */
 	if (!err)
 		err = server_start(a->loop, fd, addr, &metrics_ops, m, &m->srv);
 	if (err) {
+		free(m->last);
 		free(m);
 		return err;
 	}
@@ -603,5 +698,6 @@ void metrics_close(struct metrics *m)
 	if (!m)
 		return;
 	server_stop(m->srv);
+	free(m->last);
 	free(m);
 }
