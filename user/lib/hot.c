@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* A hot tenant's sub-buckets: shares, keys, home and fallback order. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "hot.h"
+
+uint64_t hot_share(uint64_t total, unsigned int k, unsigned int i)
+{
+	if (k == 0 || i >= k)
+		return 0;
+	return total / k + (i < total % k ? 1 : 0);
+}
+
+int hot_check(const struct policy_tenant *t, unsigned int k, char *err)
+{
+	if (k < 1 || k > HOT_SHARDS_MAX) {
+		snprintf(err, 256, "Error: invalid shard count '%u': expected "
+			 "1 to %d", k, HOT_SHARDS_MAX);
+		return -EINVAL;
+	}
+	if (k > t->rate.count || k > t->burst) {
+		snprintf(err, 256, "Error: tenant '%s' cannot be split into %u "
+			 "shards: rate %llu and burst %llu must each be at "
+			 "least the shard count", t->name, k,
+			 (unsigned long long)t->rate.count,
+			 (unsigned long long)t->burst);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void hot_sub_tenant(const struct policy_tenant *t, unsigned int k,
+		    unsigned int i, struct policy_tenant *sub)
+{
+	*sub = *t;
+	sub->rate.count = hot_share(t->rate.count, k, i);
+	sub->burst = hot_share(t->burst, k, i);
+}
+
+int hot_key(char *buf, size_t len, const char *name, unsigned int k,
+	    unsigned int i, const char *what)
+{
+	if (k <= 1)
+		return snprintf(buf, len, "rl:{t:%s}:%s", name, what);
+	return snprintf(buf, len, "rl:{t:%s#%u}:%s", name, i, what);
+}
+
+unsigned int hot_home(const char *identity, unsigned int k)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	if (k <= 1)
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)identity; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ULL;
+	}
+	return (unsigned int)(h % k);
+}
+
+unsigned int hot_order(unsigned int home, unsigned int k, unsigned int n)
+{
+	if (k == 0)
+		return 0;
+	return (home + n) % k;
+}
