@@ -10,8 +10,10 @@
 #   ctl_tenant_set_ms      `rlctl tenant set --rate` of one of them (median)
 #   agent_restart_100k_ms  SIGKILL, then a new agent on the pins until its
 #                          control socket answers with every tenant
-#   bytes_per_tenant_kernel  bytes of every pinned map / tenants
-#   bytes_per_tenant_agent   the agent's resident memory / tenants
+#   bytes_per_tenant_kernel  the pinned maps' keys and values (per-CPU
+#                            ones per CPU) / tenants, as rlctl status says
+#   bytes_per_tenant_agent   the agent's resident memory / tenants (rlctl
+#                            status)
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SCALE_PREFIXES=M] tools/bench-scale.sh [BUILD_DIR]  (root)
@@ -63,12 +65,9 @@ for ((r = 0; r < runs; r++)); do
 		die "rlctl tenant set --rate failed"
 done
 
-kbytes=0
-for f in "$pin"/*; do
-	b=$(bpftool -j map show pinned "$f" 2>/dev/null | jq '.bytes_memlock // 0') || continue
-	kbytes=$((kbytes + ${b:-0}))
-done
-rss=$(awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$agent/status")
+mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
+kbytes=$(jq .kernel_map_bytes <<<"$mem")
+rss=$(jq .agent_rss_bytes <<<"$mem")
 
 # A crash, then a new agent that adopts the pins (enforcement never stops).
 kill -KILL "$agent"

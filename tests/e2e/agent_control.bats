@@ -319,3 +319,31 @@ metric_tenants() {
 	expect_eq "series with 0" "$(grep -c 'tenant="' <<<"$page")" 0
 	expect_eq "rlgate_host_denied_total with 0" "$(metric_value rlgate_host_denied_total "$page")" "$sum_d"
 }
+
+@test "rlctl status: kernel map bytes are the pinned maps' keys and values (per-CPU ones per CPU), agent RSS its resident set, in all and per tenant, in text and --json" {
+	local st want rss text
+
+	agent_start --max-tenants 1000
+	rl tenant set m1 --rate 10/s --match 198.51.100.1/32
+	rl tenant set m2 --rate 10/s --match 198.51.100.2/32
+	st=$(rl --json status)
+	echo "$st"
+	# the same sum from bpftool's view of every pinned map
+	want=$(for f in "$PIN_DIR"/*; do bpftool -j map show pinned "$f" 2>/dev/null || true; done |
+		jq -s --argjson cpus "$(($(cut -d- -f2 /sys/devices/system/cpu/possible) + 1))" 'map(select(.bytes_key != null) |
+			if .type == "ringbuf" then .max_entries
+			elif (.type | test("percpu")) then
+				(.bytes_key + ((.bytes_value + 7) / 8 | floor) * 8 * $cpus) * .max_entries
+			else (.bytes_key + .bytes_value) * .max_entries end) | add')
+	expect_eq "kernel_map_bytes" "$(jq .memory.kernel_map_bytes <<<"$st")" "$want"
+	expect_eq "kernel_bytes_per_tenant" "$(jq .memory.kernel_bytes_per_tenant <<<"$st")" $((want / 2))
+	# the tenants map alone: 1,000 slots of 128 bytes
+	expect_between "kernel_map_bytes" "$want" 128000 2000000000
+	rss=$(awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$AGENT_PID/status")
+	expect_near "agent_rss_bytes" "$(jq .memory.agent_rss_bytes <<<"$st")" "$rss" 20
+	expect_near "agent_bytes_per_tenant" "$(jq .memory.agent_bytes_per_tenant <<<"$st")" $((rss / 2)) 20
+	text=$(rl status)
+	echo "$text"
+	grep -Eq "^memory: +kernel maps [0-9.]+ MiB \\($((want / 2)) bytes per tenant\\), agent [0-9.]+ MiB resident \\([0-9]+ bytes per tenant\\)$" <<<"$text" ||
+		{ echo "no memory line in rlctl status" >&2; return 1; }
+}

@@ -4,15 +4,18 @@
  * operations, a reply object out.  ctl.c frames them on the socket.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "broker.h"
 #include "ctl_cmd.h"
 #include "log.h"
+#include "mem.h"
 #include "preload.h"
 
 json_t *ctl_error(enum agent_code code, const char *msg)
@@ -93,6 +96,39 @@ static json_t *cmd_version(struct ctl_call *call, const json_t *req)
 	return json_pack("{s:b,s:s}", "ok", 1, "version", RLGATE_VERSION);
 }
 
+/* The agent's resident set in bytes, 0 if /proc cannot say. */
+static uint64_t agent_rss(void)
+{
+	char buf[256];
+	uint64_t rss = 0;
+	ssize_t n;
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (mem_statm_rss(buf, sysconf(_SC_PAGESIZE), &rss))
+		return 0;
+	return rss;
+}
+
+/* Kernel map bytes and agent RSS, in all and per tenant in the policy. */
+static json_t *memory_json(struct agent *a)
+{
+	uint64_t kernel = kern_map_bytes(&a->kern), rss = agent_rss();
+	uint64_t n = a->n_tenants ? a->n_tenants : 1;
+
+	return json_pack("{s:I,s:I,s:I,s:I}",
+			 "kernel_map_bytes", (json_int_t)kernel,
+			 "agent_rss_bytes", (json_int_t)rss,
+			 "kernel_bytes_per_tenant", (json_int_t)(kernel / n),
+			 "agent_bytes_per_tenant", (json_int_t)(rss / n));
+}
+
 static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
@@ -141,6 +177,8 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 								      loop_now_ns()));
 	if (r)
 		json_object_set_new(r, "instance", instance_json(a));
+	if (r)
+		json_object_set_new(r, "memory", memory_json(a));
 	return r;
 }
 

@@ -19,6 +19,7 @@
 
 #include "kern_int.h"
 #include "log.h"
+#include "mem.h"
 #include "preload.h"
 #include "state.h"
 
@@ -438,6 +439,35 @@ static const char *const legacy_pins[] = {
 	"tc_rlgate",	/* a tc-mode program pin when this run is XDP, or... */
 	"xdp_rlgate",	/* ...the other way round */
 };
+
+uint64_t kern_map_bytes(const struct kern *k)
+{
+	struct bpf_map *map;
+	uint64_t sum = 0;
+
+	bpf_object__for_each_map(map, k->skel->obj) {
+		enum mem_map_kind kind = MEM_MAP_PLAIN;
+
+		if (bpf_map__is_internal(map) || !bpf_map__is_pinned(map))
+			continue;
+		switch (bpf_map__type(map)) {
+		case BPF_MAP_TYPE_PERCPU_ARRAY:
+		case BPF_MAP_TYPE_PERCPU_HASH:
+		case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+			kind = MEM_MAP_PERCPU;
+			break;
+		case BPF_MAP_TYPE_RINGBUF:
+			kind = MEM_MAP_RINGBUF;
+			break;
+		default:
+			break;
+		}
+		sum += mem_map_bytes(kind, bpf_map__key_size(map),
+				     bpf_map__value_size(map),
+				     bpf_map__max_entries(map), k->ncpus);
+	}
+	return sum;
+}
 
 int kern_unpin(struct kern *k)
 {

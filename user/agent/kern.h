@@ -108,6 +108,10 @@ int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode);
 /* Detaches from ifname (only our program).  -ENOENT if not attached. */
 int kern_detach(struct kern *k, const char *ifname);
 
+/* The keys and values of every pinned map, per-CPU ones once per possible
+ * CPU (mem_map_bytes): what the kernel holds for this pin dir. */
+uint64_t kern_map_bytes(const struct kern *k);
+
 /* Removes the pins and the pin dir.  For after the last detach.  0, or the
  * -errno of removing the pin dir (pins that would not go are logged). */
 int kern_unpin(struct kern *k);

@@ -205,6 +205,18 @@ int cmd_status(int argc, char **argv)
 	printf("tenants:     %" JSON_INTEGER_FORMAT "\n",
 	       json_integer_value(json_object_get(reply, "tenants")));
 	rlctl_print_instance(json_object_get(reply, "instance"));
+	if ((v = json_object_get(reply, "memory")) && json_is_object(v))
+		printf("memory:      kernel maps %.1f MiB (%" JSON_INTEGER_FORMAT
+		       " bytes per tenant), agent %.1f MiB resident (%"
+		       JSON_INTEGER_FORMAT " bytes per tenant)\n",
+		       (double)json_integer_value(json_object_get(v,
+				"kernel_map_bytes")) / 1048576.0,
+		       json_integer_value(json_object_get(v,
+				"kernel_bytes_per_tenant")),
+		       (double)json_integer_value(json_object_get(v,
+				"agent_rss_bytes")) / 1048576.0,
+		       json_integer_value(json_object_get(v,
+				"agent_bytes_per_tenant")));
 	if ((v = json_object_get(reply, "pin_dir")) && json_is_string(v))
 		printf("pin dir:     %s\n", json_string_value(v));
 	if ((v = json_object_get(reply, "state_dir")) && json_is_string(v))
