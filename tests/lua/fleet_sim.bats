@@ -10,11 +10,12 @@ BUILD=${RLGATE_BUILD:-$TOP/build}
 setup_file() { redis_start; }
 teardown_file() { redis_stop; }
 
-# Runs fleet-sim for N agents, 1 s at a limit of 1000/s offered twice over,
-# and sets fig[name] from its `name value unit` lines.
+# Runs fleet-sim for N agents, 1 s at a limit of 1000/s offered twice over
+# (on SHARDS sub-buckets, 1 by default), and sets fig[name] from its
+# `name value unit` lines.
 sim() {
 	[[ -x $BUILD/fleet-sim ]] || skip "$BUILD/fleet-sim not built"
-	out=$("$BUILD/fleet-sim" "$RSOCK" "$TOP/lua/lease.lua" "$1" 1 1000 2 "$2" s) || return 1
+	out=$("$BUILD/fleet-sim" "$RSOCK" "$TOP/lua/lease.lua" "$1" 1 1000 2 "$2" s "${3:-1}") || return 1
 	declare -gA fig=()
 	while read -r name value _; do fig[${name#s_}]=$value; done <<<"$out"
 	echo "$out"
@@ -40,4 +41,11 @@ check_within_limit() {
 	check_within_limit
 	awk -v c="${fig[calls_per_admitted]}" 'BEGIN { exit !(c < 0.5) }'
 	[ "${fig[overshoot_bound]}" = 990 ]	# 30 x (1000 / 30)
+}
+
+@test "30 agents, skewed load, the tenant split into 3 sub-buckets: within rate x T + burst" {
+	sim 30 skew 3
+	[ "${fig[shards]}" = 3 ]
+	check_within_limit
+	[ "${fig[overshoot_bound]}" = 990 ]	# the same hosts, the same caps
 }

@@ -3,8 +3,12 @@
  * through lua/lease.lua, each sizing its leases with user/lib/lease.c as the
  * agent does, under an offered load spread evenly or skewed.  Prints
  * `name value unit` lines: calls per second, tokens per call, accuracy and
- * the overshoot bound against what was observed.
+ * the overshoot bound against what was observed.  With SHARDS k > 1 the
+ * tenant is split into k sub-buckets (user/lib/hot.c): each agent leases
+ * from its own first and asks the others in turn for what is missing; the
+ * spread of the agents' admitted ratios shows what that costs in fairness.
  *   fleet-sim SOCKET SCRIPT AGENTS SECONDS RATE OFFERED_X even|skew PREFIX
+ *             [SHARDS]
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hot.h"
 #include "lease.h"
 #include "policy.h"
 
@@ -24,6 +29,7 @@ struct agent {
 	uint64_t held, admitted, refused, calls, granted;
 	uint64_t wait_until_ns;
 	uint64_t start_count;	/* admitted + refused */
+	unsigned int home;	/* its own sub-bucket */
 };
 
 static uint64_t now_ns(void)
@@ -88,22 +94,50 @@ static int lease(redisContext *c, const char *sha, const char *key,
 	return 0;
 }
 
+/* Tops agent a up by want tokens from the k sub-buckets: its own first,
+ * then the others in turn for what is still missing.  It waits before the
+ * next top-up only when all k together fell short, for the shortest of
+ * their waits: one sub-bucket running low says little of the others.
+ * Unsplit (k = 1), exactly as the broker does.  0 or -EIO. */
+static int lease_split(redisContext *c, const char *sha, char (*keys)[128],
+		       const struct policy_tenant *subs, unsigned int k,
+		       struct agent *a, const struct lease_plan *p, uint64_t want,
+		       uint64_t *rtt_ns)
+{
+	uint64_t start = a->granted, until = UINT64_MAX;
+
+	for (unsigned int n = 0; n < k && a->granted - start < want; n++) {
+		unsigned int i = hot_order(a->home, k, n);
+
+		if (lease(c, sha, keys[i], &subs[i], a, p,
+			  want - (a->granted - start), rtt_ns))
+			return -EIO;
+		if (a->wait_until_ns < until)
+			until = a->wait_until_ns;
+	}
+	a->wait_until_ns = k > 1 && a->granted - start == want ? 0 : until;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct policy_tenant t = { .rate = { 0, 1 }, .fail = POLICY_FAIL_DENY };
 	uint64_t n, secs, start, last, end, rtt_ns = 200000, admitted = 0;
 	uint64_t calls = 0, granted = 0, held = 0, bound, refused = 0;
 	double offered_x, elapsed, limit;
-	char key[128], *script, *pfx;
+	struct policy_tenant subs[HOT_SHARDS_MAX];
+	char keys[HOT_SHARDS_MAX][128], name[64], *script, *pfx;
+	double ratio_min = 1, ratio_max = 0;
+	unsigned int k = 1;
 	struct agent *ag;
 	redisContext *c;
 	redisReply *r;
 	char sha[64];
 	bool skew;
 
-	if (argc != 9) {
+	if (argc != 9 && argc != 10) {
 		fprintf(stderr, "usage: fleet-sim SOCKET SCRIPT AGENTS SECONDS RATE "
-				"OFFERED_X even|skew PREFIX\n");
+				"OFFERED_X even|skew PREFIX [SHARDS]\n");
 		return 2;
 	}
 	n = strtoull(argv[3], NULL, 10);
@@ -118,6 +152,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	t.burst = policy_default_burst(&t.rate);
+	snprintf(t.name, sizeof(t.name), "sim-%s", pfx);
+	if (argc == 10) {
+		char err[256];
+
+		k = (unsigned int)strtoul(argv[9], NULL, 10);
+		if (hot_check(&t, k, err)) {
+			fprintf(stderr, "%s\n", err);
+			return 2;
+		}
+	}
 	script = slurp(argv[2]);
 	if (!script) {
 		fprintf(stderr, "Error: couldn't read '%s'\n", argv[2]);
@@ -136,13 +180,19 @@ int main(int argc, char **argv)
 	}
 	snprintf(sha, sizeof(sha), "%s", r->str);
 	freeReplyObject(r);
-	snprintf(key, sizeof(key), "rl:{t:sim-%s}:bucket", pfx);
-	freeReplyObject(redisCommand(c, "DEL %s", key));
+	for (unsigned int i = 0; i < k; i++) {
+		hot_sub_tenant(&t, k, i, &subs[i]);
+		hot_key(keys[i], sizeof(keys[i]), t.name, k, i, "bucket");
+		freeReplyObject(redisCommand(c, "DEL %s", keys[i]));
+	}
 
 	ag = calloc(n, sizeof(*ag));
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < n; i++) {
 		ag[i].share = !skew || n == 1 ? 1.0 / (double)n :
 			      i == 0 ? 0.9 : 0.1 / (double)(n - 1);
+		snprintf(name, sizeof(name), "agent-%llu", (unsigned long long)i);
+		ag[i].home = hot_home(name, k);
+	}
 
 	start = last = now_ns();
 	end = start + secs * 1000000000u;
@@ -178,7 +228,8 @@ int main(int argc, char **argv)
 			if (a->held > p.lowwater || (a->wait_until_ns && now < a->wait_until_ns))
 				continue;
 			want = lease_topup(cap, a->held, p.size);
-			if (want && lease(c, sha, key, &t, a, &p, want, &rtt_ns))
+			if (want && lease_split(c, sha, keys, subs, k, a, &p, want,
+						&rtt_ns))
 				return 1;
 		}
 		struct timespec ts = { 0, 200000 };
@@ -191,6 +242,13 @@ int main(int argc, char **argv)
 		calls += ag[i].calls;
 		granted += ag[i].granted;
 		held += ag[i].held;
+		if (ag[i].admitted + ag[i].refused) {
+			double ratio = (double)ag[i].admitted /
+				       (double)(ag[i].admitted + ag[i].refused);
+
+			ratio_min = ratio < ratio_min ? ratio : ratio_min;
+			ratio_max = ratio > ratio_max ? ratio : ratio_max;
+		}
 	}
 	limit = (double)t.rate.count * elapsed + (double)t.burst;
 	bound = lease_bound(&t, n, TTL_MS);
@@ -208,6 +266,9 @@ int main(int argc, char **argv)
 	       (double)admitted > limit ? (double)admitted - limit : 0);
 	printf("%s_overshoot_bound %llu conns\n", pfx, (unsigned long long)bound);
 	printf("%s_held_at_end %llu tokens\n", pfx, (unsigned long long)held);
+	printf("%s_shards %u sub-buckets\n", pfx, k);
+	printf("%s_admit_ratio_min %.3f ratio\n", pfx, ratio_min);
+	printf("%s_admit_ratio_max %.3f ratio\n", pfx, ratio_max);
 	redisFree(c);
 	free(ag);
 	free(script);
