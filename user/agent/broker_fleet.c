@@ -2,12 +2,14 @@
 /* The fleet's shared state in Redis: the registry of live agents (the
  * heartbeat, its fleet size, agent-id clashes) and the policy store (changes
  * published, read back in batches, applied through the agent). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker_int.h"
 #include "log.h"
+#include "namediff.h"
 
 /* --- registry ------------------------------------------------------------------ */
 
@@ -221,33 +223,52 @@ static void policy_publish(struct broker *b, const char *name, uint64_t version,
 	free(json);
 }
 
+/* Names are matched through namediff (sorted once), not old against new
+ * one by one: at 100,000 tenants that would be 10^10 compares. */
 void broker_policy_changed(struct broker *b, const struct broker_tenant *old,
 			   size_t n_old, const struct broker_tenant *now,
 			   size_t n_now)
 {
+	struct namediff_item *io, *in;
+	bool *changed, *gone;
+	int err = -ENOMEM;
+
 	if (!b)
 		return;
-	for (size_t i = 0; i < n_now; i++) {
-		const struct broker_tenant *o = NULL;
-
+	io = calloc(n_old + 1, sizeof(*io));
+	in = calloc(n_now + 1, sizeof(*in));
+	changed = calloc(n_now + 1, sizeof(*changed));
+	gone = calloc(n_old + 1, sizeof(*gone));
+	if (io && in && changed && gone) {
 		for (size_t j = 0; j < n_old; j++)
-			if (strcmp(old[j].pol->name, now[i].pol->name) == 0)
-				o = &old[j];
-		if (!o || o->version != now[i].version)
-			policy_publish(b, now[i].pol->name, now[i].version, now[i].pol);
+			io[j] = (struct namediff_item){ old[j].pol->name,
+							old[j].version };
+		for (size_t i = 0; i < n_now; i++)
+			in[i] = (struct namediff_item){ now[i].pol->name,
+							now[i].version };
+		err = namediff(io, n_old, in, n_now, changed, gone);
 	}
+	if (err) {
+		log_warn("couldn't publish a policy change to the fleet's "
+			 "store: out of memory");
+		n_now = n_old = 0;
+	}
+	for (size_t i = 0; i < n_now; i++)
+		if (changed[i])
+			policy_publish(b, now[i].pol->name, now[i].version, now[i].pol);
 	for (size_t j = 0; j < n_old; j++) {
-		bool kept = false;
 		uint64_t version;
 
-		for (size_t i = 0; i < n_now && !kept; i++)
-			kept = strcmp(old[j].pol->name, now[i].pol->name) == 0;
-		if (kept)
+		if (!gone[j])
 			continue;
 		if (!b->h.tomb_find(b->h.ctx, old[j].pol->name, &version))
 			version = b->h.next_version(b->h.ctx, old[j].version);
 		policy_publish(b, old[j].pol->name, version, NULL);
 	}
+	free(io);
+	free(in);
+	free(changed);
+	free(gone);
 }
 
 /*
