@@ -1,4 +1,4 @@
-/* Unit test of user/lib/hot.c: a hot tenant's split of rate and burst into k sub-buckets (exact sums, shares within one), the checks on k, sub-bucket keys and their slots, an agent's own sub-bucket and its fallback order, as tables. */
+/* Unit test of user/lib/hot.c: a hot tenant's split of rate and burst into k sub-buckets (exact sums, shares within one), the checks on k, sub-bucket keys and their slots, an agent's own sub-bucket and its fallback order and its wait after a top-up, as tables. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -275,6 +275,30 @@ static void test_fallback(void)
 	}
 }
 
+static void test_wait(void)
+{
+	static const struct {
+		const char *what;
+		unsigned int k;
+		uint64_t got, want, min_wait, wait;
+	} rows[] = {
+		{ "whole, short: the bucket's advice", 1, 3, 5, 40, 40 },
+		{ "whole, in full but low: the bucket's advice", 1, 5, 5, 25, 25 },
+		{ "whole, in full: none", 1, 5, 5, 0, 0 },
+		{ "split, in full though one was low: none", 3, 5, 5, 25, 0 },
+		{ "split, all short: the shortest advice", 3, 2, 5, 12, 12 },
+		{ "split, nothing anywhere", 3, 0, 5, 30, 30 },
+	};
+
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		uint64_t w = hot_wait_ms(rows[r].k, rows[r].got, rows[r].want,
+					 rows[r].min_wait);
+
+		CHECK(w == rows[r].wait, "%s: %llu ms, expected %llu", rows[r].what,
+		      (unsigned long long)w, (unsigned long long)rows[r].wait);
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_share);
@@ -284,5 +308,6 @@ int main(void)
 	CHECK_RUN(test_home);
 	CHECK_RUN(test_order);
 	CHECK_RUN(test_fallback);
+	CHECK_RUN(test_wait);
 	return check_exit();
 }

@@ -64,9 +64,10 @@ static char *slurp(const char *path)
  * lease_wait_ms() when short.  0 or -EIO. */
 static int lease(redisContext *c, const char *sha, const char *key,
 		 const struct policy_tenant *t, struct agent *a,
-		 const struct lease_plan *p, uint64_t want, uint64_t *rtt_ns)
+		 const struct lease_plan *p, uint64_t want, uint64_t *rtt_ns,
+		 uint64_t *wait_ms)
 {
-	uint64_t t0 = now_ns(), granted, remaining, advised, wait;
+	uint64_t t0 = now_ns(), granted, remaining, advised;
 	redisReply *r;
 
 	r = redisCommand(c, "EVALSHA %s 1 %s %llu %llu %llu %llu %llu", sha, key,
@@ -89,33 +90,30 @@ static int lease(redisContext *c, const char *sha, const char *key,
 	a->calls++;
 	a->granted += granted;
 	a->held += granted;
-	wait = lease_wait_ms(t, want, granted, remaining, p->chunk, advised);
-	a->wait_until_ns = wait ? now_ns() + wait * 1000000u : 0;
+	*wait_ms = lease_wait_ms(t, want, granted, remaining, p->chunk, advised);
 	return 0;
 }
 
 /* Tops agent a up by want tokens from the k sub-buckets: its own first,
- * then the others in turn for what is still missing.  It waits before the
- * next top-up only when all k together fell short, for the shortest of
- * their waits: one sub-bucket running low says little of the others.
- * Unsplit (k = 1), exactly as the broker does.  0 or -EIO. */
+ * then the others in turn for what is still missing, and waits before the
+ * next one as hot_wait_ms() says.  0 or -EIO. */
 static int lease_split(redisContext *c, const char *sha, char (*keys)[128],
 		       const struct policy_tenant *subs, unsigned int k,
 		       struct agent *a, const struct lease_plan *p, uint64_t want,
 		       uint64_t *rtt_ns)
 {
-	uint64_t start = a->granted, until = UINT64_MAX;
+	uint64_t start = a->granted, wait = UINT64_MAX, w;
 
 	for (unsigned int n = 0; n < k && a->granted - start < want; n++) {
 		unsigned int i = hot_order(a->home, k, n);
 
 		if (lease(c, sha, keys[i], &subs[i], a, p,
-			  want - (a->granted - start), rtt_ns))
+			  want - (a->granted - start), rtt_ns, &w))
 			return -EIO;
-		if (a->wait_until_ns < until)
-			until = a->wait_until_ns;
+		wait = w < wait ? w : wait;
 	}
-	a->wait_until_ns = k > 1 && a->granted - start == want ? 0 : until;
+	wait = hot_wait_ms(k, a->granted - start, want, wait);
+	a->wait_until_ns = wait ? now_ns() + wait * 1000000u : 0;
 	return 0;
 }
 

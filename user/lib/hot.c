@@ -65,3 +65,11 @@ unsigned int hot_order(unsigned int home, unsigned int k, unsigned int n)
 		return 0;
 	return (home + n) % k;
 }
+
+uint64_t hot_wait_ms(unsigned int k, uint64_t got, uint64_t want,
+		     uint64_t min_wait_ms)
+{
+	if (k > 1 && got >= want)
+		return 0;
+	return min_wait_ms;
+}

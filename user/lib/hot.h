@@ -53,4 +53,13 @@ unsigned int hot_home(const char *identity, unsigned int k);
  * different homes start their fallbacks at different sub-buckets. */
 unsigned int hot_order(unsigned int home, unsigned int k, unsigned int n);
 
+/* How long an agent waits before its next top-up of a tenant split k ways,
+ * after asking its sub-buckets in turn (hot_order()) and getting got of the
+ * want tokens; min_wait_ms is the shortest wait any of them advised
+ * (lease_wait_ms()).  Unsplit (k <= 1): that wait, as for one bucket.
+ * Split: none when the top-up came in full, since one sub-bucket running
+ * low says little of the others; min_wait_ms when all k fell short. */
+uint64_t hot_wait_ms(unsigned int k, uint64_t got, uint64_t want,
+		     uint64_t min_wait_ms);
+
 #endif /* RL_HOT_H */
