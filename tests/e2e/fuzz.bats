@@ -132,7 +132,7 @@ setup_file() {
 	cc -O1 -g -Wall -Wextra -Werror -o "$BATS_FILE_TMPDIR/fake_redis" \
 		"$RLGATE_ROOT/tests/fuzz/fake_redis.c" || return 1
 	cc -O1 -g -Wall -Wextra -Werror -o "$BATS_FILE_TMPDIR/ctl_fuzz" \
-		"$RLGATE_ROOT/tests/fuzz/ctl_fuzz.c" -ljansson || return 1
+		-I"$RLGATE_ROOT/user/lib" "$RLGATE_ROOT/tests/fuzz/ctl_fuzz.c" -ljansson || return 1
 	export FZ_NS=rlfz$$
 	ip netns add "$FZ_NS" || return 1
 	ip -n "$FZ_NS" link set lo up

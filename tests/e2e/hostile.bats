@@ -166,7 +166,9 @@ expect_unparsed_drops() {
 	rl tenant set real --rate 1/h --burst 5 --match "$(prefixes c1)" --action drop
 	# After XDP, before the server's stack: every second SYN is dropped
 	# (the first passes), so the client's kernel retransmits it 1 s later.
-	in_ns s1 tc qdisc add dev eth0 clsact
+	# (the agent has made the clsact qdisc already, for its tc egress)
+	in_ns s1 tc qdisc show dev eth0 | grep -q clsact ||
+		in_ns s1 tc qdisc add dev eth0 clsact
 	in_ns s1 tc filter add dev eth0 ingress bpf direct-action \
 		obj "$RLGATE_BUILD/drop_alternate_syn.bpf.o" sec tc
 	# One connection a second, one at a time (each takes 1 s at most).
