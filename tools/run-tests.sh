@@ -95,8 +95,14 @@ run_bats() {
 		echo "0 0 0" >"$tmp/$suite.count"
 		return
 	fi
-	# shellcheck disable=SC2086
-	bats --tap $files 2>&1 | tally_tap "$suite"
+	# One bats run per file, timed: the slowest files are listed at the end,
+	# where the suite's time goes.
+	local f t0
+	for f in $files; do
+		t0=$SECONDS
+		bats --tap "$f" 2>&1
+		echo "$((SECONDS - t0)) $suite/$(basename "$f")" >>"$tmp/times"
+	done | tally_tap "$suite"
 }
 
 for s in "${suites[@]}"; do
@@ -114,6 +120,11 @@ if ((fail)); then
 	echo
 	echo "Failed:"
 	sed 's/^/  /' "$tmp/failed"
+fi
+if [[ -s $tmp/times ]]; then
+	echo
+	echo "Slowest files (seconds):"
+	sort -rn "$tmp/times" | head -n 8 | sed 's/^/  /'
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 ((fail == 0))
