@@ -927,6 +927,78 @@ static void test_json(void)
 	}
 }
 
+/* --per-source RATE[,BURST] and --source-mask, their checks and JSON. */
+static void test_per_source(void)
+{
+	struct policy_tenant t, u;
+	char err[POLICY_ERR_MAX];
+	json_t *j;
+
+	make(&t, "a", "100/s", "192.0.2.0/24,2001:db8::/32", NULL);
+	CHECK(policy_parse_rate_burst("5/s", &t.src_rate, &t.src_burst, err) == 0 &&
+	      t.src_rate.count == 5 && t.src_burst == 5, "5/s: burst %llu: %s",
+	      (unsigned long long)t.src_burst, err);
+	CHECK(policy_parse_rate_burst("5/s,12", &t.src_rate, &t.src_burst, err) == 0 &&
+	      t.src_burst == 12, "5/s,12: burst %llu",
+	      (unsigned long long)t.src_burst);
+	CHECK(policy_parse_rate_burst("5/s,0", &t.src_rate, &t.src_burst, err) ==
+	      -EINVAL && strstr(err, "'0'"), "burst 0 accepted: %s", err);
+	CHECK(policy_parse_rate_burst("5/x", &t.src_rate, &t.src_burst, err) ==
+	      -EINVAL && strstr(err, "'5/x'"), "5/x accepted: %s", err);
+
+	CHECK(policy_parse_source_mask("/24,/56", &t.src_len4, &t.src_len6, err)
+	      == 0 && t.src_len4 == 24 && t.src_len6 == 56, "/24,/56: %s", err);
+	CHECK(policy_parse_source_mask("32,128", &t.src_len4, &t.src_len6, err)
+	      == 0 && t.src_len4 == 32 && t.src_len6 == 128, "32,128: %s", err);
+	static const char *const bad[] = { "/24", "/33,/64", "/24,/129", "/0,/64",
+					   "/24,", ",/64", "a,b", "" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(policy_parse_source_mask(bad[i], &u.src_len4, &u.src_len6,
+					       err) == -EINVAL &&
+		      strstr(err, "/N4,/N6"), "mask '%s' accepted: %s", bad[i], err);
+
+	t.src_len4 = POLICY_SRC_LEN4;
+	t.src_len6 = POLICY_SRC_LEN6;
+	CHECK(policy_validate(&t, err) == 0, "valid per-source refused: %s", err);
+	j = policy_tenant_to_json(&t);
+	CHECK(policy_tenant_from_json(j, &u, err) == 0 && u.src_rate.count == 5 &&
+	      u.src_rate.period_s == 1 && u.src_burst == 12 && u.src_len4 == 32 &&
+	      u.src_len6 == 64, "per-source lost in a JSON round trip: %s", err);
+	json_object_del(j, "per_source_burst");
+	json_object_del(j, "source_mask");
+	CHECK(policy_tenant_from_json(j, &u, err) == 0 && u.src_burst == 5 &&
+	      u.src_len4 == 32 && u.src_len6 == 64,
+	      "per-source defaults from JSON: burst %llu /%u,/%u",
+	      (unsigned long long)u.src_burst, u.src_len4, u.src_len6);
+	json_object_set_new(j, "source_mask", json_string("/33,/64"));
+	CHECK(policy_tenant_from_json(j, &u, err) == -EINVAL &&
+	      strstr(err, "/33,/64"), "bad mask from JSON accepted: %s", err);
+	json_decref(j);
+
+	u = t;
+	u.direction = POLICY_DIR_OUT;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "outbound"),
+	      "per-source on an outbound tenant accepted: %s", err);
+	u = t;
+	u.src_rate.count = 0;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "without"),
+	      "a mask without a rate accepted: %s", err);
+	u = t;
+	u.src_len6 = 0;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "mask"),
+	      "a zero IPv6 mask accepted: %s", err);
+	u = t;
+	u.src_burst = POLICY_BURST_MAX + 1;
+	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "per-source burst"),
+	      "an oversized per-source burst accepted: %s", err);
+
+	make(&u, "b", "100/s", "192.0.2.0/24", NULL);
+	j = policy_tenant_to_json(&u);
+	CHECK(!json_object_get(j, "per_source") && !json_object_get(j, "source_mask"),
+	      "a tenant without per-source writes it");
+	json_decref(j);
+}
+
 int main(void)
 {
 	CHECK_RUN(test_name);
@@ -945,6 +1017,7 @@ int main(void)
 	CHECK_RUN(test_direction);
 	CHECK_RUN(test_overshoot);
 	CHECK_RUN(test_max_conns);
+	CHECK_RUN(test_per_source);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);
 	CHECK_RUN(test_clean_utf8);

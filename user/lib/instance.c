@@ -9,24 +9,7 @@
 
 int instance_parse_rate(const char *s, struct rl_instance_limit *il, char *err)
 {
-	char rate[64];
-	const char *comma = strchr(s, ',');
-	size_t n = comma ? (size_t)(comma - s) : strlen(s);
-
-	if (n >= sizeof(rate)) {
-		snprintf(err, POLICY_ERR_MAX, "bad rate '%.64s': expected "
-			 "N/s, N/m or N/h, optionally ,BURST", s);
-		return -EINVAL;
-	}
-	memcpy(rate, s, n);
-	rate[n] = '\0';
-	if (policy_parse_rate(rate, &il->rate, err))
-		return -EINVAL;
-	if (!comma) {
-		il->burst = policy_default_burst(&il->rate);
-		return 0;
-	}
-	return policy_parse_burst(comma + 1, &il->burst, err) ? -EINVAL : 0;
+	return policy_parse_rate_burst(s, &il->rate, &il->burst, err);
 }
 
 int instance_validate(const struct rl_instance_limit *il, char *err)

@@ -75,7 +75,18 @@ struct policy_tenant {
 	enum policy_direction direction;
 	/* Connections of this tenant in flight at once, at most (0: no cap). */
 	uint64_t max_conns;
+	/* Per source within the tenant: every source address, or its prefix
+	 * of src_len4 (IPv4) or src_len6 (IPv6) bits, has a bucket of its
+	 * own that a SYN must pass besides the tenant's.  src_rate.count 0:
+	 * none (and src_burst, src_len4, src_len6 are 0). */
+	struct policy_rate src_rate;
+	uint64_t src_burst;
+	uint8_t src_len4, src_len6;
 };
+
+/* The source prefix lengths --per-source takes unless --source-mask says. */
+#define POLICY_SRC_LEN4		32
+#define POLICY_SRC_LEN6		64
 
 /* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
  * in err (naming the value and what would be accepted) otherwise. */
@@ -87,6 +98,12 @@ int policy_parse_prefixes(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_ports(const char *list, struct policy_tenant *t, char *err);
 int policy_parse_action(const char *s, enum policy_action *out, char *err);
 int policy_parse_fail(const char *s, enum policy_fail *out, char *err);
+/* RATE[,BURST]: the burst defaults to policy_default_burst(). */
+int policy_parse_rate_burst(const char *s, struct policy_rate *rate,
+			    uint64_t *burst, char *err);
+/* --source-mask /N4,/N6 (the slashes optional): IPv4 1-32, IPv6 1-128. */
+int policy_parse_source_mask(const char *s, uint8_t *len4, uint8_t *len6,
+			     char *err);
 /* --max-conns: 0 (no cap) to POLICY_CONNS_MAX. */
 int policy_parse_max_conns(const char *s, uint64_t *out, char *err);
 const char *policy_fail_name(enum policy_fail f);

@@ -33,6 +33,40 @@ static bool prefix_valid(const struct policy_prefix *p)
 	return !clear_host_bits(q.addr, maxlen / 8, p->len);
 }
 
+/* The per-source limit: a rate the kernel can hold, a burst it can refill,
+ * lengths within the families; nothing of it without a rate. */
+static int source_check(const struct policy_tenant *t, char *err)
+{
+	const struct policy_rate *r = &t->src_rate;
+
+	if (!r->count) {
+		if (t->src_burst || t->src_len4 || t->src_len6)
+			return fail(err, "tenant '%s': a per-source burst or mask "
+				    "without a per-source rate", t->name);
+		return 0;
+	}
+	if ((r->period_s != 1 && r->period_s != 60 && r->period_s != 3600) ||
+	    r->count > POLICY_RATE_MAX * r->period_s)
+		return fail(err, "tenant '%s': invalid per-source rate %" PRIu64
+			    "/%" PRIu64 "s: expected 1 to %llu per second, "
+			    "minute or hour", t->name, r->count, r->period_s,
+			    POLICY_RATE_MAX);
+	if (t->src_burst == 0 || t->src_burst > policy_burst_max(r))
+		return fail(err, "tenant '%s': invalid per-source burst %" PRIu64
+			    ": expected 1 to %" PRIu64 " for its rate", t->name,
+			    t->src_burst, policy_burst_max(r));
+	if (t->src_len4 < 1 || t->src_len4 > 32 || t->src_len6 < 1 ||
+	    t->src_len6 > 128)
+		return fail(err, "tenant '%s': invalid source mask /%u,/%u: "
+			    "expected 1-32 for IPv4 and 1-128 for IPv6", t->name,
+			    t->src_len4, t->src_len6);
+	if (t->direction == POLICY_DIR_OUT)
+		return fail(err, "tenant '%s': a per-source limit on an outbound "
+			    "tenant: sources are the clients that reach this "
+			    "host (--direction in)", t->name);
+	return 0;
+}
+
 int policy_validate(const struct policy_tenant *t, char *err)
 {
 	char buf[POLICY_NAME_MAX + 1];
@@ -76,6 +110,8 @@ int policy_validate(const struct policy_tenant *t, char *err)
 			    "outbound tenant: caps count the connections that "
 			    "reach this host (--direction in)", t->name,
 			    t->max_conns);
+	if (source_check(t, err))
+		return -EINVAL;
 	if (t->n_match == 0)
 		return fail(err, "tenant '%s': no match prefix; at least one "
 			    "is required", t->name);

@@ -32,6 +32,14 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 				    json_string(policy_direction_name(t->direction)));
 	if (j && t->max_conns)
 		json_object_set_new(j, "max_conns", json_integer((json_int_t)t->max_conns));
+	if (j && t->src_rate.count) {
+		policy_format_rate(&t->src_rate, buf, sizeof(buf));
+		json_object_set_new(j, "per_source", json_string(buf));
+		json_object_set_new(j, "per_source_burst",
+				    json_integer((json_int_t)t->src_burst));
+		snprintf(buf, sizeof(buf), "/%u,/%u", t->src_len4, t->src_len6);
+		json_object_set_new(j, "source_mask", json_string(buf));
+	}
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -56,7 +64,8 @@ static bool known_key(const char *k)
 {
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
-		"overshoot", "fail", "direction", "max_conns",
+		"overshoot", "fail", "direction", "max_conns", "per_source",
+		"per_source_burst", "source_mask",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -88,6 +97,44 @@ static const struct {
 	{ "direction", "\"in\" or \"out\"", parse_direction },
 };
 
+/* "per_source": "RATE", "per_source_burst": N (default: one second of
+ * the rate), "source_mask": "/N4,/N6" (default /32,/64). */
+static int source_from_json(const json_t *j, struct policy_tenant *t,
+			    char *err)
+{
+	const json_t *v = json_object_get(j, "per_source");
+	json_int_t b;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return fail(err, "field 'per_source' must be a rate (e.g. "
+			    "\"10/s\")");
+	if (policy_parse_rate(json_string_value(v), &t->src_rate, err))
+		return -EINVAL;
+	t->src_burst = policy_default_burst(&t->src_rate);
+	v = json_object_get(j, "per_source_burst");
+	if (v && !json_is_null(v)) {
+		b = json_integer_value(v);
+		if (!json_is_integer(v) || b < 1 || b > (json_int_t)POLICY_BURST_MAX)
+			return fail(err, "field 'per_source_burst' must be a whole "
+				    "number from 1 to %llu", POLICY_BURST_MAX);
+		t->src_burst = (uint64_t)b;
+	}
+	t->src_len4 = POLICY_SRC_LEN4;
+	t->src_len6 = POLICY_SRC_LEN6;
+	v = json_object_get(j, "source_mask");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return fail(err, "field 'source_mask' must be a string "
+				    "(e.g. \"/32,/64\")");
+		if (policy_parse_source_mask(json_string_value(v), &t->src_len4,
+					     &t->src_len6, err))
+			return -EINVAL;
+	}
+	return 0;
+}
+
 int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 {
 	const json_t *v, *item;
@@ -101,7 +148,8 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 		if (!known_key(key))
 			return fail(err, "unknown field '" ECHO "': expected name, "
 				    "rate, burst, match, ports, action, shadow, "
-				    "overshoot, fail, direction, max_conns", key);
+				    "overshoot, fail, direction, max_conns, per_source, "
+				    "per_source_burst, source_mask", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -193,6 +241,9 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 				    "from 0 (no cap) to %d", POLICY_CONNS_MAX);
 		t->max_conns = (uint64_t)m;
 	}
+
+	if (source_from_json(j, t, err))
+		return -EINVAL;
 
 	for (size_t k = 0; k < sizeof(word_fields) / sizeof(word_fields[0]); k++) {
 		v = json_object_get(j, word_fields[k].key);

@@ -85,6 +85,55 @@ int policy_parse_burst(const char *s, uint64_t *out, char *err)
 	return 0;
 }
 
+int policy_parse_rate_burst(const char *s, struct policy_rate *rate,
+			    uint64_t *burst, char *err)
+{
+	char word[64];
+	const char *comma = strchr(s, ',');
+	size_t n = comma ? (size_t)(comma - s) : strlen(s);
+
+	if (n >= sizeof(word))
+		return fail(err, "invalid rate '" ECHO "': expected N/s, N/m or "
+			    "N/h, optionally ,BURST", s);
+	memcpy(word, s, n);
+	word[n] = '\0';
+	if (policy_parse_rate(word, rate, err))
+		return -EINVAL;
+	if (!comma) {
+		*burst = policy_default_burst(rate);
+		return 0;
+	}
+	return policy_parse_burst(comma + 1, burst, err) ? -EINVAL : 0;
+}
+
+/* One length of --source-mask: "/N" or "N", 1 to max. */
+static int mask_len(const char *s, size_t n, uint64_t max, uint8_t *out)
+{
+	uint64_t v;
+
+	if (n && s[0] == '/') {
+		s++;
+		n--;
+	}
+	if (parse_u64n(s, n, max, &v) < 0 || v == 0)
+		return -EINVAL;
+	*out = (uint8_t)v;
+	return 0;
+}
+
+int policy_parse_source_mask(const char *s, uint8_t *len4, uint8_t *len6,
+			     char *err)
+{
+	const char *comma = strchr(s, ',');
+
+	if (!comma || mask_len(s, (size_t)(comma - s), 32, len4) ||
+	    mask_len(comma + 1, strlen(comma + 1), 128, len6))
+		return fail(err, "invalid source mask '" ECHO "': expected "
+			    "/N4,/N6, the IPv4 prefix length 1-32 and the IPv6 "
+			    "one 1-128 (e.g. /32,/64)", s);
+	return 0;
+}
+
 int policy_parse_max_conns(const char *s, uint64_t *out, char *err)
 {
 	uint64_t v;
