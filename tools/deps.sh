@@ -19,6 +19,11 @@ packages=(
 	debhelper lintian	# make deb, and its check
 	prometheus		# promtool for the rules' tests; a server for the e2e test
 	python3-yaml		# reading the rules in their tests
+	# the peer benchmark (make bench-peers): what operators run today
+	nftables		# nft: limit rate per host, limit over ... drop
+	iptables		# iptables -m hashlimit
+	haproxy			# 2.6: a stick table shared by peers
+	gnuplot-nox		# the benchmark's plots (SVG)
 )
 
 missing=()
@@ -34,13 +39,15 @@ if ((${#missing[@]})); then
 	fi
 	echo "installing: ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	# Debian starts (and enables) a prometheus server listening on every
-	# address when the package is installed; the tests only need the binaries
-	# and run their own server on loopback.  Keep the service from starting
-	# while installing, and leave it disabled.
-	prom=0 policy=
-	[[ " ${missing[*]} " == *" prometheus "* ]] && prom=1
-	if ((prom)) && [[ ! -e /usr/sbin/policy-rc.d ]]; then
+	# Debian starts (and enables) a prometheus or haproxy server listening
+	# on the host when the package is installed; the tests and benchmarks
+	# only need the binaries and run their own servers in their labs.  Keep
+	# the services from starting while installing, and leave them disabled.
+	services=() policy=
+	for s in prometheus haproxy; do
+		[[ " ${missing[*]} " == *" $s "* ]] && services+=("$s")
+	done
+	if ((${#services[@]})) && [[ ! -e /usr/sbin/policy-rc.d ]]; then
 		policy=/usr/sbin/policy-rc.d
 		printf '#!/bin/sh\nexit 101\n' >"$policy"
 		chmod 755 "$policy"
@@ -55,10 +62,10 @@ if ((${#missing[@]})); then
 		rm -f "$policy"
 		trap - EXIT
 	fi
-	if ((prom)); then
-		systemctl stop prometheus.service >/dev/null 2>&1 || true
-		systemctl disable prometheus.service >/dev/null 2>&1 || true
-	fi
+	for s in "${services[@]}"; do
+		systemctl stop "$s.service" >/dev/null 2>&1 || true
+		systemctl disable "$s.service" >/dev/null 2>&1 || true
+	done
 fi
 
 # XDP pins live on bpffs; a fresh machine may not have it mounted.
