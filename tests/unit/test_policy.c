@@ -491,6 +491,44 @@ static void test_max_conns(void)
 	      "a cap past the table accepted alone");
 }
 
+/* verify: parsed as none or syncookie, carried by JSON only when set,
+ * refused for outbound tenants. */
+static void test_verify(void)
+{
+	struct policy_tenant t, back;
+	enum policy_verify v = POLICY_VERIFY_NONE;
+	char err[POLICY_ERR_MAX];
+	json_t *j;
+
+	CHECK(policy_parse_verify("syncookie", &v, err) == 0 &&
+	      v == POLICY_VERIFY_SYNCOOKIE, "syncookie refused: %s", err);
+	CHECK(policy_parse_verify("none", &v, err) == 0 &&
+	      v == POLICY_VERIFY_NONE, "none refused: %s", err);
+	CHECK(policy_parse_verify("cookie", &v, err) == -EINVAL &&
+	      strstr(err, "'cookie'") && strstr(err, "syncookie"),
+	      "cookie accepted or badly worded: %s", err);
+
+	make(&t, "a", "10/s", "192.0.2.0/24", NULL);
+	j = policy_tenant_to_json(&t);
+	CHECK(!json_object_get(j, "verify"), "verify none written");
+	json_decref(j);
+	t.verify = POLICY_VERIFY_SYNCOOKIE;
+	j = policy_tenant_to_json(&t);
+	CHECK(!strcmp(json_string_value(json_object_get(j, "verify")),
+		      "syncookie"), "verify syncookie not written");
+	memset(&back, 0, sizeof(back));
+	CHECK(policy_tenant_from_json(j, &back, err) == 0 &&
+	      back.verify == POLICY_VERIFY_SYNCOOKIE,
+	      "verify lost in a JSON round trip: %s", err);
+	json_object_set_new(j, "verify", json_string("always"));
+	CHECK(policy_tenant_from_json(j, &back, err) == -EINVAL &&
+	      strstr(err, "always"), "verify 'always' accepted: %s", err);
+	json_decref(j);
+	t.direction = POLICY_DIR_OUT;
+	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "outbound"),
+	      "verify on an outbound tenant accepted: %s", err);
+}
+
 static void test_set(void)
 {
 	struct policy_tenant ts[4];
@@ -1017,6 +1055,7 @@ int main(void)
 	CHECK_RUN(test_direction);
 	CHECK_RUN(test_overshoot);
 	CHECK_RUN(test_max_conns);
+	CHECK_RUN(test_verify);
 	CHECK_RUN(test_per_source);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);

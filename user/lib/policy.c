@@ -37,6 +37,11 @@ const char *policy_direction_name(enum policy_direction d)
 	return d == POLICY_DIR_OUT ? "out" : "in";
 }
 
+const char *policy_verify_name(enum policy_verify v)
+{
+	return v == POLICY_VERIFY_SYNCOOKIE ? "syncookie" : "none";
+}
+
 const char *policy_fail_name(enum policy_fail f)
 {
 	switch (f) {

@@ -45,6 +45,13 @@ enum policy_direction {
 				 * prefixes and ports are destinations */
 };
 
+/* Which SYNs spend a tenant's tokens. */
+enum policy_verify {
+	POLICY_VERIFY_NONE = 0,		/* every SYN, as it arrives */
+	POLICY_VERIFY_SYNCOOKIE = 1,	/* only a handshake completed with a
+					 * valid SYN cookie: its last ACK */
+};
+
 /* A rate as the operator wrote it: count per period. */
 struct policy_rate {
 	uint64_t count;
@@ -82,6 +89,7 @@ struct policy_tenant {
 	struct policy_rate src_rate;
 	uint64_t src_burst;
 	uint8_t src_len4, src_len6;
+	enum policy_verify verify;
 };
 
 /* The source prefix lengths --per-source takes unless --source-mask says. */
@@ -109,6 +117,8 @@ int policy_parse_max_conns(const char *s, uint64_t *out, char *err);
 const char *policy_fail_name(enum policy_fail f);
 int policy_parse_direction(const char *s, enum policy_direction *out, char *err);
 const char *policy_direction_name(enum policy_direction d);
+int policy_parse_verify(const char *s, enum policy_verify *out, char *err);
+const char *policy_verify_name(enum policy_verify v);
 
 /* Replaces, in place, every byte of s that is not part of a whole UTF-8
  * character with '?': error messages quote user input, cut to a length, and

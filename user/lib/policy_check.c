@@ -112,6 +112,14 @@ int policy_validate(const struct policy_tenant *t, char *err)
 			    t->max_conns);
 	if (source_check(t, err))
 		return -EINVAL;
+	if (t->verify != POLICY_VERIFY_NONE &&
+	    t->verify != POLICY_VERIFY_SYNCOOKIE)
+		return fail(err, "tenant '%s': invalid verify %d: expected none "
+			    "or syncookie", t->name, (int)t->verify);
+	if (t->verify && t->direction == POLICY_DIR_OUT)
+		return fail(err, "tenant '%s': verify syncookie on an outbound "
+			    "tenant: only the handshakes of connections to this "
+			    "host are checked (--direction in)", t->name);
 	if (t->n_match == 0)
 		return fail(err, "tenant '%s': no match prefix; at least one "
 			    "is required", t->name);

@@ -32,6 +32,9 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 				    json_string(policy_direction_name(t->direction)));
 	if (j && t->max_conns)
 		json_object_set_new(j, "max_conns", json_integer((json_int_t)t->max_conns));
+	if (j && t->verify != POLICY_VERIFY_NONE)
+		json_object_set_new(j, "verify",
+				    json_string(policy_verify_name(t->verify)));
 	if (j && t->src_rate.count) {
 		policy_format_rate(&t->src_rate, buf, sizeof(buf));
 		json_object_set_new(j, "per_source", json_string(buf));
@@ -65,7 +68,7 @@ static bool known_key(const char *k)
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
 		"overshoot", "fail", "direction", "max_conns", "per_source",
-		"per_source_burst", "source_mask",
+		"per_source_burst", "source_mask", "verify",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -87,6 +90,7 @@ static int parse_##field(const char *s, struct policy_tenant *t, char *err) \
 WORD_FIELD(action, policy_parse_action)
 WORD_FIELD(fail, policy_parse_fail)
 WORD_FIELD(direction, policy_parse_direction)
+WORD_FIELD(verify, policy_parse_verify)
 
 static const struct {
 	const char *key, *expected;
@@ -95,6 +99,7 @@ static const struct {
 	{ "action", "\"drop\" or \"rst\"", parse_action },
 	{ "fail", "\"static\", \"allow\" or \"deny\"", parse_fail },
 	{ "direction", "\"in\" or \"out\"", parse_direction },
+	{ "verify", "\"none\" or \"syncookie\"", parse_verify },
 };
 
 /* "per_source": "RATE", "per_source_burst": N (default: one second of
@@ -149,7 +154,7 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 			return fail(err, "unknown field '" ECHO "': expected name, "
 				    "rate, burst, match, ports, action, shadow, "
 				    "overshoot, fail, direction, max_conns, per_source, "
-				    "per_source_burst, source_mask", key);
+				    "per_source_burst, source_mask, verify", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))

@@ -30,3 +30,8 @@ const struct opt_value policy_fail_values[] = {
 const struct opt_value policy_direction_values[] = {
 	{ "in", POLICY_DIR_IN }, { "out", POLICY_DIR_OUT }, { NULL, 0 },
 };
+
+const struct opt_value policy_verify_values[] = {
+	{ "none", POLICY_VERIFY_NONE }, { "syncookie", POLICY_VERIFY_SYNCOOKIE },
+	{ NULL, 0 },
+};

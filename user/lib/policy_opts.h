@@ -18,10 +18,11 @@ int policy_opt_rate(const char *s, void *dest, char *err, size_t errlen);
 int policy_opt_prefixes(const char *s, void *dest, char *err, size_t errlen);
 int policy_opt_ports(const char *s, void *dest, char *err, size_t errlen);
 
-/* The values of an OPT_ENUM row for enum policy_action, policy_fail and
- * policy_direction. */
+/* The values of an OPT_ENUM row for enum policy_action, policy_fail,
+ * policy_direction and policy_verify. */
 extern const struct opt_value policy_action_values[];
 extern const struct opt_value policy_fail_values[];
 extern const struct opt_value policy_direction_values[];
+extern const struct opt_value policy_verify_values[];
 
 #endif /* RL_POLICY_OPTS_H */

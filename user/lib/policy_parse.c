@@ -315,6 +315,19 @@ int policy_parse_direction(const char *s, enum policy_direction *out, char *err)
 	return 0;
 }
 
+int policy_parse_verify(const char *s, enum policy_verify *out, char *err)
+{
+	if (!strcmp(s, "none"))
+		*out = POLICY_VERIFY_NONE;
+	else if (!strcmp(s, "syncookie"))
+		*out = POLICY_VERIFY_SYNCOOKIE;
+	else
+		return fail(err, "invalid verify '" ECHO "': expected none "
+			    "(every SYN is charged) or syncookie (only a "
+			    "handshake completed with a valid SYN cookie)", s);
+	return 0;
+}
+
 int policy_parse_fail(const char *s, enum policy_fail *out, char *err)
 {
 	if (!strcmp(s, "static"))

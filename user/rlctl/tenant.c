@@ -96,6 +96,13 @@ static const struct opts_spec set_spec = {
 		  .help = "connections of the tenant open at once, at most: a SYN "
 			  "past it gets the action; 0 (the default on create) for no "
 			  "cap.  The caps of all tenants add up to at most 131072" },
+		{ "verify", 0, OPT_ENUM, SET(t.verify), .arg = "HOW",
+		  .values = policy_verify_values,
+		  .help = "which SYNs spend tokens: none (the default on create) "
+			  "charges every SYN; syncookie charges only a handshake "
+			  "its client completed with a valid SYN cookie, so SYNs "
+			  "from forged sources cost nothing (needs "
+			  "net.ipv4.tcp_syncookies=2 on the server)" },
 		{ .kind = OPT_END },
 	},
 };
@@ -197,6 +204,8 @@ static void print_tenant(json_t *t)
 		printf("fail:    %s\n", str_field(t, "fail"));
 	if (json_is_string(json_object_get(t, "direction")))
 		printf("direction: %s\n", str_field(t, "direction"));
+	if (json_is_string(json_object_get(t, "verify")))
+		printf("verify:  %s\n", str_field(t, "verify"));
 	if (json_integer_value(json_object_get(t, "overshoot")) > 0)
 		printf("overshoot: %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(t, "overshoot")));
