@@ -45,11 +45,13 @@ complete_line() {
 @test "a command's options and their values" {
 	run complete_line tenant set web --
 	[[ $output == *--rate* && $output == *--match* && $output == *--overshoot* &&
-	   $output == *--fail* && $output == *--shadow* && $output == *--enforce* ]]
+	   $output == *--fail* && $output == *--shadow* && $output == *--enforce* &&
+	   $output == *--shards* ]]
 	[[ $(complete_line tenant set web --action "") == "drop rst" ]]
 	[[ $(complete_line tenant set web --fail "") == "allow deny static" ]]
 	[[ $(complete_line tenant set web --port "") == "any" ]]
 	[[ $(complete_line tenant set web --rate "") == "" ]]
+	[[ $(complete_line tenant set web --shards "") == "" ]]
 	[[ $(complete_line top --) == "--help --interval --iterations --json --socket" ]]
 	[[ $(complete_line apply --d) == "--dry-run" ]]
 }

@@ -108,11 +108,11 @@ static void test_check(void)
 		{ 1000, 100, 1, 0, "" },
 		{ 1000, 100, 16, 0, "" },
 		{ 3, 3, 3, 0, "" },
-		{ 1000, 100, 0, -EINVAL, "Error: invalid shard count '0': expected 1 to 16" },
-		{ 1000, 100, 17, -EINVAL, "Error: invalid shard count '17': expected 1 to 16" },
-		{ 1000, 2, 3, -EINVAL, "Error: tenant 'api' cannot be split into 3 shards: "
+		{ 1000, 100, 0, -EINVAL, "invalid shard count '0': expected 1 to 16" },
+		{ 1000, 100, 17, -EINVAL, "invalid shard count '17': expected 1 to 16" },
+		{ 1000, 2, 3, -EINVAL, "tenant 'api' cannot be split into 3 shards: "
 		  "rate 1000 and burst 2 must each be at least the shard count" },
-		{ 2, 100, 3, -EINVAL, "Error: tenant 'api' cannot be split into 3 shards: "
+		{ 2, 100, 3, -EINVAL, "tenant 'api' cannot be split into 3 shards: "
 		  "rate 2 and burst 100 must each be at least the shard count" },
 	};
 

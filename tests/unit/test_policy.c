@@ -529,6 +529,43 @@ static void test_verify(void)
 	      "verify on an outbound tenant accepted: %s", err);
 }
 
+/* Hot tenants: --shards carried by JSON only when above 1, from 1 to
+ * POLICY_SHARDS_MAX, and never more than the rate count or the burst. */
+static void test_shards(void)
+{
+	struct policy_tenant t, back;
+	char err[POLICY_ERR_MAX];
+	json_t *j, *bad;
+
+	make(&t, "hot", "100/s", "192.0.2.0/24", NULL);
+	t.shards = 1;
+	j = policy_tenant_to_json(&t);
+	CHECK(!json_object_get(j, "shards"), "one bucket written as shards");
+	json_decref(j);
+	t.shards = 3;
+	CHECK(policy_validate(&t, err) == 0, "3 shards of 100/s refused: %s", err);
+	j = policy_tenant_to_json(&t);
+	CHECK(policy_tenant_from_json(j, &back, err) == 0 && back.shards == 3,
+	      "shards lost in a JSON round trip: %s", err);
+	bad = json_deep_copy(j);
+	json_object_set_new(bad, "shards", json_integer(POLICY_SHARDS_MAX + 1));
+	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL &&
+	      strstr(err, "'shards'") && strstr(err, "1 to 16"),
+	      "17 shards accepted from JSON: %s", err);
+	json_object_set_new(bad, "shards", json_integer(0));
+	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL,
+	      "0 shards accepted from JSON");
+	json_decref(bad);
+	json_decref(j);
+	t.shards = POLICY_SHARDS_MAX + 1;
+	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "'17'"),
+	      "17 shards accepted: %s", err);
+	t.shards = 3;
+	t.burst = 2;
+	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "burst 2") &&
+	      strstr(err, "'hot'"), "3 shards of a burst of 2 accepted: %s", err);
+}
+
 static void test_set(void)
 {
 	struct policy_tenant ts[4];
@@ -1057,6 +1094,7 @@ int main(void)
 	CHECK_RUN(test_max_conns);
 	CHECK_RUN(test_verify);
 	CHECK_RUN(test_per_source);
+	CHECK_RUN(test_shards);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);
 	CHECK_RUN(test_clean_utf8);

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
 
 		k = (unsigned int)strtoul(argv[9], NULL, 10);
 		if (hot_check(&t, k, err)) {
-			fprintf(stderr, "%s\n", err);
+			fprintf(stderr, "Error: %s\n", err);
 			return 2;
 		}
 	}

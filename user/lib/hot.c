@@ -15,12 +15,12 @@ uint64_t hot_share(uint64_t total, unsigned int k, unsigned int i)
 int hot_check(const struct policy_tenant *t, unsigned int k, char *err)
 {
 	if (k < 1 || k > HOT_SHARDS_MAX) {
-		snprintf(err, 256, "Error: invalid shard count '%u': expected "
+		snprintf(err, 256, "invalid shard count '%u': expected "
 			 "1 to %d", k, HOT_SHARDS_MAX);
 		return -EINVAL;
 	}
 	if (k > t->rate.count || k > t->burst) {
-		snprintf(err, 256, "Error: tenant '%s' cannot be split into %u "
+		snprintf(err, 256, "tenant '%s' cannot be split into %u "
 			 "shards: rate %llu and burst %llu must each be at "
 			 "least the shard count", t->name, k,
 			 (unsigned long long)t->rate.count,

@@ -19,7 +19,7 @@
 #include "policy.h"
 
 /* The most sub-buckets a tenant may be split into. */
-#define HOT_SHARDS_MAX		16
+#define HOT_SHARDS_MAX		POLICY_SHARDS_MAX
 
 /* Sub-bucket i's share of total (a rate count or a burst) split k ways:
  * total / k, plus 1 when i < total % k.  0 when k is 0 or i >= k. */
@@ -27,7 +27,7 @@ uint64_t hot_share(uint64_t total, unsigned int k, unsigned int i);
 
 /* Checks that tenant t can be split k ways: 1 <= k <= HOT_SHARDS_MAX, and
  * k at most t's rate count and burst (every share at least 1).  0, or
- * -EINVAL with "Error: ..." naming the bad value in err (256 bytes). */
+ * -EINVAL with a message naming the bad value in err (256 bytes). */
 int hot_check(const struct policy_tenant *t, unsigned int k, char *err);
 
 /* Writes sub-bucket i's limits into *sub: t with its rate count and burst

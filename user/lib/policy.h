@@ -27,6 +27,9 @@
  * interval + interval must not wrap), about 146 years. */
 #define POLICY_REFILL_MAX_NS	(1ULL << 62)
 #define POLICY_REFILL_MAX_YEARS	146
+/* The most sub-buckets a hot tenant's fleet bucket may be split into
+ * (--shards, user/lib/hot.h). */
+#define POLICY_SHARDS_MAX	16
 
 enum policy_action { POLICY_ACT_DROP = 0, POLICY_ACT_RST = 1 };
 
@@ -90,6 +93,10 @@ struct policy_tenant {
 	uint64_t src_burst;
 	uint8_t src_len4, src_len6;
 	enum policy_verify verify;
+	/* Fleet mode: the global bucket split into this many sub-buckets on
+	 * different Redis slots (user/lib/hot.h); 0 and 1 both mean one
+	 * bucket, as before the option existed. */
+	uint64_t shards;
 };
 
 /* The source prefix lengths --per-source takes unless --source-mask says. */
@@ -168,7 +175,8 @@ uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents);
 uint64_t policy_conn_bound(const struct policy_tenant *t, uint64_t agents);
 
 /* Checks one tenant on its own (name, rate, burst within policy_burst_max,
- * at least one prefix, no duplicate prefix or port). */
+ * at least one prefix, no duplicate prefix or port, a shard count its rate
+ * and burst can be split into: hot_check()). */
 int policy_validate(const struct policy_tenant *t, char *err);
 
 /* Checks a whole set: names unique, no two tenants claim the same
@@ -190,7 +198,8 @@ int policy_check_set(const struct policy_tenant *ts, size_t n,
 const char *policy_action_name(enum policy_action a);
 
 /* JSON form: {"name","rate":"100/s","burst","match":[...],"ports":[...],
- * "action":"drop"|"rst","shadow":bool}.  from_json validates the tenant. */
+ * "action":"drop"|"rst","shadow":bool}, and each optional field when it is
+ * not its default.  from_json validates the tenant. */
 json_t *policy_tenant_to_json(const struct policy_tenant *t);
 int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err);
 

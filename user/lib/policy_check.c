@@ -6,10 +6,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "hot.h"
 #include "policy_int.h"
 
 static bool prefix_valid(const struct policy_prefix *p)
@@ -120,6 +122,11 @@ int policy_validate(const struct policy_tenant *t, char *err)
 		return fail(err, "tenant '%s': verify syncookie on an outbound "
 			    "tenant: only the handshakes of connections to this "
 			    "host are checked (--direction in)", t->name);
+	/* 0 is one bucket, as 1 is */
+	if (t->shards > 1 &&
+	    hot_check(t, t->shards > UINT_MAX ? UINT_MAX : (unsigned int)t->shards,
+		      err) < 0)
+		return -EINVAL;
 	if (t->n_match == 0)
 		return fail(err, "tenant '%s': no match prefix; at least one "
 			    "is required", t->name);

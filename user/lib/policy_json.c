@@ -43,6 +43,8 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 		snprintf(buf, sizeof(buf), "/%u,/%u", t->src_len4, t->src_len6);
 		json_object_set_new(j, "source_mask", json_string(buf));
 	}
+	if (j && t->shards > 1)
+		json_object_set_new(j, "shards", json_integer((json_int_t)t->shards));
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -68,7 +70,7 @@ static bool known_key(const char *k)
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
 		"overshoot", "fail", "direction", "max_conns", "per_source",
-		"per_source_burst", "source_mask", "verify",
+		"per_source_burst", "source_mask", "verify", "shards",
 	};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -140,6 +142,24 @@ static int source_from_json(const json_t *j, struct policy_tenant *t,
 	return 0;
 }
 
+/* An optional whole-number field from lo (lo_doc says what it means) to
+ * hi; absent or null leaves *out as it is. */
+static int count_field(const json_t *j, const char *key, json_int_t lo,
+		       const char *lo_doc, unsigned long long hi, uint64_t *out,
+		       char *err)
+{
+	const json_t *v = json_object_get(j, key);
+	json_int_t n = json_integer_value(v);
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || n < lo || (unsigned long long)n > hi)
+		return fail(err, "field '%s' must be a whole number from %s to %llu",
+			    key, lo_doc, hi);
+	*out = (uint64_t)n;
+	return 0;
+}
+
 int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 {
 	const json_t *v, *item;
@@ -154,7 +174,7 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 			return fail(err, "unknown field '" ECHO "': expected name, "
 				    "rate, burst, match, ports, action, shadow, "
 				    "overshoot, fail, direction, max_conns, per_source, "
-				    "per_source_burst, source_mask, verify", key);
+				    "per_source_burst, source_mask, verify, shards", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -226,26 +246,13 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 		t->shadow = json_is_true(v);
 	}
 
-	v = json_object_get(j, "overshoot");
-	if (v && !json_is_null(v)) {
-		json_int_t o = json_integer_value(v);
-
-		if (!json_is_integer(v) || o < 0 || (uint64_t)o > POLICY_BURST_MAX)
-			return fail(err, "field 'overshoot' must be a whole number "
-				    "from 0 (automatic) to %llu",
-				    (unsigned long long)POLICY_BURST_MAX);
-		t->overshoot = (uint64_t)o;
-	}
-
-	v = json_object_get(j, "max_conns");
-	if (v && !json_is_null(v)) {
-		json_int_t m = json_integer_value(v);
-
-		if (!json_is_integer(v) || m < 0 || m > POLICY_CONNS_MAX)
-			return fail(err, "field 'max_conns' must be a whole number "
-				    "from 0 (no cap) to %d", POLICY_CONNS_MAX);
-		t->max_conns = (uint64_t)m;
-	}
+	if (count_field(j, "overshoot", 0, "0 (automatic)", POLICY_BURST_MAX,
+			&t->overshoot, err) < 0 ||
+	    count_field(j, "max_conns", 0, "0 (no cap)", POLICY_CONNS_MAX,
+			&t->max_conns, err) < 0 ||
+	    count_field(j, "shards", 1, "1", POLICY_SHARDS_MAX, &t->shards,
+			err) < 0)
+		return -EINVAL;
 
 	if (source_from_json(j, t, err))
 		return -EINVAL;

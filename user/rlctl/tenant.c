@@ -103,6 +103,13 @@ static const struct opts_spec set_spec = {
 			  "its client completed with a valid SYN cookie, so SYNs "
 			  "from forged sources cost nothing (needs "
 			  "net.ipv4.tcp_syncookies=2 on the server)" },
+		{ "shards", 0, OPT_U64, SET(t.shards), .arg = "K", .min = 1,
+		  .max = POLICY_SHARDS_MAX,
+		  .help = "fleet mode: split the tenant's bucket in Redis into K "
+			  "sub-buckets on different slots, each with rate/K and "
+			  "burst/K, for a tenant too hot for one Redis node; 1 (the "
+			  "default on create) is one bucket, at most 16, and at most "
+			  "the rate count and the burst" },
 		{ .kind = OPT_END },
 	},
 };
@@ -222,6 +229,9 @@ static void print_tenant(json_t *t)
 		else if (json_is_null(json_object_get(t, "conn_overshoot_bound")))
 			printf("conn overshoot bound: none (fail allow)\n");
 	}
+	if (json_integer_value(json_object_get(t, "shards")) > 1)
+		printf("shards:  %" JSON_INTEGER_FORMAT "\n",
+		       json_integer_value(json_object_get(t, "shards")));
 	if (json_is_integer(id))
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
 }
