@@ -7,8 +7,9 @@
 # as one change, also on a host that was down), a new agent gets the whole
 # policy, two agents with one id are counted apart and reported, deleted
 # tenants are forgotten after the tombstone TTL, an agent started against a
-# busy Redis heals on its own, and a stopping agent gives its unspent tokens
-# back.
+# busy Redis heals on its own, a stopping agent gives its unspent tokens
+# back, and a host back from an outage refuses no SYN of a fail-allow tenant
+# while its first lease is on the way.
 #
 # One lab and three agents for the file; each test makes its own tenants
 # (deleted again at teardown) so that buckets and counters start at zero.
@@ -651,6 +652,62 @@ raise_check() {
 	echo "admitted $((a1 - a0)) in $w s from 1 s after the raise to 100/s (bound $bound)"
 	expect_between "admitted in the $w s from 1 s after the raise to 100/s" $((a1 - a0)) \
 		"$(calc "0.85 * 100 * $w")" "$(calc "100 * $w + 100 + $bound")"
+}
+
+# slow_link_start PORT MS: a relay on the Redis host from PORT to Redis that
+# delays every byte by MS (tests/e2e/delay_proxy.py); sets SLOW_PID.
+slow_link_start() {
+	local log=$BATS_TEST_TMPDIR/slow-$1.log n
+
+	ip netns exec "$(lab_ns redis)" python3 "$BATS_TEST_DIRNAME/delay_proxy.py" \
+		"${REDIS_ADDR%:*}" "$1" "${REDIS_ADDR%:*}" "${REDIS_ADDR##*:}" "$2" \
+		>"$log" 2>&1 3>&- &
+	SLOW_PID=$!
+	disown "$SLOW_PID"
+	fleet_bg_track "$SLOW_PID"
+	for ((n = 0; n < 100; n++)); do
+		grep -q listening "$log" && return 0
+		sleep 0.05
+	done
+	echo "delay_proxy.py does not listen:" >&2
+	cat "$log" >&2
+	return 1
+}
+
+@test "back from an outage longer than the lease TTL over a link of 20 ms round trips: a fail-allow tenant refuses no SYN, also while its first lease is on its way" {
+	local out=$BATS_TEST_TMPDIR/load.json a0 a1 d
+
+	# s4 alone reaches Redis through the relay: killing the relay is its
+	# outage, the other agents never see one.
+	slow_link_start 6390 10
+	fleet_agent_start 4 --redis "${REDIS_ADDR%:*}:6390" --redis-timeout 1000
+	fleet_broker_within 4 5 healthy
+	# far above the load: only a fail policy, or a missing token, refuses
+	fleet_tenant_set 4 rj --rate 5000/s --burst 500 --match "$(client_prefix c2)" \
+		--port 8080 --action rst --fail allow
+	fleet_wait_tenant rj 2 4 >/dev/null
+	sleep 1.5
+	fleet_loadgen_bg c2 "$out" --rate 1000 --duration 7 "$(lab_target s4 8080)"
+	sleep 1
+	a0=$(rls 4 --json stats rj)
+	proc_stop "$SLOW_PID" KILL
+	fleet_broker_within 4 3 degraded
+	# past the lease TTL (1 s): s4's leased tokens are spent or expired
+	sleep 1.5
+	expect_eq "s4's tokens of rj at the end of the outage" "$(fleet_stat 4 rj tokens)" 0
+	slow_link_start 6390 10
+	fleet_broker_within 4 5 healthy
+	sleep 1
+	a1=$(rls 4 --json stats rj)
+	d=$(jq -n --argjson a "$a0" --argjson b "$a1" \
+		'{admitted: ($b[0].admitted - $a[0].admitted), denied: ($b[0].denied - $a[0].denied),
+		  degraded: ($b[0].degraded - $a[0].degraded)}')
+	echo "s4 from before the outage to 1 s after it: $d"
+	[[ $(jq .degraded <<<"$d") -gt 0 ]] ||
+		{ echo "no SYN met the fail policy during the outage" >&2; return 1; }
+	expect_eq "refused (fail allow, 1000/s of a 5000/s limit)" "$(jq .denied <<<"$d")" 0
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	expect_eq "connections refused" "$(jq .total.refused "$out")" 0
 }
 
 @test "a saturated 1/m tenant raised to 100/s admits 100/s within 1 s: Redis's advice to wait (a minute) does not outlive the change" {

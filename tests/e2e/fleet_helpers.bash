@@ -162,6 +162,20 @@ fleet_agent_wipe() {
 	rm -rf "$(fleet_pin_dir "$1")" "$(fleet_dir "$1")/state"
 }
 
+# fleet_broker_within I SECONDS STATE: agent I's broker reaches STATE
+# (healthy, degraded) within SECONDS.
+fleet_broker_within() {
+	local n state
+
+	for ((n = 0; n < $2 * 20; n++)); do
+		state=$(rls "$1" --json status 2>/dev/null | jq -r .broker)
+		[[ $state == "$3" ]] && return 0
+		sleep 0.05
+	done
+	echo "s$1's broker is '$state' after $2 s, expected '$3'" >&2
+	return 1
+}
+
 # fleet_wait_steady SECONDS: every agent s1..s$FLEET_AGENTS healthy and
 # counting $FLEET_AGENTS live agents (the count follows heartbeats, once a
 # second; after a Redis restart the registry fills within a heartbeat).

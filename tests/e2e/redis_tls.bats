@@ -52,17 +52,7 @@ odd_agent() {
 }
 
 # s3_within SECONDS STATE: agent s3's broker reaches STATE in time.
-s3_within() {
-	local n state
-
-	for ((n = 0; n < $1 * 20; n++)); do
-		state=$(rls 3 --json status | jq -r .broker)
-		[[ $state == "$2" ]] && return 0
-		sleep 0.05
-	done
-	echo "s3's broker is '$state' after $1 s, expected '$2'" >&2
-	return 1
-}
+s3_within() { fleet_broker_within 3 "$1" "$2"; }
 
 # s3_says TEXT: agent s3 logged TEXT and gives it as the degraded reason.
 s3_says() {

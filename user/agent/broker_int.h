@@ -83,6 +83,10 @@ struct slot {
 	 * RL_F_DEGRADED), since when, and past the lease TTL (an outage) */
 	bool shard_down, shard_expired;
 	uint64_t shard_down_ns;
+	/* Redis (or the shard) is back, but the kernel holds no token of
+	 * the tenant: it keeps its fail policy (RL_F_DEGRADED) until the
+	 * first lease is answered (broker_rejoin_begin()) */
+	bool rejoin;
 	/* connection caps: the slots held of the fleet's cap (slots.lua),
 	 * a call in flight, when the holding was last renewed */
 	uint64_t conn_held;
@@ -148,6 +152,7 @@ struct broker {
 	size_t n_waiting;
 	bool sync_again;	/* a sync's call failed: sync once healthy */
 	uint64_t live_agents;
+	size_t n_rejoin;		/* slots with rejoin set */
 	uint64_t live_low_since_ns;	/* a smaller count seen since then */
 	uint64_t redis_calls, redis_errors;
 	uint64_t lease_buckets[BROKER_LEASE_BUCKETS];
@@ -308,6 +313,8 @@ int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
 void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv);
 void broker_on_check(struct loop_timer *tm, void *arg);
 void broker_shards_update(struct broker *b, uint64_t now);
+void broker_rejoin_begin(struct broker *b);
+void broker_rejoin_end(struct broker *b);
 
 /* broker_fleet.c */
 void broker_heartbeat(struct broker *b);

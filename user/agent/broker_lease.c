@@ -102,6 +102,8 @@ static void observe_lease_rtt(struct broker *b, uint64_t ns)
 
 static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 			uint64_t now, bool force);
+static void rejoin_done(struct broker *b, const struct broker_tenant *t,
+			struct slot *s);
 
 static void on_wait(struct loop_timer *tm, void *arg)
 {
@@ -183,6 +185,9 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		add = room;
 	}
 	host_tokens_add(b, c->slot, add, (int64_t)s->lowwater);
+	/* The tokens first, then the end of the fail policy's spell. */
+	if (s->rejoin)
+		rejoin_done(b, t, s);
 	s->scarce = remaining < c->chunk;
 	wait_ms = lease_wait_ms(t->pol, c->n, granted, remaining, c->chunk, wait_ms);
 	if (wait_ms) {
@@ -411,6 +416,75 @@ void broker_debt_begin(struct broker *b)
 	}
 }
 
+/*
+ * Back from a spell.  When Redis (or a tenant's shard) answers again, a
+ * tenant whose leased tokens are spent or expired holds none until its next
+ * lease is answered: were the kernel told at once that it is healthy, the
+ * SYNs of that round trip would be refused, even under fail allow.  So such
+ * a tenant keeps its fail policy (the kernel's RL_F_DEGRADED, whatever the
+ * fleet's flag says) until its first lease after the spell is answered, or
+ * until a check finds none in flight (an idle tenant asks for none; a call
+ * that failed or timed out is the breaker's business).  What a static share
+ * admits meanwhile counts as the spell's.
+ */
+static void rejoin_set(struct broker *b, struct slot *s, bool on)
+{
+	if (s->rejoin == on)
+		return;
+	s->rejoin = on;
+	if (on)
+		b->n_rejoin++;
+	else
+		b->n_rejoin--;
+	host_tenant_degraded(b, s->idx, on || s->shard_down);
+}
+
+static void rejoin_done(struct broker *b, const struct broker_tenant *t,
+			struct slot *s)
+{
+	count_static_debt(b, t->pol, s);
+	rejoin_set(b, s, false);
+}
+
+/* A tenant of slot s, whose spell ends now, keeps its fail policy if the
+ * kernel holds none of its tokens; Redis's advice to wait is from before
+ * the spell. */
+static void rejoin_start(struct broker *b, struct slot *s)
+{
+	if (host_tokens(b, s->idx, loop_now_ns()))
+		return;
+	broker_slot_unwait(s);
+	rejoin_set(b, s, true);
+}
+
+static struct slot *slot_of(struct broker *b, const struct broker_tenant *t);
+
+/* Redis is back: before the kernel is told the fleet is healthy, and before
+ * the leases go out (broker_rejoin_end() after them). */
+void broker_rejoin_begin(struct broker *b)
+{
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+
+		host_tenant_at(b, i, &t);
+		rejoin_start(b, slot_of(b, &t));
+	}
+}
+
+/* After a round of leases: a tenant with none in flight waits for none. */
+void broker_rejoin_end(struct broker *b)
+{
+	for (size_t i = 0; b->n_rejoin && i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+		struct slot *s;
+
+		host_tenant_at(b, i, &t);
+		s = &b->slots[t.slot];
+		if (s->rejoin && !s->inflight && strcmp(s->name, t.pol->name) == 0)
+			rejoin_done(b, &t, s);
+	}
+}
+
 /* Keeps the slot table in step with the tenant set.  A slot that changed
  * tenant starts over, and when the kernel holds nothing for it, on credit
  * (lease_credit()): no SYN waits for the first lease.  A changed limit
@@ -424,6 +498,7 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 		uint64_t gen = s->gen + 1, credit;
 
 		broker_slot_unwait(s);
+		rejoin_set(b, s, false);
 		memset(s, 0, sizeof(*s));
 		s->gen = gen;
 		s->b = b;
@@ -582,19 +657,23 @@ void broker_shards_update(struct broker *b, uint64_t now)
 			s->shard_expired = false;
 			s->shard_down_ns = now;
 		} else if (!down && s->shard_down) {
+			/* shard_expired stays: it is the spell's until the
+			 * tenant's first lease (rejoin) */
 			count_static_debt(b, t->pol, s);
 			s->shard_down = false;
-			s->shard_expired = false;
+			rejoin_start(b, s);
 		} else if (down) {
 			count_static_debt(b, t->pol, s);
 			if (!s->shard_expired && loop_now_ns() - s->shard_down_ns > ttl_ns) {
 				dropped += expire_tenant(b, t, s);
 				s->shard_expired = true;
 			}
+		} else if (s->rejoin) {
+			count_static_debt(b, t->pol, s);
 		}
 		/* Every time: a slot reconfigured for a new tenant starts
 		 * without the flag. */
-		host_tenant_degraded(b, t->slot, s->shard_down);
+		host_tenant_degraded(b, t->slot, s->shard_down || s->rejoin);
 	}
 	if (dropped)
 		log_info("shard degraded past the lease TTL: %llu leased token(s) "
@@ -617,6 +696,7 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 		broker_shards_update(b, now);
 		if (broker_leasing(b))
 			broker_lease_all(b, now);
+		broker_rejoin_end(b);
 		broker_conns_check(b, now);
 		return;
 	}
@@ -626,7 +706,7 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 	broker_script_loads_check(b, now);
 	/* While degraded, and once more after: what the fail policy admitted. */
 	slots_sync(b);
-	if (b->circ.open)
+	if (b->circ.open || b->n_rejoin)
 		broker_debt_look(b);
 	/* The time again: the breaker may have opened just now, after now
 	 * was read. */
@@ -634,6 +714,7 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 		expire_leases(b);
 	if (broker_leasing(b))
 		broker_lease_all(b, now);
+	broker_rejoin_end(b);
 	broker_conns_check(b, now);
 }
 

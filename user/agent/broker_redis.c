@@ -84,10 +84,12 @@ void breaker_success(struct broker *b)
 	/* The spell's last look, while every refusal is still the fail
 	 * policy's. */
 	broker_debt_look(b);
+	broker_rejoin_begin(b);
 	host_fleet_state(b, loop_now_ns(), false);
 	/* At once, not at the next check: the kernel spends leased tokens
 	 * only from here on. */
 	broker_lease_all(b, loop_now_ns());
+	broker_rejoin_end(b);
 }
 
 /* Leases and refunds go out only while the breaker is closed.  On a Redis
