@@ -310,8 +310,133 @@ static void check_wide_rows(void)
 	rl_cls_image_free(&img);
 }
 
+static int repaints, repaints_given_up;
+
+/* The rules the repaint asks about: rules[0..n) with live[i]. */
+struct edit_rules {
+	const struct rl_cls_rule *r;
+	const bool *live;
+	size_t n;
+};
+
+static int64_t edit_rule(void *ctx, int family, const uint8_t *addr,
+			 unsigned int plen)
+{
+	const struct edit_rules *er = ctx;
+
+	for (size_t i = 0; i < er->n; i++)
+		if (er->live[i] && er->r[i].family == family &&
+		    er->r[i].plen == plen && !memcmp(er->r[i].addr, addr, 16))
+			return er->r[i].tenant;
+	return -1;
+}
+
+/* Any-port rule sets changed one prefix at a time by rl_cls_repaint (added,
+ * removed, given to another tenant) answer as the reference over the rules
+ * live after each change, for addresses near every rule. */
+static void check_repaint(int family)
+{
+	unsigned int bytes = family == AF_INET ? 4 : 16;
+	struct rl_cls_rule rules[300], *order;
+	bool live[300];
+	struct edit_rules er = { rules, live, 0 };
+	struct rl_cls_image img;
+	size_t n, n_live = 0;
+	char err[256];
+	int bad = 0;
+
+	n = make_rules(rules, 300, family);
+	for (size_t i = 0; i < n; i++) {
+		rules[i].port = 0;
+		for (size_t j = 0; j < i; j++)
+			if (rules[j].plen == rules[i].plen &&
+			    !memcmp(rules[j].addr, rules[i].addr, 16))
+				rules[i].plen = bytes * 8 + 1;	/* a duplicate: out */
+	}
+	order = calloc(n, sizeof(*order));
+	for (size_t i = 0; i < n; i++) {
+		live[i] = rules[i].plen <= bytes * 8 && rnd() % 2;
+		if (live[i])
+			order[n_live++] = rules[i];
+	}
+	er.n = n;
+	CHECK(rl_cls_compile(order, n_live, 0, &img, err, sizeof(err)) == 0,
+	      "compile %zu rules: %s", n_live, err);
+	free(order);
+	if (!img.groups)
+		return;
+	for (int step = 0; step < 200 && !bad; step++) {
+		size_t x = rnd() % n;
+		int e;
+
+		if (rules[x].plen > bytes * 8)
+			continue;
+		if (live[x] && rnd() % 3 == 0)
+			rules[x].tenant = 1 + rnd() % 200;
+		else
+			live[x] = !live[x];
+		e = rl_cls_repaint(img.groups, &img.n_groups, RL_CLS_GROUPS,
+				   family, rules[x].addr, rules[x].plen,
+				   edit_rule, &er);
+		if (e == -EAGAIN) {
+			/* too short a prefix: compiled anew, as the agent does */
+			struct rl_cls_rule now[300];
+			size_t m = 0;
+
+			for (size_t i = 0; i < n; i++)
+				if (live[i])
+					now[m++] = rules[i];
+			rl_cls_image_free(&img);
+			CHECK(rl_cls_compile(now, m, 0, &img, err, sizeof(err)) == 0,
+			      "compile %zu rules: %s", m, err);
+			if (!img.groups)
+				return;
+			repaints_given_up++;
+		} else {
+			CHECK(e == 0, "repaint step %d: %d", step, e);
+			repaints++;
+		}
+		for (int k = 0; k < 300; k++) {
+			const struct rl_cls_rule *near = &rules[rnd() % n];
+			struct rl_cls_rule live_rules[300];
+			size_t m = 0;
+			uint8_t a[16];
+			int want, got;
+
+			if (near->plen > bytes * 8)
+				continue;
+			memcpy(a, near->addr, 16);
+			for (unsigned int b = near->plen; b < bytes * 8; b++)
+				if (rnd() % 2)
+					a[b / 8] ^= 0x80 >> (b % 8);
+			for (size_t i = 0; i < n; i++)
+				if (live[i])
+					live_rules[m++] = rules[i];
+			want = reference(live_rules, m, family, a, 80);
+			got = rl_cls_lookup(&img, family, a, 80);
+			if (got != want && bad++ < 5)
+				CHECK(got == want, "IPv%d after step %d: tenant "
+				      "%d, want %d", bytes == 4 ? 4 : 6, step,
+				      got, want);
+		}
+	}
+	rl_cls_image_free(&img);
+}
+
+static void check_repaints(void)
+{
+	for (int i = 0; i < 5; i++) {
+		check_repaint(AF_INET);
+		check_repaint(AF_INET6);
+	}
+	/* most prefixes are long enough to be repainted */
+	CHECK(repaints > 4 * repaints_given_up, "%d repaints, %d given up",
+	      repaints, repaints_given_up);
+}
+
 int main(void)
 {
+	CHECK_RUN(check_repaints);
 	CHECK_RUN(check_cases);
 	CHECK_RUN(check_wide_rows);
 	CHECK_RUN(check_errors);

@@ -662,6 +662,22 @@ static int grace_period(struct rl_cls_map *m)
 	return 0;
 }
 
+/* The half the kernel reads, in *cur, once the other one may be written:
+ * it may still be read until the grace period of the last switch is over.
+ * 0 or -errno. */
+static int writable_half(struct rl_cls_map *m, uint32_t *cur)
+{
+	if (m->unsynced) {
+		int err = grace_period(m);
+
+		if (err)
+			return err;
+		m->unsynced = false;
+	}
+	*cur = __atomic_load_n(&m->state->active, __ATOMIC_ACQUIRE) & 1;
+	return 0;
+}
+
 int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
 {
 	uint32_t cur, next;
@@ -670,23 +686,197 @@ int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img)
 	if (!m->groups || !img->groups || img->n_groups < RL_CLS_POOL ||
 	    img->n_groups > m->half)
 		return -EINVAL;
-	/* The half about to be written may still be read until the grace
-	 * period of the last switch is over. */
-	if (m->unsynced) {
-		err = grace_period(m);
-		if (err)
-			return err;
-		m->unsynced = false;
-	}
-	cur = __atomic_load_n(&m->state->active, __ATOMIC_ACQUIRE) & 1;
+	err = writable_half(m, &cur);
+	if (err)
+		return err;
 	next = cur ^ 1;
 	memcpy(m->groups + (size_t)next * m->half, img->groups,
 	       (size_t)img->n_groups * sizeof(*img->groups));
 	__atomic_fetch_add(&m->state->generation, 1, __ATOMIC_RELAXED);
 	/* The release store orders the table before the switch to it. */
 	__atomic_store_n(&m->state->active, next, __ATOMIC_RELEASE);
+	m->mirrored = false;
 	/* Switched: the kernel reads the new rules, so this publish is done.
 	 * A wait that failed is owed, and paid before the next write. */
 	m->unsynced = grace_period(m) != 0;
+	return 0;
+}
+
+/* --- edits in place -------------------------------------------------------- */
+
+static void clear_bits(uint8_t *a, unsigned int plen)
+{
+	for (unsigned int b = plen; b < 128; b++)
+		a[b / 8] &= (uint8_t)~(0x80 >> (b % 8));
+}
+
+/* One repaint: the rules it asks about, its room and what it may visit. */
+struct repaint {
+	struct rl_cls_group *g;
+	uint32_t *n_groups, max_groups;
+	rl_cls_rule_fn rule;
+	void *ctx;
+	int family;
+	uint8_t addr[16];	/* the address being walked, bits past it zero */
+	size_t budget;		/* entries left to visit */
+};
+
+/* The tenant entry of the longest any-port rule of length hi down to lo
+ * over rp->addr, or `below` when none is. */
+static uint32_t answer(struct repaint *rp, unsigned int hi, unsigned int lo,
+		       uint32_t below)
+{
+	uint8_t a[16];
+
+	for (unsigned int len = hi + 1; len-- > lo;) {
+		int64_t t;
+
+		memset(a, 0, sizeof(a));
+		memcpy(a, rp->addr, len / 8);
+		if (len % 8)
+			a[len / 8] = rp->addr[len / 8] & (uint8_t)(0xff << (8 - len % 8));
+		t = rp->rule(rp->ctx, rp->family, a, len);
+		if (t >= 0)
+			return RL_CLS_ENTRY(RL_CLS_T_TENANT, (uint32_t)t);
+	}
+	return below;
+}
+
+/* Recomputes entry idx of group, for addresses of `bits` bits (the entry's
+ * byte included) whose rules of at most bits - 8 bits answer `above`. */
+static int repaint_entry(struct repaint *rp, uint32_t group, uint32_t idx,
+			 unsigned int bits, uint32_t above)
+{
+	uint32_t *e = &rp->g[group].e[idx], v;
+
+	if (!rp->budget--)
+		return -EAGAIN;
+	if (RL_CLS_TYPE(*e) == RL_CLS_T_PORTS)
+		return -EAGAIN;
+	rp->addr[bits / 8 - 1] = (uint8_t)idx;
+	v = answer(rp, bits, bits - 8 + 1, above);
+	if (RL_CLS_TYPE(*e) == RL_CLS_T_GROUP) {
+		uint32_t child = RL_CLS_VAL(*e);
+
+		if (child >= *rp->n_groups)
+			return -EAGAIN;
+		for (uint32_t j = 0; j < RL_CLS_FANOUT; j++) {
+			int err = repaint_entry(rp, child, j, bits + 8, v);
+
+			if (err)
+				return err;
+		}
+		rp->addr[bits / 8] = 0;
+		return 0;
+	}
+	*e = v;
+	return 0;
+}
+
+int rl_cls_repaint(struct rl_cls_group *groups, uint32_t *n_groups,
+		   uint32_t max_groups, int family, const uint8_t *addr,
+		   unsigned int plen, rl_cls_rule_fn rule, void *ctx)
+{
+	struct repaint rp = { .g = groups, .n_groups = n_groups,
+			      .max_groups = max_groups, .rule = rule,
+			      .ctx = ctx, .family = family,
+			      .budget = RL_CLS_REPAINT_BUDGET };
+	unsigned int bytes = family == AF_INET ? 4 : 16, depth;
+	uint32_t group, first, cnt, above;
+
+	if ((family != AF_INET && family != AF_INET6) || plen > bytes * 8 ||
+	    *n_groups < RL_CLS_POOL || *n_groups > max_groups)
+		return -EINVAL;
+	memcpy(rp.addr, addr, bytes);
+	clear_bits(rp.addr, plen);
+	if (plen <= 16) {
+		uint32_t v = (uint32_t)rp.addr[0] << 8 | rp.addr[1];
+		uint32_t root = family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6;
+
+		cnt = 1u << (16 - plen);
+		for (uint32_t k = 0; k < cnt; k++) {
+			int err;
+
+			rp.addr[0] = (uint8_t)((v + k) >> 8);
+			err = repaint_entry(&rp, root + ((v + k) >> 8),
+					    (v + k) & 0xff, 16,
+					    answer(&rp, 8, 0, RL_CLS_NONE));
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	/* Down to the group of the prefix's last byte, making the groups on
+	 * the way (each holding its parent entry's answer everywhere). */
+	group = (family == AF_INET ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + rp.addr[0];
+	for (depth = 16;; depth += 8) {
+		uint32_t *e = &groups[group].e[rp.addr[depth / 8 - 1]];
+
+		if (RL_CLS_TYPE(*e) == RL_CLS_T_PORTS)
+			return -EAGAIN;
+		if (RL_CLS_TYPE(*e) != RL_CLS_T_GROUP) {
+			if (*n_groups >= max_groups)
+				return -ENOSPC;
+			for (uint32_t j = 0; j < RL_CLS_FANOUT; j++)
+				groups[*n_groups].e[j] = *e;
+			/* the group is whole before the entry points at it */
+			*e = RL_CLS_ENTRY(RL_CLS_T_GROUP, (*n_groups)++);
+		}
+		group = RL_CLS_VAL(*e);
+		if (group >= *n_groups)
+			return -EAGAIN;
+		if (plen <= depth + 8)
+			break;
+	}
+	first = rp.addr[depth / 8];
+	cnt = 1u << (depth + 8 - plen);
+	above = answer(&rp, depth, 0, RL_CLS_NONE);
+	for (uint32_t k = 0; k < cnt; k++) {
+		int err = repaint_entry(&rp, group, first + k, depth + 8, above);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int rl_cls_map_edit(struct rl_cls_map *m, uint32_t *n_groups,
+		    const struct rl_cls_rule *ps, size_t n, rl_cls_rule_fn rule,
+		    void *ctx)
+{
+	struct rl_cls_group *half[2];
+	uint32_t cur, next, used = *n_groups, again = *n_groups;
+	int err = 0;
+
+	if (!m->groups || used < RL_CLS_POOL || used > m->half)
+		return -EINVAL;
+	err = writable_half(m, &cur);
+	if (err)
+		return err;
+	next = cur ^ 1;
+	half[0] = m->groups;
+	half[1] = m->groups + m->half;
+	if (!m->mirrored)
+		memcpy(half[next], half[cur], (size_t)used * sizeof(*half[next]));
+	m->mirrored = false;
+	for (size_t i = 0; i < n && !err; i++)
+		err = rl_cls_repaint(half[next], &used, m->half, ps[i].family,
+				     ps[i].addr, ps[i].plen, rule, ctx);
+	if (err)
+		return err;
+	__atomic_fetch_add(&m->state->generation, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->state->active, next, __ATOMIC_RELEASE);
+	*n_groups = used;
+	if (grace_period(m)) {
+		m->unsynced = true;
+		return 0;
+	}
+	/* The old half is no one's now: the same edits make it the same as
+	 * the new one (groups are taken in the same order), so the next edit
+	 * copies nothing. */
+	for (size_t i = 0; i < n && !err; i++)
+		err = rl_cls_repaint(half[cur], &again, m->half, ps[i].family,
+				     ps[i].addr, ps[i].plen, rule, ctx);
+	m->mirrored = !err && again == used;
 	return 0;
 }

@@ -98,6 +98,7 @@ struct rl_cls_map {
 	uint32_t half;			/* groups per half */
 	int sync_fd, inner_fd;
 	bool unsynced;			/* a switch whose grace period failed */
+	bool mirrored;			/* both halves hold the same table */
 };
 
 /* Maps `cls` (2 x half groups, half as the program was loaded with; 0:
@@ -115,5 +116,42 @@ void rl_cls_map_close(struct rl_cls_map *m);
  * next publish pays it before writing, or fails with nothing changed.
  */
 int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img);
+
+/*
+ * Edits in place, for a change of a few prefixes among a million: the
+ * entries a prefix covers are recomputed from the rules as they are now,
+ * asked through `rule`: the tenant slot of the any-port rule of exactly
+ * that prefix (address bits past plen zero), or -1.  Only for tables
+ * without port rules where they reach: a port row in the way gives up.
+ */
+typedef int64_t (*rl_cls_rule_fn)(void *ctx, int family, const uint8_t *addr,
+				  unsigned int plen);
+
+/* Entries one repaint may visit before it gives up (a short prefix over
+ * many groups is cheaper to compile whole). */
+#define RL_CLS_REPAINT_BUDGET	(64u * 1024)
+
+/*
+ * Makes the entries the prefix (family, addr, plen) covers in groups[]
+ * (one half, *n_groups of max_groups in use) answer as the rules now do,
+ * taking new groups at *n_groups.  0; -EAGAIN when it met a port row or
+ * ran out of budget, -ENOSPC out of groups, -EINVAL: the table is then
+ * partly repainted and must be compiled anew.
+ */
+int rl_cls_repaint(struct rl_cls_group *groups, uint32_t *n_groups,
+		   uint32_t max_groups, int family, const uint8_t *addr,
+		   unsigned int plen, rl_cls_rule_fn rule, void *ctx);
+
+/*
+ * Repaints the prefixes of ps[0..n) (their port ignored) in the half the
+ * kernel does not read (a copy of the one it reads, unless both are the
+ * same already), switches to it, waits for the grace period and repaints
+ * the old half too.  *n_groups: the groups in use, before and after.  0
+ * once the kernel reads the edited table; -errno as rl_cls_repaint, with
+ * the kernel's table unchanged (it must then be compiled anew).
+ */
+int rl_cls_map_edit(struct rl_cls_map *m, uint32_t *n_groups,
+		    const struct rl_cls_rule *ps, size_t n, rl_cls_rule_fn rule,
+		    void *ctx);
 
 #endif /* RL_CLASSIFY_H */
