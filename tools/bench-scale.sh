@@ -2,12 +2,18 @@
 # Scale benchmark of the control plane: one standalone rlagent (no Redis,
 # no traffic, --max-tenants N) given N = SCALE_TENANTS tenants (default
 # 100,000) of SCALE_PREFIXES prefixes each (default 1, a /28 of
-# 10.0.0.0/8 each, none overlapping) by one `rlctl apply`, then a change
-# of one tenant among them, the memory they take, and a restart of the agent that adopts the pins.
+# 10.0.0.0/8 each, none overlapping) by one `rlctl apply`, then changes
+# of one tenant among them (its limits, a deletion, a new tenant, its
+# prefixes), the memory they take, and a restart of the agent that adopts
+# the pins (and replays the journal of those changes).
 # Prints `name value unit` lines:
 #   scale_tenants          the tenants loaded
 #   ctl_apply_100k_s       `rlctl apply` of the whole set to an empty agent
 #   ctl_tenant_set_ms      `rlctl tenant set --rate` of one of them (median)
+#   ctl_tenant_del_ms      `rlctl tenant del` of one of them (median)
+#   ctl_tenant_add_ms      `rlctl tenant set` of a new tenant (median)
+#   ctl_tenant_prefix_ms   `rlctl tenant set --match` moving one of them to
+#                          other prefixes (median)
 #   agent_restart_100k_ms  SIGKILL, then a new agent on the pins until its
 #                          control socket answers with every tenant
 #   bytes_per_tenant_kernel  the pinned maps' keys and values (per-CPU
@@ -65,6 +71,20 @@ for ((r = 0; r < runs; r++)); do
 		die "rlctl tenant set --rate failed"
 done
 
+# Deletions and new tenants (the set stays at $tenants, within
+# --max-tenants), then changes of prefixes: /28s of 11.0.0.0/8.
+del=() add=() pfx=()
+for ((r = 0; r < runs; r++)); do
+	del+=("$(ms rl tenant del "t$(((r * 7919 + 1) % tenants))")") ||
+		die "rlctl tenant del failed"
+	add+=("$(ms rl tenant set "new$r" --rate 100/s --match "11.0.$r.0/28")") ||
+		die "rlctl tenant set of a new tenant failed"
+	pfx+=("$(ms rl tenant set "t$(((r * 7919 + 2) % tenants))" --rate 100/s \
+		--match "11.1.$r.0/28,11.2.$r.0/28")") ||
+		die "rlctl tenant set --match failed"
+done
+[[ $(count) == "$tenants" ]] || die "the agent does not hold $tenants tenants after the changes"
+
 mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
 kbytes=$(jq .kernel_map_bytes <<<"$mem")
 rss=$(jq .agent_rss_bytes <<<"$mem")
@@ -81,6 +101,9 @@ t1=$(date +%s%N)
 echo "scale_tenants $tenants tenants"
 echo "ctl_apply_100k_s $(awk -v m="$apply" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "ctl_tenant_set_ms $(median "${set[@]}") ms"
+echo "ctl_tenant_del_ms $(median "${del[@]}") ms"
+echo "ctl_tenant_add_ms $(median "${add[@]}") ms"
+echo "ctl_tenant_prefix_ms $(median "${pfx[@]}") ms"
 echo "agent_restart_100k_ms $(((t1 - t0) / 1000000)) ms"
 echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
 echo "bytes_per_tenant_agent $((rss / tenants)) bytes"

@@ -74,3 +74,52 @@ tries() {
 	expect_eq "c1 refused after restart" "$(json_get .total.refused)" 20
 	expect_eq "c2t admitted after restart" "$(stat_get c2t admitted)" 3
 }
+
+@test "among 20,000 tenants, a new tenant, a deletion and a change of prefixes are made in place: each limits (or stops limiting) its clients at once, a conflict is refused naming both tenants, and a restart after SIGKILL replays them from the journal" {
+	local file=$BATS_TEST_TMPDIR/set.json out rc=0
+
+	agent_start --max-tenants "$((N + 1))"
+	tenant_file "$file"
+	rl apply "$file"
+
+	# c1t goes: its clients are no one's now
+	rl tenant del c1t
+	expect_eq "policy.json untouched by the deletion" \
+		"$(jq '.tenants | length' "$STATE_DIR/policy.json")" "$N"
+	tries c1
+	expect_eq "c1 connected with c1t gone" "$(json_get .total.connected)" 20
+
+	# a new tenant on c1's prefixes limits them
+	rl tenant set c1n --rate 1/h --burst 4 --action rst --match "$(prefixes c1)"
+	tries c1
+	expect_eq "c1 connected under c1n" "$(json_get .total.connected)" 4
+	expect_eq "c1n admitted" "$(stat_get c1n admitted)" 4
+
+	# c2t cannot take c1's prefixes: c1n has them
+	out=$(rl tenant set c2t --rate 1/h --burst 3 --action rst --match "$(prefixes c1)" 2>&1) || rc=$?
+	echo "$out"
+	expect_eq "rlctl exit status of the conflict" "$rc" 2
+	[[ $out == *conflict*"'c1n'"* && $out == *conflict*"'c2t'"* ]] ||
+		{ echo "the refusal does not name both tenants" >&2; return 1; }
+
+	# c2t moves off c2's prefixes: c2 is free; a new c2n limits it again
+	rl tenant set c2t --rate 1/h --burst 3 --action rst --match 198.51.100.0/24
+	tries c2
+	expect_eq "c2 connected with c2t moved" "$(json_get .total.connected)" 20
+	rl tenant set c2n --rate 1/h --burst 2 --action rst --match "$(prefixes c2)"
+	tries c2
+	expect_eq "c2 connected under c2n" "$(json_get .total.connected)" 2
+	expect_eq "journal lines" "$(wc -l <"$STATE_DIR/policy.journal")" 4
+
+	# a crash: the journal brings every change back, the buckets stay spent
+	agent_stop KILL
+	agent_start --max-tenants "$((N + 1))"
+	expect_eq "tenants after restart" "$(rl --json tenant list | jq length)" "$((N + 1))"
+	expect_eq "c1t after restart" "$(rl --json tenant list --name 'c*' | jq -c '[.[].name] | sort')" \
+		'["c1n","c2n","c2t"]'
+	expect_eq "c2t's prefix after restart" "$(rl --json tenant get c2t | jq -c .match)" '["198.51.100.0/24"]'
+	tries c1
+	expect_eq "c1 connected after restart" "$(json_get .total.connected)" 0
+	tries c2
+	expect_eq "c2 connected after restart" "$(json_get .total.connected)" 0
+}

@@ -20,6 +20,8 @@ const char *agent_code_name(enum agent_code c)
 
 struct agent_tenant *agent_find(struct agent *a, const char *name)
 {
+	if (a->ix)
+		return agent_index_name(a, name);
 	for (size_t i = 0; i < a->n_tenants; i++)
 		if (strcmp(a->tenants[i].pol.name, name) == 0)
 			return &a->tenants[i];
@@ -45,6 +47,7 @@ void agent_free(struct agent *a)
 	free(a->texts);
 	free(a->tenants);
 	free(a->tombs);
+	agent_index_free(a);
 }
 
 static int name_entry_cmp(const void *pa, const void *pb)
@@ -292,6 +295,10 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 	free(a->tenants);
 	a->tenants = next;
 	a->n_tenants = n;
+	a->cap_tenants = n;
+	if (agent_index_build(a))
+		log_warn("couldn't index %zu tenants: out of memory; every "
+			 "change rebuilds the set", n);
 	a->policy_version++;
 	if (a->hooks.tenants_changed)
 		a->hooks.tenants_changed(a->hooks.ctx);
@@ -307,6 +314,29 @@ struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra)
 	return ts;
 }
 
+static void conn_gate(struct agent *a)
+{
+	uint32_t capped = 0;
+
+	for (size_t i = 0; i < a->n_tenants; i++)
+		capped += a->tenants[i].pol.max_conns > 0;
+	kern_conn_gate(&a->kern, capped);
+}
+
+/* After a change of one tenant (was[0..n_was) to now[0..n_now), each
+ * 0 or 1) is in the kernel: the connection gate, the listeners (the broker
+ * hears of this tenant alone), the policy's version. */
+static void changed_one(struct agent *a, const struct agent_tenant *was,
+			size_t n_was, const struct agent_tenant *now, size_t n_now)
+{
+	conn_gate(a);
+	if (a->hooks.policy_changed && !a->fleet_update)
+		a->hooks.policy_changed(a->hooks.ctx, was, n_was, now, n_now);
+	a->policy_version++;
+	if (a->hooks.tenants_changed)
+		a->hooks.tenants_changed(a->hooks.ctx);
+}
+
 /*
  * A change of one tenant's limits (its rate, burst, action, cap no higher,
  * ...) where its prefixes, ports and direction stay: nothing of the rest
@@ -320,7 +350,6 @@ static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
 			       const struct policy_tenant *t, char *err)
 {
 	struct agent_tenant was = *cur;
-	uint32_t capped = 0;
 	int e;
 
 	if (!a->rules_synced || !agent_same_claims(&cur->pol, t) ||
@@ -339,15 +368,291 @@ static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
 			      !kern_slot_live(&a->kern, cur->slot));
 	if (a->hooks.slot_ready)
 		a->hooks.slot_ready(a->hooks.ctx, cur->slot, &cur->pol);
+	changed_one(a, &was, 1, cur, 1);
+	return AGENT_OK;
+}
+
+/* The kernel's rules, made to follow a change of one tenant from `was` to
+ * `now` (either NULL): its inbound prefixes repainted in place, or, where
+ * that cannot be done, every rule compiled anew.  0 or -errno. */
+static int rules_follow(struct agent *a, const struct policy_tenant *was,
+			const struct policy_tenant *now)
+{
+	const struct policy_tenant *both[2] = { was, now };
+	struct rl_cls_rule ps[2 * POLICY_MAX_PREFIXES];
+	struct kern_binding *bs;
+	size_t n = 0;
+	int e = -EAGAIN;
+
+	for (int k = 0; k < 2; k++)
+		for (unsigned int x = 0; both[k] && x < both[k]->n_match; x++) {
+			if (both[k]->direction != POLICY_DIR_IN)
+				continue;
+			memset(&ps[n], 0, sizeof(ps[n]));
+			ps[n].family = both[k]->match[x].family;
+			memcpy(ps[n].addr, both[k]->match[x].addr, 16);
+			ps[n].plen = both[k]->match[x].len;
+			n++;
+		}
+	if (a->rules_synced && !agent_index_ported(a))
+		e = n ? kern_rules_edit(&a->kern, ps, n, agent_index_rule, a) : 0;
+	if (!e)
+		return 0;
+	bs = calloc(a->n_tenants + 1, sizeof(*bs));
+	if (!bs)
+		return -ENOMEM;
 	for (size_t i = 0; i < a->n_tenants; i++)
-		capped += a->tenants[i].pol.max_conns > 0;
-	kern_conn_gate(&a->kern, capped);
-	/* the broker hears of this tenant alone: it was, and is */
-	if (a->hooks.policy_changed && !a->fleet_update)
-		a->hooks.policy_changed(a->hooks.ctx, &was, 1, cur, 1);
-	a->policy_version++;
-	if (a->hooks.tenants_changed)
-		a->hooks.tenants_changed(a->hooks.ctx);
+		bs[i] = (struct kern_binding){ a->tenants[i].slot, &a->tenants[i].pol };
+	e = kern_rules_sync(&a->kern, bs, a->n_tenants);
+	a->rules_synced = !e;
+	free(bs);
+	return e;
+}
+
+/* Takes tenant i out of the set: the last one moves into its place. */
+static void table_remove(struct agent *a, size_t i)
+{
+	size_t last = a->n_tenants - 1;
+
+	agent_index_drop(a, i);
+	if (i != last) {
+		a->tenants[i] = a->tenants[last];
+		agent_index_moved(a, last, i);
+	}
+	a->n_tenants--;
+}
+
+/* Adds t at the end of the set.  0 or -ENOMEM (nothing changed). */
+static int table_append(struct agent *a, const struct agent_tenant *t)
+{
+	if (a->n_tenants == a->cap_tenants) {
+		size_t cap = a->cap_tenants ? 2 * a->cap_tenants : 64;
+		struct agent_tenant *ts = realloc(a->tenants, cap * sizeof(*ts));
+
+		if (!ts)
+			return -ENOMEM;
+		a->tenants = ts;
+		a->cap_tenants = cap;
+	}
+	a->tenants[a->n_tenants] = *t;
+	if (agent_index_put(a, a->n_tenants))
+		return -ENOMEM;
+	a->n_tenants++;
+	return 0;
+}
+
+/* The lowest slot no tenant holds and the kernel has not live, or
+ * UINT32_MAX. */
+static uint32_t free_slot(const struct agent *a)
+{
+	for (uint32_t s = 0; s < a->kern.max_tenants; s++)
+		if (!agent_index_slot_used(a, s) && !kern_slot_live(&a->kern, s))
+			return s;
+	return UINT32_MAX;
+}
+
+/* Forgets name's tombstone (it is back). */
+static void tomb_forget(struct agent *a, const char *name)
+{
+	for (size_t i = 0; i < a->n_tombs; i++)
+		if (strcmp(a->tombs[i].name, name) == 0) {
+			memmove(&a->tombs[i], &a->tombs[i + 1],
+				(a->n_tombs - i - 1) * sizeof(*a->tombs));
+			a->n_tombs--;
+			return;
+		}
+}
+
+/* Remembers the deletion of name at version (the oldest go past
+ * AGENT_MAX_TOMBS).  0 or -ENOMEM. */
+static int tomb_add(struct agent *a, const char *name, uint64_t version)
+{
+	struct agent_tomb *ts;
+
+	tomb_forget(a, name);
+	if (a->n_tombs >= AGENT_MAX_TOMBS) {
+		memmove(a->tombs, a->tombs + 1, (a->n_tombs - 1) * sizeof(*ts));
+		a->n_tombs--;
+	}
+	ts = realloc(a->tombs, (a->n_tombs + 1) * sizeof(*ts));
+	if (!ts)
+		return -ENOMEM;
+	a->tombs = ts;
+	snprintf(ts[a->n_tombs].name, sizeof(ts->name), "%s", name);
+	ts[a->n_tombs++].version = version;
+	return 0;
+}
+
+int agent_table_put(struct agent *a, const struct agent_tenant *t, char *err)
+{
+	struct agent_tenant *cur = agent_find(a, t->pol.name);
+	uint64_t caps = t->pol.max_conns;
+
+	if (agent_index_conflict(a, &t->pol, err))
+		return -EEXIST;
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (&a->tenants[i] != cur)
+			caps += a->tenants[i].pol.max_conns;
+	if (caps > POLICY_CONNS_MAX) {
+		snprintf(err, POLICY_ERR_MAX, "tenant '%.63s': max-conns %llu "
+			 "brings the caps of all tenants to %llu, more than the "
+			 "%d connections one host can count", t->pol.name,
+			 (unsigned long long)t->pol.max_conns,
+			 (unsigned long long)caps, POLICY_CONNS_MAX);
+		return -EINVAL;
+	}
+	if (cur) {
+		size_t i = (size_t)(cur - a->tenants);
+
+		if (cur->slot != t->slot) {
+			snprintf(err, POLICY_ERR_MAX, "tenant '%.63s' is in slot "
+				 "%u, not %u", t->pol.name, cur->slot, t->slot);
+			return -EINVAL;
+		}
+		agent_index_drop(a, i);
+		*cur = *t;
+		return agent_index_put(a, i);
+	}
+	if (t->slot >= a->kern.max_tenants || agent_index_slot_used(a, t->slot) ||
+	    a->n_tenants >= a->kern.max_tenants) {
+		snprintf(err, POLICY_ERR_MAX, "tenant '%.63s': slot %u is not "
+			 "free (at most %u tenants, --max-tenants)", t->pol.name,
+			 t->slot, a->kern.max_tenants);
+		return -EINVAL;
+	}
+	if (table_append(a, t)) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return -ENOMEM;
+	}
+	tomb_forget(a, t->pol.name);
+	return 0;
+}
+
+int agent_table_del(struct agent *a, const char *name, uint64_t version)
+{
+	struct agent_tenant *cur = agent_find(a, name);
+
+	if (!cur)
+		return -ENOENT;
+	if (tomb_add(a, name, version))
+		return -ENOMEM;
+	if (a->texts) {
+		free(a->texts[cur->slot].text);
+		a->texts[cur->slot].text = NULL;
+	}
+	table_remove(a, (size_t)(cur - a->tenants));
+	return 0;
+}
+
+/* After the kernel refused a change made in the tables and the journal:
+ * the tables as they were, written whole (the journal's line with them),
+ * and the kernel's rules compiled whole for them. */
+static void undo(struct agent *a, const struct agent_tenant *was,
+		 const struct agent_tenant *now, struct agent_tomb *tombs,
+		 size_t n_tombs)
+{
+	char err[POLICY_ERR_MAX];
+
+	if (now)
+		table_remove(a, (size_t)(agent_find(a, now->pol.name) - a->tenants));
+	if (was && table_append(a, was))
+		log_error("couldn't put tenant '%s' back: out of memory",
+			  was->pol.name);
+	free(a->tombs);
+	a->tombs = tombs;
+	a->n_tombs = n_tombs;
+	if (now && (!was || was->slot != now->slot))
+		kern_tenant_clear(&a->kern, now->slot);
+	if (was)
+		kern_tenant_configure(&a->kern, was->slot, &was->pol, false);
+	a->rules_synced = false;
+	if (rules_follow(a, NULL, NULL))
+		log_error("couldn't restore the kernel's rules");
+	if (agent_save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
+			      a->policy_version))
+		log_error("couldn't write the state file in '%s'", a->opts.state_dir);
+	(void)err;
+}
+
+/* A copy of the tombstones, for undo().  NULL when out of memory. */
+static struct agent_tomb *tombs_copy(const struct agent *a)
+{
+	struct agent_tomb *ts = malloc((a->n_tombs + 1) * sizeof(*ts));
+
+	if (ts && a->n_tombs)
+		memcpy(ts, a->tombs, a->n_tombs * sizeof(*ts));
+	return ts;
+}
+
+/*
+ * A new tenant, or a change of one tenant's prefixes, ports, direction or
+ * cap, in time that does not grow with the set: the indexes find its
+ * conflicts, the change is a line of the state file's journal (on disk
+ * before the kernel is touched), and the kernel's rules are repainted
+ * where its prefixes were and are.  Returns an agent_code, or -1 when the
+ * set must be rebuilt instead (no indexes).
+ */
+static int tenant_put_in_place(struct agent *a, struct agent_tenant *cur,
+			       const struct policy_tenant *t, char *err)
+{
+	struct agent_tenant was = { 0 }, nt = { .pol = *t };
+	struct agent_tomb *tombs;
+	size_t n_tombs = a->n_tombs;
+	int e;
+
+	if (!a->ix)
+		return -1;
+	if (cur) {
+		was = *cur;
+		nt.slot = cur->slot;
+		nt.version = agent_next_version(a, cur->version);
+		memcpy(nt.samples, cur->samples, sizeof(nt.samples));
+		nt.n_samples = cur->n_samples;
+	} else {
+		const struct agent_tomb *tomb = agent_find_tomb(a, t->name);
+
+		if (a->n_tenants >= a->kern.max_tenants ||
+		    (nt.slot = free_slot(a)) == UINT32_MAX) {
+			snprintf(err, POLICY_ERR_MAX, "no free tenant slot (at "
+				 "most %u tenants, --max-tenants)",
+				 a->kern.max_tenants);
+			return AGENT_INVALID;
+		}
+		nt.version = agent_next_version(a, tomb ? tomb->version : 0);
+	}
+	tombs = tombs_copy(a);
+	if (!tombs) {
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	e = agent_table_put(a, &nt, err);
+	if (e) {
+		free(tombs);
+		return e == -EEXIST ? AGENT_CONFLICT :
+		       e == -ENOMEM ? AGENT_INTERNAL : AGENT_INVALID;
+	}
+	cur = agent_find(a, t->name);
+	e = agent_journal_tenant(a, cur, a->policy_version + 1);
+	if (!e) {
+		kern_tenant_configure(&a->kern, nt.slot, &nt.pol, !was.pol.name[0] ||
+				      !kern_slot_live(&a->kern, nt.slot));
+		if (a->hooks.slot_ready)
+			a->hooks.slot_ready(a->hooks.ctx, nt.slot, &nt.pol);
+		e = rules_follow(a, was.pol.name[0] ? &was.pol : NULL, &nt.pol);
+		if (e) {
+			snprintf(err, POLICY_ERR_MAX, "%s", e == -ENOSPC ?
+				 a->kern.rules_err : "couldn't update the kernel maps");
+			undo(a, was.pol.name[0] ? &was : NULL, &nt, tombs, n_tombs);
+			return e == -ENOSPC ? AGENT_INVALID : AGENT_INTERNAL;
+		}
+	} else {
+		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
+			 "'%s': %s", a->opts.state_dir, strerror(-e));
+		undo(a, was.pol.name[0] ? &was : NULL, &nt, tombs, n_tombs);
+		return AGENT_INTERNAL;
+	}
+	free(tombs);
+	changed_one(a, &was, was.pol.name[0] ? 1 : 0, agent_find(a, t->name), 1);
 	return AGENT_OK;
 }
 
@@ -357,16 +662,19 @@ enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
 	struct agent_tenant *next, *cur;
 	size_t n = a->n_tenants, i;
 	uint64_t prev = 0;
+	int c;
 
 	if (policy_validate(t, err))
 		return AGENT_INVALID;
 	cur = agent_find(a, t->name);
 	if (cur) {
-		int c = tenant_set_in_place(a, cur, t, err);
-
+		c = tenant_set_in_place(a, cur, t, err);
 		if (c >= 0)
 			return (enum agent_code)c;
 	}
+	c = tenant_put_in_place(a, cur, t, err);
+	if (c >= 0)
+		return (enum agent_code)c;
 	next = agent_copy_set(a, 1);
 	if (!next) {
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
@@ -390,15 +698,56 @@ enum agent_code agent_tenant_set(struct agent *a, const struct policy_tenant *t,
 	return agent_commit(a, next, n, err);
 }
 
+/* A deletion in time that does not grow with the set: the journal's line
+ * first, then the tenant's prefixes repainted without it, then its slot
+ * cleared. */
+static enum agent_code tenant_del_in_place(struct agent *a,
+					   struct agent_tenant *cur, char *err)
+{
+	struct agent_tenant was = *cur;
+	size_t n_tombs = a->n_tombs;
+	struct agent_tomb *tombs = tombs_copy(a);
+	uint64_t version = agent_next_version(a, cur->version);
+	int e;
+
+	if (!tombs || agent_table_del(a, was.pol.name, version)) {
+		free(tombs);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
+	e = agent_journal_del(a, was.pol.name, version, a->policy_version + 1);
+	if (e) {
+		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
+			 "'%s': %s", a->opts.state_dir, strerror(-e));
+		undo(a, &was, NULL, tombs, n_tombs);
+		return AGENT_INTERNAL;
+	}
+	e = rules_follow(a, &was.pol, NULL);
+	if (e) {
+		snprintf(err, POLICY_ERR_MAX, "%s", e == -ENOSPC ?
+			 a->kern.rules_err : "couldn't update the kernel maps");
+		undo(a, &was, NULL, tombs, n_tombs);
+		return e == -ENOSPC ? AGENT_INVALID : AGENT_INTERNAL;
+	}
+	free(tombs);
+	kern_tenant_clear(&a->kern, was.slot);
+	changed_one(a, &was, 1, NULL, 0);
+	return AGENT_OK;
+}
+
 enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
 {
 	struct agent_tenant *next;
 	size_t n = 0;
 
-	if (!agent_find(a, name)) {
+	struct agent_tenant *cur = agent_find(a, name);
+
+	if (!cur) {
 		snprintf(err, POLICY_ERR_MAX, "no tenant named '%.64s'", name);
 		return AGENT_NOT_FOUND;
 	}
+	if (a->ix)
+		return tenant_del_in_place(a, cur, err);
 	next = agent_copy_set(a, 0);
 	if (!next) {
 		snprintf(err, POLICY_ERR_MAX, "out of memory");

@@ -30,6 +30,7 @@
 struct ctl;
 struct metrics;
 struct broker;
+struct agent_index;
 
 struct agent_opts {
 	const char *ifaces[KERN_MAX_IFACES];
@@ -122,6 +123,10 @@ struct agent {
 	bool stopping;		/* a signal came: refunding before exit */
 	struct agent_tenant *tenants;
 	size_t n_tenants;
+	size_t cap_tenants;	/* allocated in tenants */
+	/* Names, claims and slots to positions in tenants (agent_index.c);
+	 * NULL when it could not be built: changes then rebuild the set. */
+	struct agent_index *ix;
 	uint64_t policy_version;
 	uint64_t start_mono_ns;
 	time_t start_wall;

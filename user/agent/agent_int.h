@@ -57,6 +57,30 @@ int agent_index_tenants(const struct agent_tenant *ts, size_t n,
 /* The position of name, or SIZE_MAX. */
 size_t agent_index_find(const struct name_index *ix, const char *name);
 
+/* agent_index.c: the indexes of a->tenants.  agent_index_build makes them
+ * for the whole set (a->ix NULL on failure); put adds tenant i (its name,
+ * claims and slot; -ENOMEM), drop removes it, moved says the tenant now at
+ * `to` was at `from`. */
+int agent_index_build(struct agent *a);
+void agent_index_free(struct agent *a);
+int agent_index_put(struct agent *a, size_t i);
+void agent_index_drop(struct agent *a, size_t i);
+void agent_index_moved(struct agent *a, size_t from, size_t to);
+struct agent_tenant *agent_index_name(struct agent *a, const char *name);
+/* Whether a tenant holds slot. */
+bool agent_index_slot_used(const struct agent *a, uint32_t slot);
+/* Whether any inbound rule names a port (the classifier is then compiled
+ * whole). */
+bool agent_index_ported(const struct agent *a);
+/* The tenant other than t's namesake that claims one of t's (prefix,
+ * port) in t's direction, with the conflict worded in err; or NULL. */
+const struct agent_tenant *agent_index_conflict(struct agent *a,
+						const struct policy_tenant *t,
+						char *err);
+/* rl_cls_rule_fn over the inbound any-port claims; ctx is the agent. */
+int64_t agent_index_rule(void *ctx, int family, const uint8_t *addr,
+			 unsigned int plen);
+
 /* agent.c */
 
 /* Makes the kernel hold exactly ts where it held old.  0 or -errno (the
@@ -77,6 +101,16 @@ struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra);
 bool agent_same_claims(const struct policy_tenant *x,
 		       const struct policy_tenant *t);
 
+/* The set's changes of one tenant, on the tables alone (the array, its
+ * indexes, the tombstones), for agent.c and the journal's replay:
+ * agent_table_put adds t at its slot, or replaces its namesake (same
+ * slot), after the checks a set would make (its claims, the caps):
+ * 0, -EEXIST (a conflict), -EINVAL, -ENOMEM, with err.
+ * agent_table_del removes name with a tombstone at version: 0, -ENOENT,
+ * -ENOMEM. */
+int agent_table_put(struct agent *a, const struct agent_tenant *t, char *err);
+int agent_table_del(struct agent *a, const char *name, uint64_t version);
+
 /* agent_tombs.c */
 
 /* The tombstones once next[0..n) replaces the current set.  NULL when out
@@ -94,10 +128,15 @@ int agent_save_policy(struct agent *a, const struct agent_tenant *ts, size_t n,
 
 #define AGENT_JOURNAL_MAX	(4u << 20)	/* bytes, then policy.json anew */
 
-/* Records the change of tenant t (its claims unchanged, in a->tenants
+/* Records the change of tenant t (new, or changed; in a->tenants
  * already) as the policy's version: a line appended to the journal, or
  * the whole state file when the journal is past its size.  0 or -errno. */
 int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
 			 uint64_t version);
+
+/* Records the deletion of name (its tombstone at tomb_version) as the
+ * policy's version, the same way.  0 or -errno. */
+int agent_journal_del(struct agent *a, const char *name, uint64_t tomb_version,
+		      uint64_t version);
 
 #endif /* RL_AGENT_INT_H */

@@ -133,21 +133,19 @@ cleanup:
 	return err;
 }
 
-int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
-			 uint64_t version)
+/* Appends line (len bytes; owned and freed here; NULL
+ * when out of memory), or writes the state file whole when the journal is
+ * past its size.  0 or -errno. */
+static int journal_append(struct agent *a, uint64_t version, char *line,
+			  int len)
 {
-	const char *text;
-	char *line;
-	int len, e;
+	int e;
 
-	if (a->journal_bytes >= AGENT_JOURNAL_MAX)
+	if (a->journal_bytes >= AGENT_JOURNAL_MAX) {
+		free(line);
 		return agent_save_policy(a, a->tenants, a->n_tenants, a->tombs,
 					 a->n_tombs, version);
-	text = tenant_text(a, t);
-	if (!text)
-		return -ENOMEM;
-	len = asprintf(&line, "{\"version\":%" PRIu64 ",\"tenant\":%s}\n",
-		       version, text);
+	}
 	if (len < 0)
 		return -ENOMEM;
 	e = state_append_text(a->opts.state_dir, AGENT_JOURNAL_FILE, line,
@@ -158,61 +156,98 @@ int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
 	return e;
 }
 
-/* One line of the journal onto ts[0..n): the tenant of its slot and name
- * takes its limits.  0, 1 when the line's version is not above *version
- * (skipped), or -EINVAL. */
-static int replay_line(const char *line, size_t len, struct agent_tenant *ts,
-		       size_t n, uint64_t *version)
+int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
+			 uint64_t version)
+{
+	const char *text = tenant_text(a, t);
+	char *line = NULL;
+	int len;
+
+	if (!text)
+		return -ENOMEM;
+	len = asprintf(&line, "{\"version\":%" PRIu64 ",\"tenant\":%s}\n",
+		       version, text);
+	return journal_append(a, version, len < 0 ? NULL : line, len);
+}
+
+int agent_journal_del(struct agent *a, const char *name, uint64_t tomb_version,
+		      uint64_t version)
+{
+	char *line = NULL;
+	int len;
+
+	/* names are [A-Za-z0-9._-]: nothing to escape */
+	len = asprintf(&line, "{\"version\":%" PRIu64 ",\"deleted\":{\"name\":"
+		       "\"%s\",\"version\":%" PRIu64 "}}\n", version, name,
+		       tomb_version);
+	return journal_append(a, version, len < 0 ? NULL : line, len);
+}
+
+/* One line of the journal onto the set (a->tenants and its indexes): a
+ * tenant, new or changed, or a deletion.  0, 1 when the line's version is
+ * not above *version (skipped), or -EINVAL. */
+static int replay_line(struct agent *a, const char *line, size_t len,
+		       uint64_t *version)
 {
 	char terr[POLICY_ERR_MAX];
-	struct policy_tenant p;
-	json_t *j, *t, *v, *copy;
+	struct agent_tenant nt = { 0 };
+	json_t *j, *t, *v, *d, *copy;
 	json_int_t id;
-	uint64_t tv;
 	int e = -EINVAL;
 
 	j = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
 	v = json_object_get(j, "version");
 	t = json_object_get(j, "tenant");
-	if (!json_is_integer(v) || !json_is_object(t))
+	d = json_object_get(j, "deleted");
+	if (!json_is_integer(v) || (!json_is_object(t) && !json_is_object(d)))
 		goto out;
 	if ((uint64_t)json_integer_value(v) <= *version) {
 		e = 1;
 		goto out;
 	}
+	if (d) {
+		json_t *name = json_object_get(d, "name");
+		json_t *tv = json_object_get(d, "version");
+
+		if (!json_is_string(name) || !json_is_integer(tv) ||
+		    json_integer_value(tv) < 1 ||
+		    agent_table_del(a, json_string_value(name),
+				    (uint64_t)json_integer_value(tv)))
+			goto out;
+		*version = (uint64_t)json_integer_value(v);
+		e = 0;
+		goto out;
+	}
 	id = json_integer_value(json_object_get(t, "id"));
-	tv = (uint64_t)json_integer_value(json_object_get(t, "version"));
+	nt.version = (uint64_t)json_integer_value(json_object_get(t, "version"));
 	copy = json_copy(t);
 	json_object_del(copy, "id");
 	json_object_del(copy, "version");
-	e = policy_tenant_from_json(copy, &p, terr) ? -EINVAL : 0;
+	e = policy_tenant_from_json(copy, &nt.pol, terr) ? -EINVAL : 0;
 	json_decref(copy);
-	if (e || tv == 0)
+	if (e || nt.version == 0 || id < 0 || id >= a->kern.max_tenants) {
+		e = -EINVAL;
 		goto out;
-	e = -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if ((json_int_t)ts[i].slot == id &&
-		    strcmp(ts[i].pol.name, p.name) == 0 &&
-		    agent_same_claims(&ts[i].pol, &p)) {
-			ts[i].pol = p;
-			ts[i].version = tv;
-			*version = (uint64_t)json_integer_value(v);
-			e = 0;
-			break;
-		}
+	}
+	nt.slot = (uint32_t)id;
+	if (agent_table_put(a, &nt, terr)) {
+		log_warn("'%s/%s': %s", a->opts.state_dir, AGENT_JOURNAL_FILE, terr);
+		e = -EINVAL;
+		goto out;
+	}
+	*version = (uint64_t)json_integer_value(v);
 out:
 	json_decref(j);
 	return e;
 }
 
-/* The journal's changes newer than the state file's version onto
- * ts[0..n), in order; a last line cut short by a crash (no newline) was
- * never answered and is left out.  Returns whether the state file must be
- * written anew: the journal ends in such a line or in one that is not
- * ours, and the next change must not be appended after it.  Else the
- * journal stays, and a->journal_bytes is its size. */
-static bool replay_journal(struct agent *a, struct agent_tenant *ts,
-			     size_t n, uint64_t *version)
+/* The journal's changes newer than the state file's version onto the set
+ * (a->tenants, indexed), in order; a last line cut short by a crash (no
+ * newline) was never answered and is left out.  Returns whether the state
+ * file must be written anew: the journal ends in such a line or in one
+ * that is not ours, and the next change must not be appended after it.
+ * Else the journal stays, and a->journal_bytes is its size. */
+static bool replay_journal(struct agent *a, uint64_t *version)
 {
 	char *buf = NULL, *p, *nl;
 	size_t len = 0, taken = 0, lineno = 0;
@@ -228,10 +263,10 @@ static bool replay_journal(struct agent *a, struct agent_tenant *ts,
 	}
 	for (p = buf; (nl = memchr(p, '\n', len - (size_t)(p - buf))); p = nl + 1) {
 		lineno++;
-		e = replay_line(p, (size_t)(nl - p), ts, n, version);
+		e = replay_line(a, p, (size_t)(nl - p), version);
 		if (e < 0) {
-			log_warn("'%s/%s' line %zu: not a change of a tenant in "
-				 "the policy; the rest of the file is left out",
+			log_warn("'%s/%s' line %zu: not a change the policy "
+				 "takes; the rest of the file is left out",
 				 a->opts.state_dir, AGENT_JOURNAL_FILE, lineno);
 			rewrite = true;
 			break;
@@ -431,13 +466,33 @@ int agent_policy_start(struct agent *a)
 		return e;
 	}
 
-	rewrite = ts && replay_journal(a, ts, n, &version);
+	a->tenants = ts;
+	a->n_tenants = a->cap_tenants = n;
+	if (agent_index_build(a))
+		log_warn("couldn't index %zu tenants: out of memory; every "
+			 "change rebuilds the set", n);
+	if (!a->ix) {
+		log_error("couldn't replay '%s/%s' without the set's indexes",
+			  a->opts.state_dir, AGENT_JOURNAL_FILE);
+		a->tenants = NULL;
+		a->n_tenants = a->cap_tenants = 0;
+		free(ts);
+		return -ENOMEM;
+	}
+	/* Without policy.json, the journal holds every change since an
+	 * empty set. */
+	rewrite = replay_journal(a, &version);
+	ts = a->tenants;
+	n = a->n_tenants;
 
 	/* The file is the truth; the kernel may have adopted maps from an
 	 * older run.  A slot that is live keeps its bucket: passing the set
 	 * as its own predecessor makes only dead slots fresh. */
 	e = agent_kern_apply(a, ts, n, ts, n);
 	if (e) {
+		agent_index_free(a);
+		a->tenants = NULL;
+		a->n_tenants = a->cap_tenants = 0;
 		free(ts);
 		return e;
 	}
@@ -447,8 +502,6 @@ int agent_policy_start(struct agent *a)
 			log_info("cleared kernel slot %u: not in the policy", s);
 			kern_tenant_clear(&a->kern, s);
 		}
-	a->tenants = ts;
-	a->n_tenants = n;
 	a->policy_version = version;
 	log_info("policy: %zu tenants (version %llu)", n,
 		 (unsigned long long)version);

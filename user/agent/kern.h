@@ -211,6 +211,13 @@ bool kern_slot_live(const struct kern *k, uint32_t slot);
  * rules do not fit the classifier. */
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n);
 
+/* Makes the kernel's rules answer as `rule` says over the prefixes of
+ * ps[0..n) (rl_cls_map_edit), in one switch.  0; -EAGAIN when they must be
+ * compiled whole instead (a port row, a preload pool, too much to
+ * repaint), or another -errno: the kernel's rules are then unchanged. */
+int kern_rules_edit(struct kern *k, const struct rl_cls_rule *ps, size_t n,
+		    rl_cls_rule_fn rule, void *ctx);
+
 /* Sum over CPUs of a tenant's counters, and over the preloaded
  * processes when there is a pool: what the host decided.  0 or -errno. */
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out);

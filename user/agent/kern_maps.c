@@ -480,6 +480,25 @@ int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 	return err;
 }
 
+int kern_rules_edit(struct kern *k, const struct rl_cls_rule *ps, size_t n,
+		    rl_cls_rule_fn rule, void *ctx)
+{
+	uint32_t used = k->cls_used;
+	int err;
+
+	/* The pool holds its own copy of the rules, compiled whole. */
+	if (k->preload || used < RL_CLS_POOL)
+		return -EAGAIN;
+	err = rl_cls_map_edit(&k->cls, &used, ps, n, rule, ctx);
+	if (err) {
+		log_debug("couldn't edit the rules of '%s/cls' in place (%s): "
+			  "compiling them whole", k->pin_dir, strerror(-err));
+		return err;
+	}
+	k->cls_used = used;
+	return 0;
+}
+
 /* --- events -------------------------------------------------------------- */
 
 int kern_events_open(struct kern *k, int (*fn)(void *ctx, void *data,

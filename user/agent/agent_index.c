@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The tenant set's indexes, so that a change of one tenant among 100,000
+ * looks at that tenant only: names to positions (a hash), claims to the
+ * slots that hold them (a hash of direction, prefix and port), and slots
+ * to positions.  Built whole after a change of the whole set, kept up to
+ * date by the changes of one tenant (agent.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "agent_int.h"
+
+#define NONE	UINT32_MAX
+
+/* One claim: a tenant's prefix for one of its ports (0: any port). */
+struct claim {
+	uint8_t addr[16];
+	uint32_t slot;		/* NONE: the entry is free */
+	uint16_t port;
+	uint8_t len;
+	uint8_t key;		/* family (4 or 6) and direction */
+};
+
+struct agent_index {
+	uint32_t *names;	/* positions + 1; 0 free */
+	size_t names_cap;	/* a power of two */
+	struct claim *claims;
+	size_t claims_cap, n_claims;
+	uint32_t *pos;		/* per slot: position in a->tenants, or NONE */
+	size_t n_port_claims;	/* inbound claims that name a port */
+};
+
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+	return h ^ (h >> 31);
+}
+
+static uint8_t claim_key(int family, enum policy_direction dir)
+{
+	return (uint8_t)((family == AF_INET6 ? 6 : 4) | (dir == POLICY_DIR_OUT) << 4);
+}
+
+static uint64_t claim_hash(const struct claim *c)
+{
+	uint64_t w[2], h;
+
+	memcpy(w, c->addr, sizeof(w));
+	h = (w[0] ^ ((uint64_t)c->port << 16 | (uint64_t)c->len << 8 | c->key)) *
+	    0x9e3779b97f4a7c15ULL;
+	h = (h ^ w[1]) * 0xc2b2ae3d27d4eb4fULL;
+	return h ^ (h >> 29);
+}
+
+static bool claim_same(const struct claim *a, const struct claim *b)
+{
+	return a->key == b->key && a->len == b->len && a->port == b->port &&
+	       memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+static size_t claim_find(const struct agent_index *ix, const struct claim *c)
+{
+	size_t mask = ix->claims_cap - 1, s = claim_hash(c) & mask;
+
+	while (ix->claims[s].slot != NONE && !claim_same(&ix->claims[s], c))
+		s = (s + 1) & mask;
+	return s;
+}
+
+static int claims_grow(struct agent_index *ix, size_t need)
+{
+	struct claim *old = ix->claims;
+	size_t old_cap = ix->claims_cap, cap = old_cap ? old_cap : 1024;
+
+	if (2 * need <= old_cap)
+		return 0;
+	while (cap < 2 * need)
+		cap *= 2;
+	ix->claims = malloc(cap * sizeof(*ix->claims));
+	if (!ix->claims) {
+		ix->claims = old;
+		return -ENOMEM;
+	}
+	ix->claims_cap = cap;
+	for (size_t s = 0; s < cap; s++)
+		ix->claims[s].slot = NONE;
+	for (size_t s = 0; s < old_cap; s++)
+		if (old[s].slot != NONE)
+			ix->claims[claim_find(ix, &old[s])] = old[s];
+	free(old);
+	return 0;
+}
+
+/* Linear probing: what follows a freed entry moves back into its place
+ * when its home is at or before it, so no lookup stops short. */
+static void claim_remove(struct agent_index *ix, size_t s)
+{
+	size_t mask = ix->claims_cap - 1, j = s;
+
+	ix->claims[s].slot = NONE;
+	for (;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (ix->claims[j].slot == NONE)
+			return;
+		home = claim_hash(&ix->claims[j]) & mask;
+		if (((j - home) & mask) >= ((j - s) & mask)) {
+			ix->claims[s] = ix->claims[j];
+			ix->claims[j].slot = NONE;
+			s = j;
+		}
+	}
+}
+
+static void claim_of(const struct policy_tenant *t, unsigned int x,
+		     uint16_t port, struct claim *c)
+{
+	memset(c, 0, sizeof(*c));
+	memcpy(c->addr, t->match[x].addr, sizeof(c->addr));
+	c->len = t->match[x].len;
+	c->port = port;
+	c->key = claim_key(t->match[x].family, t->direction);
+}
+
+/* Calls fn on each claim of t: every prefix times every port (or 0). */
+#define FOR_CLAIMS(t, c, ...)						\
+	for (unsigned int x_ = 0; x_ < (t)->n_match; x_++)		\
+		for (unsigned int p_ = 0; p_ < ((t)->n_ports ? (t)->n_ports : 1); p_++) { \
+			claim_of((t), x_, (t)->n_ports ? (t)->ports[p_] : 0, &(c)); \
+			__VA_ARGS__					\
+		}
+
+static size_t name_find(const struct agent *a, const char *name)
+{
+	const struct agent_index *ix = a->ix;
+	size_t mask = ix->names_cap - 1, s = name_hash(name) & mask;
+
+	while (ix->names[s] && strcmp(a->tenants[ix->names[s] - 1].pol.name, name))
+		s = (s + 1) & mask;
+	return s;
+}
+
+static void name_remove(struct agent *a, size_t s)
+{
+	struct agent_index *ix = a->ix;
+	size_t mask = ix->names_cap - 1, j = s;
+
+	ix->names[s] = 0;
+	for (;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (!ix->names[j])
+			return;
+		home = name_hash(a->tenants[ix->names[j] - 1].pol.name) & mask;
+		if (((j - home) & mask) >= ((j - s) & mask)) {
+			ix->names[s] = ix->names[j];
+			ix->names[j] = 0;
+			s = j;
+		}
+	}
+}
+
+void agent_index_free(struct agent *a)
+{
+	if (!a->ix)
+		return;
+	free(a->ix->names);
+	free(a->ix->claims);
+	free(a->ix->pos);
+	free(a->ix);
+	a->ix = NULL;
+}
+
+int agent_index_build(struct agent *a)
+{
+	struct agent_index *ix;
+	size_t cap = 16;
+
+	agent_index_free(a);
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return -ENOMEM;
+	a->ix = ix;
+	while (cap < 2 * (size_t)a->kern.max_tenants)
+		cap *= 2;
+	ix->names = calloc(cap, sizeof(*ix->names));
+	ix->names_cap = cap;
+	ix->pos = malloc((a->kern.max_tenants + 1) * sizeof(*ix->pos));
+	if (!ix->names || !ix->pos || claims_grow(ix, 512)) {
+		agent_index_free(a);
+		return -ENOMEM;
+	}
+	memset(ix->pos, 0xff, (a->kern.max_tenants + 1) * sizeof(*ix->pos));
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (agent_index_put(a, i)) {
+			agent_index_free(a);
+			return -ENOMEM;
+		}
+	return 0;
+}
+
+int agent_index_put(struct agent *a, size_t i)
+{
+	struct agent_index *ix = a->ix;
+	const struct agent_tenant *t = &a->tenants[i];
+	struct claim c;
+	size_t need = ix->n_claims;
+
+	FOR_CLAIMS(&t->pol, c, need++;)
+	if (claims_grow(ix, need))
+		return -ENOMEM;
+	FOR_CLAIMS(&t->pol, c, {
+		size_t s = claim_find(ix, &c);
+
+		if (ix->claims[s].slot == NONE) {
+			ix->n_claims++;
+			ix->n_port_claims += c.port && !(c.key & 0x10);
+		}
+		c.slot = t->slot;
+		ix->claims[s] = c;
+	})
+	ix->names[name_find(a, t->pol.name)] = (uint32_t)i + 1;
+	if (t->slot < a->kern.max_tenants)
+		ix->pos[t->slot] = (uint32_t)i;
+	return 0;
+}
+
+void agent_index_drop(struct agent *a, size_t i)
+{
+	struct agent_index *ix = a->ix;
+	const struct agent_tenant *t = &a->tenants[i];
+	struct claim c;
+	size_t s;
+
+	FOR_CLAIMS(&t->pol, c, {
+		s = claim_find(ix, &c);
+		if (ix->claims[s].slot == t->slot) {
+			claim_remove(ix, s);
+			ix->n_claims--;
+			ix->n_port_claims -= c.port && !(c.key & 0x10);
+		}
+	})
+	s = name_find(a, t->pol.name);
+	if (ix->names[s] == i + 1)
+		name_remove(a, s);
+	if (t->slot < a->kern.max_tenants && ix->pos[t->slot] == i)
+		ix->pos[t->slot] = NONE;
+}
+
+void agent_index_moved(struct agent *a, size_t from, size_t to)
+{
+	struct agent_index *ix = a->ix;
+	const struct agent_tenant *t = &a->tenants[to];
+	size_t s = name_find(a, t->pol.name);
+
+	/* the name is found by the tenant's own copy at `to` */
+	(void)from;
+	ix->names[s] = (uint32_t)to + 1;
+	if (t->slot < a->kern.max_tenants)
+		ix->pos[t->slot] = (uint32_t)to;
+}
+
+struct agent_tenant *agent_index_name(struct agent *a, const char *name)
+{
+	size_t s = name_find(a, name);
+
+	return a->ix->names[s] ? &a->tenants[a->ix->names[s] - 1] : NULL;
+}
+
+bool agent_index_slot_used(const struct agent *a, uint32_t slot)
+{
+	return slot < a->kern.max_tenants && a->ix->pos[slot] != NONE;
+}
+
+bool agent_index_ported(const struct agent *a)
+{
+	return a->ix->n_port_claims != 0;
+}
+
+const struct agent_tenant *agent_index_conflict(struct agent *a,
+						const struct policy_tenant *t,
+						char *err)
+{
+	const struct agent_index *ix = a->ix;
+	const struct agent_tenant *self = agent_index_name(a, t->name);
+	struct claim c;
+
+	FOR_CLAIMS(t, c, {
+		size_t s = claim_find(ix, &c);
+		const struct agent_tenant *o;
+		char pb[INET6_ADDRSTRLEN + 8], port[16];
+
+		if (ix->claims[s].slot == NONE ||
+		    (self && ix->claims[s].slot == self->slot))
+			continue;
+		o = &a->tenants[ix->pos[ix->claims[s].slot]];
+		policy_format_prefix(&t->match[x_], pb, sizeof(pb));
+		snprintf(port, sizeof(port), "port %u", c.port);
+		/* named in the order of the set, as a check of it would */
+		if (self && self < o)
+			snprintf(err, POLICY_ERR_MAX, "conflict: tenants '%.63s' "
+				 "and '%.63s' both claim %s %s", t->name,
+				 o->pol.name, pb, c.port ? port : "on any port");
+		else
+			snprintf(err, POLICY_ERR_MAX, "conflict: tenants '%.63s' "
+				 "and '%.63s' both claim %s %s", o->pol.name,
+				 t->name, pb, c.port ? port : "on any port");
+		return o;
+	})
+	return NULL;
+}
+
+int64_t agent_index_rule(void *ctx, int family, const uint8_t *addr,
+			 unsigned int plen)
+{
+	const struct agent *a = ctx;
+	const struct agent_index *ix = a->ix;
+	struct claim c = { .len = (uint8_t)plen,
+			   .key = claim_key(family, POLICY_DIR_IN) };
+	size_t s;
+
+	memcpy(c.addr, addr, sizeof(c.addr));
+	s = claim_find(ix, &c);
+	return ix->claims[s].slot == NONE ? -1 : (int64_t)ix->claims[s].slot;
+}
