@@ -258,6 +258,14 @@ EOF
 	expect_eq "text --name api" "$(rl tenant list --name api | awk 'NR > 1 { print $1 }')" api
 	expect_eq "text --name 'x*'" "$(rl tenant list --name 'x*')" "no tenants"
 	expect_eq "--json --limit 2" "$(rl --json tenant list --limit 2 | jq length)" 2
+	# the agent itself filters: a raw request gets only what matches
+	expect_eq "raw tenant.list with match and limit" \
+		"$(echo '{"cmd":"tenant.list","match":"web-*","limit":1}' | timeout 5 nc -U -q 1 "$CTL" |
+			jq -c '[.tenants[].name | startswith("web-")] | [length, all]')" '[1,true]'
+	expect_eq "raw stats with match" \
+		"$(echo '{"cmd":"stats","match":"api"}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" '["api"]'
+	expect_eq "raw tenant.list with a bad limit" \
+		"$(echo '{"cmd":"tenant.list","limit":-1}' | timeout 5 nc -U -q 1 "$CTL" | jq -r .code)" invalid
 	run "$RLGATE_BUILD/rlctl" --socket "$CTL" tenant list --limit 0
 	expect_eq "exit status of --limit 0" "$status" 2
 	[[ $output == *"invalid --limit '0'"* ]] || { echo "$output" >&2; return 1; }

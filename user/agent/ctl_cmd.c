@@ -4,6 +4,7 @@
  * operations, a reply object out.  ctl.c frames them on the socket.
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -245,14 +246,47 @@ static json_t *cmd_tenant_get(struct ctl_call *call, const json_t *req)
 	return json_pack("{s:b,s:o}", "ok", 1, "tenant", tenant_json(call->a, t));
 }
 
+/* The request's "match", a shell pattern of names (fnmatch), into *glob
+ * (NULL: every name).  NULL, or the error to reply. */
+static json_t *match_arg(const json_t *req, const char **glob)
+{
+	json_t *v = json_object_get(req, "match");
+
+	*glob = NULL;
+	if (!v || json_is_null(v))
+		return NULL;
+	if (!json_is_string(v))
+		return ctl_error(AGENT_INVALID, "field 'match' is not a string");
+	*glob = json_string_value(v);
+	return NULL;
+}
+
+/* Only the tenants whose name matches are encoded, and at most "limit" of
+ * them: a list of a few among 100,000 costs a few. */
 static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
-	json_t *arr = json_array();
+	json_t *v = json_object_get(req, "limit"), *arr, *r;
+	const char *glob;
+	size_t limit = 0;
 
-	(void)req;
-	for (size_t i = 0; i < a->n_tenants; i++)
+	r = match_arg(req, &glob);
+	if (r)
+		return r;
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return ctl_error(AGENT_INVALID, "field 'limit' is not a "
+					 "non-negative integer (0: no limit)");
+		limit = (size_t)json_integer_value(v);
+	}
+	arr = json_array();
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		if (glob && fnmatch(glob, a->tenants[i].pol.name, 0) != 0)
+			continue;
+		if (limit && json_array_size(arr) >= limit)
+			break;
 		json_array_append_new(arr, tenant_json(a, &a->tenants[i]));
+	}
 	return json_pack("{s:b,s:o}", "ok", 1, "tenants", arr);
 }
 
@@ -426,9 +460,15 @@ static json_t *cmd_stats(struct ctl_call *call, const json_t *req)
 		arr = json_array();
 		json_array_append_new(arr, stats_json(a, t));
 	} else {
+		const char *glob;
+		json_t *r = match_arg(req, &glob);
+
+		if (r)
+			return r;
 		arr = json_array();
 		for (size_t i = 0; i < a->n_tenants; i++)
-			json_array_append_new(arr, stats_json(a, &a->tenants[i]));
+			if (!glob || fnmatch(glob, a->tenants[i].pol.name, 0) == 0)
+				json_array_append_new(arr, stats_json(a, &a->tenants[i]));
 	}
 	return json_pack("{s:b,s:o,s:o}", "ok", 1, "stats", arr, "instance",
 			 instance_json(a));

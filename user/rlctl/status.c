@@ -418,6 +418,9 @@ int cmd_stats(int argc, char **argv)
 	req = json_pack("{s:s}", "cmd", "stats");
 	if (args.name[0])
 		json_object_set_new(req, "name", json_string(args.name));
+	/* the agent filters (rlctl_keep again is for older agents) */
+	if (args.glob)
+		json_object_set_new(req, "match", json_string(args.glob));
 	ret = rlctl_call_get(req, "stats", true, &reply, &stats);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;

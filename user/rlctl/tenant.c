@@ -386,8 +386,12 @@ static int tenant_list(int argc, char **argv)
 	ret = rlctl_parse(&list_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
-	ret = rlctl_call_get(json_pack("{s:s}", "cmd", "tenant.list"), "tenants",
-			     true, &reply, &ts);
+	/* the agent filters (rlctl_keep again is for older agents) */
+	ret = rlctl_call_get(json_pack("{s:s,s:s?,s:I}", "cmd", "tenant.list",
+				       "match", args.name,
+				       "limit", (json_int_t)(args.limit > INT64_MAX ?
+							     0 : args.limit)),
+			     "tenants", true, &reply, &ts);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
 	rlctl_keep(ts, "name", args.name, args.limit);
