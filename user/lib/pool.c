@@ -224,19 +224,26 @@ static bool take_gcra(__u64 *tatp, uint64_t interval, uint64_t tol,
 	return false;
 }
 
-/* The kernel's take_leased(): a failed take is put back, so no token is
- * lost or minted.  The low-water "event" is the flag itself: the agent
- * looks at lowwater_armed of every leased tenant often (there is no ring
- * buffer to wake it from here). */
+/* The kernel's take_leased(), as a compare-and-swap: the count never dips
+ * below what is there, not even for a moment, so the agent never reads it
+ * low and then, once a failed take is put back, higher than its ledger
+ * (which it would count as forged).  A swap fails only when another
+ * process took a token (or the agent changed the count) meanwhile: some
+ * take always gets through.  The low-water "event" is the flag itself: the
+ * agent looks at lowwater_armed of every leased tenant often (there is no
+ * ring buffer to wake it from here). */
 static bool take_leased(struct rl_tenant *t)
 {
-	__s64 old = __atomic_fetch_add(&t->tokens, -1, __ATOMIC_RELAXED);
-	__s64 left = old - 1;
+	__s64 old = __atomic_load_n(&t->tokens, __ATOMIC_RELAXED), left;
 
-	if (old <= 0) {
-		__atomic_fetch_add(&t->tokens, 1, __ATOMIC_RELAXED);
-		left = 0;
-	}
+	do {
+		if (old <= 0) {
+			left = 0;
+			break;
+		}
+		left = old - 1;
+	} while (!__atomic_compare_exchange_n(&t->tokens, &old, left, false,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 	if (left <= __atomic_load_n(&t->lowwater, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&t->lowwater_armed, __ATOMIC_RELAXED))
 		__atomic_store_n(&t->lowwater_armed, 0, __ATOMIC_RELAXED);
