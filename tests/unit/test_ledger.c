@@ -1,0 +1,197 @@
+/* Unit test of user/lib/ledger.c: what the agent believes of a pool slot's leased tokens and connections in flight, as tables of counts read and of steps (grants, spends, forged counts, takes); with any mix of steps, never more taken out of the slot than was given to it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger.h"
+#include "check.h"
+
+static void test_check(void)
+{
+	static const struct {
+		const char *what;
+		int64_t seen;
+		uint64_t ledger;
+		uint64_t trusted, forged;
+	} rows[] = {
+		{ "as given", 10, 10, 10, 0 },
+		{ "some spent", 4, 10, 4, 0 },
+		{ "all spent", 0, 10, 0, 0 },
+		{ "below zero (a count written negative)", -5, 10, 0, 0 },
+		{ "raised by one", 11, 10, 10, 1 },
+		{ "raised from nothing given", 1000000, 0, 0, 1000000 },
+		{ "the largest count, nothing given", INT64_MAX, 0, 0,
+		  (uint64_t)INT64_MAX },
+		{ "the largest count, as much given", INT64_MAX,
+		  (uint64_t)INT64_MAX, (uint64_t)INT64_MAX, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		uint64_t trusted = 12345;
+		uint64_t forged = rl_ledger_check(rows[i].seen, rows[i].ledger,
+						  &trusted);
+
+		CHECK(trusted == rows[i].trusted && forged == rows[i].forged,
+		      "%s: trusted %llu forged %llu; want %llu %llu", rows[i].what,
+		      (unsigned long long)trusted, (unsigned long long)forged,
+		      (unsigned long long)rows[i].trusted,
+		      (unsigned long long)rows[i].forged);
+	}
+}
+
+enum step_op {
+	GIVE,	/* the agent adds n */
+	SPEND,	/* a process spends n (as the library: never below 0) */
+	WRITE,	/* a process of the group writes the count n */
+	TRIM,	/* the agent's check */
+	TAKE,	/* the agent takes up to n back (0: all) */
+};
+
+static void test_steps(void)
+{
+	static const struct {
+		const char *what;
+		enum step_op op;
+		int64_t n;
+		/* after */
+		int64_t tokens;
+		uint64_t ledger, got, forged;
+	} steps[] = {
+		{ "a grant of 10", GIVE, 10, 10, 10, 0, 0 },
+		{ "3 spent", SPEND, 3, 7, 10, 0, 0 },
+		{ "the check sees the spends", TRIM, 0, 7, 7, 0, 0 },
+		{ "forged to 1000", WRITE, 1000, 1000, 7, 0, 0 },
+		{ "the check takes the forged tokens out", TRIM, 0, 7, 7, 0, 993 },
+		{ "forged to 500 again", WRITE, 500, 500, 7, 0, 0 },
+		{ "a take of all: 7, the forged 493 dropped", TAKE, 0, 0, 0, 7, 493 },
+		{ "forged from nothing given", WRITE, 50, 50, 0, 0, 0 },
+		{ "a take of 10 takes nothing", TAKE, 10, 0, 0, 0, 50 },
+		{ "a grant of 20", GIVE, 20, 20, 20, 0, 0 },
+		{ "written 25 where the ledger holds 20", WRITE, 25, 25, 20, 0, 0 },
+		{ "a take of 8: the 5 forged out first", TAKE, 8, 12, 12, 8, 5 },
+		{ "12 spent (all)", SPEND, 12, 0, 12, 0, 0 },
+		{ "a take of all finds none", TAKE, 0, 0, 0, 0, 0 },
+		{ "written negative", WRITE, -3, -3, 0, 0, 0 },
+		{ "the check leaves a negative count alone", TRIM, 0, -3, 0, 0, 0 },
+		{ "a grant of 5 onto it", GIVE, 5, 2, 5, 0, 0 },
+		{ "the check: the ledger follows the count down", TRIM, 0, 2, 2, 0, 0 },
+		{ "a take of all: 2", TAKE, 0, 0, 0, 2, 0 },
+	};
+	struct rl_tenant rt;
+	uint64_t ledger = 0;
+
+	memset(&rt, 0, sizeof(rt));
+	rt.mode = RL_MODE_LEASED;
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		uint64_t got = 0, forged = 0;
+
+		switch (steps[i].op) {
+		case GIVE:
+			rl_ledger_add(&rt, &ledger, (uint64_t)steps[i].n, 0);
+			break;
+		case SPEND:
+			rt.tokens -= steps[i].n < rt.tokens ? steps[i].n : rt.tokens;
+			break;
+		case WRITE:
+			rt.tokens = steps[i].n;
+			break;
+		case TRIM:
+			forged = rl_ledger_trim(&rt, &ledger);
+			break;
+		case TAKE:
+			got = rl_ledger_take(&rt, &ledger, (uint64_t)steps[i].n,
+					     &forged);
+			break;
+		}
+		CHECK(rt.tokens == steps[i].tokens && ledger == steps[i].ledger &&
+		      got == steps[i].got && forged == steps[i].forged,
+		      "%s: tokens %lld ledger %llu got %llu forged %llu; want "
+		      "%lld %llu %llu %llu", steps[i].what, (long long)rt.tokens,
+		      (unsigned long long)ledger, (unsigned long long)got,
+		      (unsigned long long)forged, (long long)steps[i].tokens,
+		      (unsigned long long)steps[i].ledger,
+		      (unsigned long long)steps[i].got,
+		      (unsigned long long)steps[i].forged);
+		CHECK(rl_ledger_tokens(&rt, ledger) <= ledger,
+		      "%s: believed %llu beyond the ledger %llu", steps[i].what,
+		      (unsigned long long)rl_ledger_tokens(&rt, ledger),
+		      (unsigned long long)ledger);
+	}
+}
+
+/* Any mix of grants, spends, forged counts, checks and takes: what comes
+ * out of the slot (to the kernel or Redis) never exceeds what went in, and
+ * the ledger never exceeds what is left of that. */
+static void test_never_mints(void)
+{
+	struct rl_tenant rt;
+	uint64_t ledger = 0, given = 0, taken = 0;
+
+	memset(&rt, 0, sizeof(rt));
+	rt.mode = RL_MODE_LEASED;
+	srand(7);
+	for (int i = 0; i < 200000; i++) {
+		uint64_t n = (uint64_t)(rand() % 50);
+
+		switch (rand() % 5) {
+		case GIVE:
+			rl_ledger_add(&rt, &ledger, n, 0);
+			given += n;
+			break;
+		case SPEND:
+			if (rt.tokens > 0)
+				rt.tokens -= (int64_t)n < rt.tokens ? (int64_t)n :
+								     rt.tokens;
+			break;
+		case WRITE:
+			rt.tokens = rand() % 3 ? rt.tokens + (int64_t)n * 100 :
+						 -(int64_t)n;
+			break;
+		case TRIM:
+			rl_ledger_trim(&rt, &ledger);
+			break;
+		case TAKE:
+			taken += rl_ledger_take(&rt, &ledger, n, NULL);
+			break;
+		}
+		if (taken > given || ledger > given - taken) {
+			CHECK(0, "step %d: given %llu, taken %llu, ledger %llu", i,
+			      (unsigned long long)given, (unsigned long long)taken,
+			      (unsigned long long)ledger);
+			return;
+		}
+	}
+	diag("given %llu, taken back %llu", (unsigned long long)given,
+	     (unsigned long long)taken);
+}
+
+static void test_conns(void)
+{
+	static const struct {
+		const char *what;
+		int64_t seen, found, want;
+	} rows[] = {
+		{ "nothing looked at yet", 5, -1, 5 },
+		{ "as found", 5, 5, 5 },
+		{ "fewer found (closes the check gives back)", 5, 3, 5 },
+		{ "a release forged to 0 with 4 held", 0, 4, 4 },
+		{ "written negative, nothing looked at", -7, -1, 0 },
+		{ "written negative with 2 held", -7, 2, 2 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int64_t got = rl_ledger_conns(rows[i].seen, rows[i].found);
+
+		CHECK(got == rows[i].want, "%s: %lld, want %lld", rows[i].what,
+		      (long long)got, (long long)rows[i].want);
+	}
+}
+
+int main(void)
+{
+	CHECK_RUN(test_check);
+	CHECK_RUN(test_steps);
+	CHECK_RUN(test_never_mints);
+	CHECK_RUN(test_conns);
+	return check_exit();
+}
