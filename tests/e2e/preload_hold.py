@@ -50,9 +50,10 @@ def hold(host, port, n):
     got, counts = [], {"ok": 0, "reset": 0, "other": 0}
     for _ in range(n):
         try:
-            # the reset may come before connect returns
+            # the reset may come before connect returns, or answer the
+            # SYN itself (XDP's rst action: refused)
             s = socket.create_connection((host, port), timeout=5)
-        except ConnectionResetError:
+        except (ConnectionResetError, ConnectionRefusedError):
             counts["reset"] += 1
             continue
         try:

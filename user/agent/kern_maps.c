@@ -117,10 +117,10 @@ void kern_tokens_add(struct kern *k, uint32_t slot, uint64_t n, int64_t lowwater
 			count = st.admitted + st.denied;
 		/* a host that attaches nowhere enforces only in the pool */
 		give = preload_split(k->preload, slot, n, count, k->n_ifaces == 0);
-		rl_slot_tokens_add(preload_slot(k->preload, slot), give, lowwater);
+		preload_tokens_add(k->preload, slot, give, lowwater);
 		n -= give;
 	} else if (k->preload) {
-		rl_slot_tokens_add(preload_slot(k->preload, slot), 0, lowwater);
+		preload_tokens_add(k->preload, slot, 0, lowwater);
 	}
 	rl_slot_tokens_add(&k->tenants[slot], n, lowwater);
 }
@@ -129,17 +129,21 @@ uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max)
 {
 	uint64_t got = 0;
 
+	/* never more from the pool than the agent gave it: its count may
+	 * be forged */
 	if (k->preload)
-		got = rl_slot_tokens_take(preload_slot(k->preload, slot), max);
+		got = preload_tokens_take(k->preload, slot, max);
 	if (!max || got < max)
 		got += rl_slot_tokens_take(&k->tenants[slot], max ? max - got : 0);
 	return got;
 }
 
-/* Every fleet check: tokens move to the point that ran dry with demand
- * from the one that holds them (see rl_share_balance).  Whether a point
- * had demand is what its low-water flag says: spending down to the mark
- * disarms it, and a grant re-arms it. */
+/* Every fleet check: the pool's tokens are brought back to the agent's
+ * ledger (what a process of its group forged there is taken out), then
+ * tokens move to the point that ran dry with demand from the one that
+ * holds them (see rl_share_balance).  Whether a point had demand is what
+ * its low-water flag says: spending down to the mark disarms it, and a
+ * grant re-arms it. */
 static void tokens_balance(struct kern *k)
 {
 	for (uint32_t slot = 0; slot < k->max_tenants; slot++) {
@@ -149,26 +153,32 @@ static void tokens_balance(struct kern *k)
 
 		if (__atomic_load_n(&kt->mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED)
 			continue;
+		preload_tokens_trim(k->preload, slot);
 		kn = __atomic_load_n(&kt->tokens, __ATOMIC_ACQUIRE);
-		pn = __atomic_load_n(&pt->tokens, __ATOMIC_ACQUIRE);
+		pn = (int64_t)preload_tokens(k->preload, slot);
 		move = rl_share_balance(kn, pn,
 					!__atomic_load_n(&kt->lowwater_armed,
 							 __ATOMIC_RELAXED),
 					!__atomic_load_n(&pt->lowwater_armed,
 							 __ATOMIC_RELAXED));
 		if (move > 0)
-			rl_slot_tokens_add(pt, rl_slot_tokens_take(kt, (uint64_t)move),
+			preload_tokens_add(k->preload, slot,
+					   rl_slot_tokens_take(kt, (uint64_t)move),
 					   __atomic_load_n(&pt->lowwater,
 							   __ATOMIC_RELAXED));
 		else if (move < 0)
-			rl_slot_tokens_add(kt, rl_slot_tokens_take(pt, (uint64_t)-move),
+			rl_slot_tokens_add(kt, preload_tokens_take(k->preload, slot,
+								   (uint64_t)-move),
 					   __atomic_load_n(&kt->lowwater,
 							   __ATOMIC_RELAXED));
 	}
 }
 
 /* With a preload pool the host's slots are shared with it as its tokens
- * are (rl_share_slots): lowered first at the point that loses some. */
+ * are (rl_share_slots): lowered first at the point that loses some.  The
+ * pool's connections in flight are what the agent counts of them
+ * (preload_conns): a release forged in the pool moves no slot the
+ * processes still fill to the kernel. */
 void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 {
 	struct rl_tenant *kt = &k->tenants[slot], *pt;
@@ -180,8 +190,7 @@ void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 	}
 	pt = preload_slot(k->preload, slot);
 	pn = rl_share_slots(n, __atomic_load_n(&kt->conns, __ATOMIC_RELAXED),
-			    __atomic_load_n(&pt->conns, __ATOMIC_RELAXED),
-			    k->n_ifaces == 0);
+			    preload_conns(k->preload, slot), k->n_ifaces == 0);
 	if (pn < __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&pt->conn_slots, pn, __ATOMIC_RELEASE);
 		__atomic_store_n(&kt->conn_slots, n - pn, __ATOMIC_RELEASE);
@@ -208,19 +217,17 @@ void kern_point_conns(const struct kern *k, uint32_t slot, int64_t *kernel,
 	*preload_slots = __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED);
 }
 
-/* Both points' connections in flight: the host's slots hold them all. */
+/* Both points' connections in flight: the host's slots hold them all (the
+ * pool's as the agent counts them, so that no slot a process still fills
+ * goes back to Redis on a forged release). */
 int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot)
 {
 	int64_t n = __atomic_load_n(&k->tenants[slot].conns, __ATOMIC_RELAXED);
 
 	if (n < 0)
 		n = 0;
-	if (k->preload) {
-		int64_t p = __atomic_load_n(&preload_slot(k->preload, slot)->conns,
-					    __ATOMIC_RELAXED);
-
-		n += p > 0 ? p : 0;
-	}
+	if (k->preload)
+		n += preload_conns(k->preload, slot);
 	return n;
 }
 
@@ -323,10 +330,11 @@ uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 {
 	uint64_t n = rl_slot_tokens(&k->tenants[slot], now_ns);
 
-	/* leased tokens are one lease wherever they lie; standalone, the
-	 * bucket that counts is the pool's when nothing is attached */
+	/* leased tokens are one lease wherever they lie (the pool's as far
+	 * as the agent's ledger goes); standalone, the bucket that counts is
+	 * the pool's when nothing is attached */
 	if (k->preload && k->leased)
-		n += rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
+		n += preload_point_tokens(k->preload, slot, now_ns);
 	else if (k->preload && !k->n_ifaces)
 		n = rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
 	return n;
@@ -354,8 +362,7 @@ void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
 		       uint64_t *kernel, uint64_t *preload)
 {
 	*kernel = rl_slot_tokens(&k->tenants[slot], now_ns);
-	*preload = k->preload ? rl_slot_tokens(preload_slot(k->preload, slot),
-					       now_ns) : 0;
+	*preload = k->preload ? preload_point_tokens(k->preload, slot, now_ns) : 0;
 }
 
 static int kern_own_stats(struct kern *k, uint32_t slot, struct rl_stats *out)

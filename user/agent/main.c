@@ -298,8 +298,14 @@ static void on_tick(struct loop_timer *t, void *arg)
 	agent_sample(a);
 	agent_prune_tombs(a);
 	conntrack_sweep(&a->kern, RL_CONN_TTL_NS);
-	if (a->kern.preload)
+	if (a->kern.preload) {
 		preload_heal(a->kern.preload);
+		if (preload_forged_pending(a->kern.preload))
+			for (size_t i = 0; i < a->n_tenants; i++)
+				preload_forged_log(a->kern.preload,
+						   a->tenants[i].slot,
+						   a->tenants[i].pol.name, now);
+	}
 	ctl_tick(a->ctl, now);
 	metrics_tick(a->metrics, now);
 }

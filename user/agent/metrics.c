@@ -17,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "parse.h"
+#include "preload.h"
 #include "server.h"
 #include "topn.h"
 
@@ -317,7 +318,8 @@ static void render_fleet(FILE *f, struct agent *a, const bool *keep)
 }
 
 /* With a preload pool: each tenant's verdicts by enforcement point, the
- * kernel (XDP or tc) or the preloaded processes (librlpreload.so). */
+ * kernel (XDP or tc) or the preloaded processes (librlpreload.so), and the
+ * tokens forged in the pool. */
 static void render_points(FILE *f, struct agent *a,
 			  const struct agent_tenant_stats *st, const bool *keep)
 {
@@ -325,6 +327,7 @@ static void render_points(FILE *f, struct agent *a,
 		"rlgate_point_admitted_total", "rlgate_point_denied_total",
 	};
 	static const char *const points[] = { "kernel", "preload" };
+	unsigned long long forged = 0;
 
 	for (int m = 0; m < 2; m++) {
 		header(f, names[m], "counter", m ? "Connections refused, by "
@@ -347,6 +350,21 @@ static void render_points(FILE *f, struct agent *a,
 			}
 		}
 	}
+	header(f, "rlgate_preload_forged_tokens_total", "counter", "Leased "
+	       "tokens found in the preload pool beyond what this agent gave "
+	       "it (written by a process of the pool's group), taken out and "
+	       "dropped.");
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		uint64_t n = preload_forged(a->kern.preload, a->tenants[i].slot);
+
+		forged += n;
+		if (!keep[i])
+			continue;
+		tenant_row(f, "rlgate_preload_forged_tokens_total",
+			   a->tenants[i].pol.name);
+		fprintf(f, "%llu\n", (unsigned long long)n);
+	}
+	host_total(f, "rlgate_preload_forged_tokens_total", forged);
 }
 
 /* The host-wide instance limit: its cap (0: none), what is in flight, and

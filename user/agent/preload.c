@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "classify.h"
+#include "ledger.h"
 #include "log.h"
 #include "pool_write.h"
 #include "preload.h"
@@ -29,6 +30,11 @@ static void preload_free(struct preload *p)
 	free(p->heal_found);
 	free(p->heal_counted_now);
 	free(p->heal_found_now);
+	free(p->ledger);
+	free(p->forged);
+	free(p->forged_logged);
+	free(p->forged_log_ns);
+	free(p->conns_found);
 	free(p);
 }
 
@@ -36,6 +42,7 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 		 uint32_t cls_half, uint32_t max_tenants)
 {
 	struct preload *p = calloc(1, sizeof(*p));
+	uint64_t dropped = 0;
 	int err;
 
 	if (!p)
@@ -46,8 +53,15 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 	p->heal_found = calloc(max_tenants, sizeof(int64_t));
 	p->heal_counted_now = calloc(max_tenants, sizeof(int64_t));
 	p->heal_found_now = calloc(max_tenants, sizeof(int64_t));
+	p->ledger = calloc(max_tenants, sizeof(*p->ledger));
+	p->forged = calloc(max_tenants, sizeof(*p->forged));
+	p->forged_logged = calloc(max_tenants, sizeof(*p->forged_logged));
+	p->forged_log_ns = calloc(max_tenants, sizeof(*p->forged_log_ns));
+	p->conns_found = calloc(max_tenants, sizeof(*p->conns_found));
 	if (!p->kern_seen || !p->pool_seen || !p->heal_counted ||
-	    !p->heal_found || !p->heal_counted_now || !p->heal_found_now) {
+	    !p->heal_found || !p->heal_counted_now || !p->heal_found_now ||
+	    !p->ledger || !p->forged || !p->forged_logged ||
+	    !p->forged_log_ns || !p->conns_found) {
 		preload_free(p);
 		return -ENOMEM;
 	}
@@ -68,7 +82,20 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 
 		rl_pool_tenant_stats(&p->pool, s, &st);
 		p->pool_seen[s] = st.admitted + st.denied;
+		p->conns_found[s] = -1;
+		/* Leased tokens left by the agent before are in no ledger of
+		 * this one: whether it gave them or a process of the group
+		 * wrote them cannot be told, so they go (a clean stop
+		 * refunded them already; after a crash they are a lease
+		 * spent by nobody). */
+		if (__atomic_load_n(&p->pool.tenants[s].mode, __ATOMIC_ACQUIRE) ==
+		    RL_MODE_LEASED)
+			dropped += rl_slot_tokens_take(&p->pool.tenants[s], 0);
 	}
+	if (dropped)
+		log_info("preload pool '%s': %llu leased token(s) left in it "
+			 "dropped (not leased by this agent)", path,
+			 (unsigned long long)dropped);
 	*out = p;
 	return 0;
 }
@@ -94,6 +121,98 @@ void preload_slot_fresh(struct preload *p, uint32_t slot)
 			 __ATOMIC_RELEASE);
 	memset(&p->pool.stats[slot], 0, sizeof(p->pool.stats[slot]));
 	p->pool_seen[slot] = 0;
+	/* rl_slot_configure empties the slot's tokens */
+	p->ledger[slot] = 0;
+	p->forged[slot] = p->forged_logged[slot] = p->forged_log_ns[slot] = 0;
+	p->conns_found[slot] = -1;
+}
+
+static void count_forged(struct preload *p, uint32_t slot, uint64_t n)
+{
+	if (!n)
+		return;
+	p->forged[slot] += n;
+	p->forged_unlogged = true;
+}
+
+void preload_tokens_add(struct preload *p, uint32_t slot, uint64_t n,
+			int64_t lowwater)
+{
+	rl_ledger_add(&p->pool.tenants[slot], &p->ledger[slot], n, lowwater);
+}
+
+uint64_t preload_tokens_take(struct preload *p, uint32_t slot, uint64_t max)
+{
+	uint64_t forged, got;
+
+	got = rl_ledger_take(&p->pool.tenants[slot], &p->ledger[slot], max,
+			     &forged);
+	count_forged(p, slot, forged);
+	return got;
+}
+
+void preload_tokens_trim(struct preload *p, uint32_t slot)
+{
+	count_forged(p, slot, rl_ledger_trim(&p->pool.tenants[slot],
+					     &p->ledger[slot]));
+}
+
+uint64_t preload_tokens(const struct preload *p, uint32_t slot)
+{
+	return rl_ledger_tokens(&p->pool.tenants[slot], p->ledger[slot]);
+}
+
+uint64_t preload_point_tokens(const struct preload *p, uint32_t slot,
+			      uint64_t now_ns)
+{
+	const struct rl_tenant *t = &p->pool.tenants[slot];
+
+	if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) == RL_MODE_LEASED)
+		return preload_tokens(p, slot);
+	return rl_slot_tokens(t, now_ns);
+}
+
+uint64_t preload_forged(const struct preload *p, uint32_t slot)
+{
+	return p->forged[slot];
+}
+
+bool preload_forged_pending(struct preload *p)
+{
+	bool was = p->forged_unlogged;
+
+	p->forged_unlogged = false;
+	return was;
+}
+
+#define FORGED_LOG_NS	(60ULL * 1000000000ULL)
+
+void preload_forged_log(struct preload *p, uint32_t slot, const char *tenant,
+			uint64_t now_ns)
+{
+	uint64_t n = p->forged[slot] - p->forged_logged[slot];
+
+	if (!n)
+		return;
+	if (p->forged_log_ns[slot] && now_ns - p->forged_log_ns[slot] < FORGED_LOG_NS) {
+		/* told within the minute: the next look tells the rest */
+		p->forged_unlogged = true;
+		return;
+	}
+	log_warn("preload: tenant '%s': %llu token(s) in pool '%s' that this "
+		 "agent never gave it, written by a process of the pool's "
+		 "group; taken out and dropped (%llu since the tenant came)",
+		 tenant, (unsigned long long)n, p->path,
+		 (unsigned long long)p->forged[slot]);
+	p->forged_logged[slot] = p->forged[slot];
+	p->forged_log_ns[slot] = now_ns;
+}
+
+int64_t preload_conns(const struct preload *p, uint32_t slot)
+{
+	return rl_ledger_conns(__atomic_load_n(&p->pool.tenants[slot].conns,
+					       __ATOMIC_RELAXED),
+			       p->conns_found[slot]);
 }
 
 void preload_changed(struct preload *p)
@@ -302,6 +421,14 @@ static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
 	return 0;
 }
 
+/* The check could not look: the pool's counts alone are what the agent
+ * has. */
+static void conns_unknown(struct preload *p)
+{
+	for (uint32_t s = 0; s < p->pool.hdr->max_tenants; s++)
+		p->conns_found[s] = -1;
+}
+
 void preload_heal(struct preload *p)
 {
 	uint32_t max = p->pool.hdr->max_procs, pids[RL_POOL_PROCS];
@@ -313,18 +440,22 @@ void preload_heal(struct preload *p)
 	size_t n = 0;
 	int err = 0;
 
+	/* Every capped tenant, even with nothing counted: a count a process
+	 * of the pool's group lowered to 0 is one the check must look at. */
 	for (uint32_t s = 0; s < tenants; s++) {
 		const struct rl_tenant *t = &p->pool.tenants[s];
 
 		counted[s] = __atomic_load_n(&t->conns, __ATOMIC_ACQUIRE);
-		if (counted[s] > 0 &&
-		    (__atomic_load_n(&t->flags, __ATOMIC_RELAXED) & RL_F_CONNCAP))
+		if ((__atomic_load_n(&t->flags, __ATOMIC_RELAXED) & RL_F_CONNCAP) &&
+		    __atomic_load_n(&t->mode, __ATOMIC_RELAXED) != RL_MODE_NONE)
 			capped = true;
 	}
 	/* a process that found the table full holds connections out of
 	 * sight: none can be told lost */
-	if (!capped || __atomic_load_n(&p->pool.hdr->procs_full, __ATOMIC_RELAXED))
+	if (!capped || __atomic_load_n(&p->pool.hdr->procs_full, __ATOMIC_RELAXED)) {
+		conns_unknown(p);
 		return;
+	}
 	memset(procs, 0, sizeof(procs));
 	memset(found, 0, tenants * sizeof(*found));
 	for (uint32_t i = 0; i < max && i < RL_POOL_PROCS && !err; i++) {
@@ -367,11 +498,14 @@ void preload_heal(struct preload *p)
 	if (err) {
 		/* not a connection is given back on a partial view */
 		memset(p->heal_counted, 0, tenants * sizeof(*p->heal_counted));
+		conns_unknown(p);
 		return;
 	}
 	for (uint32_t s = 0; s < tenants; s++) {
 		struct rl_tenant *t = &p->pool.tenants[s];
 		int64_t c = counted[s], d = c - found[s];
+
+		p->conns_found[s] = found[s];
 
 		if (d > 0 && p->heal_counted[s] == c &&
 		    p->heal_found[s] == found[s] &&
@@ -564,7 +698,7 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 	struct rl_pool_proc *procs = calloc(RL_POOL_PROCS, sizeof(*procs));
 	json_t *arr = json_array(), *unseen, *r;
 	size_t n = procs ? preload_procs(p, procs, RL_POOL_PROCS) : 0;
-	uint64_t pidns = rl_pool_pidns();
+	uint64_t pidns = rl_pool_pidns(), forged = 0;
 
 	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++) {
 		const struct rl_pool_proc *s = &procs[i];
@@ -588,8 +722,11 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 	unseen = json_array();
 	unseen_listeners(procs, procs ? n : 0, pidns, unseen);
 	free(procs);
-	r = json_pack("{s:s,s:o,s:o,s:I,s:I}", "pool", p->path, "processes", arr,
-		      "ungoverned", unseen,
+	for (uint32_t s = 0; s < p->pool.hdr->max_tenants; s++)
+		forged += p->forged[s];
+	r = json_pack("{s:s,s:o,s:o,s:I,s:I,s:I}", "pool", p->path,
+		      "processes", arr, "ungoverned", unseen,
+		      "forged_tokens", (json_int_t)forged,
 		      "other_layout", (json_int_t)__atomic_load_n(
 			      &p->pool.hdr->pre.foreign, __ATOMIC_RELAXED),
 		      "table_full", (json_int_t)__atomic_load_n(

@@ -31,6 +31,18 @@ struct preload {
 	 * check's own, as it runs) */
 	int64_t *heal_counted, *heal_found, *heal_counted_now, *heal_found_now;
 	uint64_t healed;	/* connections given back by the check */
+	/* per slot, the ledger of leased tokens the agent gave the pool
+	 * (user/lib/ledger.h): the pool is writable by every process of its
+	 * group, so what it holds is never believed beyond it */
+	uint64_t *ledger;
+	uint64_t *forged;	/* tokens found forged, since the slot's tenant
+				 * came */
+	uint64_t *forged_logged;	/* ... when last logged */
+	uint64_t *forged_log_ns;	/* ... and then */
+	bool forged_unlogged;	/* some slot has forged tokens not logged */
+	/* per slot, connections in flight the last complete check found the
+	 * processes holding; -1 when it could not tell */
+	int64_t *conns_found;
 };
 
 /* Makes or adopts the pool at path (mode 0660, group gid unless -1) with
@@ -43,7 +55,8 @@ void preload_close(struct preload *p);
 /* The pool's slot, as kern.c writes it alongside the kernel's. */
 struct rl_tenant *preload_slot(struct preload *p, uint32_t slot);
 
-/* Resets a fresh slot's counts; then configure it with rl_slot_configure. */
+/* Resets a fresh slot's counts (and its ledger); then configure it with
+ * rl_slot_configure. */
 void preload_slot_fresh(struct preload *p, uint32_t slot);
 
 /* Tells readers the slots or rules changed. */
@@ -60,6 +73,43 @@ void preload_heartbeat(struct preload *p, uint64_t now_ns, uint64_t stale_ns,
 
 /* The counts of the preloaded processes for slot. */
 void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out);
+
+/*
+ * The pool's leased tokens through the agent's ledger (user/lib/ledger.h).
+ * preload_tokens_add gives n (0: only re-arms the low-water mark);
+ * preload_tokens_take takes up to max back (0: all), never more than the
+ * ledger holds; preload_tokens_trim takes out what a process of the
+ * pool's group forged (counted, and logged by preload_forged_log).
+ * preload_tokens: what the agent believes the pool holds.
+ */
+void preload_tokens_add(struct preload *p, uint32_t slot, uint64_t n,
+			int64_t lowwater);
+uint64_t preload_tokens_take(struct preload *p, uint32_t slot, uint64_t max);
+void preload_tokens_trim(struct preload *p, uint32_t slot);
+uint64_t preload_tokens(const struct preload *p, uint32_t slot);
+
+/* The tokens of slot at now_ns: leased, preload_tokens(); else what its
+ * standalone bucket holds. */
+uint64_t preload_point_tokens(const struct preload *p, uint32_t slot,
+			      uint64_t now_ns);
+
+/* Tokens found forged in slot since its tenant came. */
+uint64_t preload_forged(const struct preload *p, uint32_t slot);
+
+/* Logs, at most once a minute per slot, the tokens forged in slot since it
+ * was last logged, naming its tenant. */
+void preload_forged_log(struct preload *p, uint32_t slot, const char *tenant,
+			uint64_t now_ns);
+
+/* Whether some slot may have forged tokens preload_forged_log has not
+ * told yet; clears it (preload_forged_log sets it again for what it puts
+ * off). */
+bool preload_forged_pending(struct preload *p);
+
+/* The connections of slot in flight in the pool as the agent counts them:
+ * the pool's count, or more if the last check found the processes holding
+ * more (a release forged in the pool frees nothing they hold). */
+int64_t preload_conns(const struct preload *p, uint32_t slot);
 
 /* Of n tokens granted to slot, how many go to the pool: by the demand of
  * each point since the last grant (kern_count: the kernel's admitted +
@@ -79,6 +129,7 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
  * its NSpid when the agent runs in the initial one (a process not found
  * holds nothing); elsewhere the check is skipped while one is in the table
  * (its fds may be out of sight), and once a process found the table full.
+ * What it found is also what preload_conns() counts at least.
  */
 void preload_heal(struct preload *p);
 

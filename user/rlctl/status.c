@@ -141,6 +141,12 @@ static void print_preload(json_t *p)
 		printf("             %" JSON_INTEGER_FORMAT " process(es) found "
 		       "the process table full (they are limited, not listed)\n",
 		       json_integer_value(json_object_get(p, "table_full")));
+	if (json_integer_value(json_object_get(p, "forged_tokens")))
+		printf("             %" JSON_INTEGER_FORMAT " leased token(s) "
+		       "written into the pool by a process of its group, beyond "
+		       "what the agent gave it: taken out (the log names the "
+		       "tenants)\n",
+		       json_integer_value(json_object_get(p, "forged_tokens")));
 	if (json_array_size(procs)) {
 		printf("  %8s  %-16s  %-13s  %10s  %10s\n", "PID", "NAME", "STATE",
 		       "ADMITTED", "DENIED");

@@ -5,11 +5,17 @@
  *                         standalone buckets, starting full
  *   rlpool PATH --stats   prints "tenant SLOT ADMITTED DENIED IN-FLIGHT" per
  *                         slot in use, then "proc PID COMM FLAGS ADMITTED DENIED"
+ *   rlpool PATH --forge tokens|conns N [MS SECONDS]
+ *                         what a process of the pool's group can do: writes
+ *                         N into the leased tokens (or the connections in
+ *                         flight) of every leased slot, once, or every MS
+ *                         milliseconds for SECONDS
  * Exit 0, 1 on failure, 2 on a bad argument.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "classify.h"
 #include "policy.h"
@@ -46,6 +52,45 @@ static int stats(const char *path)
 		printf("proc %u %s %u %llu %llu\n", procs[i].pid, procs[i].comm,
 		       procs[i].flags, (unsigned long long)procs[i].admitted,
 		       (unsigned long long)procs[i].denied);
+	rl_pool_unmap(&p);
+	return 0;
+}
+
+static int forge(const char *path, char **argv, int argc)
+{
+	bool conns = strcmp(argv[0], "conns") == 0;
+	long long n = strtoll(argv[1], NULL, 10);
+	long ms = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
+	long secs = argc > 3 ? strtol(argv[3], NULL, 10) : 0;
+	uint64_t until = rl_pool_now_ns() + (uint64_t)secs * RL_NSEC_PER_SEC;
+	struct timespec gap = { ms / 1000, (ms % 1000) * 1000000L };
+	struct rl_pool p;
+	int err;
+
+	if ((!conns && strcmp(argv[0], "tokens") != 0) || argc == 3 ||
+	    (argc > 2 && (ms <= 0 || secs <= 0))) {
+		fprintf(stderr, "Error: expected --forge tokens|conns N [MS SECONDS]\n");
+		return 2;
+	}
+	err = rl_pool_map(&p, path);
+	if (err) {
+		fprintf(stderr, "Error: couldn't map pool '%s': %s\n", path,
+			strerror(-err));
+		return 1;
+	}
+	do {
+		for (uint32_t i = 0; i < p.hdr->max_tenants; i++) {
+			struct rl_tenant *t = &p.tenants[i];
+
+			if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) !=
+			    RL_MODE_LEASED)
+				continue;
+			__atomic_store_n(conns ? &t->conns : &t->tokens,
+					 (int64_t)n, __ATOMIC_RELEASE);
+		}
+		if (ms)
+			nanosleep(&gap, NULL);
+	} while (ms && rl_pool_now_ns() < until);
 	rl_pool_unmap(&p);
 	return 0;
 }
@@ -90,8 +135,11 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[2], "--stats") == 0)
 		return stats(argv[1]);
+	if (argc >= 5 && argc <= 7 && strcmp(argv[2], "--forge") == 0)
+		return forge(argv[1], argv + 3, argc - 3);
 	if (argc < 3 || n > SLOTS - 1) {
-		fprintf(stderr, "Usage: rlpool PATH SPEC... | rlpool PATH --stats\n");
+		fprintf(stderr, "Usage: rlpool PATH SPEC... | rlpool PATH --stats | "
+			"rlpool PATH --forge tokens|conns N [MS SECONDS]\n");
 		return 2;
 	}
 	memset(ts, 0, sizeof(ts));

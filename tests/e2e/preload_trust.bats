@@ -1,0 +1,218 @@
+#!/usr/bin/env bats
+# preload_trust.bats: what a process of the preload pool's group can do to
+# a fleet host's limits by writing the pool.  The host enforces at both
+# points: XDP on eth0 (clients of c1) and a preloaded server on loopback,
+# one tenant, one lease.  A process running as nobody in the pool's group
+# (tests/rlpool --forge) writes the pool's counts as it likes; the agent
+# believes none of it beyond its own ledger: the kernel and Redis never get
+# a token it did not lease, nor a connection slot the processes still fill.
+
+load helpers
+load agent_helpers
+load fleet_helpers
+load preload_helpers
+
+setup() {
+	local dir
+
+	e2e_setup
+	e2e_require_build rlagent rlctl loadgen librlpreload.so tests/rlpool || return 1
+	PRELOAD_ENV=()
+	AGENT_PID=
+	BG_PIDS=()
+	PIN=
+	# a directory the unprivileged forger can reach (the test's is not)
+	dir=$(mktemp -d /tmp/rlpool.XXXXXX)
+	chmod 0755 "$dir"
+	TMP_DIR=$dir
+	POOL=$dir/pool
+	LOG=$BATS_TEST_TMPDIR/a.log
+	SOCK=$BATS_TEST_TMPDIR/a.sock
+}
+
+teardown() {
+	local pid
+
+	release_all_conns
+	preload_teardown
+	for pid in "${BG_PIDS[@]}" $AGENT_PID; do
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	[[ -n ${FLEET_DIR:-} ]] && proc_stop "$(redis_pid)" KILL 2>/dev/null
+	e2e_teardown
+	[[ -n $PIN ]] && rm -rf "$PIN"
+	rm -rf "$TMP_DIR"
+	if [[ $BATS_TEST_COMPLETED != 1 && -s $LOG ]]; then
+		echo "--- agent log ---" >&2
+		tail -n 30 "$LOG" >&2
+	fi
+}
+
+# rla ARGS...: rlctl against the agent.
+rla() {
+	"$RLGATE_BUILD/rlctl" --socket "$SOCK" "$@"
+}
+
+# agent_up: the agent on s1, fleet mode, XDP on eth0 and the pool.
+agent_up() {
+	local rc=0
+
+	rlagent_start s1 "$SOCK" "$BATS_TEST_TMPDIR/a.state" "$PIN" "$LOG" \
+		--redis "$REDIS_ADDR" --agent-id a --preload-pool "$POOL" \
+		--preload-group nogroup || rc=$?
+	AGENT_PID=$RLAGENT_PID
+	return $rc
+}
+
+# two_points TENANT-OPTIONS...: a lab of one server and one client, Redis,
+# an agent in fleet mode on s1 with XDP on eth0 and the pool (group
+# nogroup), and tenant web on c1's prefixes and loopback.
+two_points() {
+	lab_up --servers 1 --clients 1 --redis
+	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
+	mkdir -p "$FLEET_DIR" "$BATS_TEST_TMPDIR/a.state"
+	redis_start
+	PIN=/sys/fs/bpf/rlgate-$LAB-a
+	agent_up || return 1
+	rla tenant set web --match "$(prefixes c1),127.0.0.0/8" --action rst "$@" >/dev/null
+}
+
+# forge tokens|conns N [MS SECONDS]: what a process of the pool's group
+# writes into every leased slot (in the background with MS and SECONDS).
+forge() {
+	if (($# > 2)); then
+		setpriv --reuid nobody --regid nogroup --clear-groups \
+			"$RLGATE_BUILD/tests/rlpool" "$POOL" --forge "$@" 3>&- &
+		BG_PIDS+=($!)
+	else
+		setpriv --reuid nobody --regid nogroup --clear-groups \
+			"$RLGATE_BUILD/tests/rlpool" "$POOL" --forge "$@"
+	fi
+}
+
+# web_metric NAME: NAME{tenant="web"} on the agent's page.
+web_metric() {
+	metric_value "$1{tenant=\"web\"}" "$(metrics s1)"
+}
+
+forged_at_least() {
+	(($(web_metric rlgate_preload_forged_tokens_total) >= $1))
+}
+
+# expect_no_mint: nothing went back to Redis beyond what was leased.
+expect_no_mint() {
+	local leased refunded
+
+	leased=$(web_metric rlgate_tokens_leased_total) &&
+		refunded=$(web_metric rlgate_tokens_refunded_total) || return 1
+	echo "leased $leased, refunded $refunded"
+	((refunded <= leased)) || {
+		echo "refunded $refunded tokens of $leased leased" >&2
+		return 1
+	}
+}
+
+@test "fleet: tokens written into the pool by a process of its group reach neither the kernel nor Redis; XDP and the library together admit at most rate x T + burst, no refund exceeds the leases, and the forgery is counted and logged once naming the tenant" {
+	local t=4 rate=10 burst=10 bound lim adm_x adm_p st
+
+	two_points --rate $rate/s --burst $burst
+	serve_start s1 8080
+	preloaded s1 setpriv --reuid nobody --regid nogroup --clear-groups \
+		"$PY" "$PRELOAD_SERVER" thread 127.0.0.1 8081
+	wait_listen s1 8081
+	bound=$(rlctl_stat "$SOCK" web overshoot_bound)
+	lim=$((rate * (t + 1) + burst + bound))
+
+	# once, before any traffic: a million tokens the agent never gave
+	forge tokens 1000000
+	wait_for 5 forged_at_least 999000 || {
+		echo "forged tokens counted: $(web_metric rlgate_preload_forged_tokens_total)" >&2
+		return 1
+	}
+	expect_no_mint
+	# both points at four times the limit each
+	loadgen_bg c1 "$BATS_TEST_TMPDIR/lg.json" --rate 40 --duration $t "$(lab_target s1 8080)"
+	client s1 127.0.0.1 8081 $((40 * t)) "" 40
+	loadgen_wait "$LOADGEN_BG_PID" "$BATS_TEST_TMPDIR/lg.json"
+	adm_x=$(json_get '.total.connected' "$LOADGEN_JSON")
+	adm_p=$(json_get .ok "$CLIENT_JSON")
+	echo "admitted: XDP $adm_x, library $adm_p; rate x T + burst + bound $lim"
+	expect_eq "library: answered + reset" \
+		$((adm_p + $(json_get .reset "$CLIENT_JSON"))) $((40 * t))
+	expect_between "admitted at both points" $((adm_x + adm_p)) $((rate * t / 2)) "$lim"
+
+	# a forger that keeps writing while the kernel alone is flooded: the
+	# agent moves the pool's tokens to a kernel that ran dry, but only
+	# those it gave the pool
+	forge tokens 1000000 5 $t
+	loadgen_bg c1 "$BATS_TEST_TMPDIR/lg2.json" --rate 40 --duration $t "$(lab_target s1 8080)"
+	loadgen_wait "$LOADGEN_BG_PID" "$BATS_TEST_TMPDIR/lg2.json"
+	adm_x=$(json_get '.total.connected' "$LOADGEN_JSON")
+	echo "admitted by XDP under a forger: $adm_x"
+	expect_between "admitted by XDP" "$adm_x" 1 "$lim"
+	wait "${BG_PIDS[@]}"
+	forged_at_least 2000000
+	expect_no_mint
+	expect_eq "warnings naming the tenant (one a minute)" \
+		"$(grep -c "preload: tenant 'web': .* never gave it" "$LOG")" 1
+	expect_eq "forged tokens in status" \
+		"$(json_get .preload.forged_tokens "$(rla --json status)")" \
+		"$(web_metric rlgate_preload_forged_tokens_total)"
+	rla status | grep -E "^ +[0-9]+ leased token\(s\) written into the pool by a process of its group"
+
+	# written while no agent runs: the next one has them in no ledger
+	proc_stop "$AGENT_PID" KILL
+	forge tokens 1000000
+	agent_up
+	grep "preload pool '$POOL': 1000000 leased token(s) left in it dropped" "$LOG"
+	# what the new agent leased, at most
+	st=$(rla --json stats web)
+	expect_between "the pool's tokens after the restart" \
+		"$(json_get '.[] | select(.tenant == "web") | .points[] | select(.point == "preload") | .tokens' "$st")" \
+		0 "$(json_get '.[] | select(.tenant == "web") | .tokens_leased' "$st")"
+}
+
+# pool_holds N: the pool has N tokens and slots for N connections.
+pool_holds() {
+	local st
+
+	st=$(rla --json stats web) || return 1
+	(($(json_get '.[] | select(.tenant == "web") | .points[] | select(.point == "preload") | .tokens' "$st") >= $1)) &&
+		(($(json_get '.[] | select(.tenant == "web") | .points[] | select(.point == "preload") | .conn_slots' "$st") >= $1))
+}
+
+@test "fleet, connection caps: a release forged in the pool (its count written 0, over and over) gives the kernel no slot the library's connections fill: what XDP admits and the library holds stay within the cap" {
+	local held=5 cap=40 admitted=0 i
+
+	two_points --rate 1000/s --burst 1000 --max-conns $cap
+	# XDP's connections held by a server without the library, the pool's
+	# by a preloaded one on loopback
+	in_ns s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" 8080 3>&- &
+	BG_PIDS+=($!)
+	wait_listen s1 8080
+	preloaded s1 setpriv --reuid nobody --regid nogroup --clear-groups \
+		"$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 8081
+	wait_listen s1 8081
+	# the pool's first connection is its first demand: tokens and slots
+	# come with the next checks
+	hold_conns w s1 127.0.0.1 8081 1
+	release_conns w
+	wait_for 5 pool_holds $held || {
+		rla --json stats web >&2
+		return 1
+	}
+	hold_conns p s1 127.0.0.1 8081 $held
+	expect_eq "held through the library" "$(json_get .ok "$HOLD_JSON")" $held
+	forge conns 0 5 15
+	# past two of the agent's checks: they find the connections held
+	sleep 2.5
+	# XDP's clients, a few at a time while the slots are shared again
+	for ((i = 0; i < 10; i++)); do
+		hold_conns "k$i" c1 "$(lab_addr s1 4)" 8080 5
+		admitted=$((admitted + $(json_get .ok "$HOLD_JSON")))
+		sleep 0.3
+	done
+	echo "held: $held through the library (its count forged to 0), $admitted through XDP"
+	expect_between "admitted by XDP" "$admitted" 1 $((cap - held))
+}
