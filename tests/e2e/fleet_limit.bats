@@ -27,11 +27,12 @@ teardown() { fleet_teardown; }
 SECS=8		# seconds of load per test
 
 # limit_tenant NAME RATE: a tenant of RATE/s with a burst of a tenth of a
-# second for both clients' prefixes, on every host, settled (first leases
-# back, a lease TTL idle).
+# second for both clients' prefixes (its bucket split $SHARDS ways, default
+# 1), on every host, settled (first leases back, a lease TTL idle).
 limit_tenant() {
 	fleet_tenant_set 1 "$1" --rate "$2/s" --burst $(($2 / 10)) \
-		--match "$(client_prefix c1),$(client_prefix c2)" --action rst
+		--match "$(client_prefix c1),$(client_prefix c2)" --action rst \
+		--shards "${SHARDS:-1}"
 	fleet_wait_tenant "$1" 2 >/dev/null
 	sleep 1.5
 }
@@ -118,6 +119,23 @@ under_limit() {
 # one run of many.  Up to 2 are allowed (0.26%); more is a failure.
 @test "100/s, 95% of the limit skewed 90/5/5, then moving: at most 2 refused" {
 	UNDER_SLACK=2 under_limit slow 100 95 0.25 18 1 1 1 18 1 1 1 18 1 1 1
+}
+
+# Split 3 ways, each host starts at its own sub-bucket (333 or 334/s) and
+# takes the rest from the others: the host with 90% of the load (855/s)
+# leases from all three, and still nothing is refused.  The sub-buckets are
+# three keys in the one Redis, with the whole bucket's key unused.
+@test "1000/s split into 3 sub-buckets (--shards 3), 95% of the limit skewed 90/5/5: at most 0.1% refused, leased from three bucket keys" {
+	local keys=$BATS_TEST_TMPDIR/keys
+
+	# the bucket keys Redis holds while the test runs (an idle one expires)
+	while :; do rcli --scan --pattern 'rl:{t:hot*:bucket'; sleep 0.5; done >"$keys" &
+	fleet_bg_track $!
+	SHARDS=3 under_limit hot 1000 95 0.1 18 1 1
+	expect_eq "bucket keys seen" "$(sort -u "$keys" | tr '\n' ' ')" \
+		"rl:{t:hot#0}:bucket rl:{t:hot#1}:bucket rl:{t:hot#2}:bucket "
+	expect_eq "shards as host 3 holds the tenant" \
+		"$(rls 3 --json tenant get hot | jq .shards)" 3
 }
 
 @test "1000/s, 150% of the limit skewed 90/5/5: the fleet admits at least 97% of rate x T + burst, at most that plus the overshoot bound" {

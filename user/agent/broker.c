@@ -280,9 +280,11 @@ void broker_close(struct broker *b)
 		loop_timer_cancel(b->load_retry);
 	if (b->want_timer)
 		loop_timer_cancel(b->want_timer);
-	for (uint32_t i = 0; i < b->h.max_slots; i++)
+	for (uint32_t i = 0; i < b->h.max_slots; i++) {
 		if (b->slots[i].wait_timer)
 			loop_timer_cancel(b->slots[i].wait_timer);
+		broker_slot_free(&b->slots[i]);
+	}
 	b->pending = 0;
 	conn_close(&b->sub);
 	conn_close(&b->cmd);
@@ -353,7 +355,7 @@ static int repay(struct broker *b, const struct broker_tenant *t)
 		return -ENOMEM;
 	c->slot = t->slot;
 	c->n = s->debt;
-	broker_bucket_args(t->pol, &ba);
+	broker_home_args(b, t->pol, &ba);
 	snprintf(want, sizeof(want), "%llu", (unsigned long long)s->debt);
 	if (broker_eval(b, S_LEASE, 1, args, 6, on_repaid, c)) {
 		free(c);

@@ -54,6 +54,8 @@ struct conn {
 	int port;
 };
 
+struct hot_ledger;
+
 /* Lease state of one kernel slot. */
 struct slot {
 	char name[POLICY_NAME_MAX + 1];	/* "" while unused */
@@ -93,6 +95,11 @@ struct slot {
 	bool conn_inflight;
 	uint64_t conn_renewed_ns;
 	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
+	/* a hot tenant (--shards): how many sub-buckets the state above is
+	 * about, and where the tokens the kernel holds came from (NULL:
+	 * unsplit, or nothing leased yet) */
+	unsigned int shards;
+	struct hot_ledger *ledger;
 	struct broker *b;
 	uint32_t idx;
 	struct broker_tenant_stats st;
@@ -187,6 +194,13 @@ struct call {
 	uint64_t sent_ns;
 	uint64_t n;		/* lease: wanted; refund: tokens */
 	uint64_t chunk;		/* lease: the min chunk asked for */
+	/* lease of a split tenant: its sub-bucket count, the sub-bucket
+	 * asked, its place in the agent's order (hot_order()), and the
+	 * top-up so far: wanted in all, granted, the shortest wait a
+	 * sub-bucket advised, and whether one fell short */
+	unsigned int shards, sub, nth;
+	uint64_t want, got, wait_ms;
+	bool fell_short;
 	redisCallbackFn *fn;	/* the script's own callback */
 	char name[POLICY_NAME_MAX + 1];
 	struct read_batch *batch;	/* policy_get: the batch, and which one */
@@ -273,6 +287,8 @@ void broker_conn_start(struct conn *c);
 bool broker_leasing(const struct broker *b);
 bool broker_slot_leasing(const struct broker *b, const struct slot *s);
 bool broker_slot_reachable(const struct broker *b, const struct slot *s);
+bool broker_key_leasing(const struct broker *b, const char *key);
+bool broker_key_reachable(const struct broker *b, const char *key);
 bool broker_store_ready(const struct broker *b);
 int broker_command(struct broker *b, const char *key, int argc, const char **argv,
 		   redisCallbackFn *fn, void *priv);
@@ -315,6 +331,9 @@ void broker_on_check(struct loop_timer *tm, void *arg);
 void broker_shards_update(struct broker *b, uint64_t now);
 void broker_rejoin_begin(struct broker *b);
 void broker_rejoin_end(struct broker *b);
+void broker_home_args(const struct broker *b, const struct policy_tenant *p,
+		      struct bucket_args *ba);
+void broker_slot_free(struct slot *s);
 
 /* broker_fleet.c */
 void broker_heartbeat(struct broker *b);

@@ -2,13 +2,14 @@
 /* Leasing: each tenant's next chunk of the global bucket fetched while the
  * last is being spent, sized from the host's own traffic; idle tokens
  * refunded; what the host admitted without a lease (a static fail share)
- * owed back to the bucket. */
+ * owed back to the bucket; a hot tenant leased from its sub-buckets. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker_int.h"
+#include "hot.h"
 #include "lease.h"
 #include "log.h"
 
@@ -55,6 +56,169 @@ static uint64_t pay_debt(struct slot *s, uint64_t n)
 	if (s->static_debt > s->debt)
 		s->static_debt = s->debt;
 	return n - pay;
+}
+
+/* --- hot tenants: sub-buckets -------------------------------------------------- */
+
+/*
+ * A tenant split k ways (--shards, user/lib/hot.h) has k buckets in Redis,
+ * each with its share of the rate and the burst and a key on a slot of its
+ * own.  A top-up asks this agent's own sub-bucket first (hot_home() of its
+ * id), then the others in hot_order(), one call after the other, until it
+ * has what it wanted; sub-buckets whose shard is down are skipped.  The
+ * grants of all k add up to at most the sum of their rates x T + bursts:
+ * the tenant's rate x T + burst, exactly as one bucket.
+ */
+
+#define LEDGER_MAX	(2 * HOT_SHARDS_MAX)
+
+/*
+ * Where the tokens the kernel holds of a split tenant came from, oldest
+ * grant first.  In the kernel tokens are all alike: the ledger counts the
+ * oldest as spent first, so what the kernel holds is the newest grants,
+ * and a refund goes back to the sub-bucket those came from.  What it does
+ * not cover (the credit, a record that fell off its end) counts as the
+ * home sub-bucket's.
+ */
+struct hot_ledger {
+	unsigned int n;
+	struct {
+		unsigned int sub;
+		uint64_t n;
+	} e[LEDGER_MAX];
+};
+
+static unsigned int shards_of(const struct policy_tenant *p)
+{
+	return p->shards > 1 ? (unsigned int)p->shards : 1;
+}
+
+static unsigned int home_of(const struct broker *b, const struct policy_tenant *p)
+{
+	return hot_home(b->agent_id, shards_of(p));
+}
+
+void broker_slot_free(struct slot *s)
+{
+	free(s->ledger);
+	s->ledger = NULL;
+}
+
+/* Drops the oldest records until the ledger covers no more than held. */
+static void ledger_trim(struct hot_ledger *l, uint64_t held)
+{
+	unsigned int first = 0;
+	uint64_t sum = 0;
+
+	for (unsigned int i = l->n; i-- > 0;) {
+		if (sum + l->e[i].n >= held) {
+			l->e[i].n = held - sum;
+			first = l->e[i].n ? i : i + 1;
+			break;
+		}
+		sum += l->e[i].n;
+	}
+	l->n -= first;
+	memmove(l->e, l->e + first, l->n * sizeof(l->e[0]));
+}
+
+/* n tokens from sub-bucket sub went into the kernel, which now holds held. */
+static void ledger_add(struct slot *s, unsigned int sub, uint64_t n, uint64_t held)
+{
+	struct hot_ledger *l = s->ledger;
+
+	if (s->shards <= 1 || !n)
+		return;
+	if (!l) {
+		/* without one, refunds go to the home sub-bucket */
+		l = s->ledger = calloc(1, sizeof(*l));
+		if (!l)
+			return;
+	}
+	if (l->n && l->e[l->n - 1].sub == sub) {
+		l->e[l->n - 1].n += n;
+	} else {
+		if (l->n == LEDGER_MAX) {
+			l->n--;
+			memmove(l->e, l->e + 1, l->n * sizeof(l->e[0]));
+		}
+		l->e[l->n].sub = sub;
+		l->e[l->n++].n = n;
+	}
+	ledger_trim(l, held);
+}
+
+/* taken tokens left the kernel, which held `held` before; give of them
+ * go back to Redis (the rest paid the debt).  parts[i]: what of give goes
+ * to sub-bucket i, the newest grants first. */
+static void ledger_take(struct slot *s, uint64_t held, uint64_t taken,
+			uint64_t give, unsigned int home, uint64_t *parts)
+{
+	struct hot_ledger *l = s->ledger;
+
+	if (l)
+		ledger_trim(l, held);
+	while (l && l->n && taken) {
+		uint64_t *n = &l->e[l->n - 1].n;
+		uint64_t x = *n < taken ? *n : taken, y = x < give ? x : give;
+
+		parts[l->e[l->n - 1].sub] += y;
+		give -= y;
+		taken -= x;
+		*n -= x;
+		if (!*n)
+			l->n--;
+	}
+	parts[home] += give;
+}
+
+/* The key and limits of sub-bucket i of p (p's one bucket if unsplit). */
+static void sub_args(const struct policy_tenant *p, unsigned int i,
+		     struct bucket_args *ba)
+{
+	struct policy_tenant sub;
+
+	hot_sub_tenant(p, shards_of(p), i, &sub);
+	broker_bucket_args(&sub, ba);
+	hot_key(ba->key, sizeof(ba->key), p->name, shards_of(p), i, "bucket");
+}
+
+void broker_home_args(const struct broker *b, const struct policy_tenant *p,
+		      struct bucket_args *ba)
+{
+	sub_args(p, home_of(b, p), ba);
+}
+
+/* Sub-bucket i of p can be called: for a lease or a refund while its
+ * shard's breaker is closed; at shutdown, whenever its node is there. */
+static bool sub_callable(const struct broker *b, const struct policy_tenant *p,
+			 unsigned int i)
+{
+	char key[sizeof(((struct bucket_args *)0)->key)];
+
+	hot_key(key, sizeof(key), p->name, shards_of(p), i, "bucket");
+	return b->done ? broker_key_reachable(b, key) : broker_key_leasing(b, key);
+}
+
+/* The first sub-bucket that can be called from place *nth of this agent's
+ * order on (*nth moved to it); shards_of(p) when none can. */
+static unsigned int next_sub(const struct broker *b, const struct policy_tenant *p,
+			     unsigned int *nth)
+{
+	unsigned int k = shards_of(p), home = home_of(b, p);
+
+	for (; *nth < k; (*nth)++)
+		if (sub_callable(b, p, hot_order(home, k, *nth)))
+			return hot_order(home, k, *nth);
+	return k;
+}
+
+/* Some sub-bucket of p can be called (the one bucket, unsplit). */
+static bool tenant_callable(const struct broker *b, const struct policy_tenant *p)
+{
+	unsigned int nth = 0;
+
+	return next_sub(b, p, &nth) < shards_of(p);
 }
 
 /* Sizes the next lease and the low-water mark for the host's demand
@@ -131,6 +295,9 @@ void broker_slot_unwait(struct slot *s)
 	s->wait_until_ns = 0;
 }
 
+static int send_lease(struct broker *b, const struct policy_tenant *p,
+		      struct slot *s, struct call *c);
+
 static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
@@ -139,6 +306,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 	uint64_t now = loop_now_ns(), granted, remaining, wait_ms, add, room;
 	struct broker_tenant found, *t = NULL;
+	struct policy_tenant sub;
 
 	(void)ac;
 	if (s->gen == c->gen)
@@ -158,11 +326,12 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	wait_ms = (uint64_t)r->element[2]->integer;
 	if (b->h.tenant_find(b->h.ctx, c->name, &found))
 		t = &found;
-	if (s->gen != c->gen || !t || t->slot != c->slot) {
-		/* The tenant went away (or its slot changed) while we asked.
-		 * Its limit is gone with it, so there is nothing to refund
-		 * against: the tokens lapse, erring on the side of fewer
-		 * admissions. */
+	if (s->gen != c->gen || !t || t->slot != c->slot ||
+	    shards_of(t->pol) != c->shards) {
+		/* The tenant went away (or its slot changed, or its bucket
+		 * was split another way) while we asked.  Its limit is gone
+		 * with it, so there is nothing to refund against: the tokens
+		 * lapse, erring on the side of fewer admissions. */
 		if (granted)
 			log_debug("lease of %llu for departed tenant '%s' dropped",
 				  (unsigned long long)granted, c->name);
@@ -185,11 +354,33 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		add = room;
 	}
 	host_tokens_add(b, c->slot, add, (int64_t)s->lowwater);
+	ledger_add(s, c->sub, add, host_tokens(b, c->slot, now));
 	/* The tokens first, then the end of the fail policy's spell. */
 	if (s->rejoin)
 		rejoin_done(b, t, s);
-	s->scarce = remaining < c->chunk;
-	wait_ms = lease_wait_ms(t->pol, c->n, granted, remaining, c->chunk, wait_ms);
+	hot_sub_tenant(t->pol, c->shards, c->sub, &sub);
+	wait_ms = lease_wait_ms(&sub, c->n, granted, remaining, c->chunk, wait_ms);
+	c->got += granted;
+	if (granted < c->n) {
+		c->fell_short = true;
+		if (wait_ms < c->wait_ms)
+			c->wait_ms = wait_ms;
+	}
+	/* A split tenant's sub-bucket fell short: the next one in this
+	 * agent's order, for the rest, at once. */
+	if (c->got < c->want && c->nth + 1 < c->shards) {
+		c->nth++;
+		c->sub = next_sub(b, t->pol, &c->nth);
+		c->n = c->want - c->got;
+		if (c->sub < c->shards && send_lease(b, t->pol, s, c) == 0) {
+			breaker_success(b);
+			return;
+		}
+	}
+	s->scarce = remaining < c->chunk || (c->shards > 1 && c->fell_short);
+	if (c->shards > 1)
+		wait_ms = hot_wait_ms(c->shards, c->got, c->want,
+				      c->wait_ms == UINT64_MAX ? 0 : c->wait_ms);
 	if (wait_ms) {
 		/* Saturated: come back exactly when a worthwhile chunk is
 		 * there.  Late, the bucket overflows its burst and the fleet
@@ -214,15 +405,14 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 			uint64_t now, bool force)
 {
 	struct slot *s = &b->slots[t->slot];
-	struct bucket_args ba;
-	char want[24], chunk[24];
-	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, chunk };
+	unsigned int nth = 0, first;
 	uint64_t held, n, topup;
 	struct call *c;
 
 	/* On a Redis Cluster the callers know the fleet can lease, not that
-	 * this tenant's shard can. */
-	if (!broker_slot_leasing(b, s))
+	 * this tenant's shard can (a split tenant's: one of them). */
+	first = next_sub(b, t->pol, &nth);
+	if (first >= shards_of(t->pol))
 		return;
 	if (s->inflight) {
 		/* A reply that never comes (a hung Redis) must not stop this
@@ -264,20 +454,39 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 		return;
 	c->slot = t->slot;
 	c->gen = s->gen;
-	c->n = n;
-	c->chunk = s->chunk < t->pol->burst ? s->chunk : t->pol->burst;
+	c->n = c->want = n;
+	c->shards = shards_of(t->pol);
+	c->sub = first;
+	c->nth = nth;
+	c->wait_ms = UINT64_MAX;
 	snprintf(c->name, sizeof(c->name), "%s", t->pol->name);
-	broker_bucket_args(t->pol, &ba);
-	snprintf(want, sizeof(want), "%llu", (unsigned long long)n);
-	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)c->chunk);
-	if (broker_eval(b, S_LEASE, 1, args, 6, on_lease, c)) {
+	if (send_lease(b, t->pol, s, c)) {
 		free(c);
 		return;
 	}
-	s->inflight = true;
-	s->sent_ns = now;
 	s->want_lease = false;
+}
+
+/* Sends lease call c: c->n tokens from sub-bucket c->sub of p (p's one
+ * bucket if unsplit).  0 or -ENOTCONN. */
+static int send_lease(struct broker *b, const struct policy_tenant *p,
+		      struct slot *s, struct call *c)
+{
+	struct bucket_args ba;
+	char want[24], chunk[24];
+	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, chunk };
+	uint64_t burst = hot_share(p->burst, c->shards, c->sub);
+
+	c->chunk = s->chunk < burst ? s->chunk : burst;
+	sub_args(p, c->sub, &ba);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)c->n);
+	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)c->chunk);
+	if (broker_eval(b, S_LEASE, 1, args, 6, on_lease, c))
+		return -ENOTCONN;
+	s->inflight = true;
+	s->sent_ns = loop_now_ns();
 	s->st.redis_calls++;
+	return 0;
 }
 
 void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv)
@@ -303,44 +512,72 @@ void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv)
 	free(c);
 }
 
-/* Takes up to max idle tokens (0: all) back from the kernel; they pay the
- * debt first, and the rest is refunded to the tenant's global bucket.
- * Returns 0 if a refund is under way. */
-int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
+/* Refunds n tokens to sub-bucket i of t (t's one bucket if unsplit).
+ * 0, -ENOMEM or -ENOTCONN. */
+static int refund_to(struct broker *b, const struct broker_tenant *t,
+		     struct slot *s, unsigned int i, uint64_t give)
 {
 	struct bucket_args ba;
 	char n[24];
 	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, n };
-	struct slot *s = &b->slots[t->slot];
-	uint64_t taken, give;
 	struct call *c;
 
-	if (!broker_slot_reachable(b, s) || (!b->done && !broker_slot_leasing(b, s)))
+	if (!sub_callable(b, t->pol, i))
 		return -ENOTCONN;
-	taken = host_tokens_take(b, t->slot, max);
-	if (!taken)
-		return -ENOENT;
-	give = pay_debt(s, taken);
-	if (!give)
-		return -ENOENT;
 	c = calloc(1, sizeof(*c));
-	if (!c) {
-		host_tokens_add(b, t->slot, give, (int64_t)s->lowwater);
+	if (!c)
 		return -ENOMEM;
-	}
 	c->slot = t->slot;
 	c->gen = s->gen;
 	c->n = give;
-	broker_bucket_args(t->pol, &ba);
+	sub_args(t->pol, i, &ba);
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)give);
 	if (broker_eval(b, S_REFUND, 1, args, 5, broker_on_refund, c)) {
-		host_tokens_add(b, t->slot, give, (int64_t)s->lowwater);
 		free(c);
 		return -ENOTCONN;
 	}
 	s->refunding += give;
 	s->st.tokens_refunded += give;
 	s->st.redis_calls++;
+	return 0;
+}
+
+/* Takes up to max idle tokens (0: all) back from the kernel; they pay the
+ * debt first, and the rest is refunded to the tenant's global bucket (a
+ * split tenant's: to the sub-buckets they came from, one call each, what
+ * cannot be sent going back to the kernel).  Returns 0 if a refund is
+ * under way; at shutdown, every call beyond the first is counted in
+ * b->pending here. */
+int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
+{
+	struct slot *s = &b->slots[t->slot];
+	unsigned int k = shards_of(t->pol), sent = 0;
+	uint64_t parts[HOT_SHARDS_MAX] = { 0 }, held, taken, give;
+
+	if (!tenant_callable(b, t->pol))
+		return -ENOTCONN;
+	held = host_tokens(b, t->slot, loop_now_ns());
+	taken = host_tokens_take(b, t->slot, max);
+	if (!taken)
+		return -ENOENT;
+	give = pay_debt(s, taken);
+	ledger_take(s, held, taken, give, home_of(b, t->pol), parts);
+	if (!give)
+		return -ENOENT;
+	for (unsigned int i = 0; i < k; i++) {
+		if (!parts[i])
+			continue;
+		if (refund_to(b, t, s, i, parts[i]) == 0) {
+			sent++;
+			continue;
+		}
+		host_tokens_add(b, t->slot, parts[i], (int64_t)s->lowwater);
+		ledger_add(s, i, parts[i], host_tokens(b, t->slot, loop_now_ns()));
+	}
+	if (!sent)
+		return -ENOTCONN;
+	if (b->done)
+		b->pending += sent - 1;
 	return 0;
 }
 
@@ -499,6 +736,7 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 
 		broker_slot_unwait(s);
 		rejoin_set(b, s, false);
+		broker_slot_free(s);
 		memset(s, 0, sizeof(*s));
 		s->gen = gen;
 		s->b = b;
@@ -519,6 +757,14 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 		s->rate = p->rate;
 		s->burst = p->burst;
 		s->budget = policy_overshoot_budget(p);
+		broker_slot_unwait(s);
+	}
+	if (s->shards != shards_of(p)) {
+		/* Split another way: the sub-buckets the tokens came from are
+		 * not asked any more (what refunds find uncovered goes to the
+		 * new home sub-bucket). */
+		s->shards = shards_of(p);
+		broker_slot_free(s);
 		broker_slot_unwait(s);
 	}
 	return s;
@@ -649,7 +895,9 @@ void broker_shards_update(struct broker *b, uint64_t now)
 
 		host_tenant_at(b, i, t);
 		s = slot_of(b, t);
-		down = !broker_slot_leasing(b, s) && !b->done;
+		/* a split tenant: while none of its sub-buckets' shards can
+		 * lease; one shard down only takes its sub-buckets' shares */
+		down = !tenant_callable(b, t->pol) && !b->done;
 
 		if (down && !s->shard_down) {
 			debt_baseline(b, s);

@@ -108,34 +108,51 @@ bool broker_store_ready(const struct broker *b)
 	return b->cc ? cc_covered(b->cc) > 0 : b->cmd.state == C_UP && b->scripts_ok;
 }
 
-/* The Redis Cluster node serving the tenant of slot s. */
-static int slot_node(const struct broker *b, const struct slot *s)
+/* The bucket key of the tenant of slot s (unsplit: a split tenant's
+ * sub-buckets have keys of their own, broker_lease.c). */
+static void slot_key(const struct slot *s, char *key, size_t len)
 {
-	char key[POLICY_NAME_MAX + 16];
+	snprintf(key, len, "rl:{t:%s}:bucket", s->name);
+}
 
-	snprintf(key, sizeof(key), "rl:{t:%s}:bucket", s->name);
-	return cc_node_of(b->cc, key);
+/* A script about key can be called for leasing: the fleet's breaker is
+ * closed, or on a Redis Cluster, the breaker of key's shard. */
+bool broker_key_leasing(const struct broker *b, const char *key)
+{
+	int n;
+
+	if (!b->cc)
+		return broker_leasing(b);
+	n = cc_node_of(b->cc, key);
+	return !b->done && cc_node_ready(b->cc, n) && !b->shards[n].circ.open;
+}
+
+/* A script about key can be called at all (a refund at shutdown goes out
+ * whatever the breaker says). */
+bool broker_key_reachable(const struct broker *b, const char *key)
+{
+	if (!b->cc)
+		return b->cmd.state == C_UP && b->scripts_ok;
+	return cc_node_ready(b->cc, cc_node_of(b->cc, key));
 }
 
 /* The tenant of slot s can be leased for: the fleet's breaker is closed,
  * or on a Redis Cluster, its own shard's. */
 bool broker_slot_leasing(const struct broker *b, const struct slot *s)
 {
-	int n;
+	char key[POLICY_NAME_MAX + 16];
 
-	if (!b->cc)
-		return broker_leasing(b);
-	n = slot_node(b, s);
-	return !b->done && cc_node_ready(b->cc, n) && !b->shards[n].circ.open;
+	slot_key(s, key, sizeof(key));
+	return broker_key_leasing(b, key);
 }
 
-/* The tenant of slot s can be called at all (a refund at shutdown goes
- * out whatever the breaker says). */
+/* The tenant of slot s can be called at all. */
 bool broker_slot_reachable(const struct broker *b, const struct slot *s)
 {
-	if (!b->cc)
-		return b->cmd.state == C_UP && b->scripts_ok;
-	return cc_node_ready(b->cc, slot_node(b, s));
+	char key[POLICY_NAME_MAX + 16];
+
+	slot_key(s, key, sizeof(key));
+	return broker_key_reachable(b, key);
 }
 
 /* Every reply passes here first: it answers the oldest call in flight. */
