@@ -109,8 +109,45 @@ delta() {
 	expect_eq "acme's policy on master $ma" "$(ccli "$ma" HGET 'rl:{t:acme}:policy' version | grep -c .)" 1
 }
 
-@test "a master killed under load: only its tenant meets its fail policy, the other keeps leasing; its replica promoted, leasing resumes within seconds" {
-	local out=$BATS_TEST_TMPDIR/load.json mb ma t0 s0 s1 s2 a0 a1 a2
+# "hot" split 3 ways: its sub-buckets' slots (t:hot#0 7114, t:hot#1 3051,
+# t:hot#2 15240) are on the three masters.  Hosts s1 and s2 start at
+# sub-bucket 1, s3 at 2; sub-bucket 0 is leased only when they fall back.
+@test "a tenant split into 3 sub-buckets (--shards 3), one on each master: 1.5x over its limit from three hosts it admits its limit, and at 60% of it nothing is refused" {
+	local out=$BATS_TEST_TMPDIR/load.json i ms=() t lim bound a d0 d1
+
+	for i in 0 1 2; do ms+=("$(cluster_master_of "t:hot#$i")"); done
+	[[ $(printf '%s\n' "${ms[@]}" | sort -u | wc -l) == 3 ]] ||
+		{ echo "hot's sub-buckets on masters ${ms[*]}: not three" >&2; return 1; }
+	fleet_tenant_set 1 hot --rate "$RATE/s" --burst "$BURST" --shards 3 --match "$C1" \
+		--port 8080 --action rst
+	settle hot
+	expect_eq "shards as host 3 holds hot" "$(rls 3 --json tenant get hot | jq .shards)" 3
+	fleet_loadgen_bg c1 "$out" --rate 225 --duration "$DUR" $(fleet_targets 8080 1 1 1)
+	sleep 2
+	# each sub-bucket on its own slot's master, while the load keeps it
+	for i in 0 1 2; do
+		expect_eq "sub-bucket $i on master ${ms[i]}" \
+			"$(ccli "${ms[i]}" EXISTS "rl:{t:hot#$i}:bucket")" 1
+	done
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	a=$(json_get .total.connected)
+	t=$(json_get .elapsed_s)
+	lim=$(calc "$RATE * $t + $BURST")
+	bound=$(fleet_stat 1 hot overshoot_bound)
+	echo "hot (masters ${ms[*]}) admitted $a in $t s of $lim (bound $bound)"
+	expect_between "hot admitted at 1.5x" "$a" "$(calc "0.95 * $lim")" "$(calc "$lim + $bound")"
+	sleep 1
+	d0=$(fleet_sum hot denied)
+	run_loadgen_json c1 --rate 90 --duration 5 $(fleet_targets 8080 1 1 1)
+	d1=$(fleet_sum hot denied)
+	echo "at 60%: $(json_get .total.connected) admitted, $((d1 - d0)) refused by the kernels"
+	expect_eq "SYNs refused by the kernels at 60% of the limit" $((d1 - d0)) 0
+	expect_eq "connections refused (RST) at 60% of the limit" "$(json_get .total.refused)" 0
+	expect_eq "connections timed out" "$(json_get .total.timed_out)" 0
+}
+
+@test "a master killed under load: only its tenant meets its fail policy, the other keeps leasing, and a tenant split over the three masters only loses that shard's sub-bucket; its replica promoted, leasing resumes within seconds" {
+	local out=$BATS_TEST_TMPDIR/load.json out2=$BATS_TEST_TMPDIR/load2.json mb ma t0 s0 s1 s2 a0 a1 a2 h0 h1 p1 p2
 
 	ma=$(cluster_master_of t:acme)
 	mb=$(cluster_master_of t:beta)
@@ -119,12 +156,19 @@ delta() {
 		--action rst --fail deny
 	fleet_tenant_set 2 beta --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8081 \
 		--action rst --fail allow
-	settle acme beta
+	# hot's sub-buckets are on the three masters (see above); at 40% of
+	# its limit, the two left carry it
+	fleet_tenant_set 1 hot --rate "$RATE/s" --burst "$BURST" --shards 3 \
+		--match "$(client_prefix c2)" --port 8080 --action rst --fail deny
+	settle acme beta hot
 	# below both limits: whatever is refused is refused by a fail policy
 	fleet_loadgen_bg c1 "$out" --rate 180 --duration 20 $(fleet_targets 8080 1 1 1) \
 		$(fleet_targets 8081 1 1 1)
+	p1=$LOADGEN_BG_PID
+	fleet_loadgen_bg c2 "$out2" --rate 60 --duration 20 $(fleet_targets 8080 1 1 1)
+	p2=$LOADGEN_BG_PID
 	sleep 2
-	a0=$(snap acme) s0=$(snap beta)
+	a0=$(snap acme) s0=$(snap beta) h0=$(snap hot)
 	t0=$(now_ms)
 	proc_stop "$(cluster_node_pid "$mb")" KILL
 	# every agent sees beta's shard go, acme's stay
@@ -134,7 +178,12 @@ delta() {
 	fleet_wait_steady 15
 	echo "healthy again $(($(now_ms) - t0)) ms after the kill"
 	expect_between "ms from the kill to every agent healthy" $(($(now_ms) - t0)) 0 15000
-	a1=$(snap acme) s1=$(snap beta)
+	a1=$(snap acme) s1=$(snap beta) h1=$(snap hot)
+	echo "hot while $mb was gone: $(delta "$h0" "$h1" admitted) admitted," \
+		"$(delta "$h0" "$h1" denied) refused"
+	expect_eq "hot SYNs decided by its fail policy (deny) while $mb was gone" \
+		"$(delta "$h0" "$h1" degraded)" 0
+	expect_eq "hot refused while $mb was gone" "$(delta "$h0" "$h1" denied)" 0
 	expect_eq "acme SYNs decided by its fail policy while beta's master was gone" \
 		"$(delta "$a0" "$a1" degraded)" 0
 	expect_eq "acme refused while beta's master was gone" "$(delta "$a0" "$a1" denied)" 0
@@ -157,7 +206,9 @@ delta() {
 		{ echo "acme admitted $(delta "$a1" "$a2" admitted) in 3 s" >&2; return 1; }
 	[[ $(cluster_master_of t:beta "$ma") != "$mb" ]] ||
 		{ echo "beta still on $mb after the failover" >&2; return 1; }
-	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	loadgen_wait "$p2" "$out2"
+	expect_eq "hot's connections timed out" "$(jq .total.timed_out "$out2")" 0
+	loadgen_wait "$p1" "$out"
 	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
 }
 

@@ -606,6 +606,21 @@ tb_tombs() {
 	wait_policy 3 'any(.[]; .name == "bz-new") and all(.[]; .name != "bz-old")'
 }
 
+# held_by_s4 NAME ARGS...: a fourth agent that keeps idle tokens for 30 s
+# (lease TTL), tenant NAME (ARGS: its limits) for client c2 on every host,
+# and 10 connections admitted through s4.
+held_by_s4() {
+	local name=$1
+
+	shift
+	fleet_agent_start_counted 4 --lease-ttl 30000
+	fleet_tenant_set 1 "$name" "$@" --match "$(client_prefix c2)" --action rst
+	fleet_wait_tenant "$name" 2 4 >/dev/null
+	fleet_wait_stat 4 "$name" tokens 1 2
+	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 "$PORT")"
+	expect_eq "connected through s4" "$(json_get .total.connected)" 10
+}
+
 @test "SIGTERM hands the agent's unspent leased tokens back to the Redis bucket" {
 	local out=$BATS_TEST_TMPDIR/load.json held b0 b1 refunded
 
@@ -616,12 +631,7 @@ tb_tombs() {
 	# Every host counting 4 agents: each starts the tenant on a credit
 	# of a quarter of the burst, and its first lease pays it back, which
 	# empties the bucket exactly.
-	fleet_agent_start_counted 4 --lease-ttl 30000
-	fleet_tenant_set 1 rf --rate 1/h --burst 100 --match "$(client_prefix c2)" --action rst
-	fleet_wait_tenant rf 2 4 >/dev/null
-	fleet_wait_stat 4 rf tokens 1 2
-	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 "$PORT")"
-	expect_eq "connected through s4" "$(json_get .total.connected)" 10
+	held_by_s4 rf --rate 1/h --burst 100
 	# hosts 1-3 keep their credit (nothing beyond it to give back after
 	# their 1 s TTL); host 4 tops up after the load
 	sleep 2
@@ -643,6 +653,41 @@ tb_tombs() {
 	expect_eq "tokens owed by hosts 1-3" "$(fleet_sum rf tokens_owed)" 0
 	expect_eq "tokens: Redis + hosts 1-3 + spent" \
 		$((b1 + $(fleet_sum rf tokens) + 10)) 100
+}
+
+# subs_sum: the tokens of tenant rfk's three sub-buckets, summed.
+subs_sum() {
+	local i n=0
+
+	for i in 0 1 2; do
+		n=$((n + $(rcli HGET "rl:{t:rfk#$i}:bucket" tokens)))
+	done
+	echo "$n"
+}
+
+@test "SIGTERM hands the unspent tokens of a tenant split 3 ways back to its sub-buckets: every token accounted for" {
+	local held b0 b1 i
+
+	# As above, split: 3/h with a burst of 99 is three sub-buckets of 1/h
+	# and 33.  The hosts' credits of 24 are paid from their own
+	# sub-buckets (s1, s2 and s4 share one, s3 has another) and from the
+	# others when those run dry; a refund that went to a sub-bucket other
+	# than its tokens' could find it full, and the tokens would be lost.
+	held_by_s4 rfk --rate 3/h --burst 99 --shards 3
+	sleep 2
+	held=$(fleet_stat 4 rfk tokens)
+	b0=$(subs_sum)
+	echo "s4 holds $held tokens; the sub-buckets have $b0:" \
+		"$(for i in 0 1 2; do rcli HGET "rl:{t:rfk#$i}:bucket" tokens; done | xargs)"
+	expect_between "tokens held by s4" "$held" 1 99
+	fleet_agent_stop 4 TERM
+	expect_eq "s4 exit status after SIGTERM" "$FLEET_RC" 0
+	b1=$(subs_sum)
+	echo "after SIGTERM: $(for i in 0 1 2; do rcli HGET "rl:{t:rfk#$i}:bucket" tokens; done | xargs)"
+	expect_eq "sub-buckets after SIGTERM (were $b0, s4 held $held)" "$b1" $((b0 + held))
+	expect_eq "the unsplit bucket's key" "$(rcli EXISTS 'rl:{t:rfk}:bucket')" 0
+	expect_eq "tokens owed by hosts 1-3" "$(fleet_sum rfk tokens_owed)" 0
+	expect_eq "tokens: Redis + hosts 1-3 + spent" $((b1 + $(fleet_sum rfk tokens) + 10)) 99
 }
 
 # raise_check NAME: NAME is a 1/m tenant saturated by 150/s over the three
