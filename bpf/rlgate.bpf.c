@@ -30,6 +30,12 @@ const volatile __u32 cls_half = RL_CLS_GROUPS;
  * match (rl_flow_bits()). */
 const volatile __u32 flow_bits = RL_FLOW_BITS;
 
+/* Tenants with RL_F_VERIFY, as the agent last wrote it (it writes it before
+ * it attaches this program): while none, an ACK leaves after its flags as
+ * before, with nothing else read.  Not a pinned map: the agent that loads a
+ * program sets it anew from its policy. */
+__u32 verify_tenants;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -202,7 +208,8 @@ struct syn_info {
 	__u8 has_port;		/* flow.sport and flow.dport were readable */
 	__u8 fragment;		/* part of a fragmented datagram: never a RST */
 	__u8 tcp_flags;		/* P_SYN and P_END: the TCP flags byte */
-	__u8 _pad[5];
+	__u8 _pad;
+	__be32 ack_seq;		/* P_ACK: the acknowledgement number */
 };
 
 /* What the parser reads from the TCP header once it knows the packet is
@@ -217,6 +224,7 @@ struct l4_info {
 	__u8 has_port;
 	__u8 fragment;
 	__u8 _pad[2];
+	__be32 ack_seq;
 };
 
 static __always_inline void count(__u32 idx)
@@ -274,6 +282,8 @@ enum parse {
 	P_END,		/* RST or FIN: the client ends a flow */
 	P_SUSPECT,	/* might open a connection, cannot be judged */
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
+	P_ACK,		/* an ACK while some tenant verifies: it may complete a
+			 * handshake whose SYN passed uncharged (verify_passes()) */
 };
 
 /* A packet that might open a connection and cannot be judged; the ports
@@ -294,6 +304,34 @@ static __always_inline enum parse suspect(void *tcp, __s32 l4_len,
 }
 
 /*
+ * An ACK (without SYN, RST or FIN) while some tenant verifies.  Only the
+ * fixed header is needed: the cookie lies in the sequence numbers.  A
+ * header length the IP length cannot hold makes a segment the stack drops,
+ * one that completes nothing: P_OTHER.  seg_len is what a RST acknowledges
+ * of it, the client's ISN counted (see verify_passes()).  A function of its
+ * own: inlined, it let the compiler carry l4_info's unwritten fields into
+ * the P_OTHER path as registers the verifier finds never written.
+ */
+static __noinline enum parse parse_ack(struct tcphdr *tcp,
+					    struct l4_info *si, __s32 l4_len,
+					    __u8 flags)
+{
+	__u32 hlen = tcp->doff * 4;
+
+	if (hlen < sizeof(*tcp) || (__s32)hlen > l4_len)
+		return P_OTHER;
+	__builtin_memset(si, 0, sizeof(*si));
+	si->sport = tcp->source;
+	si->dport = tcp->dest;
+	si->has_port = 1;
+	si->isn = tcp->seq;
+	si->ack_seq = tcp->ack_seq;
+	si->tcp_flags = flags;
+	si->seg_len = 1 + l4_len - hlen;
+	return P_ACK;
+}
+
+/*
  * Reads the TCP header at tcp: a SYN without ACK, a RST or FIN, or anything
  * else.  A SYN is P_SYN only when its whole header, options included, lies
  * inside the frame and inside l4_len, the segment length the IP header gives;
@@ -311,8 +349,12 @@ static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
 		return suspect(tcp, l4_len, data_end, si);
 	flags = ((__u8 *)tcp)[TCP_FLAGS_OFF];
 	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN &&
-	    !(flags & (TCP_FLAG_RST | TCP_FLAG_FIN)))
-		return P_OTHER;
+	    !(flags & (TCP_FLAG_RST | TCP_FLAG_FIN))) {
+		if (!READ_ONCE(verify_tenants) ||
+		    (flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_ACK)
+			return P_OTHER;
+		return parse_ack(tcp, si, l4_len, flags);
+	}
 
 	__builtin_memset(si, 0, sizeof(*si));
 	si->sport = tcp->source;
@@ -525,6 +567,7 @@ static __always_inline enum parse parse_packet(void *data, void *data_end,
 	si->fragment = l4.fragment;
 	si->tcp_flags = l4.tcp_flags;
 	si->seg_len = l4.seg_len;
+	si->ack_seq = l4.ack_seq;
 	/* The fixed IP header was bounds-checked by the parser. */
 	if (si->flow.family == 4) {
 		struct iphdr *ip = l3;
@@ -857,7 +900,9 @@ static __always_inline int make_rst(void *data, void *data_end,
 
 	tcp->source = si->flow.dport;
 	tcp->dest = si->flow.sport;
-	tcp->seq = 0;
+	/* A refused handshake ACK: the client holds the connection open, and
+	 * takes a RST only at the sequence number it expects next. */
+	tcp->seq = si->kind == P_ACK ? si->ack_seq : 0;
 	tcp->ack_seq = ack_seq;
 	/* doff 5, flags RST|ACK, everything else zero */
 	((__u16 *)tcp)[6] = bpf_htons(0x5000 | 0x0014);
@@ -1203,6 +1248,96 @@ static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
 }
 
 /*
+ * Verification (RL_F_VERIFY).  The SYN of a verifying tenant passes
+ * uncharged: the server's kernel answers it with a SYN cookie and keeps
+ * nothing (net.ipv4.tcp_syncookies=2), so a SYN from a forged source costs
+ * one SYN-ACK sent to that source and nothing else.  The ACK that completes
+ * the handshake returns the cookie, which only a client that received the
+ * SYN-ACK knows; the kernel's own check of it (the helper shares the
+ * kernel's secret) says that the connection opens now, and that ACK is
+ * charged as the connection.  ACKs of open connections fail the check (their
+ * numbers have moved on, or were never a cookie) and pass.
+ */
+
+/* Whether si's numbers are a SYN cookie ACK: the kernel's check, on
+ * headers rebuilt from si (the helper reads addresses, ports and the
+ * sequence numbers, nothing else). */
+static __always_inline bool cookie_valid(const struct syn_info *si)
+{
+	struct tcphdr th = {};
+
+	th.source = si->flow.sport;
+	th.dest = si->flow.dport;
+	th.seq = si->flow.isn;
+	th.ack_seq = si->ack_seq;
+	th.doff = sizeof(th) / 4;
+	th.ack = 1;
+	if (si->flow.family == 4) {
+		struct iphdr ip = {};
+
+		ip.version = 4;
+		ip.ihl = sizeof(ip) / 4;
+		ip.protocol = IPPROTO_TCP;
+		__builtin_memcpy(&ip.saddr, si->flow.saddr, 4);
+		__builtin_memcpy(&ip.daddr, si->flow.daddr, 4);
+		return bpf_tcp_raw_check_syncookie_ipv4(&ip, &th) == 0;
+	} else {
+		struct ipv6hdr ip6 = {};
+
+		ip6.version = 6;
+		ip6.nexthdr = IPPROTO_TCP;
+		__builtin_memcpy(&ip6.saddr, si->flow.saddr, 16);
+		__builtin_memcpy(&ip6.daddr, si->flow.daddr, 16);
+		return bpf_tcp_raw_check_syncookie_ipv6(&ip6, &th) == 0;
+	}
+}
+
+/*
+ * What verification makes of a packet of a verifying tenant: true when it
+ * passes here, uncharged (a SYN, or an ACK that is no cookie's); false for
+ * a handshake ACK to charge, whose si->flow.isn is then the client's ISN
+ * (the ACK's sequence number less one), so that it is keyed as its SYN
+ * would have been (flow cache, `conns`).
+ */
+static __always_inline bool verify_passes(struct syn_info *si)
+{
+	if (si->kind == P_SYN) {
+		count(RL_CNT_VERIFY_SYN);
+		return true;
+	}
+	if (!cookie_valid(si))
+		return true;
+	si->flow.isn = bpf_htonl(bpf_ntohl(si->flow.isn) - 1);
+	count(RL_CNT_VERIFY_ACK);
+	return false;
+}
+
+/*
+ * Whether a handshake ACK is a free copy of one admitted here: the same
+ * 4-tuple and ISN (the client's first data segment carries the same numbers
+ * as its ACK, and so do their retransmissions), at most
+ * retrans_max_repeats of them, each within retrans_window_ns of the last,
+ * and none once the client has ended the flow (flow_end()).  Takes it if so.
+ * No spacing as for SYNs: the data follows the ACK at once.
+ */
+static __always_inline bool ack_repeat(struct rl_flow_slot *s,
+				       const struct rl_flow *f, __u64 now)
+{
+	__u32 n;
+
+	if (!flow_equal(&s->flow, f))
+		return false;
+	n = s->repeats;
+	if (n >= retrans_max_repeats || now - s->seen_ns >= retrans_window_ns) {
+		count(RL_CNT_REPEAT_CHARGED);
+		return false;
+	}
+	s->repeats = n + 1;
+	s->seen_ns = now;
+	return true;
+}
+
+/*
  * The decision on a parsed packet (si->kind: P_SYN, P_END or P_SUSPECT):
  * V_PASS, V_DROP, or V_RST with si->tenant set for the caller, which builds
  * the reply.  A global function: the verifier checks it once, on its own,
@@ -1233,12 +1368,15 @@ __noinline int judge(struct syn_info *si)
 	}
 	if (si->kind == P_SUSPECT)
 		return judge_unparsed(si);
-	if (si->kind != P_SYN)
+	if (si->kind == P_SYN)
+		count(RL_CNT_SYN);
+	else if (si->kind != P_ACK)
 		return V_PASS;
-	count(RL_CNT_SYN);
 
 	id = classify(si);
 	if (id < 0) {
+		if (si->kind == P_ACK)
+			return V_PASS;
 		count(RL_CNT_NOMATCH);
 		return judge_nomatch(si);
 	}
@@ -1246,7 +1384,13 @@ __noinline int judge(struct syn_info *si)
 	t = bpf_map_lookup_elem(&tenants, &key);
 	st = bpf_map_lookup_elem(&tenant_stats, &key);
 	if (!t || !st || t->mode == RL_MODE_NONE)
-		return judge_nomatch(si);
+		return si->kind == P_ACK ? V_PASS : judge_nomatch(si);
+	if (READ_ONCE(t->flags) & RL_F_VERIFY) {
+		if (verify_passes(si))
+			return V_PASS;
+	} else if (si->kind == P_ACK) {
+		return V_PASS;
+	}
 
 	/* The coarse clock: a few ns where the precise one can cost tens.
 	 * Recent flows and a stale heartbeat are judged in seconds; the
@@ -1255,7 +1399,9 @@ __noinline int judge(struct syn_info *si)
 	/* Before the bucket: a retransmission must not take a token. */
 	if (retrans_window_ns) {
 		slot = flow_slot(&si->flow);
-		if (slot && flow_repeat(slot, &si->flow, now)) {
+		if (slot && (si->kind == P_ACK ?
+			     ack_repeat(slot, &si->flow, now) :
+			     flow_repeat(slot, &si->flow, now))) {
 			st->admitted++;
 			st->retransmits++;
 			return V_PASS;

@@ -90,6 +90,12 @@ enum rl_action {
  * failed) while the rest of the fleet's is not: its fail policy applies
  * once its tokens are spent, as when the whole fleet is degraded. */
 #define RL_F_DEGRADED		(1U << 2)
+/* Verify: a SYN is passed uncharged, for the server's kernel to answer with
+ * a SYN cookie (net.ipv4.tcp_syncookies=2), and the handshake's last ACK
+ * is charged instead, once the cookie it returns checks out: a source that
+ * does not receive what is sent to it never completes one.  Clear in every
+ * slot pinned before it: no verification, what it means there. */
+#define RL_F_VERIFY		(1U << 3)
 
 /* Leased tenants, once their tokens are spent while the fleet is degraded
  * (the agent's Redis breaker is open, or the agent's heartbeat is stale). */
@@ -445,6 +451,11 @@ enum rl_counter {
 				 * was full */
 	RL_CNT_INST_FULL,	/* SYNs refused at the instance's cap */
 	RL_CNT_INST_RATE,	/* SYNs refused by the instance's rate */
+	RL_CNT_VERIFY_SYN,	/* SYNs of RL_F_VERIFY tenants, passed
+				 * uncharged to the server's SYN cookies */
+	RL_CNT_VERIFY_ACK,	/* handshake ACKs of RL_F_VERIFY tenants whose
+				 * SYN cookie checked out: charged as the
+				 * connection (free copies included) */
 	RL_CNT_MAX,
 };
 

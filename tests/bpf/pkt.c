@@ -175,7 +175,7 @@ static int put_l4(const struct pkt *p, __u8 *b, __u8 proto,
 		put16(b, ntohs(pkt_sport(p)));
 		put16(b + 2, ntohs(pkt_dport(p)));
 		put32(b + 4, p->seq);
-		put32(b + 8, p->flags & TH_ACK ? IN_ACK : 0);
+		put32(b + 8, !(p->flags & TH_ACK) ? 0 : p->ack ? p->ack : IN_ACK);
 		b[12] = (n / 4) << 4;
 		b[13] = p->flags;
 		put16(b + 14, IN_WINDOW);

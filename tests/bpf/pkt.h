@@ -35,6 +35,8 @@ struct pkt {
 	const char *dst;
 	__u16 sport, dport;	/* host order; 0 means 40000 and 443 */
 	__u32 seq;		/* ISN, host order */
+	__u32 ack;		/* with TH_ACK: the acknowledgement number,
+				 * host order (0: a fixed one) */
 	int ip_opts;		/* IPv4 option bytes (multiple of 4) */
 	__u16 frag;		/* IPv4 frag_off field, host order (MF 0x2000) */
 	const char *ext;	/* IPv6 extension chain: H hop-by-hop, R routing,

@@ -24,6 +24,7 @@ static void (*const suites[])(void) = {
 	flow_cache_tests,
 	fail_policy_tests,
 	conn_tests,
+	verify_tests,
 	fuzz_tests,
 };
 

@@ -120,6 +120,7 @@ void leased_tests(void);	/* xdp_leased.c */
 void flow_cache_tests(void);	/* xdp_flow_cache.c */
 void fail_policy_tests(void);	/* xdp_fail_policy.c */
 void conn_tests(void);		/* xdp_conns.c */
+void verify_tests(void);	/* xdp_verify.c */
 void fuzz_tests(void);		/* xdp_fuzz.c */
 
 #endif /* RL_TEST_XDP_TEST_H */

@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+from paced import run_paced
+
 host, port, rate, count = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 req = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else "GET / HTTP/1.0\r\nHost: x\r\n\r\n"
 if req == "PING":
@@ -56,16 +58,7 @@ def one():
 
 
 start = time.monotonic()
-threads = []
-for i in range(count):
-    delay = start + i / rate - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)
-    t = threading.Thread(target=one)
-    t.start()
-    threads.append(t)
-for t in threads:
-    t.join()
+run_paced(one, rate, count)
 res["seconds"] = round(time.monotonic() - start, 3)
 res["errors"] = errors[:5]
 print(json.dumps(res))

@@ -168,11 +168,14 @@ int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
 			if (!slot_in(&is, old[i].slot))
 				kern_tenant_clear(&a->kern, old[i].slot);
 	if (!err) {
-		uint32_t capped = 0;
+		uint32_t capped = 0, verifying = 0;
 
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			capped += ts[i].pol.max_conns > 0;
+			verifying += ts[i].pol.verify != POLICY_VERIFY_NONE;
+		}
 		kern_conn_gate(&a->kern, capped);
+		kern_verify_gate(&a->kern, verifying);
 	}
 	free(bs);
 	return err;
@@ -314,13 +317,17 @@ struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra)
 	return ts;
 }
 
+/* The kernel's gates: how many tenants have a cap, how many verify. */
 static void conn_gate(struct agent *a)
 {
-	uint32_t capped = 0;
+	uint32_t capped = 0, verifying = 0;
 
-	for (size_t i = 0; i < a->n_tenants; i++)
+	for (size_t i = 0; i < a->n_tenants; i++) {
 		capped += a->tenants[i].pol.max_conns > 0;
+		verifying += a->tenants[i].pol.verify != POLICY_VERIFY_NONE;
+	}
 	kern_conn_gate(&a->kern, capped);
+	kern_verify_gate(&a->kern, verifying);
 }
 
 /* After a change of one tenant (was[0..n_was) to now[0..n_now), each

@@ -159,6 +159,10 @@ uint64_t kern_tokens_take(struct kern *k, uint32_t slot, uint64_t max);
  * looks up no RST or FIN. */
 void kern_conn_gate(struct kern *k, uint32_t capped);
 
+/* Verification: how many tenants verify.  While none does, the kernel
+ * reads nothing of an ACK past its flags. */
+void kern_verify_gate(struct kern *k, uint32_t verifying);
+
 /* Writes the instance limit into the kernel (NULL: none), and turns the
  * kernel's lookups of connection ends on while it has a cap. */
 void kern_instance_set(struct kern *k, const struct rl_instance_limit *il);

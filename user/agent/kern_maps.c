@@ -19,10 +19,58 @@
 #include "preload.h"
 #include "slot.h"
 
+/* net.ipv4.tcp_syncookies of this network namespace: 2 answers every SYN
+ * with a cookie.  -errno when it cannot be read. */
+static int syncookies_mode(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_syncookies", "re");
+	int mode = -EIO;
+
+	if (!f)
+		return -errno;
+	if (fscanf(f, "%d", &mode) != 1)
+		mode = -EIO;
+	fclose(f);
+	return mode;
+}
+
+/*
+ * Verification passes a tenant's SYNs uncharged and charges the ACK that
+ * returns a SYN cookie: only when the server's kernel answers every SYN
+ * with one (net.ipv4.tcp_syncookies=2).  Otherwise its handshakes return
+ * no cookie and would never be charged, so the tenant's SYNs are charged
+ * as without verify, and the log says why.  Returns the tenant to write.
+ */
+static const struct policy_tenant *verify_usable(const struct policy_tenant *t,
+						 struct policy_tenant *copy)
+{
+	int mode;
+
+	if (t->verify == POLICY_VERIFY_NONE)
+		return t;
+	mode = syncookies_mode();
+	if (mode == 2)
+		return t;
+	if (mode < 0)
+		log_warn("tenant '%s': couldn't read net.ipv4.tcp_syncookies: %s; "
+			 "its SYNs are charged, not verified", t->name,
+			 strerror(-mode));
+	else
+		log_warn("tenant '%s': verify syncookie needs "
+			 "net.ipv4.tcp_syncookies=2 on this host (it is %d); its "
+			 "SYNs are charged, not verified", t->name, mode);
+	*copy = *t;
+	copy->verify = POLICY_VERIFY_NONE;
+	return copy;
+}
+
 void kern_tenant_configure(struct kern *k, uint32_t slot,
 			   const struct policy_tenant *t, bool fresh)
 {
 	struct rl_tenant *rt = &k->tenants[slot];
+	struct policy_tenant copy;
+
+	t = verify_usable(t, &copy);
 
 	if (fresh) {
 		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
@@ -247,6 +295,14 @@ void kern_conn_gate(struct kern *k, uint32_t capped)
 {
 	k->gate_capped = capped;
 	conn_ctl_write(k);
+}
+
+void kern_verify_gate(struct kern *k, uint32_t verifying)
+{
+	/* the program's own variable, which lives as long as it does: set
+	 * anew by every agent that loads one, before it attaches it */
+	__atomic_store_n(&k->skel->bss->verify_tenants, verifying,
+			 __ATOMIC_RELEASE);
 }
 
 void kern_instance_set(struct kern *k, const struct rl_instance_limit *il)

@@ -191,6 +191,12 @@ static const struct {
 	{ RL_CNT_CONN_FULL, "rlgate_conns_full_total", NULL,
 	  "SYNs of capped tenants refused because the table of connections "
 	  "was full." },
+	{ RL_CNT_VERIFY_SYN, "rlgate_verify_syn_total", NULL,
+	  "SYNs of tenants with verify syncookie, passed uncharged to the "
+	  "server's SYN cookies." },
+	{ RL_CNT_VERIFY_ACK, "rlgate_verify_ack_total", NULL,
+	  "Handshake ACKs of tenants with verify syncookie whose SYN cookie "
+	  "checked out: charged as connections (free copies included)." },
 };
 
 /* The broker's own figures, one line each. */

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Verification (RL_F_VERIFY): a verifying tenant's SYNs pass uncharged,
+ * whatever its bucket holds; the ACK that returns a valid SYN cookie is
+ * charged once, its first data segment and a retransmission free, and gets
+ * the tenant's action over the limit (a RST the client's open connection
+ * takes); ACKs that return no cookie pass uncharged.  Cookies come from the
+ * kernel's own generator (cookie.bpf.c), as the server's kernel makes them.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <linux/if_ether.h>
+#include <bpf/libbpf.h>
+
+#include "cookie.skel.h"
+#include "xdp_test.h"
+
+#define CLIENT4		"10.1.0.10"
+#define CLIENT6		"2001:db8:1::10"
+
+/* A verifying tenant 1 (10.1/16 and 2001:db8:1::/48) and the cookie
+ * generator. */
+struct vinst {
+	struct inst in;
+	struct cookie_bpf *gen;
+	struct rl_tenant *t;
+};
+
+static void vinst_close(struct vinst *v)
+{
+	cookie_bpf__destroy(v->gen);
+	inst_close(&v->in);
+}
+
+static int vinst_open(struct vinst *v, __u32 action, __u32 flags,
+		      __u64 burst)
+{
+	memset(v, 0, sizeof(*v));
+	if (small_world(&v->in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	if (rule_add(&v->in.w, "2001:db8:1::/48", 0, 1)) {
+		diag("couldn't add the IPv6 rule");
+		inst_close(&v->in);
+		return -1;
+	}
+	v->gen = cookie_bpf__open_and_load();
+	if (!v->gen) {
+		diag("couldn't load the cookie generator: %s", strerror(errno));
+		inst_close(&v->in);
+		return -1;
+	}
+	v->t = &v->in.w.tenants[1];
+	/* one token an hour: the bucket never refills during a test */
+	tenant_standalone(v->t, action, flags | RL_F_VERIFY,
+			  3600ull * SEC_NS, burst);
+	v->in.skel->bss->verify_tenants = 1;
+	return 0;
+}
+
+/* The segment of flow (family, sport) with these flags, numbers and
+ * payload: its verdict, and the frame that came out in out (*out_len). */
+static int send_seg(struct vinst *v, int family, __u8 flags, __u16 sport,
+		    __u32 seq, __u32 ack, int payload, __u32 *verdict,
+		    __u8 *out, __u32 *out_len)
+{
+	struct pkt p = { .family = family, .flags = flags,
+			 .src = family == 4 ? CLIENT4 : CLIENT6,
+			 .sport = sport, .seq = seq, .ack = ack,
+			 .payload = payload };
+	__u8 buf[PKT_MAX], scratch[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL), err;
+
+	err = xdp_run(v->in.prog_fd, buf, len, out ? out : scratch, PKT_MAX, 1,
+		      &r);
+	CHECK(!err, "bpf_prog_test_run_opts: %s", strerror(-err));
+	if (err)
+		return err;
+	*verdict = r.retval;
+	if (out_len)
+		*out_len = r.out_len;
+	return 0;
+}
+
+/* The cookie the server's kernel answers the SYN (family, sport, isn)
+ * with, host order; 0 when the generator failed (a failed check). */
+static __u32 cookie_for(struct vinst *v, int family, __u16 sport, __u32 isn)
+{
+	struct pkt p = { .family = family, SYN,
+			 .src = family == 4 ? CLIENT4 : CLIENT6,
+			 .sport = sport, .seq = isn };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL), l4 = pkt_l3_off(&p) +
+						  (family == 4 ? 20 : 40);
+	__u32 c;
+	int err;
+
+	err = xdp_run(bpf_program__fd(v->gen->progs.xdp_cookie), buf, len, out,
+		      sizeof(out), 1, &r);
+	CHECK(!err && r.retval == XDP_TX, "the cookie generator failed: %s, "
+	      "verdict %u", strerror(-err), r.retval);
+	if (err || r.retval != XDP_TX)
+		return 0;
+	memcpy(&c, out + l4 + 8, 4);
+	return ntohl(c);
+}
+
+/* A SYN, then the handshake's ACK with its cookie: the ACK's verdict. */
+static __u32 handshake(struct vinst *v, int family, __u16 sport, __u32 isn)
+{
+	__u32 verdict = ~0u, cookie;
+
+	if (send_seg(v, family, TH_SYN, sport, isn, 0, 0, &verdict, NULL, NULL))
+		return ~0u;
+	CHECK(verdict == XDP_PASS, "the SYN of a verifying tenant: verdict %u, "
+	      "want XDP_PASS", verdict);
+	cookie = cookie_for(v, family, sport, isn);
+	if (send_seg(v, family, TH_ACK, sport, isn + 1, cookie + 1, 0, &verdict,
+		     NULL, NULL))
+		return ~0u;
+	return verdict;
+}
+
+static __u64 counter(struct vinst *v, int idx)
+{
+	__u64 c[RL_CNT_MAX];
+
+	counters_sum(&v->in.w, c);
+	return c[idx];
+}
+
+/* SYNs pass uncharged with the bucket empty; the cookie ACKs are the
+ * connections, refused over the limit; IPv4 and IPv6. */
+static int scen_charged_at_ack(const void *arg)
+{
+	int family = *(const int *)arg;
+	struct vinst v;
+	__u32 verdict;
+	int i;
+
+	if (vinst_open(&v, RL_ACT_DROP, 0, 2))
+		return -1;
+	for (i = 0; i < 50; i++) {
+		if (send_seg(&v, family, TH_SYN, 2000 + i, 7000 + i, 0, 0,
+			     &verdict, NULL, NULL))
+			break;
+		CHECK(verdict == XDP_PASS, "SYN %d of a verifying tenant: "
+		      "verdict %u", i, verdict);
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=0 denied=0");
+	CHECK(counter(&v, RL_CNT_VERIFY_SYN) == 50, "%llu SYNs counted as "
+	      "passed to cookies, want 50",
+	      (unsigned long long)counter(&v, RL_CNT_VERIFY_SYN));
+	for (i = 0; i < 3; i++) {
+		verdict = handshake(&v, family, 1000 + i, 5000 + i);
+		CHECK(verdict == (i < 2 ? XDP_PASS : XDP_DROP), "handshake %d: "
+		      "verdict %u with a bucket of 2", i, verdict);
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=2 denied=1");
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 3, "%llu cookie ACKs counted, "
+	      "want 3", (unsigned long long)counter(&v, RL_CNT_VERIFY_ACK));
+	vinst_close(&v);
+	return 0;
+}
+
+/* ACKs that return no cookie - forged, or of open connections - pass and
+ * cost nothing, with the bucket full or empty. */
+static int scen_no_cookie(const void *arg)
+{
+	struct vinst v;
+	__u32 verdict, cookie;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_RST, 0, 1))
+		return -1;
+	cookie = cookie_for(&v, 4, 1000, 5000);
+	/* a cookie for another ISN, another port, and an arbitrary number */
+	send_seg(&v, 4, TH_ACK, 1000, 6001, cookie + 1, 0, &verdict, NULL, NULL);
+	CHECK(verdict == XDP_PASS, "ACK with another ISN: verdict %u", verdict);
+	send_seg(&v, 4, TH_ACK, 1001, 5001, cookie + 1, 0, &verdict, NULL, NULL);
+	CHECK(verdict == XDP_PASS, "ACK from another port: verdict %u", verdict);
+	send_seg(&v, 4, TH_ACK | TH_PSH, 1000, 5001, 12345, 100, &verdict, NULL,
+		 NULL);
+	CHECK(verdict == XDP_PASS, "data of an open connection: verdict %u",
+	      verdict);
+	EXPECT_STATS(&v.in.w, 1, "admitted=0 denied=0");
+	CHECK(v.t->tat == 0, "a bucket spent by ACKs without a cookie");
+	vinst_close(&v);
+	return 0;
+}
+
+/* The handshake's ACK, then the first data segment and its retransmission
+ * with the same numbers: one charge.  A fourth copy is charged, and after
+ * the client's FIN even the first free copy would be. */
+static int scen_copies(const void *arg)
+{
+	struct vinst v;
+	__u32 verdict, cookie;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_DROP, 0, 10))
+		return -1;
+	CHECK(handshake(&v, 4, 1000, 5000) == XDP_PASS, "handshake refused");
+	cookie = cookie_for(&v, 4, 1000, 5000);
+	for (int i = 0; i < 3; i++) {
+		send_seg(&v, 4, TH_ACK | TH_PSH, 1000, 5001, cookie + 1, 100,
+			 &verdict, NULL, NULL);
+		CHECK(verdict == XDP_PASS, "copy %d: verdict %u", i, verdict);
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=4 retransmits=2");
+
+	CHECK(handshake(&v, 4, 1001, 6000) == XDP_PASS, "handshake refused");
+	cookie = cookie_for(&v, 4, 1001, 6000);
+	send_seg(&v, 4, TH_ACK | TH_FIN, 1001, 6001, cookie + 1, 0, &verdict,
+		 NULL, NULL);
+	send_seg(&v, 4, TH_ACK, 1001, 6001, cookie + 1, 0, &verdict, NULL, NULL);
+	EXPECT_STATS(&v.in.w, 1, "admitted=6 retransmits=2");
+	CHECK(v.t->tat != 0, "no token spent");
+	vinst_close(&v);
+	return 0;
+}
+
+/* Over the limit with action rst: the reply resets the connection the
+ * client believes open - RST|ACK at the sequence number it expects next
+ * (the cookie + 1), acknowledging its data. */
+static int scen_rst(const void *arg)
+{
+	int family = *(const int *)arg;
+	struct vinst v;
+	__u8 out[PKT_MAX];
+	__u32 verdict, len = 0, cookie, seq, ack;
+	int l4;
+
+	if (vinst_open(&v, RL_ACT_RST, 0, 1))
+		return -1;
+	CHECK(handshake(&v, family, 1000, 5000) == XDP_PASS, "first refused");
+	cookie = cookie_for(&v, family, 1001, 9000);
+	send_seg(&v, family, TH_ACK | TH_PSH, 1001, 9001, cookie + 1, 10,
+		 &verdict, out, &len);
+	CHECK(verdict == XDP_TX, "over the limit: verdict %u, want XDP_TX",
+	      verdict);
+	l4 = ETH_HLEN + (family == 4 ? 20 : 40);
+	CHECK(len == (__u32)l4 + 20, "reply of %u bytes", len);
+	if (len == (__u32)l4 + 20) {
+		memcpy(&seq, out + l4 + 4, 4);
+		memcpy(&ack, out + l4 + 8, 4);
+		CHECK(out[l4 + 13] == (TH_RST | TH_ACK), "flags 0x%x",
+		      out[l4 + 13]);
+		CHECK(ntohl(seq) == cookie + 1 && ntohl(ack) == 9001 + 10,
+		      "seq %u ack %u, want %u and %u", ntohl(seq), ntohl(ack),
+		      cookie + 1, 9001 + 10);
+		CHECK(!pkt_check_csums(out, len, ETH_HLEN), "checksum: %s",
+		      pkt_check_csums(out, len, ETH_HLEN));
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=1 denied=1 rst_sent=1");
+	vinst_close(&v);
+	return 0;
+}
+
+/* Shadow: every handshake completes, the one over the limit counted. */
+static int scen_shadow(const void *arg)
+{
+	struct vinst v;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_DROP, RL_F_SHADOW, 1))
+		return -1;
+	CHECK(handshake(&v, 4, 1000, 5000) == XDP_PASS, "first refused");
+	CHECK(handshake(&v, 4, 1001, 6000) == XDP_PASS, "shadow refused");
+	EXPECT_STATS(&v.in.w, 1, "admitted=2 shadow_denied=1 denied=0");
+	vinst_close(&v);
+	return 0;
+}
+
+/* Fleet mode: the cookie ACK spends a leased token, the SYN none. */
+static int scen_leased(const void *arg)
+{
+	struct vinst v;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_DROP, 0, 1))
+		return -1;
+	tenant_leased(v.t, RL_ACT_DROP, 1, -1, false);
+	v.t->flags |= RL_F_VERIFY;
+	CHECK(handshake(&v, 4, 1000, 5000) == XDP_PASS, "leased token unused");
+	CHECK(v.t->tokens == 0, "tokens %lld, want 0", (long long)v.t->tokens);
+	CHECK(handshake(&v, 4, 1001, 6000) == XDP_DROP, "admitted past 0");
+	EXPECT_STATS(&v.in.w, 1, "admitted=1 denied=1");
+	vinst_close(&v);
+	return 0;
+}
+
+/* A tenant without verify next to one with: its SYNs are charged as ever
+ * and its ACKs, cookie or not, cost nothing. */
+static int scen_other_tenant(const void *arg)
+{
+	struct vinst v;
+	__u32 verdict, cookie;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_DROP, 0, 1))
+		return -1;
+	v.t->flags &= ~RL_F_VERIFY;
+	send_seg(&v, 4, TH_SYN, 1000, 5000, 0, 0, &verdict, NULL, NULL);
+	CHECK(verdict == XDP_PASS, "first SYN refused");
+	send_seg(&v, 4, TH_SYN, 1001, 5000, 0, 0, &verdict, NULL, NULL);
+	CHECK(verdict == XDP_DROP, "second SYN admitted");
+	cookie = cookie_for(&v, 4, 1002, 5000);
+	send_seg(&v, 4, TH_ACK, 1002, 5001, cookie + 1, 0, &verdict, NULL, NULL);
+	CHECK(verdict == XDP_PASS, "a cookie ACK refused");
+	EXPECT_STATS(&v.in.w, 1, "admitted=1 denied=1");
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 0, "a cookie counted");
+	vinst_close(&v);
+	return 0;
+}
+
+static const int v4 = 4, v6 = 6;
+
+static const struct scenario verify_scenarios[] = {
+	{ "verify: SYNs free, cookie ACKs charged (IPv4)", scen_charged_at_ack, &v4 },
+	{ "verify: SYNs free, cookie ACKs charged (IPv6)", scen_charged_at_ack, &v6 },
+	{ "verify: ACKs without a cookie pass uncharged", scen_no_cookie, NULL },
+	{ "verify: data after the ACK is free twice, not after a FIN", scen_copies, NULL },
+	{ "verify: over the limit, RST at the client's next sequence (IPv4)", scen_rst, &v4 },
+	{ "verify: over the limit, RST at the client's next sequence (IPv6)", scen_rst, &v6 },
+	{ "verify: shadow admits and counts would-deny at the ACK", scen_shadow, NULL },
+	{ "verify: leased tokens spent by the cookie ACK", scen_leased, NULL },
+	{ "verify: a tenant without it charges SYNs, not ACKs", scen_other_tenant, NULL },
+};
+
+void verify_tests(void)
+{
+	run_scenarios(verify_scenarios, ARRAY_SIZE(verify_scenarios));
+}
