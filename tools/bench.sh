@@ -50,6 +50,11 @@ rows=(
 	"xdp_ref_ktime_ns   -"
 	"xdp_ref_cas_ns     -"
 	"xdp_ref_irreducible_ns -"
+	"xdp_verify_syn_ns  -"
+	"xdp_cookie_gen_ns  -"
+	"xdp_verify_ack_charged_ns -"
+	"xdp_verify_ack_open_ns -"
+	"xdp_verify_ack_other_ns -"
 )
 
 printf '%-22s %10s %8s %8s  %s\n' figure ns ratio target result

@@ -16,11 +16,10 @@
 #include "rlgate.skel.h"
 #include "bench.skel.h"
 #include "pass.skel.h"
+#include "bench.h"
 #include "harness.h"
 #include "pkt.h"
 
-#define BENCH_REPEAT	1000000
-#define BENCH_RUNS	9
 #define BENCH_RULES	1000
 
 #define T_ADMIT		1	/* never denies */
@@ -115,20 +114,6 @@ static int cmp_double(const void *a, const void *b)
  */
 #define BENCH_RUN_NS	100000000ull
 
-struct figure {
-	const char *name;
-	int prog_fd;
-	const struct pkt *pkt;
-	__u8 in[PKT_MAX];
-	int len;
-	__u64 repeat;
-	double runs[BENCH_RUNS];
-	double ratios[BENCH_RUNS];	/* this round's figure / floor */
-	double median;
-	double ratio;			/* the median of ratios */
-	double ref_ratio;		/* the same against F_REF */
-	__u32 retval;			/* the last run's verdict */
-};
 
 static int run_once(struct figure *f, __u64 repeat, __u32 *ns)
 {
@@ -185,7 +170,7 @@ static double median_ratio(const double *a, const double *b)
  * up to 2x over seconds, and a round's figure and floor are measured within
  * a fraction of a second of each other.
  */
-static int measure_all(struct figure *f, int n)
+int measure_all(struct figure *f, int n)
 {
 	__u32 ns;
 	int i, k, err;
@@ -362,7 +347,7 @@ int bench_main(int argc, char **argv)
 	for (k = 0; k < (int)(sizeof(syn_figures) / sizeof(syn_figures[0])); k++)
 		printf("%s_ref_ratio %.2f x\n", f[syn_figures[k]].name,
 		       f[syn_figures[k]].ref_ratio);
-	err = 0;
+	err = verify_bench(bpf_program__fd(pass->progs.xdp_pass));
 
 cleanup:
 	world_fini(&wb);
