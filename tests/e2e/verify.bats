@@ -8,67 +8,27 @@
 
 load helpers
 load agent_helpers
-
-HTTP_PORT=8081
+load verify_helpers
 
 setup() {
 	agent_setup
 	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=2
-	HTTP_LOG=$BATS_TEST_TMPDIR/http.log
-	: >"$HTTP_LOG"
-	in_ns s1 /usr/bin/python3 "$BATS_TEST_DIRNAME/verify_server.py" "$HTTP_PORT" "$HTTP_LOG" \
-		2>"$BATS_TEST_TMPDIR/http.err" 3>&- &
-	HTTP_PID=$!
-	for ((i = 0; i < 100; i++)); do
-		grep -q listening "$BATS_TEST_TMPDIR/http.err" && break
-		sleep 0.05
-	done
-	grep -q listening "$BATS_TEST_TMPDIR/http.err"
-	S1_MAC=$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq -r '.[0].address')
+	verify_http_start s1
+	HTTP_LOG=$BATS_TEST_TMPDIR/http-s1.log
 }
 
 teardown() {
-	[[ -n ${FLOOD_PID:-} ]] && { kill "$FLOOD_PID" 2>/dev/null; wait "$FLOOD_PID" 2>/dev/null; }
-	[[ -n ${HTTP_PID:-} ]] && { kill "$HTTP_PID" 2>/dev/null; wait "$HTTP_PID" 2>/dev/null; }
+	flood_stop
+	verify_http_stop s1
 	agent_teardown
-}
-
-# flood_bg FAMILY RATE SECONDS: forged SYNs from c1's prefix (never c1's own
-# address) to s1's HTTP port, in the background (FLOOD_PID, report in
-# FLOOD_OUT).
-flood_bg() {
-	local net=$(client_prefix c1)
-
-	[[ $1 == 6 ]] && net=2001:db8:1:0:1::/80
-	FLOOD_OUT=$BATS_TEST_TMPDIR/flood.json
-	in_ns c1 /usr/bin/python3 "$BATS_TEST_DIRNAME/syn_flood.py" eth0 "$S1_MAC" \
-		"$(lab_addr s1 "$1")" "$HTTP_PORT" "$net" "$(lab_addr c1 "$1")" "$2" "$3" \
-		>"$FLOOD_OUT" 3>&- &
-	FLOOD_PID=$!
-}
-
-# client_run FAMILY RATE SECONDS: the real client in c1; its report in
-# CLIENT_JSON.
-client_run() {
-	local host
-
-	host=$(lab_addr s1 "$1")
-	CLIENT_JSON=$(in_ns c1 /usr/bin/python3 "$BATS_TEST_DIRNAME/verify_client.py" \
-		"$host" "$HTTP_PORT" "$2" "$3")
-	echo "client: $CLIENT_JSON"
-}
-
-# server_conns: connections the HTTP server accepted so far.
-server_conns() {
-	wc -l <"$HTTP_LOG"
 }
 
 # flood_round FAMILY: 1,000 forged SYNs a second for 5 s, the real client
 # at 10 requests a second for 4 s from the second half second on.
 flood_round() {
-	flood_bg "$1" 1000 5
+	flood_bg s1 "$1" 1000 5
 	sleep 0.5
-	client_run "$1" 10 4
+	client_run s1 "$1" 10 4
 	wait "$FLOOD_PID"
 	FLOOD_PID=
 	echo "flood: $(cat "$FLOOD_OUT")"
@@ -94,10 +54,10 @@ lock_out_then_verify() {
 	expect_between "SYNs refused without verify" $(($(stat_get web denied) - denied)) 4000 5100
 
 	rl tenant set web --verify syncookie
-	before=$(server_conns)
+	before=$(server_conns s1)
 	denied=$(stat_get web denied)
 	flood_round "$fam"
-	after=$(server_conns)
+	after=$(server_conns s1)
 	expect_eq "refused with verify" $(($(stat_get web denied) - denied)) 0
 	ok=$(jq -r .ok <<<"$CLIENT_JSON")
 	# >= 99 % of 40: all of them
@@ -114,4 +74,63 @@ lock_out_then_verify() {
 
 @test "IPv6: forged SYNs at 50x the rate lock a real client out when charged at the SYN; with --verify syncookie all 40 of its requests are answered and the server accepts only those" {
 	lock_out_then_verify 6
+}
+
+@test "over the limit with --action rst: a verified client above the rate is reset, the server accepts at most rate x T + burst, and curl's connection keeps timestamps, SACK and window scaling" {
+	local ok before after
+
+	agent_start
+	rl tenant set web --rate 10/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--action rst --verify syncookie
+	run in_ns c1 curl -s --max-time 5 "http://$(lab_addr s1 4):$HTTP_PORT/"
+	[[ $status == 0 && $output == ok ]] || { echo "curl: $status $output" >&2; return 1; }
+	# what the server's side of curl's connection negotiated
+	expect_eq "timestamps" "$(tail -n 1 "$HTTP_LOG" | jq -r .ts)" true
+	expect_eq "SACK" "$(tail -n 1 "$HTTP_LOG" | jq -r .sack)" true
+	expect_eq "window scaling" "$(tail -n 1 "$HTTP_LOG" | jq -r .wscale)" true
+	expect_eq "MSS (1460, less 12 of timestamps)" "$(tail -n 1 "$HTTP_LOG" | jq -r .snd_mss)" 1448
+	sleep 1
+
+	before=$(server_conns s1)
+	client_run s1 4 30 3
+	after=$(server_conns s1)
+	ok=$(jq -r .ok <<<"$CLIENT_JSON")
+	# 90 requests in 3 s at 10/s with a burst of 5
+	expect_between "answered" "$ok" 30 45
+	expect_eq "connections the server accepted" $((after - before)) "$ok"
+	expect_between "resets sent" "$(stat_get web rst_sent)" $((90 - ok - 5)) $((90 - ok + 5))
+}
+
+@test "shadow with --verify syncookie: every request answered under a forged flood, would-deny counted at the handshake only" {
+	local shadow
+
+	agent_start
+	rl tenant set web --rate 5/s --burst 1 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--shadow --verify syncookie
+	flood_bg s1 4 1000 3
+	sleep 0.5
+	client_run s1 4 20 2
+	wait "$FLOOD_PID"
+	FLOOD_PID=
+	expect_eq "answered (of 40)" "$(jq -r .ok <<<"$CLIENT_JSON")" 40
+	shadow=$(stat_get web shadow_denied)
+	# 40 handshakes over 2 s at 5/s + 1: about 29 would be refused; the
+	# 3,000 forged SYNs would-deny nothing
+	expect_between "shadow_denied" "$shadow" 20 35
+	expect_eq "denied" "$(stat_get web denied)" 0
+}
+
+@test "without net.ipv4.tcp_syncookies=2 the agent warns and charges a verifying tenant's SYNs" {
+	local denied
+
+	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=1
+	agent_start
+	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--verify syncookie
+	grep -q "verify syncookie needs net.ipv4.tcp_syncookies=2 on this host (it is 1)" "$AGENT_LOG"
+	flood_bg s1 4 1000 1
+	wait "$FLOOD_PID"
+	FLOOD_PID=
+	denied=$(stat_get web denied)
+	expect_between "forged SYNs refused" "$denied" 900 1000
 }

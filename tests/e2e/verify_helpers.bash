@@ -1,0 +1,74 @@
+# verify_helpers.bash: what the verify suites (verify.bats, verify_fleet.bats)
+# share on top of helpers.bash: an HTTP server that logs what each of its
+# connections negotiated, a flood of SYNs from forged sources of c1's
+# prefix, and a real client in c1 making HTTP requests at a steady rate.
+
+HTTP_PORT=8081
+
+# verify_http_start HOST: the HTTP server on HOST's port $HTTP_PORT (IPv4 and
+# IPv6), logging a JSON line per connection to $BATS_TEST_TMPDIR/http-HOST.log
+# (or the file's tmpdir from setup_file); returns once it listens.  Killed by
+# its PID in verify_http_stop, and with the lab at the latest.
+verify_http_start() {
+	local dir=${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR} i pid
+
+	: >"$dir/http-$1.log"
+	in_ns "$1" /usr/bin/python3 "$BATS_TEST_DIRNAME/verify_server.py" "$HTTP_PORT" \
+		"$dir/http-$1.log" 2>"$dir/http-$1.err" 3>&- &
+	pid=$!
+	echo "$pid" >"$dir/http-$1.pid"
+	for ((i = 0; i < 100; i++)); do
+		grep -q listening "$dir/http-$1.err" && return 0
+		sleep 0.05
+	done
+	echo "verify_server.py on $1 does not listen:" >&2
+	cat "$dir/http-$1.err" >&2
+	return 1
+}
+
+# verify_http_stop HOST
+verify_http_stop() {
+	local dir=${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR} pid
+
+	pid=$(cat "$dir/http-$1.pid" 2>/dev/null) || return 0
+	kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -f "$dir/http-$1.pid"
+	return 0
+}
+
+# server_conns HOST [DIR]: connections HOST's HTTP server accepted so far.
+server_conns() {
+	wc -l <"${2:-${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR}}/http-$1.log"
+}
+
+# flood_bg HOST FAMILY RATE SECONDS: forged SYNs from c1's prefix (never
+# c1's own address) to HOST's HTTP port, in the background (FLOOD_PID,
+# report in FLOOD_OUT).
+flood_bg() {
+	local net mac
+
+	net=$(client_prefix c1)
+	[[ $2 == 6 ]] && net=2001:db8:1:0:1::/80
+	mac=$(ip -n "$(lab_ns "$1")" -j link show dev eth0 | jq -r '.[0].address')
+	FLOOD_OUT=$BATS_TEST_TMPDIR/flood.json
+	in_ns c1 /usr/bin/python3 "$BATS_TEST_DIRNAME/syn_flood.py" eth0 "$mac" \
+		"$(lab_addr "$1" "$2")" "$HTTP_PORT" "$net" "$(lab_addr c1 "$2")" "$3" "$4" \
+		>"$FLOOD_OUT" 3>&- &
+	FLOOD_PID=$!
+}
+
+# flood_stop: kills a flood still running (teardown).
+flood_stop() {
+	[[ -n ${FLOOD_PID:-} ]] || return 0
+	kill "$FLOOD_PID" 2>/dev/null
+	wait "$FLOOD_PID" 2>/dev/null
+	FLOOD_PID=
+}
+
+# client_run HOST FAMILY RATE SECONDS: the real client in c1 against HOST;
+# its report (attempts, ok, failed) in CLIENT_JSON.
+client_run() {
+	CLIENT_JSON=$(in_ns c1 /usr/bin/python3 "$BATS_TEST_DIRNAME/verify_client.py" \
+		"$(lab_addr "$1" "$2")" "$HTTP_PORT" "$3" "$4")
+	echo "client to $1: $CLIENT_JSON"
+}
