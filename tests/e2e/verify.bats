@@ -120,7 +120,7 @@ lock_out_then_verify() {
 	expect_eq "denied" "$(stat_get web denied)" 0
 }
 
-@test "without net.ipv4.tcp_syncookies=2 the agent warns and charges a verifying tenant's SYNs" {
+@test "without net.ipv4.tcp_syncookies=2 the agent warns and charges a verifying tenant's SYNs; set to 2, it verifies again within 2 s" {
 	local denied
 
 	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=1
@@ -133,4 +133,13 @@ lock_out_then_verify() {
 	FLOOD_PID=
 	denied=$(stat_get web denied)
 	expect_between "forged SYNs refused" "$denied" 900 1000
+
+	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=2
+	sleep 2
+	grep -q "tcp_syncookies is 2 (was 1): tenants with verify syncookie are verified again" \
+		"$AGENT_LOG"
+	flood_bg s1 4 1000 1
+	wait "$FLOOD_PID"
+	FLOOD_PID=
+	expect_eq "forged SYNs refused once verified" "$(stat_get web denied)" "$denied"
 }

@@ -193,6 +193,10 @@ uint64_t agent_tomb_left_ms(const struct agent *a, uint64_t version);
  * without them).  Called every second. */
 void agent_prune_tombs(struct agent *a);
 
+/* Configures the verifying tenants again when net.ipv4.tcp_syncookies has
+ * changed since they were (agent_verify.c).  Called every second. */
+void agent_verify_watch(struct agent *a);
+
 /*
  * Applies the fleet's stored policies u[0..n) (json "" deletes), each only
  * if its version is newer than the local tenant or tombstone, all in one

@@ -208,6 +208,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	int err, fd;
 
 	memset(k, 0, sizeof(*k));
+	k->syncookies = KERN_SYNCOOKIES_UNREAD;
 	k->lock_fd = -1;
 	k->prog_fd = -1;
 	k->use_tc = use_tc;

@@ -72,7 +72,12 @@ struct kern {
 	bool conns_reset_pending;	/* `conns` made anew: see
 					 * kern_conns_upgraded() */
 	uint32_t gate_capped;		/* conn_ctl.capped as last written */
+	/* net.ipv4.tcp_syncookies as last read for a verifying tenant
+	 * (kern_syncookies_mode()); KERN_SYNCOOKIES_UNREAD before */
+	int syncookies;
 };
+
+#define KERN_SYNCOOKIES_UNREAD	(-1000)
 
 /* A tenant as the kernel sees it: its slot and its policy. */
 struct kern_binding {
@@ -162,6 +167,10 @@ void kern_conn_gate(struct kern *k, uint32_t capped);
 /* Verification: how many tenants verify.  While none does, the kernel
  * reads nothing of an ACK past its flags. */
 void kern_verify_gate(struct kern *k, uint32_t verifying);
+
+/* net.ipv4.tcp_syncookies of the agent's network namespace (verification
+ * needs 2), or -errno when it cannot be read. */
+int kern_syncookies_mode(void);
 
 /* Writes the instance limit into the kernel (NULL: none), and turns the
  * kernel's lookups of connection ends on while it has a cap. */

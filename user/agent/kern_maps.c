@@ -19,9 +19,7 @@
 #include "preload.h"
 #include "slot.h"
 
-/* net.ipv4.tcp_syncookies of this network namespace: 2 answers every SYN
- * with a cookie.  -errno when it cannot be read. */
-static int syncookies_mode(void)
+int kern_syncookies_mode(void)
 {
 	FILE *f = fopen("/proc/sys/net/ipv4/tcp_syncookies", "re");
 	int mode = -EIO;
@@ -41,14 +39,16 @@ static int syncookies_mode(void)
  * no cookie and would never be charged, so the tenant's SYNs are charged
  * as without verify, and the log says why.  Returns the tenant to write.
  */
-static const struct policy_tenant *verify_usable(const struct policy_tenant *t,
+static const struct policy_tenant *verify_usable(struct kern *k,
+						 const struct policy_tenant *t,
 						 struct policy_tenant *copy)
 {
 	int mode;
 
 	if (t->verify == POLICY_VERIFY_NONE)
 		return t;
-	mode = syncookies_mode();
+	mode = kern_syncookies_mode();
+	k->syncookies = mode;
 	if (mode == 2)
 		return t;
 	if (mode < 0)
@@ -70,7 +70,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	struct rl_tenant *rt = &k->tenants[slot];
 	struct policy_tenant copy;
 
-	t = verify_usable(t, &copy);
+	t = verify_usable(k, t, &copy);
 
 	if (fresh) {
 		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);

@@ -297,6 +297,7 @@ static void on_tick(struct loop_timer *t, void *arg)
 		preload_heartbeat(a->kern.preload, now, 0, false);
 	agent_sample(a);
 	agent_prune_tombs(a);
+	agent_verify_watch(a);
 	conntrack_sweep(&a->kern, RL_CONN_TTL_NS);
 	if (a->kern.preload) {
 		preload_heal(a->kern.preload);

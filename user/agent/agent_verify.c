@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Verification follows net.ipv4.tcp_syncookies: a verifying tenant is
+ * verified while it is 2 and charged at its SYNs otherwise (see
+ * kern_tenant_configure), and a change of the sysctl is seen within a tick,
+ * not only at the next change of the policy.
+ */
+#include "agent_int.h"
+#include "log.h"
+
+/*
+ * Reads the sysctl while some tenant verifies; when it differs from what
+ * the tenants were configured under, configures every verifying tenant
+ * again (which logs, per tenant, why it is charged at its SYNs).  Called
+ * every second.
+ */
+void agent_verify_watch(struct agent *a)
+{
+	int mode, was = a->kern.syncookies;
+	size_t i;
+
+	for (i = 0; i < a->n_tenants; i++)
+		if (a->tenants[i].pol.verify != POLICY_VERIFY_NONE)
+			break;
+	if (i == a->n_tenants)
+		return;
+	mode = kern_syncookies_mode();
+	if (mode == was)
+		return;
+	if (mode == 2 && was != KERN_SYNCOOKIES_UNREAD)
+		log_info("net.ipv4.tcp_syncookies is 2 (was %d): tenants with "
+			 "verify syncookie are verified again", was);
+	for (; i < a->n_tenants; i++)
+		if (a->tenants[i].pol.verify != POLICY_VERIFY_NONE)
+			kern_tenant_configure(&a->kern, a->tenants[i].slot,
+					      &a->tenants[i].pol, false);
+}
