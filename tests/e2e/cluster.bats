@@ -48,25 +48,6 @@ settle() {
 	sleep 1.5
 }
 
-# snap TENANT: admitted, denied and degraded of TENANT per host (ch_snap's
-# shape: {"1": {...}, ...}).
-snap() {
-	local i st out='{}'
-
-	for ((i = 1; i <= FLEET_AGENTS; i++)); do
-		st=$(rls "$i" --json stats "$1") || return 1
-		out=$(jq -c --arg i "$i" --argjson st "$st" \
-			'. + {($i): ($st[0] | {admitted, denied, degraded})}' <<<"$out")
-	done
-	echo "$out"
-}
-
-# delta A B FIELD: FIELD's growth from snapshot A to B, summed over hosts.
-delta() {
-	jq -rn --argjson a "$1" --argjson b "$2" --arg f "$3" \
-		'[$b | keys[] as $h | $b[$h][$f] - $a[$h][$f]] | add'
-}
-
 @test "every agent learns the cluster from its seeds: healthy, Redis connected, 3 live agents in the registry's slot on one master" {
 	local i j m
 
@@ -168,7 +149,7 @@ delta() {
 	fleet_loadgen_bg c2 "$out2" --rate 60 --duration 20 $(fleet_targets 8080 1 1 1)
 	p2=$LOADGEN_BG_PID
 	sleep 2
-	a0=$(snap acme) s0=$(snap beta) h0=$(snap hot)
+	a0=$(fleet_snap acme) s0=$(fleet_snap beta) h0=$(fleet_snap hot)
 	t0=$(now_ms)
 	proc_stop "$(cluster_node_pid "$mb")" KILL
 	# every agent sees beta's shard go, acme's stay
@@ -178,32 +159,32 @@ delta() {
 	fleet_wait_steady 15
 	echo "healthy again $(($(now_ms) - t0)) ms after the kill"
 	expect_between "ms from the kill to every agent healthy" $(($(now_ms) - t0)) 0 15000
-	a1=$(snap acme) s1=$(snap beta) h1=$(snap hot)
-	echo "hot while $mb was gone: $(delta "$h0" "$h1" admitted) admitted," \
-		"$(delta "$h0" "$h1" denied) refused"
+	a1=$(fleet_snap acme) s1=$(fleet_snap beta) h1=$(fleet_snap hot)
+	echo "hot while $mb was gone: $(fleet_delta "$h0" "$h1" admitted) admitted," \
+		"$(fleet_delta "$h0" "$h1" denied) refused"
 	expect_eq "hot SYNs decided by its fail policy (deny) while $mb was gone" \
-		"$(delta "$h0" "$h1" degraded)" 0
-	expect_eq "hot refused while $mb was gone" "$(delta "$h0" "$h1" denied)" 0
+		"$(fleet_delta "$h0" "$h1" degraded)" 0
+	expect_eq "hot refused while $mb was gone" "$(fleet_delta "$h0" "$h1" denied)" 0
 	expect_eq "acme SYNs decided by its fail policy while beta's master was gone" \
-		"$(delta "$a0" "$a1" degraded)" 0
-	expect_eq "acme refused while beta's master was gone" "$(delta "$a0" "$a1" denied)" 0
-	[[ $(delta "$s0" "$s1" degraded) -gt 0 ]] ||
+		"$(fleet_delta "$a0" "$a1" degraded)" 0
+	expect_eq "acme refused while beta's master was gone" "$(fleet_delta "$a0" "$a1" denied)" 0
+	[[ $(fleet_delta "$s0" "$s1" degraded) -gt 0 ]] ||
 		{ echo "beta: no SYN met its fail policy during the outage" >&2; return 1; }
 	# fail allow: nothing refused, also between the shard's breaker
 	# closing and beta's first lease's reply (the fail policy holds until
 	# that lease is back)
-	expect_eq "beta refused (fail allow)" "$(delta "$s0" "$s1" denied)" 0
+	expect_eq "beta refused (fail allow)" "$(fleet_delta "$s0" "$s1" denied)" 0
 	# leasing again: beta's fail policy decides nothing more
 	sleep 1
-	s1=$(snap beta) a1=$(snap acme)
+	s1=$(fleet_snap beta) a1=$(fleet_snap acme)
 	sleep 3
-	s2=$(snap beta) a2=$(snap acme)
+	s2=$(fleet_snap beta) a2=$(fleet_snap acme)
 	expect_eq "beta SYNs decided by its fail policy after the promotion" \
-		"$(delta "$s1" "$s2" degraded)" 0
-	[[ $(delta "$s1" "$s2" admitted) -gt 100 ]] ||
-		{ echo "beta admitted $(delta "$s1" "$s2" admitted) in 3 s after the promotion" >&2; return 1; }
-	[[ $(delta "$a1" "$a2" admitted) -gt 100 ]] ||
-		{ echo "acme admitted $(delta "$a1" "$a2" admitted) in 3 s" >&2; return 1; }
+		"$(fleet_delta "$s1" "$s2" degraded)" 0
+	[[ $(fleet_delta "$s1" "$s2" admitted) -gt 100 ]] ||
+		{ echo "beta admitted $(fleet_delta "$s1" "$s2" admitted) in 3 s after the promotion" >&2; return 1; }
+	[[ $(fleet_delta "$a1" "$a2" admitted) -gt 100 ]] ||
+		{ echo "acme admitted $(fleet_delta "$a1" "$a2" admitted) in 3 s" >&2; return 1; }
 	[[ $(cluster_master_of t:beta "$ma") != "$mb" ]] ||
 		{ echo "beta still on $mb after the failover" >&2; return 1; }
 	loadgen_wait "$p2" "$out2"

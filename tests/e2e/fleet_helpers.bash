@@ -374,6 +374,26 @@ fleet_sum() {
 	echo "$sum"
 }
 
+# fleet_snap TENANT: admitted, denied and degraded of TENANT per agent, as
+# {"1": {...}, "2": {...}, ...}.
+fleet_snap() {
+	local i st out='{}'
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		st=$(rls "$i" --json stats "$1") || return 1
+		out=$(jq -c --arg i "$i" --argjson st "$st" \
+			'. + {($i): ($st[0] | {admitted, denied, degraded})}' <<<"$out")
+	done
+	echo "$out"
+}
+
+# fleet_delta A B FIELD: FIELD's growth from fleet_snap A to B, summed over
+# the agents.
+fleet_delta() {
+	jq -rn --argjson a "$1" --argjson b "$2" --arg f "$3" \
+		'[$b | keys[] as $h | $b[$h][$f] - $a[$h][$f]] | add'
+}
+
 # fleet_metric I KEY: the value of the metric line KEY (labels included,
 # e.g. 'rlgate_degraded_total{tenant="x"}') on agent I.
 fleet_metric() {

@@ -46,6 +46,9 @@ usage_error() {
 	usage_error rlagent "invalid --agent-id '': expected 1 to 256 characters" \
 		-i eth0 --redis 127.0.0.1:6379 --agent-id ''
 	usage_error rlagent "--heartbeat-stale needs --redis" -i eth0 --heartbeat-stale 500
+	usage_error rlagent "--redis-sentinel-password-file needs --redis sentinel:NAME@HOST:PORT" \
+		-i eth0 --redis 127.0.0.1:6379 --redis-sentinel-password-file /dev/null
+	usage_error rlagent "--redis-sentinel-user needs --redis" -i eth0 --redis-sentinel-user u
 	usage_error rlagent "interface 'eth0' given twice" -i eth0 -i eth1,eth0
 	usage_error rlagent "must be absolute paths" -i eth0 --pin-dir rel
 }

@@ -82,7 +82,7 @@ int broker_parse_address(const char *s, char *host, size_t host_len, int *port,
 	return 0;
 }
 
-static int read_password(const char *file, char **out)
+int broker_read_password(const char *file, char **out)
 {
 	char buf[1024];
 	FILE *f = fopen(file, "r");
@@ -139,7 +139,7 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 		goto fail;
 	snprintf(b->address, sizeof(b->address), "%s", o->redis);
 	if (o->password_file) {
-		err = read_password(o->password_file, &b->password);
+		err = broker_read_password(o->password_file, &b->password);
 		if (err)
 			goto fail;
 	}

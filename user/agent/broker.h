@@ -98,6 +98,8 @@ struct broker_opts {
 	const char *redis;		/* HOST:PORT, [V6]:PORT or unix:PATH */
 	const char *user;		/* ACL user for AUTH, or NULL */
 	const char *password_file;	/* AUTH password, or NULL */
+	const char *sentinel_user;	/* the sentinels' ACL user, or NULL */
+	const char *sentinel_password_file;	/* the sentinels' password */
 	bool tls;			/* TLS to Redis (not unix:) */
 	const char *tls_ca;		/* CA bundle; NULL: the system's */
 	const char *tls_cert, *tls_key;	/* client certificate, or NULL */

@@ -315,6 +315,7 @@ void broker_shard_step(struct broker *b, int n, enum circuit_event ev,
 int broker_sentinel_parse(const char *s, char *name, size_t namelen, char *err,
 			  size_t errlen);
 int broker_sentinel_open(struct broker *b, const char *spec);
+int broker_read_password(const char *file, char **out);
 void broker_sentinel_close(struct broker *b);
 void broker_sentinel_ask(struct broker *b, bool next);
 bool broker_sentinel_waiting(const struct broker *b);

@@ -7,6 +7,8 @@
  * ever); when the answer changes - a failover - the connections are
  * dropped and made again to the new master.  Between the old master's loss
  * and the new one's first answer the broker is degraded, as in any outage.
+ * Sentinels that require a password (their requirepass) get AUTH first on
+ * every connection.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +33,8 @@ struct sentinel {
 	const char *asked;		/* that sentinel */
 	uint64_t asked_ns;
 	bool warned;
+	char *password;			/* AUTH to the sentinels, or NULL */
+	const char *user;
 };
 
 int broker_sentinel_parse(const char *s, char *name, size_t namelen, char *err,
@@ -81,6 +85,12 @@ int broker_sentinel_open(struct broker *b, const char *spec)
 				   &sn->port[sn->n]) == 0)
 			sn->n++;
 	}
+	if (b->o.sentinel_password_file &&
+	    broker_read_password(b->o.sentinel_password_file, &sn->password)) {
+		free(sn);
+		return -EINVAL;
+	}
+	sn->user = b->o.sentinel_user;
 	sn->b = b;
 	b->sen = sn;
 	return 0;
@@ -102,6 +112,7 @@ void broker_sentinel_close(struct broker *b)
 	if (!b->sen)
 		return;
 	ask_done(b->sen);
+	free(b->sen->password);
 	free(b->sen);
 	b->sen = NULL;
 }
@@ -183,6 +194,24 @@ static void on_sentinel_disconnect(const redisAsyncContext *ac, int status)
 	sn->pending = false;
 }
 
+/* AUTH refused (a wrong password, or none set on the sentinel): said once
+ * per episode, and the next sentinel is asked at the next question. */
+static void on_sentinel_auth(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sentinel *sn = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ERROR)
+		return;
+	if (!sn->warned)
+		log_error("couldn't authenticate to Sentinel on '%s': %s", sn->asked,
+			  r->str);
+	sn->warned = true;
+	if (sn->ac)
+		redisAsyncDisconnect(sn->ac);
+}
+
 static void ask_on(struct sentinel *sn)
 {
 	sn->asked_ns = loop_now_ns();
@@ -233,6 +262,15 @@ void broker_sentinel_ask(struct broker *b, bool next)
 	redisAsyncSetConnectCallback(ac, on_sentinel_connect);
 	redisAsyncSetDisconnectCallback(ac, on_sentinel_disconnect);
 	sn->ac = ac;
+	/* Ahead of the question on the same connection: answered first. */
+	if (sn->password &&
+	    (sn->user ? redisAsyncCommand(ac, on_sentinel_auth, sn, "AUTH %s %s",
+					  sn->user, sn->password) :
+			redisAsyncCommand(ac, on_sentinel_auth, sn, "AUTH %s",
+					  sn->password)) != REDIS_OK) {
+		ask_done(sn);
+		return;
+	}
 	ask_on(sn);
 }
 

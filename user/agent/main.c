@@ -122,6 +122,12 @@ static const struct opt options[] = {
 	  .help = "ACL user name for AUTH" },
 	{ "redis-password-file", 0, OPT_STRING, CLI(broker.password_file),
 	  .arg = "F", .help = "AUTH password: the first line of F" },
+	{ "redis-sentinel-user", 0, OPT_STRING, CLI(broker.sentinel_user),
+	  .arg = "USER", .help = "ACL user name for AUTH to the sentinels" },
+	{ "redis-sentinel-password-file", 0, OPT_STRING,
+	  CLI(broker.sentinel_password_file), .arg = "F",
+	  .help = "AUTH password of the sentinels (their requirepass): the "
+		  "first line of F; without it they are asked without AUTH" },
 	{ "redis-tls", 0, OPT_FLAG, CLI(broker.tls),
 	  .help = "TLS to Redis (and to the sentinels), the server's "
 		  "certificate checked; not with unix:" },
@@ -168,8 +174,14 @@ static const struct opt options[] = {
 
 /* Options that mean nothing without --redis. */
 static const char *const fleet_only[] = {
-	"redis-user", "redis-password-file", "redis-tls", "agent-id", "redis-timeout",
+	"redis-user", "redis-password-file", "redis-sentinel-user",
+	"redis-sentinel-password-file", "redis-tls", "agent-id", "redis-timeout",
 	"heartbeat-stale", "expected-agents", NULL,
+};
+
+/* Options that mean nothing without --redis sentinel:... */
+static const char *const sentinel_only[] = {
+	"redis-sentinel-user", "redis-sentinel-password-file", NULL,
 };
 
 /* Options that mean nothing without --redis-tls. */
@@ -267,6 +279,12 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
 		if (opts_given(&res, tls_only[i]))
 			return usage_error("invalid options: --%s needs --redis-tls",
 					   tls_only[i]);
+	for (size_t i = 0; c->broker.redis && sentinel_only[i]; i++)
+		if (strncmp(c->broker.redis, "sentinel:", 9) != 0 &&
+		    opts_given(&res, sentinel_only[i]))
+			return usage_error("invalid options: --%s needs --redis "
+					   "sentinel:NAME@HOST:PORT[,...]",
+					   sentinel_only[i]);
 	if (!c->broker.tls_cert != !c->broker.tls_key)
 		return usage_error("invalid options: %s", "--redis-cert and "
 				   "--redis-key go together");
