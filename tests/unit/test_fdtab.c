@@ -1,9 +1,9 @@
 /* test_fdtab: the preload library's table of counted connections - which
  * close gives a connection back (the last of its fds: close, dup2 over it,
  * shutdown once), a forked child's copies, the table's bounds - as tables
- * of steps; the /proc/net/tcp lines the agent's check reads; the pool's
- * connection cap as the library spends it; and a host's slots shared
- * between the kernel and the pool.
+ * of steps; the /proc/net/tcp and /proc/PID/maps lines the agent's check
+ * reads; the pool's connection cap as the library spends it; and a host's
+ * slots shared between the kernel and the pool.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -195,6 +195,34 @@ static void test_procnet(void)
 	}
 }
 
+static void test_procmaps(void)
+{
+	static const struct {
+		const char *what, *line;
+		bool maps;
+	} cases[] = {
+		{ "the pool", "7f3c2a000000-7f3c2b100000 rw-s 00000000 00:1a 4242"
+		  "                      /run/rlgate.pool", true },
+		{ "the pool, replaced since", "7f3c2a000000-7f3c2b100000 rw-s "
+		  "00000000 00:1a 4242 /run/rlgate.pool (deleted)", true },
+		{ "another inode", "7f3c2a000000-7f3c2b100000 rw-s 00000000 00:1a "
+		  "4243 /run/rlgate.pool", false },
+		{ "another device", "7f3c2a000000-7f3c2b100000 rw-s 00000000 "
+		  "103:02 4242 /usr/lib/x.so", false },
+		{ "anonymous", "7ffd1c000000-7ffd1c021000 rw-p 00000000 00:00 0"
+		  "                          [stack]", false },
+		{ "cut short", "7f3c2a000000-7f3c2b100000 rw-s 00000000 00:1a", false },
+		{ "empty", "", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		CHECK(rl_procmaps_maps(cases[i].line, 0, 0x1a, 4242) == cases[i].maps,
+		      "%s: want %d", cases[i].what, cases[i].maps);
+	CHECK(rl_procmaps_maps("7f3c2a000000-7f3c2b100000 r--p 00000000 103:02 "
+			       "99 /usr/lib/x.so", 0x103, 2, 99),
+	      "a major number of three digits");
+}
+
 static void test_pool_cap(void)
 {
 	static struct rl_pool_hdr hdr;
@@ -287,6 +315,7 @@ int main(void)
 	CHECK_RUN(test_closes);
 	CHECK_RUN(test_full_and_each);
 	CHECK_RUN(test_procnet);
+	CHECK_RUN(test_procmaps);
 	CHECK_RUN(test_pool_cap);
 	CHECK_RUN(test_share_slots);
 	return check_exit();

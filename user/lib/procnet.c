@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* /proc/net/tcp lines (procnet.h).  Addresses there are the kernel's 32-bit
+/* /proc/net/tcp and /proc/PID/maps lines (procnet.h).  Addresses there are the kernel's 32-bit
  * words printed in hex as the host holds them: stored back as words, they
  * are the address bytes in network order again. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -93,4 +94,17 @@ bool rl_procnet_parse(const char *line, bool v6, struct rl_procnet_sock *out)
 		memmove(out->remote, out->remote + 12, 4);
 	}
 	return true;
+}
+
+bool rl_procmaps_maps(const char *line, unsigned int major, unsigned int minor,
+		      uint64_t ino)
+{
+	unsigned int ma, mi;
+	unsigned long long in;
+
+	/* start-end perms offset major:minor inode [path]; an anonymous
+	 * mapping has device 00:00 and inode 0 */
+	if (sscanf(line, "%*s %*s %*s %x:%x %llu", &ma, &mi, &in) != 3)
+		return false;
+	return ino && in == ino && ma == major && mi == minor;
 }
