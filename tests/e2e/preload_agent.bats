@@ -336,16 +336,21 @@ has_tenant() {
 	rla "$1" --json tenant list | jq -e ".[] | select(.name == \"$2\")" >/dev/null
 }
 
-# capped_web MODE: a lab of one server and one client, an agent on s1
-# attached nowhere, tenant web capped at 5 connections in flight (its rate
-# far above what the tests open), and a preloaded socketserver on s1:8080
-# holding each connection until the client closes it (preload_hold.py
-# serve MODE).
-capped_web() {
+# capped_tenant: a lab of one server and one client, an agent on s1
+# attached nowhere, and tenant web capped at 5 connections in flight (its
+# rate far above what the tests open).
+capped_tenant() {
 	lab_up --servers 1 --clients 1
 	preload_agent s1 a
 	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 5 \
 		--match "$(prefixes c1)" >/dev/null
+}
+
+# capped_web MODE: capped_tenant, and a preloaded socketserver on s1:8080
+# holding each connection until the client closes it (preload_hold.py
+# serve MODE).
+capped_web() {
+	capped_tenant
 	preloaded s1 "$PY" "$PRELOAD_HOLD" serve "$1" "$(lab_addr s1 4)" 8080
 	wait_listen s1 8080
 }
@@ -427,6 +432,32 @@ cap_holds() {
 	expect_held 5 1
 }
 
+@test "connection caps with the process table full: a preloaded server left out of it is found by the agent's check through the pool it maps; its connections stay counted while it holds them, and come back within 2 s of a SIGKILL" {
+	local st
+
+	capped_tenant
+	# every line of the table taken by this test's shell
+	"$RLGATE_BUILD/tests/rlpool" "$POOL" --fill-procs $$
+	preloaded s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	hold_conns h1 c1 "$(lab_addr s1 4)" 8080 3
+	expect_held 3 0
+	st=$(rla a --json status)
+	expect_eq "the server in the process table" \
+		"$(jq "[.preload.processes[] | select(.pid == $SRV_PID)] | length" <<<"$st")" 0
+	((  $(json_get .preload.table_full "$st") > 0 ))
+	# past two of the agent's checks: what the server holds stays counted
+	sleep 2.5
+	expect_eq "in flight after the agent's checks" "$(point_stat a web preload conns)" 3
+	! grep "given back" "$BATS_TEST_TMPDIR/a.log"
+	proc_stop "$SRV_PID" KILL
+	wait_for 4 preload_conns_are 0 || {
+		echo "still in flight: $(point_stat a web preload conns)" >&2
+		return 1
+	}
+	grep "preload: 3 connection(s) of slot .* given back" "$BATS_TEST_TMPDIR/a.log"
+}
+
 @test "fleet: two preload hosts share one connection cap through the slots their agents hold in Redis; in flight never exceeds the cap and each point's in flight is within its host's slots" {
 	local round ok1=0 ok2=0 total slots1 slots2 in1 in2 held
 
@@ -474,10 +505,7 @@ cap_holds() {
 @test "connection caps in a server in its own pid namespace (unshare --pid, pid 1 there): the cap holds, closes free the slots, and after a SIGKILL the agent's check finds its slots by the process's pid namespace and gives them back" {
 	local child
 
-	lab_up --servers 1 --clients 1
-	preload_agent s1 a
-	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 5 \
-		--match "$(prefixes c1)" >/dev/null
+	capped_tenant
 	preloaded s1 unshare --pid --fork --kill-child "$PY" "$PRELOAD_HOLD" \
 		serve thread "$(lab_addr s1 4)" 8080
 	wait_listen s1 8080

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "classify.h"
 #include "ledger.h"
@@ -382,6 +383,104 @@ static uint32_t host_pid(uint64_t pidns, uint32_t pid)
 	return found;
 }
 
+/* The processes the check looks at: their pids in the agent's namespace,
+ * their sockets. */
+struct heal_set {
+	struct heal_proc *procs;
+	uint32_t *pids;
+	size_t n, cap;
+};
+
+/* Adds pid's sockets to the set.  0 (a process gone adds nothing) or
+ * -errno. */
+static int heal_add(struct heal_set *set, uint32_t pid)
+{
+	int r;
+
+	if (set->n == set->cap) {
+		size_t cap = set->cap ? 2 * set->cap : RL_POOL_PROCS;
+		struct heal_proc *procs = realloc(set->procs, cap * sizeof(*procs));
+		uint32_t *pids;
+
+		if (!procs)
+			return -ENOMEM;
+		set->procs = procs;
+		pids = realloc(set->pids, cap * sizeof(*pids));
+		if (!pids)
+			return -ENOMEM;
+		set->pids = pids;
+		set->cap = cap;
+	}
+	memset(&set->procs[set->n], 0, sizeof(set->procs[set->n]));
+	r = proc_sockets(pid, &set->procs[set->n]);
+	if (r != 0) {
+		free(set->procs[set->n].inodes);
+		return r < 0 ? r : 0;
+	}
+	set->pids[set->n++] = pid;
+	return 0;
+}
+
+static void heal_set_free(struct heal_set *set)
+{
+	for (size_t i = 0; i < set->n; i++)
+		free(set->procs[i].inodes);
+	free(set->procs);
+	free(set->pids);
+}
+
+/* Whether process pid (of /proc) maps the pool's file. */
+static bool maps_pool(const struct preload *p, const char *pid)
+{
+	char path[300], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		found = rl_procmaps_maps(line, major(p->pool.dev), minor(p->pool.dev),
+					 (uint64_t)p->pool.ino);
+		/* the rest of a line longer than the buffer */
+		while (!strchr(line, '\n') && fgets(line, sizeof(line), f))
+			;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Adds to the set every process of /proc that maps the pool and is not in
+ * it yet: those that found the table full count their connections in the
+ * pool too.  0 or -errno. */
+static int add_mappers(struct preload *p, struct heal_set *set)
+{
+	size_t listed = set->n;
+	struct dirent *e;
+	int err = 0;
+	DIR *d;
+
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	while (!err && (e = readdir(d))) {
+		unsigned long pid;
+		bool known = false;
+		char *end;
+
+		pid = strtoul(e->d_name, &end, 10);
+		if (*end || !pid || pid == (unsigned long)getpid())
+			continue;
+		for (size_t i = 0; i < listed && !known; i++)
+			known = set->pids[i] == pid;
+		if (!known && maps_pool(p, e->d_name))
+			err = heal_add(set, (uint32_t)pid);
+	}
+	closedir(d);
+	return err;
+}
+
 /* Adds to found[] the capped connections the processes of procs[] in the
  * network namespace of procs[first] hold, from pid's socket table. */
 static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
@@ -429,16 +528,47 @@ static void conns_unknown(struct preload *p)
 		p->conns_found[s] = -1;
 }
 
+/* Every process that may count connections in the pool, into set: the
+ * table's and, once a process found the table full, every other that
+ * maps the pool (only an agent of the initial pid namespace sees them
+ * all; elsewhere -EXDEV, as for a process of another namespace in the
+ * table, whose fds may be out of sight).  0 or -errno. */
+static int heal_collect(struct preload *p, struct heal_set *set, uint64_t pidns)
+{
+	uint32_t max = p->pool.hdr->max_procs;
+	bool full = __atomic_load_n(&p->pool.hdr->procs_full, __ATOMIC_RELAXED);
+	int err = 0;
+
+	if (full && pidns != PID_INIT_INO)
+		return -EXDEV;
+	for (uint32_t i = 0; i < max && i < RL_POOL_PROCS && !err; i++) {
+		const struct rl_pool_proc *s = &p->pool.procs[i];
+		uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+
+		if (!pid)
+			continue;
+		if (__atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns) {
+			if (pidns != PID_INIT_INO)
+				return -EXDEV;
+			pid = host_pid(__atomic_load_n(&s->pidns, __ATOMIC_RELAXED),
+				       pid);
+			if (!pid)
+				continue;	/* gone: it holds nothing */
+		}
+		err = heal_add(set, pid);
+	}
+	if (!err && full)
+		err = add_mappers(p, set);
+	return err;
+}
+
 void preload_heal(struct preload *p)
 {
-	uint32_t max = p->pool.hdr->max_procs, pids[RL_POOL_PROCS];
 	uint32_t tenants = p->pool.hdr->max_tenants;
 	int64_t *found = p->heal_found_now, *counted = p->heal_counted_now;
-	struct heal_proc procs[RL_POOL_PROCS];
-	uint64_t pidns = rl_pool_pidns();
+	struct heal_set set = { 0 };
 	bool capped = false;
-	size_t n = 0;
-	int err = 0;
+	int err;
 
 	/* Every capped tenant, even with nothing counted: a count a process
 	 * of the pool's group lowered to 0 is one the check must look at. */
@@ -450,52 +580,25 @@ void preload_heal(struct preload *p)
 		    __atomic_load_n(&t->mode, __ATOMIC_RELAXED) != RL_MODE_NONE)
 			capped = true;
 	}
-	/* a process that found the table full holds connections out of
-	 * sight: none can be told lost */
-	if (!capped || __atomic_load_n(&p->pool.hdr->procs_full, __ATOMIC_RELAXED)) {
+	if (!capped) {
 		conns_unknown(p);
 		return;
 	}
-	memset(procs, 0, sizeof(procs));
 	memset(found, 0, tenants * sizeof(*found));
-	for (uint32_t i = 0; i < max && i < RL_POOL_PROCS && !err; i++) {
-		const struct rl_pool_proc *s = &p->pool.procs[i];
-		uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
-		int r;
-
-		if (!pid)
-			continue;
-		if (__atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns) {
-			/* only an agent of the initial namespace sees every
-			 * process: elsewhere its fds may be out of sight */
-			if (pidns != PID_INIT_INO) {
-				err = -EXDEV;
-				break;
-			}
-			pid = host_pid(__atomic_load_n(&s->pidns, __ATOMIC_RELAXED),
-				       pid);
-			if (!pid)
-				continue;	/* gone: it holds nothing */
-		}
-		r = proc_sockets(pid, &procs[n]);
-		if (r < 0)
-			err = r;
-		else if (r == 0)
-			pids[n++] = pid;
-		else
-			free(procs[n].inodes), memset(&procs[n], 0, sizeof(procs[n]));
-	}
-	for (size_t i = 0; i < n && !err; i++) {
+	err = heal_collect(p, &set, rl_pool_pidns());
+	for (size_t i = 0; i < set.n && !err; i++) {
 		bool seen = false;
 
 		for (size_t j = 0; j < i; j++)
-			seen |= procs[j].netns == procs[i].netns;
+			seen |= set.procs[j].netns == set.procs[i].netns;
 		if (!seen)
-			err = count_netns(p, procs, n, i, pids[i], found);
+			err = count_netns(p, set.procs, set.n, i, set.pids[i],
+					  found);
 	}
-	for (size_t i = 0; i < n; i++)
-		free(procs[i].inodes);
+	heal_set_free(&set);
 	if (err) {
+		log_debug("preload: connections in flight not checked: %s",
+			  strerror(-err));
 		/* not a connection is given back on a partial view */
 		memset(p->heal_counted, 0, tenants * sizeof(*p->heal_counted));
 		conns_unknown(p);
@@ -506,7 +609,6 @@ void preload_heal(struct preload *p)
 		int64_t c = counted[s], d = c - found[s];
 
 		p->conns_found[s] = found[s];
-
 		if (d > 0 && p->heal_counted[s] == c &&
 		    p->heal_found[s] == found[s] &&
 		    __atomic_compare_exchange_n(&t->conns, &c, c - d, false,

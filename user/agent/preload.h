@@ -128,8 +128,11 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
  * Never raises a count.  A process of another pid namespace is found by
  * its NSpid when the agent runs in the initial one (a process not found
  * holds nothing); elsewhere the check is skipped while one is in the table
- * (its fds may be out of sight), and once a process found the table full.
- * What it found is also what preload_conns() counts at least.
+ * (its fds may be out of sight).  Once a process found the table full, the
+ * check also takes every process that maps the pool's file (in
+ * /proc/PID/maps), in the initial pid namespace only (elsewhere it is
+ * skipped from then on).  What it found is also what preload_conns()
+ * counts at least.
  */
 void preload_heal(struct preload *p);
 

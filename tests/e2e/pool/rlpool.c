@@ -10,6 +10,10 @@
  *                         N into the leased tokens (or the connections in
  *                         flight) of every leased slot, once, or every MS
  *                         milliseconds for SECONDS
+ *   rlpool PATH --fill-procs PID
+ *                         fills every free line of the process table with
+ *                         PID (a process that lives as long as the test),
+ *                         so that the next process finds the table full
  * Exit 0, 1 on failure, 2 on a bad argument.
  */
 #include <stdio.h>
@@ -24,18 +28,25 @@
 
 #define SLOTS	16
 
+/* Maps the pool at path: 0, or 1 after saying why not. */
+static int map_pool(struct rl_pool *p, const char *path)
+{
+	int err = rl_pool_map(p, path);
+
+	if (err)
+		fprintf(stderr, "Error: couldn't map pool '%s': %s\n", path,
+			strerror(-err));
+	return err ? 1 : 0;
+}
+
 static int stats(const char *path)
 {
 	struct rl_pool_proc procs[RL_POOL_PROCS];
 	struct rl_pool p;
 	size_t n;
-	int err = rl_pool_map(&p, path);
 
-	if (err) {
-		fprintf(stderr, "Error: couldn't map pool '%s': %s\n", path,
-			strerror(-err));
+	if (map_pool(&p, path))
 		return 1;
-	}
 	for (uint32_t i = 0; i < p.hdr->max_tenants; i++) {
 		struct rl_stats st;
 
@@ -65,19 +76,14 @@ static int forge(const char *path, char **argv, int argc)
 	uint64_t until = rl_pool_now_ns() + (uint64_t)secs * RL_NSEC_PER_SEC;
 	struct timespec gap = { ms / 1000, (ms % 1000) * 1000000L };
 	struct rl_pool p;
-	int err;
 
 	if ((!conns && strcmp(argv[0], "tokens") != 0) || argc == 3 ||
 	    (argc > 2 && (ms <= 0 || secs <= 0))) {
 		fprintf(stderr, "Error: expected --forge tokens|conns N [MS SECONDS]\n");
 		return 2;
 	}
-	err = rl_pool_map(&p, path);
-	if (err) {
-		fprintf(stderr, "Error: couldn't map pool '%s': %s\n", path,
-			strerror(-err));
+	if (map_pool(&p, path))
 		return 1;
-	}
 	do {
 		for (uint32_t i = 0; i < p.hdr->max_tenants; i++) {
 			struct rl_tenant *t = &p.tenants[i];
@@ -91,6 +97,29 @@ static int forge(const char *path, char **argv, int argc)
 		if (ms)
 			nanosleep(&gap, NULL);
 	} while (ms && rl_pool_now_ns() < until);
+	rl_pool_unmap(&p);
+	return 0;
+}
+
+static int fill_procs(const char *path, const char *pid_s)
+{
+	uint32_t pid = (uint32_t)strtoul(pid_s, NULL, 10);
+	uint64_t pidns = rl_pool_pidns();
+	struct rl_pool p;
+
+	if (map_pool(&p, path))
+		return 1;
+	for (uint32_t i = 0; i < p.hdr->max_procs; i++) {
+		struct rl_pool_proc *s = &p.procs[i];
+		uint32_t free_ = 0;
+
+		if (!__atomic_compare_exchange_n(&s->pid, &free_, pid, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&s->pidns, pidns, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->start_ns, rl_pool_now_ns(), __ATOMIC_RELAXED);
+		memcpy(s->comm, "filler", sizeof("filler"));
+	}
 	rl_pool_unmap(&p);
 	return 0;
 }
@@ -135,11 +164,14 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[2], "--stats") == 0)
 		return stats(argv[1]);
+	if (argc == 4 && strcmp(argv[2], "--fill-procs") == 0)
+		return fill_procs(argv[1], argv[3]);
 	if (argc >= 5 && argc <= 7 && strcmp(argv[2], "--forge") == 0)
 		return forge(argv[1], argv + 3, argc - 3);
 	if (argc < 3 || n > SLOTS - 1) {
 		fprintf(stderr, "Usage: rlpool PATH SPEC... | rlpool PATH --stats | "
-			"rlpool PATH --forge tokens|conns N [MS SECONDS]\n");
+			"rlpool PATH --forge tokens|conns N [MS SECONDS] | "
+			"rlpool PATH --fill-procs PID\n");
 		return 2;
 	}
 	memset(ts, 0, sizeof(ts));
