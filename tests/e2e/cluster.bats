@@ -28,17 +28,6 @@ C1=192.0.2.64/28	# client c1's prefix (docs/lab.md)
 # third master of a fresh cluster; a test that kills one checks where they
 # are first.
 
-# A node a test killed is started again (it rejoins as a replica), and the
-# cluster is whole before the next test.
-cluster_restore() {
-	local p
-
-	for p in "${CLUSTER_PORTS[@]}"; do
-		proc_running "$(cluster_node_pid "$p")" || cluster_node_start "$p" || return 1
-	done
-	cluster_wait_ok 20 "${CLUSTER_PORTS[@]}" && fleet_wait_steady 20
-}
-
 settle() {
 	local t
 

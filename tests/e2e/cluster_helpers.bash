@@ -159,3 +159,14 @@ cluster_wait_ok() {
 	echo "cluster not ok after $1 s on: ${*:2}" >&2
 	return 1
 }
+
+# cluster_restore: a node a test killed is started again (it rejoins as a
+# replica), and the cluster is whole, before the next test.
+cluster_restore() {
+	local p
+
+	for p in "${CLUSTER_PORTS[@]}"; do
+		proc_running "$(cluster_node_pid "$p")" || cluster_node_start "$p" || return 1
+	done
+	cluster_wait_ok 20 "${CLUSTER_PORTS[@]}" && fleet_wait_steady 20
+}

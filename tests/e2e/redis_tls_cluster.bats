@@ -2,12 +2,14 @@
 # Fleet mode on a Redis Cluster that speaks only TLS (clients, cluster bus
 # and replication), with a password: three agents learn the cluster over
 # TLS and lease a tenant on each of two masters within its limit; an agent
-# given another CA is degraded on every shard, naming the certificate error.
+# given another CA is degraded on every shard, naming the certificate error;
+# a master killed under load is followed to its promoted replica over TLS.
 # shellcheck disable=SC2046 # fleet_targets' output is meant to split into targets
 
 load helpers
 load agent_helpers
 load fleet_helpers
+load chaos_helpers
 load cluster_helpers
 load tls_helpers
 
@@ -29,7 +31,7 @@ setup_file() {
 }
 teardown_file() { cluster_teardown_file; }
 setup() { fleet_setup; }
-teardown() { fleet_teardown; }
+teardown() { fleet_teardown cluster_restore; }
 
 @test "the cluster has no plain port: three agents learn it over TLS, are healthy and count 3 live agents" {
 	run in_ns redis redis-cli -h "$CLUSTER_IP" -p 7001 -a tls-secret --no-auth-warning PING
@@ -76,4 +78,46 @@ teardown() { fleet_teardown; }
 	sleep 1.5
 	[[ $(rls 4 --json status | jq -r .broker) == degraded ]]
 	grep -q "certificate verify failed" "$(fleet_log 4)"
+}
+
+@test "a master killed under load over TLS: its tenant (fail allow) refuses nothing and leases from the promoted replica over TLS within seconds, at its limit; the other tenant's shard never notices" {
+	local out=$BATS_TEST_TMPDIR/load.json ma mb t0 a0 a1 b0 b1 b2 lim
+
+	ma=$(cluster_master_of t:acme)
+	mb=$(cluster_master_of t:beta)
+	fleet_tenant_set 1 acme --rate 100/s --burst 10 --match 192.0.2.64/28 --port 8080 \
+		--action rst --fail deny
+	fleet_tenant_set 2 beta --rate 100/s --burst 10 --match 192.0.2.64/28 --port 8081 \
+		--action rst --fail allow
+	fleet_wait_tenant acme 2 >/dev/null
+	fleet_wait_tenant beta 2 >/dev/null
+	sleep 1.5
+	# 80/s each, and then 150/s of beta on its new master
+	fleet_loadgen_bg c1 "$out" --rate 160 --duration 12 $(fleet_targets 8080 1 1 1) \
+		$(fleet_targets 8081 1 1 1)
+	sleep 2
+	a0=$(fleet_snap acme) b0=$(fleet_snap beta)
+	t0=$(now_ms)
+	proc_stop "$(cluster_node_pid "$mb")" KILL
+	ch_wait_broker "$t0" degraded 2 1 2 3
+	fleet_wait_steady 15
+	echo "beta's master $mb killed; every agent healthy over TLS $(($(now_ms) - t0)) ms later"
+	a1=$(fleet_snap acme) b1=$(fleet_snap beta)
+	[[ $(cluster_master_of t:beta "$ma") != "$mb" ]] ||
+		{ echo "beta still on $mb" >&2; return 1; }
+	[[ $(fleet_delta "$b0" "$b1" degraded) -gt 0 ]] ||
+		{ echo "beta: no SYN met its fail policy during the outage" >&2; return 1; }
+	expect_eq "beta refused (fail allow)" "$(fleet_delta "$b0" "$b1" denied)" 0
+	expect_eq "acme SYNs decided by its fail policy (deny)" "$(fleet_delta "$a0" "$a1" degraded)" 0
+	expect_eq "acme refused" "$(fleet_delta "$a0" "$a1" denied)" 0
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	b1=$(fleet_snap beta)
+	run_loadgen_json c1 --rate 150 --duration 3 $(fleet_targets 8081 1 1 1)
+	b2=$(fleet_snap beta)
+	expect_eq "beta SYNs decided by its fail policy on the new master" \
+		"$(fleet_delta "$b1" "$b2" degraded)" 0
+	lim=$(calc "100 * 3 + 10")
+	expect_between "beta admitted 1.5x over its limit for 3 s on the new master" \
+		"$(json_get .total.connected)" "$(calc "0.9 * $lim")" \
+		"$(calc "$lim + $(fleet_stat 1 beta overshoot_bound)")"
 }
