@@ -390,7 +390,7 @@ uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 	 * as the agent's ledger goes); standalone, the bucket that counts is
 	 * the pool's when nothing is attached */
 	if (k->preload && k->leased)
-		n += preload_point_tokens(k->preload, slot, now_ns);
+		n += preload_tokens(k->preload, slot);
 	else if (k->preload && !k->n_ifaces)
 		n = rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
 	return n;
@@ -418,7 +418,8 @@ void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
 		       uint64_t *kernel, uint64_t *preload)
 {
 	*kernel = rl_slot_tokens(&k->tenants[slot], now_ns);
-	*preload = k->preload ? preload_point_tokens(k->preload, slot, now_ns) : 0;
+	*preload = !k->preload ? 0 : k->leased ? preload_tokens(k->preload, slot) :
+		   rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
 }
 
 static int kern_own_stats(struct kern *k, uint32_t slot, struct rl_stats *out)

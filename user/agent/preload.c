@@ -163,16 +163,6 @@ uint64_t preload_tokens(const struct preload *p, uint32_t slot)
 	return rl_ledger_tokens(&p->pool.tenants[slot], p->ledger[slot]);
 }
 
-uint64_t preload_point_tokens(const struct preload *p, uint32_t slot,
-			      uint64_t now_ns)
-{
-	const struct rl_tenant *t = &p->pool.tenants[slot];
-
-	if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) == RL_MODE_LEASED)
-		return preload_tokens(p, slot);
-	return rl_slot_tokens(t, now_ns);
-}
-
 uint64_t preload_forged(const struct preload *p, uint32_t slot)
 {
 	return p->forged[slot];

@@ -80,18 +80,14 @@ void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out)
  * preload_tokens_take takes up to max back (0: all), never more than the
  * ledger holds; preload_tokens_trim takes out what a process of the
  * pool's group forged (counted, and logged by preload_forged_log).
- * preload_tokens: what the agent believes the pool holds.
+ * preload_tokens: what the agent believes the pool holds (in fleet mode,
+ * whatever mode the pool's slot says: that too a process may write).
  */
 void preload_tokens_add(struct preload *p, uint32_t slot, uint64_t n,
 			int64_t lowwater);
 uint64_t preload_tokens_take(struct preload *p, uint32_t slot, uint64_t max);
 void preload_tokens_trim(struct preload *p, uint32_t slot);
 uint64_t preload_tokens(const struct preload *p, uint32_t slot);
-
-/* The tokens of slot at now_ns: leased, preload_tokens(); else what its
- * standalone bucket holds. */
-uint64_t preload_point_tokens(const struct preload *p, uint32_t slot,
-			      uint64_t now_ns);
 
 /* Tokens found forged in slot since its tenant came. */
 uint64_t preload_forged(const struct preload *p, uint32_t slot);
