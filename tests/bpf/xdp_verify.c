@@ -315,6 +315,43 @@ static int scen_other_tenant(const void *arg)
 	return 0;
 }
 
+/* Random ACKs of a verifying tenant - any ports, numbers, payload, PSH
+ * or URG, IPv4 or IPv6 - with its bucket empty: none is a cookie's, so
+ * every one passes and none is charged or counted. */
+static int scen_random_acks(const void *arg)
+{
+	static const __u8 extra[] = { 0, TH_PSH, 0x20 /* URG */, TH_PSH | 0x20 };
+	struct vinst v;
+	__u32 verdict, x = 0x9e3779b9;
+	int i, bad = 0;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_RST, 0, 1))
+		return -1;
+	v.t->tat = now_ns() + 1000 * SEC_NS;	/* empty */
+	for (i = 0; i < 2000; i++) {
+		__u32 r[4];
+
+		for (int k = 0; k < 4; k++) {
+			x ^= x << 13;
+			x ^= x >> 17;
+			x ^= x << 5;
+			r[k] = x;
+		}
+		if (send_seg(&v, r[0] & 1 ? 6 : 4, TH_ACK | extra[r[0] >> 1 & 3],
+			     1024 + (r[0] >> 8) % 60000, r[1], r[2], r[3] % 200,
+			     &verdict, NULL, NULL))
+			return -1;
+		bad += verdict != XDP_PASS;
+	}
+	CHECK(bad == 0, "%d of 2000 random ACKs refused", bad);
+	EXPECT_STATS(&v.in.w, 1, "admitted=0 denied=0 rst_sent=0");
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 0, "a random ACK's cookie "
+	      "checked out");
+	vinst_close(&v);
+	return 0;
+}
+
 static const int v4 = 4, v6 = 6;
 
 static const struct scenario verify_scenarios[] = {
@@ -327,6 +364,7 @@ static const struct scenario verify_scenarios[] = {
 	{ "verify: shadow admits and counts would-deny at the ACK", scen_shadow, NULL },
 	{ "verify: leased tokens spent by the cookie ACK", scen_leased, NULL },
 	{ "verify: a tenant without it charges SYNs, not ACKs", scen_other_tenant, NULL },
+	{ "verify: 2,000 random ACKs of a verifying tenant pass uncharged", scen_random_acks, NULL },
 };
 
 void verify_tests(void)
