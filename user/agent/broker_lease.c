@@ -476,8 +476,14 @@ static int send_lease(struct broker *b, const struct policy_tenant *p,
 	char want[24], chunk[24];
 	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, chunk };
 	uint64_t burst = hot_share(p->burst, c->shards, c->sub);
+	uint64_t part = hot_share(s->chunk, c->shards, c->sub);
 
-	c->chunk = s->chunk < burst ? s->chunk : burst;
+	/* A sub-bucket's share of the chunk: when all K fall short, Redis's
+	 * advice is when each holds its share again, which is when the K
+	 * together hold a chunk. */
+	if (!part)
+		part = 1;
+	c->chunk = part < burst ? part : burst;
 	sub_args(p, c->sub, &ba);
 	snprintf(want, sizeof(want), "%llu", (unsigned long long)c->n);
 	snprintf(chunk, sizeof(chunk), "%llu", (unsigned long long)c->chunk);
