@@ -19,6 +19,34 @@ slot() { r CLUSTER KEYSLOT "$1"; }
 	done
 }
 
+@test "a split tenant's sub-buckets rl:{t:NAME#i}:bucket are on slots of their own, none the whole tenant's" {
+	local t i slots
+
+	for t in hot acme web; do
+		slots=$(for i in 0 1 2; do slot "rl:{t:$t#$i}:bucket"; done)
+		[ "$(sort -u <<<"$slots" | wc -l)" = 3 ] || { echo "$t: $slots"; return 1; }
+		! grep -qx "$(slot "rl:{t:$t}:bucket")" <<<"$slots"
+	done
+	# as tests/e2e/cluster.bats counts on: hot's are on three masters of
+	# a fresh three-master cluster (0-5460, 5461-10922, 10923-16383)
+	[ "$(for i in 0 1 2; do slot "rl:{t:hot#$i}:bucket"; done | paste -sd' ')" = "7114 3051 15240" ]
+}
+
+@test "lease and refund on the sub-buckets of a 100/s burst 20 tenant split 3 ways: 7 + 7 + 6 tokens, the whole burst" {
+	local i got=0 g
+
+	for i in 0 1 2; do
+		# hot.c's shares: rate 34/33/33, burst 7/7/6
+		read -r g _ _ <<<"$(lease "rl:{t:split#$i}:bucket" $((33 + (i < 1))) 1 \
+			$((6 + (i < 2))) 20 1)"
+		[ "$g" = $((6 + (i < 2))) ]
+		got=$((got + g))
+	done
+	[ "$got" = 20 ]
+	# a refund fills its own sub-bucket, never beyond that one's burst
+	[ "$(refund 'rl:{t:split#2}:bucket' 33 1 6 10)" = 6 ]
+}
+
 @test "the cluster registry's two keys share one slot; the single-Redis names do not" {
 	[ "$(slot 'rl:{registry}:agents')" = "$(slot 'rl:{registry}:agent_ids')" ]
 	[ "$(slot 'rl:agents')" != "$(slot 'rl:agent_ids')" ]
