@@ -401,8 +401,11 @@ static int rules_follow(struct agent *a, const struct policy_tenant *was,
 			ps[n].plen = both[k]->match[x].len;
 			n++;
 		}
+	/* An outbound tenant paints nothing in the kernel, but its rules are
+	 * the pool's, which is always compiled whole. */
 	if (a->rules_synced && !agent_index_ported(a))
-		e = n ? kern_rules_edit(&a->kern, ps, n, agent_index_rule, a) : 0;
+		e = n ? kern_rules_edit(&a->kern, ps, n, agent_index_rule, a) :
+		    a->kern.preload ? -EAGAIN : 0;
 	if (!e)
 		return 0;
 	bs = calloc(a->n_tenants + 1, sizeof(*bs));
