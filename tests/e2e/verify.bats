@@ -128,6 +128,7 @@ lock_out_then_verify() {
 	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
 		--verify syncookie
 	grep -q "verify syncookie needs net.ipv4.tcp_syncookies=2 on this host (it is 1)" "$AGENT_LOG"
+	rl status | grep -qx "verify: *1 tenant(s) with syncookie, net.ipv4.tcp_syncookies 1: not verified, their SYNs are charged"
 	flood_bg s1 4 1000 1
 	wait "$FLOOD_PID"
 	FLOOD_PID=
@@ -138,6 +139,8 @@ lock_out_then_verify() {
 	sleep 2
 	grep -q "tcp_syncookies is 2 (was 1): tenants with verify syncookie are verified again" \
 		"$AGENT_LOG"
+	expect_eq "status: verified" "$(rl --json status | jq -c .verify)" \
+		'{"tenants":1,"tcp_syncookies":2,"verified":true}'
 	flood_bg s1 4 1000 1
 	wait "$FLOOD_PID"
 	FLOOD_PID=

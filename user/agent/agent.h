@@ -197,6 +197,11 @@ void agent_prune_tombs(struct agent *a);
  * changed since they were (agent_verify.c).  Called every second. */
 void agent_verify_watch(struct agent *a);
 
+/* For status: {"tenants": verifying tenants, "tcp_syncookies": the sysctl
+ * (-errno unread), "verified": whether they are}, or NULL when no tenant
+ * verifies. */
+json_t *agent_verify_json(const struct agent *a);
+
 /*
  * Applies the fleet's stored policies u[0..n) (json "" deletes), each only
  * if its version is newer than the local tenant or tombstone, all in one

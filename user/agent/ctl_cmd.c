@@ -178,6 +178,11 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 								      loop_now_ns()));
 	if (r)
 		json_object_set_new(r, "instance", instance_json(a));
+	/* only while some tenant verifies */
+	json_t *verify = r ? agent_verify_json(a) : NULL;
+
+	if (verify)
+		json_object_set_new(r, "verify", verify);
 	if (r)
 		json_object_set_new(r, "memory", memory_json(a));
 	return r;

@@ -211,6 +211,17 @@ int cmd_status(int argc, char **argv)
 	printf("tenants:     %" JSON_INTEGER_FORMAT "\n",
 	       json_integer_value(json_object_get(reply, "tenants")));
 	rlctl_print_instance(json_object_get(reply, "instance"));
+	if ((v = json_object_get(reply, "verify")) && json_is_object(v)) {
+		json_int_t mode = json_integer_value(json_object_get(v,
+						     "tcp_syncookies"));
+
+		printf("verify:      %" JSON_INTEGER_FORMAT " tenant(s) with "
+		       "syncookie, net.ipv4.tcp_syncookies %s%" JSON_INTEGER_FORMAT
+		       ": %s\n", json_integer_value(json_object_get(v, "tenants")),
+		       mode < 0 ? "unreadable " : "", mode,
+		       json_is_true(json_object_get(v, "verified")) ?
+		       "verified" : "not verified, their SYNs are charged");
+	}
 	if ((v = json_object_get(reply, "memory")) && json_is_object(v))
 		printf("memory:      kernel maps %.1f MiB (%" JSON_INTEGER_FORMAT
 		       " bytes per tenant), agent %.1f MiB resident (%"
