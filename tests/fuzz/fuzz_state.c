@@ -10,7 +10,7 @@
  * and policies); every tenant parsed passes policy_validate.
  *
  *   clang -fsanitize=fuzzer,address,undefined -Ibpf -Iuser/lib -Iuser/agent \
- *       tests/fuzz/fuzz_state.c user/lib/policy*.c user/lib/state.c \
+ *       tests/fuzz/fuzz_state.c user/lib/policy*.c user/lib/hot.c user/lib/state.c \
  *       user/lib/log.c -ljansson -lbpf -o fuzz_state
  *   ./fuzz_state -max_total_time=60 tests/fuzz/corpus/state
  */
