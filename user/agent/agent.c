@@ -322,9 +322,13 @@ static void conn_gate(struct agent *a)
 {
 	uint32_t capped = 0, verifying = 0;
 
-	for (size_t i = 0; i < a->n_tenants; i++) {
-		capped += a->tenants[i].pol.max_conns > 0;
-		verifying += a->tenants[i].pol.verify != POLICY_VERIFY_NONE;
+	if (a->ix) {
+		agent_index_caps(a, &capped, &verifying);
+	} else {
+		for (size_t i = 0; i < a->n_tenants; i++) {
+			capped += a->tenants[i].pol.max_conns > 0;
+			verifying += a->tenants[i].pol.verify != POLICY_VERIFY_NONE;
+		}
 	}
 	kern_conn_gate(&a->kern, capped);
 	kern_verify_gate(&a->kern, verifying);
@@ -364,9 +368,13 @@ static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
 		return -1;
 	cur->pol = *t;
 	cur->version = agent_next_version(a, was.version);
+	if (a->ix)
+		agent_index_recap(a, &was.pol, t);
 	e = agent_journal_tenant(a, cur, a->policy_version + 1);
 	if (e) {
 		*cur = was;
+		if (a->ix)
+			agent_index_recap(a, t, &was.pol);
 		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
 			 "'%s': %s", a->opts.state_dir, strerror(-e));
 		return AGENT_INTERNAL;
@@ -496,13 +504,11 @@ static int tomb_add(struct agent *a, const char *name, uint64_t version)
 int agent_table_put(struct agent *a, const struct agent_tenant *t, char *err)
 {
 	struct agent_tenant *cur = agent_find(a, t->pol.name);
-	uint64_t caps = t->pol.max_conns;
+	uint64_t caps = agent_index_caps(a, NULL, NULL) + t->pol.max_conns -
+			(cur ? cur->pol.max_conns : 0);
 
 	if (agent_index_conflict(a, &t->pol, err))
 		return -EEXIST;
-	for (size_t i = 0; i < a->n_tenants; i++)
-		if (&a->tenants[i] != cur)
-			caps += a->tenants[i].pol.max_conns;
 	if (caps > POLICY_CONNS_MAX) {
 		snprintf(err, POLICY_ERR_MAX, "tenant '%.63s': max-conns %llu "
 			 "brings the caps of all tenants to %llu, more than the "

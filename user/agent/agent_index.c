@@ -33,6 +33,9 @@ struct agent_index {
 	size_t claims_cap, n_claims;
 	uint32_t *pos;		/* per slot: position in a->tenants, or NONE */
 	size_t n_port_claims;	/* inbound claims that name a port */
+	uint64_t caps;		/* the tenants' max_conns, summed */
+	uint32_t n_capped;	/* tenants with a cap */
+	uint32_t n_verifying;	/* tenants that verify their SYNs */
 };
 
 static uint64_t name_hash(const char *s)
@@ -232,6 +235,7 @@ int agent_index_put(struct agent *a, size_t i)
 	ix->names[name_find(a, t->pol.name)] = (uint32_t)i + 1;
 	if (t->slot < a->kern.max_tenants)
 		ix->pos[t->slot] = (uint32_t)i;
+	agent_index_recap(a, NULL, &t->pol);
 	return 0;
 }
 
@@ -255,6 +259,7 @@ void agent_index_drop(struct agent *a, size_t i)
 		name_remove(a, s);
 	if (t->slot < a->kern.max_tenants && ix->pos[t->slot] == i)
 		ix->pos[t->slot] = NONE;
+	agent_index_recap(a, &t->pol, NULL);
 }
 
 void agent_index_moved(struct agent *a, size_t from, size_t to)
@@ -280,6 +285,33 @@ struct agent_tenant *agent_index_name(struct agent *a, const char *name)
 bool agent_index_slot_used(const struct agent *a, uint32_t slot)
 {
 	return slot < a->kern.max_tenants && a->ix->pos[slot] != NONE;
+}
+
+uint64_t agent_index_caps(const struct agent *a, uint32_t *n_capped,
+			  uint32_t *n_verifying)
+{
+	if (n_capped)
+		*n_capped = a->ix->n_capped;
+	if (n_verifying)
+		*n_verifying = a->ix->n_verifying;
+	return a->ix->caps;
+}
+
+void agent_index_recap(struct agent *a, const struct policy_tenant *was,
+		       const struct policy_tenant *now)
+{
+	struct agent_index *ix = a->ix;
+
+	if (was) {
+		ix->caps -= was->max_conns;
+		ix->n_capped -= was->max_conns > 0;
+		ix->n_verifying -= was->verify != POLICY_VERIFY_NONE;
+	}
+	if (now) {
+		ix->caps += now->max_conns;
+		ix->n_capped += now->max_conns > 0;
+		ix->n_verifying += now->verify != POLICY_VERIFY_NONE;
+	}
 }
 
 bool agent_index_ported(const struct agent *a)

@@ -69,6 +69,14 @@ void agent_index_moved(struct agent *a, size_t from, size_t to);
 struct agent_tenant *agent_index_name(struct agent *a, const char *name);
 /* Whether a tenant holds slot. */
 bool agent_index_slot_used(const struct agent *a, uint32_t slot);
+/* The tenants' caps summed, how many have one and how many verify their
+ * SYNs (each if not NULL). */
+uint64_t agent_index_caps(const struct agent *a, uint32_t *n_capped,
+			  uint32_t *n_verifying);
+/* A tenant's cap and verification went from was to now (either NULL) in
+ * place. */
+void agent_index_recap(struct agent *a, const struct policy_tenant *was,
+		       const struct policy_tenant *now);
 /* Whether any inbound rule names a port (the classifier is then compiled
  * whole). */
 bool agent_index_ported(const struct agent *a);
