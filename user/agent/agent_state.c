@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,36 @@
 /* The state file's line for tenant t: from the slot's cache when neither
  * the tenant nor its version changed since it was made.  NULL when out of
  * memory. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t w;
+
+	for (; n >= 8; n -= 8, b += 8) {
+		memcpy(&w, b, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 32;
+	}
+	for (; n; n--, b++)
+		h = (h ^ *b) * 0x100000001b3ULL;
+	return h;
+}
+
+/* The policy's bytes but the prefixes past n_match (which may be stale). */
+static uint64_t pol_hash(const struct policy_tenant *p)
+{
+	size_t m = offsetof(struct policy_tenant, match);
+	size_t used = (p->n_match < POLICY_MAX_PREFIXES ? p->n_match :
+		       POLICY_MAX_PREFIXES) * sizeof(p->match[0]);
+	size_t after = m + sizeof(p->match);
+	uint64_t h = hash_bytes(0xcbf29ce484222325ULL, p, m + used);
+
+	return hash_bytes(h, (const char *)p + after, sizeof(*p) - after);
+}
+
 static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 {
+	uint64_t h;
 	struct agent_text *c;
 	json_t *j;
 	char *text;
@@ -32,9 +61,10 @@ static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 	}
 	c = &a->texts[t->slot];
 	/* Bytes equal means fields equal; a difference in padding only costs
-	 * an encoding. */
-	if (c->text && c->version == t->version &&
-	    memcmp(&c->pol, &t->pol, sizeof(c->pol)) == 0)
+	 * an encoding.  Every change of a tenant gets a new version as well,
+	 * so the hash only has to catch what a change without one might be. */
+	h = pol_hash(&t->pol);
+	if (c->text && c->version == t->version && c->pol_hash == h)
 		return c->text;
 	j = agent_tenant_json(t);
 	text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -43,7 +73,7 @@ static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 		return NULL;
 	free(c->text);
 	c->text = text;
-	c->pol = t->pol;
+	c->pol_hash = h;
 	c->version = t->version;
 	return text;
 }

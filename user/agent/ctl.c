@@ -4,6 +4,7 @@
  * line back per request (the commands are in ctl_cmd.c).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +67,10 @@ static int queue(struct ctl_client *cl, const char *data, size_t len)
 	return 0;
 }
 
-static void reply(struct ctl_client *cl, json_t *r)
+/* Queues the reply r (taken over).  Returns its length. */
+static size_t reply(struct ctl_client *cl, json_t *r)
 {
+	size_t len = 0;
 	char *s;
 
 	/* A reply jansson could not build (say, a string that is not UTF-8)
@@ -78,10 +81,17 @@ static void reply(struct ctl_client *cl, json_t *r)
 	s = json_dumps(r, JSON_COMPACT);
 
 	json_decref(r);
-	if (!s || queue(cl, s, strlen(s)) || queue(cl, "\n", 1))
+	if (s)
+		len = strlen(s);
+	if (!s || queue(cl, s, len) || queue(cl, "\n", 1))
 		cl->closing = true;	/* out of memory: give up on it */
 	free(s);
+	return len;
 }
+
+/* A request or reply this long (an apply or a list of 100,000 tenants)
+ * leaves many small pieces in the heap, between what stays. */
+#define CTL_TRIM_BYTES	(1u << 20)
 
 /* Answers one line of input; blank lines get no answer. */
 static void handle_line(struct ctl_client *cl, const char *line, size_t len)
@@ -92,7 +102,9 @@ static void handle_line(struct ctl_client *cl, const char *line, size_t len)
 		len--;
 	if (len == 0)
 		return;
-	reply(cl, ctl_answer(&call, line, len));
+	if (reply(cl, ctl_answer(&call, line, len)) >= CTL_TRIM_BYTES ||
+	    len >= CTL_TRIM_BYTES)
+		malloc_trim(0);	/* their pages back to the system */
 	if (call.exit_after)
 		cl->exit_after = true;
 }

@@ -61,10 +61,11 @@ struct policy_rate {
 	uint64_t period_s;	/* 1, 60 or 3600 */
 };
 
+/* 18 bytes, no padding: a tenant holds POLICY_MAX_PREFIXES of them. */
 struct policy_prefix {
-	int family;		/* AF_INET or AF_INET6 */
 	uint8_t addr[16];	/* network byte order, host bits zero */
 	uint8_t len;		/* prefix length */
+	uint8_t family;		/* AF_INET or AF_INET6 */
 };
 
 struct policy_tenant {
