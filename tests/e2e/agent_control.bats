@@ -283,6 +283,12 @@ EOF
 	expect_eq "text --top 2, first row" "$(rl stats --top 2 | awk 'NR == 2 { print $1 }')" zz-busy
 	expect_eq "text --top 2, rows" "$(rl stats --top 2 | wc -l)" 3
 	expect_eq "--name 'x*'" "$(rl stats --name 'x*')" "no tenants"
+	# the agent itself picks the busiest: a raw request gets only them
+	expect_eq "raw stats with top 1" \
+		"$(echo '{"cmd":"stats","top":1}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" '["zz-busy"]'
+	expect_eq "raw stats with match and top" \
+		"$(echo '{"cmd":"stats","match":"idle-*","top":5}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" \
+		'["idle-1","idle-2"]'
 }
 
 # metric_tenants NAME PAGE: the tenants with a NAME series on PAGE, sorted,

@@ -246,6 +246,10 @@ struct agent_tenant_stats {
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 			struct agent_tenant_stats *out);
 
+/* A tenant's admit and deny rates over its samples (0 before two). */
+void agent_tenant_rates(const struct agent_tenant *t, double *admit,
+			double *deny);
+
 /* Called every second: samples every tenant's counters for the rates. */
 void agent_sample(struct agent *a);
 

@@ -54,6 +54,13 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 		out->conns_closed = kc.s.closed;
 		out->conns_forgotten = kc.forgotten;
 	}
+	agent_tenant_rates(t, &out->admit_rate, &out->deny_rate);
+}
+
+void agent_tenant_rates(const struct agent_tenant *t, double *admit,
+			double *deny)
+{
+	*admit = *deny = 0;
 	if (t->n_samples >= 2) {
 		const struct agent_sample *o = &t->samples[0];
 		const struct agent_sample *l = &t->samples[t->n_samples - 1];
@@ -62,8 +69,8 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 		/* Counters only grow, but a slot reset on re-creation could
 		 * make them fall: no negative rates. */
 		if (dt > 0 && l->admitted >= o->admitted && l->denied >= o->denied) {
-			out->admit_rate = (double)(l->admitted - o->admitted) / dt;
-			out->deny_rate = (double)(l->denied - o->denied) / dt;
+			*admit = (double)(l->admitted - o->admitted) / dt;
+			*deny = (double)(l->denied - o->denied) / dt;
 		}
 	}
 }

@@ -266,24 +266,39 @@ static json_t *match_arg(const json_t *req, const char **glob)
 	return NULL;
 }
 
+/* The request's count `key` into *n, 0 when absent (no limit).  NULL, or
+ * the error to reply. */
+static json_t *count_arg(const json_t *req, const char *key, size_t *n)
+{
+	json_t *v = json_object_get(req, key);
+	char msg[96];
+
+	*n = 0;
+	if (!v || json_is_null(v))
+		return NULL;
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		snprintf(msg, sizeof(msg), "field '%s' is not a non-negative "
+			 "integer (0: no limit)", key);
+		return ctl_error(AGENT_INVALID, msg);
+	}
+	*n = (size_t)json_integer_value(v);
+	return NULL;
+}
+
 /* Only the tenants whose name matches are encoded, and at most "limit" of
  * them: a list of a few among 100,000 costs a few. */
 static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
-	json_t *v = json_object_get(req, "limit"), *arr, *r;
 	const char *glob;
-	size_t limit = 0;
+	json_t *arr, *r;
+	size_t limit;
 
 	r = match_arg(req, &glob);
+	if (!r)
+		r = count_arg(req, "limit", &limit);
 	if (r)
 		return r;
-	if (v && !json_is_null(v)) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0)
-			return ctl_error(AGENT_INVALID, "field 'limit' is not a "
-					 "non-negative integer (0: no limit)");
-		limit = (size_t)json_integer_value(v);
-	}
 	arr = json_array();
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		if (glob && fnmatch(glob, a->tenants[i].pol.name, 0) != 0)
@@ -444,6 +459,65 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 	return j;
 }
 
+struct busy {
+	double rate;		/* admit + deny */
+	const char *name;
+	size_t i;
+};
+
+/* The busiest first, then by name: as rlctl orders what it shows. */
+static int busy_cmp(const void *pa, const void *pb)
+{
+	const struct busy *a = pa, *b = pb;
+
+	if (a->rate != b->rate)
+		return a->rate < b->rate ? 1 : -1;
+	return strcmp(a->name, b->name);
+}
+
+/* The stats of the tenants whose name matches the request's "match", or
+ * with "top" N only the N busiest of them, busiest first: only those are
+ * read from the kernel and encoded.  The array, or the error to reply. */
+static json_t *stats_matching(struct agent *a, const json_t *req)
+{
+	struct busy *b = NULL;
+	const char *glob;
+	json_t *arr, *r;
+	size_t top, n = 0;
+
+	r = match_arg(req, &glob);
+	if (!r)
+		r = count_arg(req, "top", &top);
+	if (r)
+		return r;
+	arr = json_array();
+	if (!top) {
+		for (size_t i = 0; i < a->n_tenants; i++)
+			if (!glob || fnmatch(glob, a->tenants[i].pol.name, 0) == 0)
+				json_array_append_new(arr, stats_json(a, &a->tenants[i]));
+		return arr;
+	}
+	b = malloc((a->n_tenants + 1) * sizeof(*b));
+	if (!b) {
+		json_decref(arr);
+		return ctl_error(AGENT_INTERNAL, "out of memory");
+	}
+	for (size_t i = 0; i < a->n_tenants; i++) {
+		double ad, de;
+
+		if (glob && fnmatch(glob, a->tenants[i].pol.name, 0) != 0)
+			continue;
+		agent_tenant_rates(&a->tenants[i], &ad, &de);
+		b[n++] = (struct busy){ ad + de, a->tenants[i].pol.name, i };
+	}
+	if (n)
+		qsort(b, n, sizeof(*b), busy_cmp);
+	for (size_t k = 0; k < n && k < top; k++)
+		json_array_append_new(arr, stats_json(a, &a->tenants[b[k].i]));
+	free(b);
+	return arr;
+}
+
 static json_t *cmd_stats(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
@@ -465,15 +539,9 @@ static json_t *cmd_stats(struct ctl_call *call, const json_t *req)
 		arr = json_array();
 		json_array_append_new(arr, stats_json(a, t));
 	} else {
-		const char *glob;
-		json_t *r = match_arg(req, &glob);
-
-		if (r)
-			return r;
-		arr = json_array();
-		for (size_t i = 0; i < a->n_tenants; i++)
-			if (!glob || fnmatch(glob, a->tenants[i].pol.name, 0) == 0)
-				json_array_append_new(arr, stats_json(a, &a->tenants[i]));
+		arr = stats_matching(a, req);
+		if (!json_is_array(arr))
+			return arr;
 	}
 	return json_pack("{s:b,s:o,s:o}", "ok", 1, "stats", arr, "instance",
 			 instance_json(a));

@@ -438,6 +438,9 @@ int cmd_stats(int argc, char **argv)
 	/* the agent filters (rlctl_keep again is for older agents) */
 	if (args.glob)
 		json_object_set_new(req, "match", json_string(args.glob));
+	if (args.top)
+		json_object_set_new(req, "top", json_integer((json_int_t)
+				    (args.top > INT64_MAX ? 0 : args.top)));
 	ret = rlctl_call_get(req, "stats", true, &reply, &stats);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
