@@ -1,9 +1,13 @@
-/* Unit test of user/lib/ledger.c: what the agent believes of a pool slot's leased tokens and connections in flight, as tables of counts read and of steps (grants, spends, forged counts, takes); with any mix of steps, never more taken out of the slot than was given to it. */
+/* Unit test of user/lib/ledger.c: what the agent believes of a pool slot's leased tokens and connections in flight, as tables of counts read and of steps (grants, spends, forged counts, takes); with any mix of steps, never more taken out of the slot than was given to it; and with processes spending through librlpreload.so's rl_pool_take() meanwhile, no token lost or minted and none taken for forged. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ledger.h"
+#include "pool.h"
 #include "check.h"
 
 static void test_check(void)
@@ -165,6 +169,89 @@ static void test_never_mints(void)
 	     (unsigned long long)taken);
 }
 
+static struct rl_pool spend_pool;
+static int spending;
+
+/* A preloaded process: spends from slot 0 until told to stop; returns
+ * how many it was admitted. */
+static void *spender(void *arg)
+{
+	uint64_t *admitted = arg;
+
+	while (__atomic_load_n(&spending, __ATOMIC_ACQUIRE))
+		if (rl_pool_take(&spend_pool, 0, 1) == RL_POOL_ADMIT)
+			__atomic_fetch_add(admitted, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* The agent's grants, checks and takes while two processes spend (until
+ * they have spent 20,000 tokens): what it gave is what they were admitted,
+ * what it took back and what is left, and no honest spend ever looks like
+ * a forgery. */
+static void test_spent_meanwhile(void)
+{
+	static struct rl_pool_hdr hdr;
+	static struct rl_tenant slot;
+	static struct rl_stats stats;
+	uint64_t ledger = 0, given = 0, taken = 0, forged = 0, f;
+	uint64_t admitted[2] = { 0 }, spent = 0;
+	time_t deadline = time(NULL) + 60;
+	pthread_t th[2];
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		check_skip("one CPU: the spends would not run alongside");
+		return;
+	}
+	memset(&slot, 0, sizeof(slot));
+	hdr.max_tenants = 1;
+	slot.mode = RL_MODE_LEASED;
+	slot.fail = RL_FAIL_DENY;
+	spend_pool.hdr = &hdr;
+	spend_pool.tenants = &slot;
+	spend_pool.stats = &stats;
+	__atomic_store_n(&spending, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, spender, &admitted[i]);
+	srand(11);
+	while (spent < 20000 && time(NULL) < deadline) {
+		uint64_t n = (uint64_t)(rand() % 20);
+
+		switch (rand() % 4) {
+		case 0:
+		case 1:
+			rl_ledger_add(&slot, &ledger, n, 0);
+			given += n;
+			break;
+		case 2:
+			forged += rl_ledger_trim(&slot, &ledger);
+			break;
+		default:
+			taken += rl_ledger_take(&slot, &ledger, n / 4, &f);
+			forged += f;
+			break;
+		}
+		spent = __atomic_load_n(&admitted[0], __ATOMIC_RELAXED) +
+			__atomic_load_n(&admitted[1], __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&spending, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	diag("given %llu, admitted %llu + %llu, taken back %llu, left %lld",
+	     (unsigned long long)given, (unsigned long long)admitted[0],
+	     (unsigned long long)admitted[1], (unsigned long long)taken,
+	     (long long)slot.tokens);
+	CHECK(forged == 0, "%llu honest token(s) taken for forged",
+	      (unsigned long long)forged);
+	CHECK(slot.tokens >= 0 &&
+	      given == admitted[0] + admitted[1] + taken + (uint64_t)slot.tokens,
+	      "given %llu != admitted %llu + taken %llu + left %lld",
+	      (unsigned long long)given,
+	      (unsigned long long)(admitted[0] + admitted[1]),
+	      (unsigned long long)taken, (long long)slot.tokens);
+	CHECK(spent >= 20000, "the processes spent %llu in 60 s",
+	      (unsigned long long)spent);
+}
+
 static void test_conns(void)
 {
 	static const struct {
@@ -192,6 +279,7 @@ int main(void)
 	CHECK_RUN(test_check);
 	CHECK_RUN(test_steps);
 	CHECK_RUN(test_never_mints);
+	CHECK_RUN(test_spent_meanwhile);
 	CHECK_RUN(test_conns);
 	return check_exit();
 }
