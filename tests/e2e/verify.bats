@@ -146,3 +146,23 @@ lock_out_then_verify() {
 	FLOOD_PID=
 	expect_eq "forged SYNs refused once verified" "$(stat_get web denied)" "$denied"
 }
+
+@test "tc ingress (--mode tc): with --verify syncookie a forged flood costs nothing, a real client over the limit is reset" {
+	local ok before after
+
+	agent_start --mode tc
+	rl tenant set web --rate 10/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--action rst --verify syncookie
+	before=$(server_conns s1)
+	flood_bg s1 6 1000 3
+	sleep 0.5
+	# 60 requests in 2 s at 10/s with a burst of 5
+	client_run s1 6 30 2
+	wait "$FLOOD_PID"
+	FLOOD_PID=
+	after=$(server_conns s1)
+	ok=$(jq -r .ok <<<"$CLIENT_JSON")
+	expect_between "answered" "$ok" 20 30
+	expect_eq "connections the server accepted" $((after - before)) "$ok"
+	expect_between "resets sent" "$(stat_get web rst_sent)" $((60 - ok - 5)) $((60 - ok + 5))
+}
