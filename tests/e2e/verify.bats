@@ -166,3 +166,23 @@ lock_out_then_verify() {
 	expect_eq "connections the server accepted" $((after - before)) "$ok"
 	expect_between "resets sent" "$(stat_get web rst_sent)" $((60 - ok - 5)) $((60 - ok + 5))
 }
+
+@test "a restarted agent verifies from its first packet: the program it loads is told before it is attached" {
+	local charged
+
+	agent_start
+	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--verify syncookie
+	agent_stop TERM
+	agent_start
+	flood_bg s1 4 1000 2
+	wait "$FLOOD_PID"
+	FLOOD_PID=
+	expect_eq "forged SYNs refused after the restart" "$(stat_get web denied)" 0
+	charged=$(($(stat_get web admitted) - $(stat_get web retransmits)))
+	client_run s1 4 10 1
+	expect_eq "answered (of 10)" "$(jq -r .ok <<<"$CLIENT_JSON")" 10
+	# each handshake charged once (its data segment is a free copy)
+	expect_eq "handshakes charged" \
+		$(($(stat_get web admitted) - $(stat_get web retransmits) - charged)) 10
+}

@@ -82,7 +82,10 @@ static __u32 map_id(int fd)
 static int check_ours(struct kern *k, const char *ifname, __u32 id,
 		      const char *want, struct bpf_map *uses)
 {
-	__u32 ids[16], n = 16, ours;
+	/* every map the program uses, with room to spare: one past the
+	 * array would make our own program look like someone else's (the
+	 * program uses 16 with .rodata and .bss) */
+	__u32 ids[64], n = 64, ours;
 	char name[BPF_OBJ_NAME_LEN];
 	int fd, err;
 
