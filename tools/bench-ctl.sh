@@ -47,7 +47,7 @@ for ((r = 0; r < runs; r++)); do
 	# a new limit: the tenant's bucket changes, its rules stay
 	set+=("$(ms rl tenant set "t$((r * 797 % tenants))" --rate "$((200 + r))/s")") ||
 		die "rlctl tenant set --rate failed"
-	# 64 new prefixes: every rule is compiled and published again
+	# 64 new prefixes: checked against every claim and repainted in place
 	m=$(for ((j = 0; j < prefixes; j++)); do echo "14.$r.$j.0/24"; done | paste -sd,)
 	match+=("$(ms rl tenant set "t$((r * 797 % tenants + 1))" --match "$m")") ||
 		die "rlctl tenant set --match failed"
