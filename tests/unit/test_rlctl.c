@@ -683,6 +683,37 @@ static void test_top(void)
 	stop_fake();
 }
 
+/* The filters travel in the request: the agent keeps the tenants asked
+ * for, and encodes only those. */
+static void test_filters_in_request(void)
+{
+	struct result r;
+	json_t *reqs;
+
+	start_fake(agent);
+	r = RUN("tenant", "list", "--name", "w*", "--limit", "2");
+	free_result(&r);
+	r = RUN("stats", "--name", "w*", "--top", "3");
+	free_result(&r);
+	r = RUN("top", "-n", "1", "-i", "0.1", "--name", "a*", "--top", "1");
+	CHECK(r.rc == 0 && strstr(r.out, "api") && !strstr(r.out, "web"),
+	      "top --name 'a*' --top 1: exit %d, '%s'", r.rc, r.out);
+	free_result(&r);
+	r = RUN("tenant", "list");
+	free_result(&r);
+	reqs = requests();
+	CHECK(request_is(reqs, 0, "{\"cmd\":\"tenant.list\",\"match\":\"w*\","
+			 "\"limit\":2}"), "tenant list --name --limit request");
+	CHECK(request_is(reqs, 1, "{\"cmd\":\"stats\",\"match\":\"w*\","
+			 "\"top\":3}"), "stats --name --top request");
+	CHECK(request_is(reqs, 2, "{\"cmd\":\"stats\",\"match\":\"a*\","
+			 "\"top\":1}"), "top --name --top request");
+	CHECK(request_is(reqs, 3, "{\"cmd\":\"tenant.list\"}"),
+	      "tenant list request without filters");
+	json_decref(reqs);
+	stop_fake();
+}
+
 static void test_apply(void)
 {
 	char good[128], bad[128], syntax[128];
@@ -836,6 +867,7 @@ int main(int argc, char **argv)
 	CHECK_RUN(test_agent_refusals);
 	CHECK_RUN(test_read_commands);
 	CHECK_RUN(test_top);
+	CHECK_RUN(test_filters_in_request);
 	CHECK_RUN(test_apply);
 	CHECK_RUN(test_help);
 

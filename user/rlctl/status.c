@@ -53,13 +53,17 @@ static const struct opts_spec stats_spec = {
 struct top_args {
 	double interval;
 	uint64_t iterations;
+	char *glob;
+	uint64_t top;
 };
 
 static const struct opts_spec top_spec = {
 	RLCTL_CMD("top"),
 	.doc =
 "A live view of per-tenant rates, busiest first, refreshed every second.\n"
-"Quit with q or Ctrl-C.  With --json, one line of JSON per refresh.\n",
+"Quit with q or Ctrl-C.  With --json, one line of JSON per refresh.\n"
+"--name and --top choose the tenants as for stats, in the agent: with\n"
+"100,000 tenants only those are read and sent each time.\n",
 	.opts = (const struct opt[]){
 		{ "interval", 'i', OPT_NUMBER, OPT_AT(struct top_args, interval),
 		  .arg = "S", .lo = 0.1, .hi = 3600, .def = "1", .expect = "seconds",
@@ -67,6 +71,12 @@ static const struct opts_spec top_spec = {
 		{ "iterations", 'n', OPT_U64, OPT_AT(struct top_args, iterations),
 		  .arg = "N", .min = 1, .max = 1000000000, .def_doc = "run until quit",
 		  .help = "stop after N refreshes" },
+		{ "name", 0, OPT_STRING, OPT_AT(struct top_args, glob),
+		  .arg = "GLOB", .min = 1, .max = 256,
+		  .help = "only tenants whose name matches the shell pattern GLOB" },
+		{ "top", 0, OPT_U64, OPT_AT(struct top_args, top),
+		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
+		  .help = "only the N busiest (admit and deny rates)" },
 		{ .kind = OPT_END },
 	},
 };
@@ -422,6 +432,20 @@ static void sort_busiest(json_t *stats)
 	free(rows);
 }
 
+/* A stats request: the agent keeps the tenants matching glob (NULL: all)
+ * and, with top, only the top busiest (rlctl_keep again is for older
+ * agents). */
+static json_t *stats_request(const char *glob, uint64_t top)
+{
+	json_t *req = json_pack("{s:s}", "cmd", "stats");
+
+	if (req && glob)
+		json_object_set_new(req, "match", json_string(glob));
+	if (req && top)
+		json_object_set_new(req, "top", json_integer((json_int_t)top));
+	return req;
+}
+
 int cmd_stats(int argc, char **argv)
 {
 	struct stats_args args = { .name = "" };
@@ -432,15 +456,9 @@ int cmd_stats(int argc, char **argv)
 	ret = rlctl_parse(&stats_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
-	req = json_pack("{s:s}", "cmd", "stats");
+	req = stats_request(args.glob, args.top);
 	if (args.name[0])
 		json_object_set_new(req, "name", json_string(args.name));
-	/* the agent filters (rlctl_keep again is for older agents) */
-	if (args.glob)
-		json_object_set_new(req, "match", json_string(args.glob));
-	if (args.top)
-		json_object_set_new(req, "top", json_integer((json_int_t)
-				    (args.top > INT64_MAX ? 0 : args.top)));
 	ret = rlctl_call_get(req, "stats", true, &reply, &stats);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
@@ -535,10 +553,16 @@ int cmd_top(int argc, char **argv)
 		char when[32];
 		time_t now = time(NULL);
 
-		ret = rlctl_call_get(json_pack("{s:s}", "cmd", "stats"), "stats",
+		ret = rlctl_call_get(stats_request(args.glob, args.top), "stats",
 				     true, &reply, &stats);
 		if (ret != RLCTL_EXIT_OK)
 			break;
+		/* an older agent sends every tenant */
+		rlctl_keep(stats, "tenant", args.glob, 0);
+		if (args.top) {
+			sort_busiest(stats);
+			rlctl_keep(stats, "tenant", NULL, args.top);
+		}
 		if (rlctl.json) {
 			json_t *line = json_pack("{s:I, s:O}", "time",
 						 (json_int_t)now, "stats", stats);

@@ -380,18 +380,20 @@ static int tenant_list(int argc, char **argv)
 	int ret, wname = 4, wrate = 4;
 	struct list_args args = { 0 };
 	struct opts_result res;
-	json_t *reply, *ts, *t;
+	json_t *req, *reply, *ts, *t;
 	size_t i;
 
 	ret = rlctl_parse(&list_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
 	/* the agent filters (rlctl_keep again is for older agents) */
-	ret = rlctl_call_get(json_pack("{s:s,s:s?,s:I}", "cmd", "tenant.list",
-				       "match", args.name,
-				       "limit", (json_int_t)(args.limit > INT64_MAX ?
-							     0 : args.limit)),
-			     "tenants", true, &reply, &ts);
+	req = json_pack("{s:s}", "cmd", "tenant.list");
+	if (req && args.name)
+		json_object_set_new(req, "match", json_string(args.name));
+	if (req && args.limit)
+		json_object_set_new(req, "limit", json_integer((json_int_t)
+				    (args.limit > INT64_MAX ? 0 : args.limit)));
+	ret = rlctl_call_get(req, "tenants", true, &reply, &ts);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
 	rlctl_keep(ts, "name", args.name, args.limit);
