@@ -128,6 +128,8 @@ lock_out_then_verify() {
 	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
 		--verify syncookie
 	grep -q "verify syncookie needs net.ipv4.tcp_syncookies=2 on this host (it is 1)" "$AGENT_LOG"
+	expect_eq "metric rlgate_verify_in_force" \
+		"$(metric_value rlgate_verify_in_force "$(metrics s1)")" 0
 	rl status | grep -qx "verify: *1 tenant(s) with syncookie, net.ipv4.tcp_syncookies 1: not verified, their SYNs are charged"
 	flood_bg s1 4 1000 1
 	wait "$FLOOD_PID"
@@ -141,6 +143,8 @@ lock_out_then_verify() {
 		"$AGENT_LOG"
 	expect_eq "status: verified" "$(rl --json status | jq -c .verify)" \
 		'{"tenants":1,"tcp_syncookies":2,"verified":true}'
+	expect_eq "metric rlgate_verify_in_force" \
+		"$(metric_value rlgate_verify_in_force "$(metrics s1)")" 1
 	flood_bg s1 4 1000 1
 	wait "$FLOOD_PID"
 	FLOOD_PID=

@@ -199,6 +199,24 @@ static const struct {
 	  "checked out: charged as connections (free copies included)." },
 };
 
+/* Verification, while some tenant verifies: how many, and whether they are
+ * verified (net.ipv4.tcp_syncookies is 2) or charged at their SYNs. */
+static void render_verify(FILE *f, const struct agent *a)
+{
+	json_t *v = agent_verify_json(a);
+
+	if (!v)
+		return;
+	scalar(f, "rlgate_verify_tenants", "gauge", "Tenants with verify "
+	       "syncookie.", (unsigned long long)json_integer_value(
+			json_object_get(v, "tenants")));
+	scalar(f, "rlgate_verify_in_force", "gauge", "1 while tenants with "
+	       "verify syncookie are verified; 0: net.ipv4.tcp_syncookies is "
+	       "not 2 and their SYNs are charged.",
+	       json_is_true(json_object_get(v, "verified")));
+	json_decref(v);
+}
+
 /* The broker's own figures, one line each. */
 static void broker_scalars(FILE *f, const struct broker_stats *bs)
 {
@@ -505,6 +523,7 @@ static int render(struct metrics *mt, char **buf, size_t *len)
 	}
 
 	render_instance(f, a);
+	render_verify(f, a);
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");
 	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);
