@@ -3,6 +3,7 @@
 #   make SANITIZE=1   user space with ASan/UBSan (into build-san/)
 #   make test         dependencies, build, every suite, one summary line
 #   make bench        per-packet and fleet benchmarks
+#   make bench-peers  rlgate against nftables, iptables and HAProxy, and a SYN flood
 #   make demo         the quick start: a lab, a limit, load, a report
 
 ifeq ($(SANITIZE),1)
@@ -71,6 +72,7 @@ LUA_SRCS := $(sort $(wildcard lua/*.lua))
 RLCTL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/rlctl/*.c))
 LOADGEN_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/loadgen/*.c))
 FLEETSIM_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/fleet-sim/*.c))
+SYNFLOOD_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/synflood/*.c))
 PRELOAD_SRCS := $(wildcard user/preload/*.c)
 XDPTEST_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard tests/bpf/*.c)))
 LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/loader/*.c))
@@ -94,6 +96,9 @@ endif
 ifneq ($(FLEETSIM_OBJS),)
 PROGS += $(BUILD)/fleet-sim
 endif
+ifneq ($(SYNFLOOD_OBJS),)
+PROGS += $(BUILD)/synflood
+endif
 ifneq ($(PRELOAD_SRCS),)
 PROGS += $(BUILD)/librlpreload.so
 endif
@@ -110,7 +115,7 @@ ifneq ($(ACCEPT_BENCH_OBJS),)
 PROGS += $(BUILD)/tests/accept_bench
 endif
 
-.PHONY: all deps test bench demo clean
+.PHONY: all deps test bench bench-peers demo clean
 all: $(SKELS) $(PROGS) $(UNIT_BINS)
 
 $(BUILD):
@@ -142,6 +147,9 @@ $(BUILD)/loadgen: $(LOADGEN_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 $(BUILD)/fleet-sim: $(FLEETSIM_OBJS) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
+
+$(BUILD)/synflood: $(SYNFLOOD_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
 # The library links only what runs inside the program (the pool's reader
@@ -186,6 +194,10 @@ test: deps
 bench: deps
 	$(MAKE) all
 	tools/bench.sh $(BUILD)
+
+bench-peers: deps
+	$(MAKE) all
+	tools/bench-peers.sh $(BUILD)
 
 demo: deps
 	$(MAKE) all

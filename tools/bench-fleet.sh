@@ -28,10 +28,8 @@ redis_port=6379
 mode=${FLEET_BENCH_REDIS:-single}
 cluster_ports=(7001 7002 7003)
 
-die() {
-	echo "Error: $*" >&2
-	exit 1
-}
+# shellcheck source=tools/bench-lib.bash
+. "$root/tools/bench-lib.bash"
 
 [[ $(id -u) -eq 0 ]] || die "the fleet benchmark builds network namespaces and attaches XDP; run it as root"
 for f in rlagent rlctl loadgen pass.bpf.o; do
@@ -54,19 +52,7 @@ lab=bf$$
 work=$(mktemp -d /tmp/rlgate-bench-fleet.XXXXXX) || die "couldn't make a work directory"
 pids=()
 
-cleanup() {
-	local p i
-
-	for p in "${pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-	done
-	"$root/tools/lab.sh" down "$lab" >/dev/null 2>&1
-	for i in 1 2 3; do
-		rm -rf "/sys/fs/bpf/rlgate-$lab-s$i"
-	done
-	rm -rf "$work"
-}
-trap cleanup EXIT
+trap fleet_cleanup EXIT
 trap 'exit 1' INT TERM
 
 rl() {
@@ -123,26 +109,13 @@ else
 fi
 
 for i in 1 2 3; do
-	mkdir -p "$work/s$i/state"
+	mkdir -p "$work/s$i"
 	ip netns exec "$lab-s$i" "$build/loadgen" --serve "192.0.2.1$i:8080" \
 		>/dev/null 2>"$work/s$i/serve.log" &
 	pids+=($!)
 	disown $!
-	# nsenter, not `ip netns exec`: the latter hides /sys/fs/bpf
-	nsenter --net="/run/netns/$lab-s$i" "$build/rlagent" --iface eth0 \
-		--redis "$redis_addr" --agent-id "s$i" --control "$work/s$i/sock" \
-		--state-dir "$work/s$i/state" --pin-dir "/sys/fs/bpf/rlgate-$lab-s$i" \
-		--metrics 127.0.0.1:9464 >"$work/s$i/agent.log" 2>&1 &
-	pids+=($!)
-	disown $!
 done
-for i in 1 2 3; do
-	for ((n = 0; n < 100; n++)); do
-		[[ $(rl "$i" --json status 2>/dev/null | jq -r .live_agents) == 3 ]] && break
-		sleep 0.1
-	done
-	((n < 100)) || { cat "$work/s$i/agent.log" >&2; die "rlagent on s$i did not see 3 live agents"; }
-done
+fleet_agents_up "$redis_addr"
 
 # scenario NAME [tenant options]: a fresh tenant NAME limited to rate/burst
 # for client 1's prefix; after its first leases have idled back (a lease

@@ -69,3 +69,45 @@ bench_cleanup() {
 rl() {
 	"$build/rlctl" --socket "$work/sock" "$@"
 }
+
+# fleet_cleanup: the exit trap of a three-server lab benchmark: kills the
+# processes in $pids, removes the lab $lab, its servers' pins and $work.
+fleet_cleanup() {
+	local p i
+
+	for p in "${pids[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	"$root/tools/lab.sh" down "$lab" >/dev/null 2>&1
+	for i in 1 2 3; do
+		rm -rf "/sys/fs/bpf/rlgate-$lab-s$i"
+	done
+	rm -rf "$work"
+}
+
+# fleet_agents_up REDIS_ADDR: rlagent in fleet mode on servers s1..s3 of
+# $lab, agent ids s1..s3, each with the folder $work/sI (control socket
+# `sock`, state, log) and pins under /sys/fs/bpf/rlgate-$lab-sI; their PIDs
+# are added to $pids.  Returns once every agent sees 3 live agents (asked
+# through the caller's `rl I ...`); dies with the log of one that does not.
+fleet_agents_up() {
+	local i n
+
+	for i in 1 2 3; do
+		mkdir -p "$work/s$i/state"
+		# nsenter, not `ip netns exec`: the latter hides /sys/fs/bpf
+		nsenter --net="/run/netns/$lab-s$i" "$build/rlagent" --iface eth0 \
+			--redis "$1" --agent-id "s$i" --control "$work/s$i/sock" \
+			--state-dir "$work/s$i/state" --pin-dir "/sys/fs/bpf/rlgate-$lab-s$i" \
+			--metrics 127.0.0.1:9464 >"$work/s$i/agent.log" 2>&1 &
+		pids+=($!)
+		disown $!
+	done
+	for i in 1 2 3; do
+		for ((n = 0; n < 100; n++)); do
+			[[ $(rl "$i" --json status 2>/dev/null | jq -r .live_agents) == 3 ]] && break
+			sleep 0.1
+		done
+		((n < 100)) || { cat "$work/s$i/agent.log" >&2; die "rlagent on s$i did not see 3 live agents"; }
+	done
+}

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* synflood: sends TCP SYNs from spoofed IPv4 sources inside one prefix to one
+ * address and port, as fast as the machine allows (or at a given rate),
+ * through an AF_PACKET socket that bypasses the qdisc, in batches of
+ * sendmmsg().  For rlgate's SYN-flood benchmark, in its own lab only. */
+#include <errno.h>
+#include <limits.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "opts.h"
+
+#define MAX_BATCH	1024
+#define FRAME_LEN	(14 + 20 + 24)	/* Ethernet, IPv4, TCP with MSS */
+
+struct cfg {
+	const char *iface;
+	const char *dst;
+	const char *dst_mac;
+	const char *src;
+	uint64_t count;
+	double duration_s;
+	double rate;
+	unsigned int batch;
+	int cpu;
+	bool json;
+};
+
+#define CFG(field)	OPT_AT(struct cfg, field)
+
+static const struct opts_spec spec = {
+	.prog = "synflood",
+	.synopsis = "synflood --iface IF --dst A.B.C.D:PORT --dst-mac MAC "
+		    "--src A.B.C.D/LEN [OPTIONS]",
+	.doc =
+"Sends TCP SYNs (with an MSS option) from every address of the prefix --src\n"
+"in turn, each with its own source port and sequence number, to --dst,\n"
+"framed for --dst-mac, out of interface IF through an AF_PACKET socket that\n"
+"bypasses the qdisc, --batch frames per sendmmsg().  Stops after --count\n"
+"frames, --duration seconds or SIGINT/SIGTERM, whichever comes first, and\n"
+"reports the frames the interface took, the time, the packets per second and\n"
+"its own CPU time (with the kernel's work done in its context).  Never\n"
+"answers anything: the SYN-ACKs go nowhere.\n",
+	.epilog = "Exit status: 0 done, 1 failure, 2 bad arguments.\n",
+	.opts = (const struct opt[]){
+		{ "iface", 'i', OPT_STRING, CFG(iface), .arg = "IF",
+		  .min = 1, .max = IFNAMSIZ - 1,
+		  .help = "the interface to send on" },
+		{ "dst", 'd', OPT_STRING, CFG(dst), .arg = "A.B.C.D:PORT",
+		  .help = "the destination address and port" },
+		{ "dst-mac", 'm', OPT_STRING, CFG(dst_mac), .arg = "MAC",
+		  .help = "the destination's Ethernet address "
+			  "(xx:xx:xx:xx:xx:xx)" },
+		{ "src", 's', OPT_STRING, CFG(src), .arg = "A.B.C.D/LEN",
+		  .help = "the prefix the sources are taken from, each address "
+			  "in turn (LEN 8 to 32)" },
+		{ "count", 'c', OPT_U64, CFG(count), .arg = "N", .min = 0,
+		  .max = UINT64_MAX / 2, .def = "0", .expect = "frames",
+		  .help = "frames to send, 0 for no limit" },
+		{ "duration", 't', OPT_NUMBER, OPT_ABOVE, CFG(duration_s),
+		  .arg = "S", .lo = 0, .hi = 86400, .def = "10",
+		  .expect = "seconds", .help = "the longest it sends for" },
+		{ "rate", 'r', OPT_NUMBER, CFG(rate), .arg = "PPS", .lo = 0,
+		  .hi = 1e9, .def = "0", .expect = "frames per second",
+		  .help = "frames per second, 0 for as fast as it can" },
+		{ "batch", 'b', OPT_U64, CFG(batch), .arg = "N", .min = 1,
+		  .max = MAX_BATCH, .def = "64", .expect = "frames",
+		  .help = "frames per sendmmsg() call" },
+		{ "cpu", 0, OPT_U64, CFG(cpu), .arg = "N", .min = 0,
+		  .max = CPU_SETSIZE - 1, .def_doc = "any",
+		  .expect = "a CPU number", .help = "pin the sender to CPU N" },
+		{ "json", 'j', OPT_FLAG, CFG(json),
+		  .help = "print only JSON on stdout" },
+		{ "help", 'h', OPT_HELP, .help = "this help" },
+		{ .kind = OPT_END },
+	},
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void __attribute__((format(printf, 1, 2))) fail_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("Error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'synflood --help'.\n", stderr);
+	exit(2);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint16_t csum_fold(uint32_t s)
+{
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)~s;
+}
+
+static uint32_t csum_add(uint32_t s, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		s += (uint32_t)b[i] << 8 | b[i + 1];
+	if (len & 1)
+		s += (uint32_t)b[len - 1] << 8;
+	return s;
+}
+
+struct flood {
+	uint8_t src_mac[6], dst_mac[6];
+	uint32_t src_base, src_hosts;	/* host order */
+	uint32_t dst;			/* host order */
+	uint16_t dport;
+	uint64_t n;			/* frames built so far */
+	uint32_t rnd;
+};
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = v >> 8;
+	p[1] = v & 0xff;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, v >> 16);
+	put16(p + 2, v & 0xffff);
+}
+
+/* Frame number f->n: the next source of the prefix, a source port and a
+ * sequence number of its own; both checksums computed whole. */
+static void build(struct flood *f, uint8_t *fr)
+{
+	uint8_t *ip = fr + 14, *tcp = ip + 20, pseudo[12];
+	uint32_t src = f->src_base + (uint32_t)(f->n % f->src_hosts);
+	uint16_t sport = 1024 + (uint16_t)((f->n / f->src_hosts) % 64000);
+
+	f->rnd ^= f->rnd << 13;
+	f->rnd ^= f->rnd >> 17;
+	f->rnd ^= f->rnd << 5;
+	memcpy(fr, f->dst_mac, 6);
+	memcpy(fr + 6, f->src_mac, 6);
+	put16(fr + 12, ETHERTYPE_IP);
+
+	memset(ip, 0, 20);
+	ip[0] = 0x45;
+	put16(ip + 2, 20 + 24);
+	put16(ip + 4, (uint16_t)f->n);
+	ip[6] = 0x40;			/* DF */
+	ip[8] = 64;
+	ip[9] = IPPROTO_TCP;
+	put32(ip + 12, src);
+	put32(ip + 16, f->dst);
+	put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+
+	memset(tcp, 0, 24);
+	put16(tcp, sport);
+	put16(tcp + 2, f->dport);
+	put32(tcp + 4, f->rnd);
+	tcp[12] = 6 << 4;		/* 24 bytes */
+	tcp[13] = 0x02;			/* SYN */
+	put16(tcp + 14, 64240);
+	tcp[20] = 2;			/* MSS 1460 */
+	tcp[21] = 4;
+	put16(tcp + 22, 1460);
+	memcpy(pseudo, ip + 12, 8);
+	pseudo[8] = 0;
+	pseudo[9] = IPPROTO_TCP;
+	put16(pseudo + 10, 24);
+	put16(tcp + 16, csum_fold(csum_add(csum_add(0, pseudo, 12), tcp, 24)));
+	f->n++;
+}
+
+static int parse_mac(const char *s, uint8_t *mac)
+{
+	unsigned int b[6];
+	char tail;
+	int i;
+
+	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3],
+		   &b[4], &b[5], &tail) != 6)
+		return -EINVAL;
+	for (i = 0; i < 6; i++)
+		mac[i] = (uint8_t)b[i];
+	return 0;
+}
+
+static void parse_args(const struct cfg *c, struct flood *f)
+{
+	char buf[64], *colon, *slash, *end;
+	struct in_addr a;
+	unsigned long v;
+
+	if (!c->iface || !c->dst || !c->dst_mac || !c->src)
+		fail_usage("missing %s", !c->iface ? "--iface IF" :
+			   !c->dst ? "--dst A.B.C.D:PORT" :
+			   !c->dst_mac ? "--dst-mac MAC" : "--src A.B.C.D/LEN");
+	snprintf(buf, sizeof(buf), "%s", c->dst);
+	colon = strchr(buf, ':');
+	if (colon)
+		*colon = 0;
+	errno = 0;
+	v = colon ? strtoul(colon + 1, &end, 10) : 0;
+	if (!colon || inet_pton(AF_INET, buf, &a) != 1 || errno || *end ||
+	    v < 1 || v > 65535)
+		fail_usage("invalid --dst '%s': expected A.B.C.D:PORT", c->dst);
+	f->dst = ntohl(a.s_addr);
+	f->dport = (uint16_t)v;
+	if (parse_mac(c->dst_mac, f->dst_mac))
+		fail_usage("invalid --dst-mac '%s': expected xx:xx:xx:xx:xx:xx",
+			   c->dst_mac);
+	snprintf(buf, sizeof(buf), "%s", c->src);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash = 0;
+	errno = 0;
+	v = slash ? strtoul(slash + 1, &end, 10) : 0;
+	if (!slash || inet_pton(AF_INET, buf, &a) != 1 || errno || *end ||
+	    v < 8 || v > 32)
+		fail_usage("invalid --src '%s': expected A.B.C.D/LEN, LEN 8 to 32",
+			   c->src);
+	f->src_hosts = v == 32 ? 1 : 1u << (32 - v);
+	f->src_base = ntohl(a.s_addr) & (v == 32 ? ~0u : ~(f->src_hosts - 1));
+	/* a locally administered address no host of the lab has */
+	memcpy(f->src_mac, (uint8_t[]){ 0x02, 0x53, 0x59, 0x4e, 0x00, 0x01 }, 6);
+	f->rnd = 0x2545f491;
+}
+
+static int open_socket(const char *iface)
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET,
+				   .sll_protocol = htons(ETH_P_IP) };
+	int fd, one = 1, err;
+
+	sll.sll_ifindex = (int)if_nametoindex(iface);
+	if (!sll.sll_ifindex) {
+		err = errno;
+		fprintf(stderr, "Error: couldn't find interface on '%s': %s\n",
+			iface, strerror(err));
+		return -err;
+	}
+	/* protocol 0: this socket receives nothing */
+	fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (fd < 0) {
+		err = errno;
+		fprintf(stderr, "Error: couldn't open packet socket on '%s': %s\n",
+			iface, strerror(err));
+		return -err;
+	}
+	/* Straight to the driver: no qdisc lock or queue per frame. */
+	if (setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&sll, sizeof(sll))) {
+		err = errno;
+		fprintf(stderr, "Error: couldn't bind packet socket on '%s': %s\n",
+			iface, strerror(err));
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
+static double tv_s(struct timeval tv)
+{
+	return tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+int main(int argc, char **argv)
+{
+	static uint8_t frames[MAX_BATCH][FRAME_LEN];
+	static struct mmsghdr msgs[MAX_BATCH];
+	static struct iovec iov[MAX_BATCH];
+	struct cfg c = { .cpu = -1 };
+	struct opts_result args;
+	struct flood f = { 0 };
+	uint64_t sent = 0, full = 0, want;
+	double t0, t1, deadline;
+	struct timespec cpu;
+	struct rusage ru;
+	unsigned int i, n;
+	int fd, r, ret;
+
+	ret = opts_parse(&spec, argc, argv, &c, &args);
+	if (ret == OPTS_HELP) {
+		opts_usage(&spec, stdout);
+		return 0;
+	}
+	if (ret < 0)
+		fail_usage("%s", args.err);
+	if (args.n_rest)
+		fail_usage("unexpected argument '%s'", args.rest[0]);
+	parse_args(&c, &f);
+	if (opts_given(&args, "cpu")) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(c.cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			fprintf(stderr, "Error: couldn't pin to CPU on '%d': %s\n",
+				c.cpu, strerror(errno));
+			return 1;
+		}
+	}
+	fd = open_socket(c.iface);
+	if (fd < 0)
+		return 1;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+
+	for (i = 0; i < c.batch; i++) {
+		iov[i].iov_base = frames[i];
+		iov[i].iov_len = FRAME_LEN;
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	t0 = now_s();
+	deadline = t0 + c.duration_s;
+	while (!stop && (!c.count || sent < c.count)) {
+		t1 = now_s();
+		if (t1 >= deadline)
+			break;
+		n = c.batch;
+		if (c.count && c.count - sent < n)
+			n = (unsigned int)(c.count - sent);
+		if (c.rate > 0) {
+			/* paced: never ahead of rate x elapsed */
+			want = (uint64_t)((t1 - t0) * c.rate) + 1;
+			if (want <= sent) {
+				struct timespec ts = { 0, 50000 };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			if (want - sent < n)
+				n = (unsigned int)(want - sent);
+		}
+		for (i = 0; i < n; i++)
+			build(&f, frames[i]);
+		r = sendmmsg(fd, msgs, n, 0);
+		if (r < 0) {
+			if (errno == ENOBUFS || errno == EAGAIN || errno == EINTR) {
+				/* the device is full: these frames were not
+				 * sent; the next batch takes their numbers */
+				f.n -= n;
+				full++;
+				continue;
+			}
+			fprintf(stderr, "Error: couldn't send on '%s': %s\n",
+				c.iface, strerror(errno));
+			close(fd);
+			return 1;
+		}
+		f.n -= n - (unsigned int)r;
+		sent += (uint64_t)r;
+	}
+	t1 = now_s();
+	close(fd);
+	getrusage(RUSAGE_SELF, &ru);
+	/* The time on CPU, which also holds the softirq work the kernel did
+	 * in this process's context (a veth delivers to its peer there). */
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+	if (c.json)
+		printf("{\"sent\":%llu,\"elapsed_s\":%.3f,\"pps\":%.0f,"
+		       "\"device_full\":%llu,\"utime_s\":%.3f,\"stime_s\":%.3f,"
+		       "\"cpu_s\":%.3f}\n",
+		       (unsigned long long)sent, t1 - t0,
+		       t1 > t0 ? sent / (t1 - t0) : 0,
+		       (unsigned long long)full, tv_s(ru.ru_utime),
+		       tv_s(ru.ru_stime), cpu.tv_sec + cpu.tv_nsec / 1e9);
+	else
+		printf("sent %llu SYNs in %.3f s: %.0f packets/s (device full "
+		       "%llu times; CPU %.3f s: user %.3f s, system %.3f s)\n",
+		       (unsigned long long)sent, t1 - t0,
+		       t1 > t0 ? sent / (t1 - t0) : 0,
+		       (unsigned long long)full, cpu.tv_sec + cpu.tv_nsec / 1e9,
+		       tv_s(ru.ru_utime), tv_s(ru.ru_stime));
+	return 0;
+}
