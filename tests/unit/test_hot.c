@@ -1,4 +1,4 @@
-/* Unit test of user/lib/hot.c: a hot tenant's split of rate and burst into k sub-buckets (exact sums, shares within one), the checks on k, sub-bucket keys and their slots, an agent's own sub-bucket and its fallback order and its wait after a top-up, as tables. */
+/* Unit test of user/lib/hot.c: a hot tenant's split of rate and burst into k sub-buckets (exact sums, shares within one), the checks on k, sub-bucket keys and their slots, an agent's own sub-bucket and its fallback order and its wait after a top-up, as tables; and the ledger of where a host's tokens came from. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -299,6 +299,88 @@ static void test_wait(void)
 	}
 }
 
+/* sum of a ledger's records */
+static uint64_t ledger_sum(const struct hot_ledger *l)
+{
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < l->n; i++)
+		n += l->e[i].n;
+	return n;
+}
+
+/* The ledger: refunds go to where the newest grants came from, spent tokens
+ * are the oldest, what paid a debt goes nowhere, what it does not cover goes
+ * home; and whatever the mix, the parts add up to what is given back. */
+static void test_ledger(void)
+{
+	/* each from 10 tokens granted by sub-bucket 1, then 5 by 2 */
+	static const struct {
+		const char *what;
+		uint64_t held, taken, give;
+		uint64_t parts[3];
+	} rows[] = {
+		{ "all back", 15, 15, 15, { 0, 10, 5 } },
+		{ "8 spent: the newest 7 back", 7, 7, 7, { 0, 2, 5 } },
+		{ "a debt of 5 paid first", 15, 15, 10, { 0, 5, 5 } },
+		{ "5 held beyond the ledger (credit) go home", 20, 20, 20, { 5, 10, 5 } },
+		{ "some of them", 15, 6, 6, { 0, 1, 5 } },
+	};
+	struct hot_ledger l;
+	uint64_t parts[HOT_SHARDS_MAX], held = 0, seed = 1;
+
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		memset(&l, 0, sizeof(l));
+		memset(parts, 0, sizeof(parts));
+		hot_ledger_add(&l, 1, 10, 10);
+		hot_ledger_add(&l, 2, 5, rows[r].held < 15 ? rows[r].held : 15);
+		hot_ledger_take(&l, rows[r].held, rows[r].taken, rows[r].give, 0,
+				parts);
+		CHECK(!memcmp(parts, rows[r].parts, sizeof(rows[r].parts)),
+		      "%s: %llu %llu %llu, expected %llu %llu %llu", rows[r].what,
+		      (unsigned long long)parts[0], (unsigned long long)parts[1],
+		      (unsigned long long)parts[2],
+		      (unsigned long long)rows[r].parts[0],
+		      (unsigned long long)rows[r].parts[1],
+		      (unsigned long long)rows[r].parts[2]);
+	}
+	memset(parts, 0, sizeof(parts));
+	hot_ledger_take(NULL, 4, 4, 3, 1, parts);
+	CHECK(parts[1] == 3, "no ledger: %llu to home, expected 3",
+	      (unsigned long long)parts[1]);
+
+	/* any mix: records never beyond what is held nor the maximum, and
+	 * the parts always what is given back */
+	memset(&l, 0, sizeof(l));
+	for (int step = 0; step < 100000; step++) {
+		uint64_t r, taken, give, sum = 0;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		r = seed >> 33;
+		if (r % 3) {
+			uint64_t n = r % 50, spent = (r >> 8) % 20;
+
+			held += n;
+			held -= spent < held ? spent : held;
+			hot_ledger_add(&l, (unsigned int)(r >> 16) % 5, n, held);
+		} else {
+			taken = held ? (r >> 8) % (held + 1) : 0;
+			give = taken ? (r >> 20) % (taken + 1) : 0;
+			memset(parts, 0, sizeof(parts));
+			hot_ledger_take(&l, held, taken, give, 3, parts);
+			held -= taken;
+			for (int i = 0; i < HOT_SHARDS_MAX; i++)
+				sum += parts[i];
+			CHECK(sum == give, "step %d: parts %llu, given %llu", step,
+			      (unsigned long long)sum, (unsigned long long)give);
+		}
+		CHECK(ledger_sum(&l) <= held && l.n <= HOT_LEDGER_MAX,
+		      "step %d: ledger %llu (%u records), held %llu", step,
+		      (unsigned long long)ledger_sum(&l), l.n,
+		      (unsigned long long)held);
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_share);
@@ -309,5 +391,6 @@ int main(void)
 	CHECK_RUN(test_order);
 	CHECK_RUN(test_fallback);
 	CHECK_RUN(test_wait);
+	CHECK_RUN(test_ledger);
 	return check_exit();
 }

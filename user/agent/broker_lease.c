@@ -70,24 +70,6 @@ static uint64_t pay_debt(struct slot *s, uint64_t n)
  * the tenant's rate x T + burst, exactly as one bucket.
  */
 
-#define LEDGER_MAX	(2 * HOT_SHARDS_MAX)
-
-/*
- * Where the tokens the kernel holds of a split tenant came from, oldest
- * grant first.  In the kernel tokens are all alike: the ledger counts the
- * oldest as spent first, so what the kernel holds is the newest grants,
- * and a refund goes back to the sub-bucket those came from.  What it does
- * not cover (the credit, a record that fell off its end) counts as the
- * home sub-bucket's.
- */
-struct hot_ledger {
-	unsigned int n;
-	struct {
-		unsigned int sub;
-		uint64_t n;
-	} e[LEDGER_MAX];
-};
-
 static unsigned int shards_of(const struct policy_tenant *p)
 {
 	return p->shards > 1 ? (unsigned int)p->shards : 1;
@@ -104,72 +86,17 @@ void broker_slot_free(struct slot *s)
 	s->ledger = NULL;
 }
 
-/* Drops the oldest records until the ledger covers no more than held. */
-static void ledger_trim(struct hot_ledger *l, uint64_t held)
-{
-	unsigned int first = 0;
-	uint64_t sum = 0;
-
-	for (unsigned int i = l->n; i-- > 0;) {
-		if (sum + l->e[i].n >= held) {
-			l->e[i].n = held - sum;
-			first = l->e[i].n ? i : i + 1;
-			break;
-		}
-		sum += l->e[i].n;
-	}
-	l->n -= first;
-	memmove(l->e, l->e + first, l->n * sizeof(l->e[0]));
-}
-
-/* n tokens from sub-bucket sub went into the kernel, which now holds held. */
+/* n tokens from sub-bucket sub went into the kernel, which now holds held
+ * (hot_ledger_add(); a split tenant's ledger is made at its first grant). */
 static void ledger_add(struct slot *s, unsigned int sub, uint64_t n, uint64_t held)
 {
-	struct hot_ledger *l = s->ledger;
-
-	if (s->shards <= 1 || !n)
+	if (s->shards <= 1 || (!n && !s->ledger))
 		return;
-	if (!l) {
-		/* without one, refunds go to the home sub-bucket */
-		l = s->ledger = calloc(1, sizeof(*l));
-		if (!l)
-			return;
-	}
-	if (l->n && l->e[l->n - 1].sub == sub) {
-		l->e[l->n - 1].n += n;
-	} else {
-		if (l->n == LEDGER_MAX) {
-			l->n--;
-			memmove(l->e, l->e + 1, l->n * sizeof(l->e[0]));
-		}
-		l->e[l->n].sub = sub;
-		l->e[l->n++].n = n;
-	}
-	ledger_trim(l, held);
-}
-
-/* taken tokens left the kernel, which held `held` before; give of them
- * go back to Redis (the rest paid the debt).  parts[i]: what of give goes
- * to sub-bucket i, the newest grants first. */
-static void ledger_take(struct slot *s, uint64_t held, uint64_t taken,
-			uint64_t give, unsigned int home, uint64_t *parts)
-{
-	struct hot_ledger *l = s->ledger;
-
-	if (l)
-		ledger_trim(l, held);
-	while (l && l->n && taken) {
-		uint64_t *n = &l->e[l->n - 1].n;
-		uint64_t x = *n < taken ? *n : taken, y = x < give ? x : give;
-
-		parts[l->e[l->n - 1].sub] += y;
-		give -= y;
-		taken -= x;
-		*n -= x;
-		if (!*n)
-			l->n--;
-	}
-	parts[home] += give;
+	/* without one, refunds go to the home sub-bucket */
+	if (!s->ledger)
+		s->ledger = calloc(1, sizeof(*s->ledger));
+	if (s->ledger)
+		hot_ledger_add(s->ledger, sub, n, held);
 }
 
 /* The key and limits of sub-bucket i of p (p's one bucket if unsplit). */
@@ -567,7 +494,7 @@ int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
 	if (!taken)
 		return -ENOENT;
 	give = pay_debt(s, taken);
-	ledger_take(s, held, taken, give, home_of(b, t->pol), parts);
+	hot_ledger_take(s->ledger, held, taken, give, home_of(b, t->pol), parts);
 	if (!give)
 		return -ENOENT;
 	for (unsigned int i = 0; i < k; i++) {

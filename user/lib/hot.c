@@ -2,6 +2,7 @@
 /* A hot tenant's sub-buckets: shares, keys, home and fallback order. */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "hot.h"
 
@@ -72,4 +73,58 @@ uint64_t hot_wait_ms(unsigned int k, uint64_t got, uint64_t want,
 	if (k > 1 && got >= want)
 		return 0;
 	return min_wait_ms;
+}
+
+/* Drops the oldest records until the ledger covers no more than held. */
+static void ledger_trim(struct hot_ledger *l, uint64_t held)
+{
+	unsigned int first = 0;
+	uint64_t sum = 0;
+
+	for (unsigned int i = l->n; i-- > 0;) {
+		if (sum + l->e[i].n >= held) {
+			l->e[i].n = held - sum;
+			first = l->e[i].n ? i : i + 1;
+			break;
+		}
+		sum += l->e[i].n;
+	}
+	l->n -= first;
+	memmove(l->e, l->e + first, l->n * sizeof(l->e[0]));
+}
+
+void hot_ledger_add(struct hot_ledger *l, unsigned int sub, uint64_t n,
+		    uint64_t held)
+{
+	if (n && l->n && l->e[l->n - 1].sub == sub) {
+		l->e[l->n - 1].n += n;
+	} else if (n) {
+		if (l->n == HOT_LEDGER_MAX) {
+			l->n--;
+			memmove(l->e, l->e + 1, l->n * sizeof(l->e[0]));
+		}
+		l->e[l->n].sub = sub;
+		l->e[l->n++].n = n;
+	}
+	/* what was spent since the last look is gone, n or not */
+	ledger_trim(l, held);
+}
+
+void hot_ledger_take(struct hot_ledger *l, uint64_t held, uint64_t taken,
+		     uint64_t give, unsigned int home, uint64_t *parts)
+{
+	if (l)
+		ledger_trim(l, held);
+	while (l && l->n && taken) {
+		uint64_t *n = &l->e[l->n - 1].n;
+		uint64_t x = *n < taken ? *n : taken, y = x < give ? x : give;
+
+		parts[l->e[l->n - 1].sub] += y;
+		give -= y;
+		taken -= x;
+		*n -= x;
+		if (!*n)
+			l->n--;
+	}
+	parts[home] += give;
 }

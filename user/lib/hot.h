@@ -62,4 +62,36 @@ unsigned int hot_order(unsigned int home, unsigned int k, unsigned int n);
 uint64_t hot_wait_ms(unsigned int k, uint64_t got, uint64_t want,
 		     uint64_t min_wait_ms);
 
+/*
+ * Where the tokens a host holds of a split tenant came from, oldest grant
+ * first, so that a refund goes back to the sub-bucket its tokens came from.
+ * Held tokens are all alike: the ledger counts the oldest as spent first,
+ * so what the host holds is its newest grants.  What it does not cover
+ * (tokens held on credit, a record that fell off its end) counts as the
+ * home sub-bucket's.  A zeroed one is empty.
+ */
+#define HOT_LEDGER_MAX		(2 * HOT_SHARDS_MAX)
+
+struct hot_ledger {
+	unsigned int n;
+	struct {
+		unsigned int sub;
+		uint64_t n;
+	} e[HOT_LEDGER_MAX];
+};
+
+/* n tokens from sub-bucket sub were added to what the host holds, which
+ * is held now (n included): the oldest records beyond held are dropped
+ * as spent, and the oldest of all when the ledger is full. */
+void hot_ledger_add(struct hot_ledger *l, unsigned int sub, uint64_t n,
+		    uint64_t held);
+
+/* taken tokens left the host, which held `held` before; give of them
+ * (at most taken) go back to Redis, the rest paid what the host owed.
+ * Adds to parts[i] (k entries) what of give goes to sub-bucket i: the
+ * newest grants first, what the ledger does not cover to home.  l may be
+ * NULL (all to home). */
+void hot_ledger_take(struct hot_ledger *l, uint64_t held, uint64_t taken,
+		     uint64_t give, unsigned int home, uint64_t *parts);
+
 #endif /* RL_HOT_H */
