@@ -154,3 +154,26 @@ under_limit() {
 		"$(calc "$lim + $bound")"
 	expect_between "Redis calls per admitted connection" "$(calc "$calls / $adm")" 0 0.1
 }
+
+# Split while at the limit: the sub-buckets start full, as any new bucket,
+# while the whole bucket was spent: at most one burst more than the bound.
+@test "1000/s at 150% of the limit, split into 3 sub-buckets halfway: at least 97% of rate x T + burst, at most that plus the bound and one burst" {
+	local out=$BATS_TEST_TMPDIR/load.json adm t lim bound pid
+
+	limit_tenant resplit 1000
+	offer "$out" 1500 "$SECS" 1 1 1 &
+	pid=$!
+	fleet_bg_track "$pid"
+	sleep "$(calc "$SECS / 2")"
+	rls 1 tenant set resplit --shards 3 >/dev/null
+	wait "$pid"
+	adm=$(total "$out" connected)
+	t=$(jq -s 'map(.elapsed_s) | max' "$out")
+	lim=$(calc "1000 * $t + 100")
+	bound=$(fleet_stat 1 resplit overshoot_bound)
+	echo "resplit: admitted $adm in $t s; rate x T + burst = $lim, bound $bound + burst 100"
+	expect_eq "shards as host 2 holds the tenant" \
+		"$(rls 2 --json tenant get resplit | jq .shards)" 3
+	expect_between "admitted at 150% of the limit" "$adm" "$(calc "0.97 * $lim")" \
+		"$(calc "$lim + $bound + 100")"
+}
