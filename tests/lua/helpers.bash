@@ -5,27 +5,58 @@
 TOP=${RLGATE_TOP:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
 U=3600000000	# bucket units per token (see docs/redis.md)
 
+# redis_spawn ARGS...: redis-server on $RSOCK with ARGS, daemonized;
+# returns once it answers, 1 if it exited first or stayed silent for 5 s.
+redis_spawn() {
+	local i pid
+
+	rm -f "$RDIR/redis.pid"
+	redis-server --port 0 --unixsocket "$RSOCK" --unixsocketperm 700 \
+		--save '' --appendonly no --dir "$RDIR" \
+		--pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log" \
+		"$@" --daemonize yes >/dev/null || return 1
+	for ((i = 0; i < 100; i++)); do
+		[[ -S $RSOCK && -s $RDIR/redis.pid ]] &&
+			redis-cli -s "$RSOCK" PING 2>/dev/null | grep -q PONG && return 0
+		pid=$(cat "$RDIR/redis.pid" 2>/dev/null)
+		[[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# free_port: a TCP port nothing listens on now (a bind may still lose the
+# race to another process: the caller tries again).
+free_port() {
+	local p
+
+	while :; do
+		p=$(shuf -i 20000-59999 -n 1)
+		[[ -z $(ss -Htln "sport = :$p") ]] && echo "$p" && return 0
+	done
+}
+
 # Starts redis-server in a fresh temp dir and loads every lua/*.lua; the SHA
 # of lua/x.lua is exported as SHA_x.  Called from setup_file.  With
 # "cluster": a Redis Cluster of this one node serving every slot, which
 # refuses, as any cluster does, a call whose keys are in different slots.
+# Its cluster bus needs a TCP port even without a client port: a free one
+# on 127.0.0.1 (the default, 10000 next to port 0, is one every other such
+# node on the host wants too).
 redis_start() {
-	local mode=${1:-} extra=()
+	local mode=${1:-} n
 	export RDIR
 	RDIR=$(mktemp -d "${BATS_RUN_TMPDIR:-/tmp}/rlredis.XXXXXX")
 	export RSOCK=$RDIR/redis.sock
-	[[ $mode == cluster ]] &&
-		extra=(--cluster-enabled yes --cluster-config-file "$RDIR/nodes.conf")
-	redis-server --port 0 --unixsocket "$RSOCK" --unixsocketperm 700 \
-		--save '' --appendonly no --dir "$RDIR" \
-		--pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log" \
-		"${extra[@]}" --daemonize yes >/dev/null || return 1
+	if [[ $mode == cluster ]]; then
+		for ((n = 0; n < 5; n++)); do
+			redis_spawn --cluster-enabled yes --cluster-config-file "$RDIR/nodes.conf" \
+				--bind 127.0.0.1 --cluster-port "$(free_port)" && break
+		done
+	else
+		redis_spawn
+	fi
 	local i
-	for ((i = 0; i < 100; i++)); do
-		[[ -S $RSOCK && -s $RDIR/redis.pid ]] &&
-			redis-cli -s "$RSOCK" PING 2>/dev/null | grep -q PONG && break
-		sleep 0.05
-	done
 	redis-cli -s "$RSOCK" PING | grep -q PONG || {
 		echo "redis-server did not start:" >&2
 		cat "$RDIR/redis.log" >&2
