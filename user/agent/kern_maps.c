@@ -99,6 +99,11 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 			preload_slot_fresh(k->preload, slot);
 		rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
 				  k->leased, k->fail_agents, loop_now_ns());
+		/* what the pool held when the agent started: no more than a
+		 * host may hold of the tenant */
+		if (k->leased)
+			preload_tokens_bound(k->preload, slot,
+					     policy_overshoot_budget(t));
 		preload_changed(k->preload);
 	}
 }
@@ -418,7 +423,7 @@ void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
 		       uint64_t *kernel, uint64_t *preload)
 {
 	*kernel = rl_slot_tokens(&k->tenants[slot], now_ns);
-	*preload = !k->preload ? 0 : k->leased ? preload_tokens(k->preload, slot) :
+	*preload = !k->preload ? 0 : k->leased ? preload_spendable(k->preload, slot) :
 		   rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
 }
 

@@ -43,7 +43,7 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 		 uint32_t cls_half, uint32_t max_tenants)
 {
 	struct preload *p = calloc(1, sizeof(*p));
-	uint64_t dropped = 0;
+	uint64_t spare = 0;
 	int err;
 
 	if (!p)
@@ -84,19 +84,21 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 		rl_pool_tenant_stats(&p->pool, s, &st);
 		p->pool_seen[s] = st.admitted + st.denied;
 		p->conns_found[s] = -1;
-		/* Leased tokens left by the agent before are in no ledger of
-		 * this one: whether it gave them or a process of the group
-		 * wrote them cannot be told, so they go (a clean stop
-		 * refunded them already; after a crash they are a lease
-		 * spent by nobody). */
+		/* Leased tokens left in the pool were given by the agent
+		 * before, or written by a process of the group: which, cannot
+		 * be told.  The preloaded programs spend them as before (no
+		 * refusal while this agent starts), but they are never taken
+		 * back into the kernel or refunded. */
 		if (__atomic_load_n(&p->pool.tenants[s].mode, __ATOMIC_ACQUIRE) ==
-		    RL_MODE_LEASED)
-			dropped += rl_slot_tokens_take(&p->pool.tenants[s], 0);
+		    RL_MODE_LEASED) {
+			rl_ledger_adopt(&p->pool.tenants[s], &p->ledger[s]);
+			spare += p->ledger[s].spare;
+		}
 	}
-	if (dropped)
-		log_info("preload pool '%s': %llu leased token(s) left in it "
-			 "dropped (not leased by this agent)", path,
-			 (unsigned long long)dropped);
+	if (spare)
+		log_info("preload pool '%s': %llu leased token(s) left in it, "
+			 "spent there and never refunded (not leased by this "
+			 "agent)", path, (unsigned long long)spare);
 	*out = p;
 	return 0;
 }
@@ -123,7 +125,7 @@ void preload_slot_fresh(struct preload *p, uint32_t slot)
 	memset(&p->pool.stats[slot], 0, sizeof(p->pool.stats[slot]));
 	p->pool_seen[slot] = 0;
 	/* rl_slot_configure empties the slot's tokens */
-	p->ledger[slot] = 0;
+	p->ledger[slot] = (struct rl_ledger){ 0 };
 	p->forged[slot] = p->forged_logged[slot] = p->forged_log_ns[slot] = 0;
 	p->conns_found[slot] = -1;
 }
@@ -158,9 +160,20 @@ void preload_tokens_trim(struct preload *p, uint32_t slot)
 					     &p->ledger[slot]));
 }
 
+void preload_tokens_bound(struct preload *p, uint32_t slot, uint64_t max)
+{
+	count_forged(p, slot, rl_ledger_bound(&p->pool.tenants[slot],
+					      &p->ledger[slot], max));
+}
+
 uint64_t preload_tokens(const struct preload *p, uint32_t slot)
 {
-	return rl_ledger_tokens(&p->pool.tenants[slot], p->ledger[slot]);
+	return rl_ledger_tokens(&p->pool.tenants[slot], &p->ledger[slot]);
+}
+
+uint64_t preload_spendable(const struct preload *p, uint32_t slot)
+{
+	return rl_ledger_spendable(&p->pool.tenants[slot], &p->ledger[slot]);
 }
 
 uint64_t preload_forged(const struct preload *p, uint32_t slot)

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 #include <jansson.h>
 
+#include "ledger.h"
 #include "pool.h"
 
 struct policy_tenant;
@@ -34,7 +35,7 @@ struct preload {
 	/* per slot, the ledger of leased tokens the agent gave the pool
 	 * (user/lib/ledger.h): the pool is writable by every process of its
 	 * group, so what it holds is never believed beyond it */
-	uint64_t *ledger;
+	struct rl_ledger *ledger;
 	uint64_t *forged;	/* tokens found forged, since the slot's tenant
 				 * came */
 	uint64_t *forged_logged;	/* ... when last logged */
@@ -79,15 +80,21 @@ void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out)
  * preload_tokens_add gives n (0: only re-arms the low-water mark);
  * preload_tokens_take takes up to max back (0: all), never more than the
  * ledger holds; preload_tokens_trim takes out what a process of the
- * pool's group forged (counted, and logged by preload_forged_log).
- * preload_tokens: what the agent believes the pool holds (in fleet mode,
- * whatever mode the pool's slot says: that too a process may write).
+ * pool's group forged (counted, and logged by preload_forged_log), and
+ * preload_tokens_bound what the pool held when the agent started beyond
+ * max, the most a host may hold of the tenant.
+ * preload_tokens: what the agent believes the pool holds of the host's
+ * lease (in fleet mode, whatever mode the pool's slot says: that too a
+ * process may write); preload_spendable: those and the tokens it found
+ * in the pool when it started (spent there, never taken back).
  */
 void preload_tokens_add(struct preload *p, uint32_t slot, uint64_t n,
 			int64_t lowwater);
 uint64_t preload_tokens_take(struct preload *p, uint32_t slot, uint64_t max);
 void preload_tokens_trim(struct preload *p, uint32_t slot);
+void preload_tokens_bound(struct preload *p, uint32_t slot, uint64_t max);
 uint64_t preload_tokens(const struct preload *p, uint32_t slot);
+uint64_t preload_spendable(const struct preload *p, uint32_t slot);
 
 /* Tokens found forged in slot since its tenant came. */
 uint64_t preload_forged(const struct preload *p, uint32_t slot);

@@ -12,35 +12,56 @@
 #include "rlgate.h"
 
 /*
- * A ledger is the agent's own count of a slot's leased tokens: raised by
- * what it adds, lowered by what it takes and by every spend it sees (a
- * count read below the ledger); never above what it gave less what it took.
- * A count read above it was raised by someone else: a forgery.
- *
- * rl_ledger_check: of a count seen in the slot, *trusted gets what the
- * agent may believe (min(seen, ledger), never below 0), and the return is
- * the forged excess (seen - ledger, or 0).
+ * The agent's own count of a slot's leased tokens, in two parts:
+ *   given  what it gave the slot, less what it took back and every spend
+ *          it saw (a count read below the ledger): never above what it
+ *          gave less what it took, and the most it ever takes back;
+ *   spare  what the slot held when the agent started (left by the agent
+ *          before it, or written by anyone): spent there, never taken
+ *          back.  Spends are counted against it first.
+ * A count read above given + spare was raised by someone else: a forgery.
  */
-uint64_t rl_ledger_check(int64_t seen, uint64_t ledger, uint64_t *trusted);
+struct rl_ledger {
+	uint64_t given;
+	uint64_t spare;
+};
+
+/* A count seen in the slot: the forged excess above given + spare (the
+ * ledger unchanged), or 0 with the spends it shows counted in l. */
+uint64_t rl_ledger_see(struct rl_ledger *l, int64_t seen);
+
+/* A ledger for a slot found holding tokens when the agent starts: all
+ * spare. */
+void rl_ledger_adopt(const struct rl_tenant *rt, struct rl_ledger *l);
+
+/* No more spare tokens than max (the most a host may hold of the
+ * tenant): beyond that they were written, not given, and are taken out as
+ * rl_ledger_trim does.  Returns the tokens forged. */
+uint64_t rl_ledger_bound(struct rl_tenant *rt, struct rl_ledger *l,
+			 uint64_t max);
 
 /* Brings the slot back to its ledger: a forged excess is taken out (and
  * dropped, never given to anyone), a spend lowers the ledger.  Returns the
  * tokens forged.  Safe while readers spend from rt. */
-uint64_t rl_ledger_trim(struct rl_tenant *rt, uint64_t *ledger);
+uint64_t rl_ledger_trim(struct rl_tenant *rt, struct rl_ledger *l);
 
 /* Adds n granted tokens to the slot (rl_slot_tokens_add) and the ledger. */
-void rl_ledger_add(struct rl_tenant *rt, uint64_t *ledger, uint64_t n,
+void rl_ledger_add(struct rl_tenant *rt, struct rl_ledger *l, uint64_t n,
 		   int64_t lowwater);
 
 /* Takes up to max tokens back (0: all), after rl_ledger_trim and never
- * more than the ledger holds; *forged (may be NULL) gets what the trim
- * found.  Returns the tokens taken. */
-uint64_t rl_ledger_take(struct rl_tenant *rt, uint64_t *ledger, uint64_t max,
+ * more than given; *forged (may be NULL) gets what the trim found.
+ * Returns the tokens taken. */
+uint64_t rl_ledger_take(struct rl_tenant *rt, struct rl_ledger *l, uint64_t max,
 			uint64_t *forged);
 
-/* The tokens the slot holds as far as the agent believes: min(count,
- * ledger). */
-uint64_t rl_ledger_tokens(const struct rl_tenant *rt, uint64_t ledger);
+/* The slot's tokens as far as the ledger goes: rl_ledger_tokens, the
+ * agent's own (min(count, given)), what it counts as the host's lease;
+ * rl_ledger_spendable, those and the spare ones (min(count, given +
+ * spare)). */
+uint64_t rl_ledger_tokens(const struct rl_tenant *rt, const struct rl_ledger *l);
+uint64_t rl_ledger_spendable(const struct rl_tenant *rt,
+			     const struct rl_ledger *l);
 
 /*
  * Connections in flight in a slot the agent cannot count itself: the
