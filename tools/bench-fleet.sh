@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fleet-mode benchmark: three hosts, each with rlagent leasing from one Redis.
-# One client offering 1.5x a tenant's limit skewed 90/5/5 over the hosts:
+# First the lease calls per second one agent drives when every connection
+# needs one (8 tenants with leases of one token, both clients offering
+# FLEET_BENCH_DRIVE/s each, default 3000).  Then one client offering 1.5x a tenant's limit skewed 90/5/5 over the hosts:
 # how close the fleet comes to the limit and how many Redis calls each
 # admitted connection costs, with adaptive leases and with leases of one
 # token (one call per connection).  Then two clients offering 85% and 95% of
@@ -9,7 +11,7 @@
 # the limit is false refusals.  Prints `name value unit` lines.  Exits 1 when
 # the benchmark could not run; the figures themselves are results, not errors.
 # With FLEET_BENCH_REDIS=cluster the agents lease from a Redis Cluster of
-# three masters instead (--redis cluster:...), and only the first two
+# three masters instead (--redis cluster:...), and only the first three
 # scenarios run: their figures are named fleet_cluster_*.
 #   tools/bench-fleet.sh [BUILD_DIR]      (root; FLEET_BENCH_SECONDS, default 10)
 set -uo pipefail
@@ -19,6 +21,7 @@ build=${1:-build}
 [[ $build == /* ]] || build=$PWD/$build
 secs=${FLEET_BENCH_SECONDS:-10}
 big=${FLEET_BENCH_RATE:-3000}	# the false-refusal scenarios' limit, per second
+drive_rate=${FLEET_BENCH_DRIVE:-3000}	# per client, in the one-agent scenario
 rate=200		# the tenant's limit, per second
 burst=20
 offered=300		# per second, from one client
@@ -43,6 +46,9 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 2)); then
 fi
 [[ $mode == @(single|cluster) ]] ||
 	die "FLEET_BENCH_REDIS '$mode': expected single or cluster"
+if ! [[ $drive_rate =~ ^[0-9]+$ ]] || ((drive_rate < 100)); then
+	die "FLEET_BENCH_DRIVE '$drive_rate': expected a whole number of connections per second, at least 100"
+fi
 if ! [[ $big =~ ^[0-9]+$ ]] || ((big < 100)); then
 	die "FLEET_BENCH_RATE '$big': expected a whole number of connections per second, at least 100"
 fi
@@ -159,6 +165,61 @@ scenario() {
 		((n < 40)) || { echo "tenant '$name' still on s$i after deletion" >&2; return 1; }
 	done
 }
+
+# drive: the lease calls per second one agent makes when every connection
+# needs one.  Eight tenants on host 1 (client 1 and client 2 x ports
+# 8080-8083) with leases of one token (--overshoot 3: 3 agents x 1) and a
+# limit far above the load; both clients offer $drive_rate/s each over the
+# four ports for $secs s.  A tenant has one lease in flight at a time and
+# a SYN that comes while it is on its way finds no token, so what is
+# admitted is what the agent and Redis answered, not what was offered.
+# Prints "redis_calls attempts admitted".
+drive() {
+	local c p i n calls=0 out1 out2 targets=()
+
+	for p in 8081 8082 8083; do
+		ip netns exec "$lab-s1" "$build/loadgen" --serve "192.0.2.11:$p" \
+			>/dev/null 2>"$work/s1/serve-$p.log" &
+		pids+=($!)
+		disown $!
+	done
+	for p in 8080 8081 8082 8083; do
+		targets+=("192.0.2.11:$p")
+		for c in 1 2; do
+			rl 1 tenant set "drive-c$c-$p" --rate 100000/s --burst 1000 --overshoot 3 \
+				--match "192.0.2.$((48 + 16 * c))/28" --port "$p" --action rst \
+				>/dev/null || return 1
+		done
+	done
+	sleep 2
+	for c in 1 2; do
+		ip netns exec "$lab-c$c" "$build/loadgen" --json --rate "$drive_rate" \
+			--duration "$secs" "${targets[@]}" >"$work/drive-c$c.json" 2>"$work/loadgen.err" &
+		pids+=($!)
+	done
+	wait "${pids[-1]}" "${pids[-2]}" 2>/dev/null
+	out1=$(cat "$work/drive-c1.json") && out2=$(cat "$work/drive-c2.json") || return 1
+	sleep 1.2
+	for p in 8080 8081 8082 8083; do
+		for c in 1 2; do
+			n=$(rl 1 --json stats "drive-c$c-$p" | jq -er '.[0].redis_calls') || return 1
+			calls=$((calls + n))
+			rl 1 tenant del "drive-c$c-$p" >/dev/null || return 1
+		done
+	done
+	jq -nr --argjson a "$out1" --argjson b "$out2" --arg c "$calls" \
+		'"\($c) \($a.total.attempts + $b.total.attempts) \($a.total.connected + $b.total.connected)"'
+}
+
+drive >"$work/drive" || die "the one-agent lease-call scenario did not run"
+read -r dcalls dattempts dadm <"$work/drive"
+[[ $mode == cluster ]] && dname=fleet_cluster || dname=fleet
+echo "# one agent, 8 tenants with leases of 1 token, $((2 * drive_rate))/s offered for $secs s" \
+	"($mode Redis): $dcalls lease calls, $dadm of $dattempts admitted"
+awk -v c="$dcalls" -v o="$dattempts" -v a="$dadm" -v s="$secs" -v n="$dname" 'BEGIN {
+	printf "%s_one_agent_lease_calls_per_s %.0f calls/s\n", n, c / s
+	printf "%s_one_agent_admitted_ratio %.3f ratio\n", n, a / o
+}'
 
 scenario fleet-bench >"$work/adaptive" || die "the adaptive-lease scenario did not run"
 read -r adm calls leases bound lease <"$work/adaptive"
