@@ -25,6 +25,24 @@ pget() { r EVALSHA "$SHA_policy_get" 1 "rl:{t:$1}:policy" | paste -sd' '; }
 	[ "$(r SISMEMBER rl:tenants web)" = 1 ]
 }
 
+@test "policy_get reads many tenants in one call, a pair per key in their order, missing and deleted ones included" {
+	pset many1 7 '{"v":1}' >/dev/null
+	pset many2 8 '{"v":2}' >/dev/null
+	pset many2 9 '' >/dev/null
+	[ "$(r EVALSHA "$SHA_policy_get" 4 'rl:{t:many1}:policy' 'rl:{t:none}:policy' \
+		'rl:{t:many2}:policy' 'rl:{t:many1}:policy' | paste -sd' ')" = \
+		'7 {"v":1} 0  9  7 {"v":1}' ]
+	# a sync's chunk of 500 keys
+	keys=()
+	for i in {1..500}; do keys+=("rl:{t:many$i}:policy"); done
+	[ "$(r EVALSHA "$SHA_policy_get" 500 "${keys[@]}" | wc -l)" = 1000 ]
+}
+
+@test "policy_get without a key is refused" {
+	run r EVALSHA "$SHA_policy_get" 0
+	[[ $output == *"policy_get takes 1 or more keys"* ]]
+}
+
 @test "an older or equal version never overwrites a newer one (re-seeding keeps the newest)" {
 	pset api 5 '{"v":5}' >/dev/null
 	[ "$(pset api 4 '{"v":4}')" = "0 5" ]

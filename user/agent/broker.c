@@ -293,6 +293,9 @@ void broker_close(struct broker *b)
 	free(b->shards);
 	broker_sentinel_close(b);
 	free(b->want);
+	free(b->scan);
+	broker_publish_drop(b);
+	free(b->pubq);
 	free(b->waiting);
 	redis_tls_put(b->tls);
 	free(b->password);

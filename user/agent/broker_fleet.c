@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker_int.h"
+#include "cluster.h"
 #include "log.h"
 #include "namediff.h"
 
@@ -150,77 +151,155 @@ static void index_tenant(struct broker *b, const char *name, bool add)
 	broker_command(b, "rl:tenants", 3, argv, on_index, b);
 }
 
+/*
+ * Publishing.  Changes wait in a queue and go out at most PUBLISH_WINDOW
+ * calls at a time: an apply of 100,000 tenants is 100,000 policy_set calls,
+ * and sent at once they would hold Redis for a second, past every agent's
+ * call timeout (this one's too); a few at a time, the other clients' calls
+ * are served between them.  The queue is dropped when a call cannot go
+ * (the connection is gone): the sync after the reconnect offers the store
+ * whatever it lacks (reseed()).
+ */
+#define PUBLISH_WINDOW		16
+
+static void publish_pump(struct broker *b);
+
+void broker_publish_drop(struct broker *b)
+{
+	for (size_t i = b->pub_head; i < b->n_pub; i++)
+		free(b->pubq[i].json);
+	b->pub_head = b->n_pub = 0;
+}
+
 static void on_policy_set(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
+	struct broker *b = c->b;
 	redisReply *r = reply;
 
 	(void)ac;
+	b->pub_inflight--;
 	/* A deletion stored: the index, in another slot, is told after. */
-	if (c->b->cc && c->tomb && broker_int_array(r, 2) &&
+	if (b->cc && c->tomb && broker_int_array(r, 2) &&
 	    r->element[0]->integer == 1)
-		index_tenant(c->b, c->name, false);
+		index_tenant(b, c->name, false);
 	if (!broker_int_array(r, 2)) {
 		/* Not stored (say, -BUSY): the fleet would never hear of
 		 * this change; the next sync offers it again. */
 		if (r)
-			c->b->sync_again = true;
-		broker_call_failed(c->b, S_POLICY_SET, r);
+			b->sync_again = true;
+		broker_call_failed(b, S_POLICY_SET, r);
 	} else {
-		breaker_success(c->b);
+		breaker_success(b);
 	}
 	if (broker_int_array(r, 2) && r->element[0]->integer == 0)
 		log_debug("policy of '%s': the fleet has a newer version (%lld)",
 			  c->name, r->element[1]->integer);
 	free(c);
+	publish_pump(b);
 }
 
-/* Stores one tenant's policy (t NULL: a tombstone, kept in Redis for what
- * is left of its time, and not at all once that is over) with its version. */
-static void policy_publish(struct broker *b, const char *name, uint64_t version,
-			   const struct policy_tenant *t)
+/* Sends p; -ENOTCONN or -ENOMEM. */
+static int publish_send(struct broker *b, const struct pub *p)
 {
-	char key[128], ver[24], ttl[24], *json = NULL;
-	const char *args[] = { key, "rl:tenants", name, ver, "", ttl };
-	uint64_t left = b->h.tomb_left_ms(b->h.ctx, version);
-	struct call *c;
+	char key[128], ver[24], ttl[24];
+	const char *args[] = { key, "rl:tenants", p->name, ver, p->json ? p->json : "",
+			       ttl };
+	struct call *c = calloc(1, sizeof(*c));
+	int err;
 
-	if (!t && !left)
-		return;
-	/* Ignored for a policy, but it must be valid. */
-	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(left ? left : 1));
-	if (t) {
-		json_t *j = policy_tenant_to_json(t);
-
-		json = j ? json_dumps(j, JSON_COMPACT) : NULL;
-		json_decref(j);
-		if (!json)
-			return;
-		args[4] = json;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		free(json);
-		return;
-	}
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	c->tomb = !t;
-	snprintf(key, sizeof(key), "rl:{t:%s}:policy", name);
-	snprintf(ver, sizeof(ver), "%llu", (unsigned long long)version);
+	if (!c)
+		return -ENOMEM;
+	snprintf(c->name, sizeof(c->name), "%s", p->name);
+	c->tomb = !p->json;
+	snprintf(key, sizeof(key), "rl:{t:%s}:policy", p->name);
+	snprintf(ver, sizeof(ver), "%llu", (unsigned long long)p->version);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)p->ttl_ms);
 	if (b->cc) {
 		/* rl:tenants is in another slot: the index is told of a
 		 * policy before it is stored, and of a deletion after
 		 * (docs/redis.md). */
-		const char *one[] = { key, name, ver, args[4], ttl };
+		const char *one[] = { key, p->name, ver, args[4], ttl };
 
-		if (t)
-			index_tenant(b, name, true);
-		if (broker_eval(b, S_POLICY_SET, 1, one, 5, on_policy_set, c))
-			free(c);
-	} else if (broker_eval(b, S_POLICY_SET, 2, args, 6, on_policy_set, c)) {
-		free(c);
+		if (p->json)
+			index_tenant(b, p->name, true);
+		err = broker_eval(b, S_POLICY_SET, 1, one, 5, on_policy_set, c);
+	} else {
+		err = broker_eval(b, S_POLICY_SET, 2, args, 6, on_policy_set, c);
 	}
-	free(json);
+	if (err)
+		free(c);
+	else
+		b->pub_inflight++;
+	return err;
+}
+
+static void publish_pump(struct broker *b)
+{
+	while (b->pub_inflight < PUBLISH_WINDOW && b->pub_head < b->n_pub) {
+		struct pub *p = &b->pubq[b->pub_head];
+
+		if (publish_send(b, p)) {
+			broker_publish_drop(b);
+			return;
+		}
+		free(p->json);
+		b->pub_head++;
+	}
+	if (b->pub_head == b->n_pub)
+		b->pub_head = b->n_pub = 0;
+}
+
+/* Stores one tenant's policy (t NULL: a tombstone, kept in Redis for what
+ * is left of its time, and not at all once that is over) with its version:
+ * queued, and sent in turn. */
+static void policy_publish(struct broker *b, const char *name, uint64_t version,
+			   const struct policy_tenant *t)
+{
+	uint64_t left = b->h.tomb_left_ms(b->h.ctx, version);
+	struct pub *p;
+
+	if (!t && !left)
+		return;
+	if (b->n_pub == b->cap_pub) {
+		size_t cap = b->cap_pub ? b->cap_pub * 2 : 64;
+		void *q;
+
+		/* the sent part of the queue first */
+		if (b->pub_head) {
+			memmove(b->pubq, b->pubq + b->pub_head,
+				(b->n_pub - b->pub_head) * sizeof(*b->pubq));
+			b->n_pub -= b->pub_head;
+			b->pub_head = 0;
+		}
+		if (b->n_pub == b->cap_pub) {
+			q = realloc(b->pubq, cap * sizeof(*b->pubq));
+			if (!q) {
+				b->sync_again = true;
+				return;
+			}
+			b->pubq = q;
+			b->cap_pub = cap;
+		}
+	}
+	p = &b->pubq[b->n_pub];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->version = version;
+	/* Ignored for a policy, but it must be valid. */
+	p->ttl_ms = left ? left : 1;
+	if (t) {
+		json_t *j = policy_tenant_to_json(t);
+
+		p->json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+		if (!p->json) {
+			b->sync_again = true;
+			return;
+		}
+	}
+	b->n_pub++;
+	publish_pump(b);
 }
 
 /* Names are matched through namediff (sorted once), not old against new
@@ -280,16 +359,31 @@ void broker_policy_changed(struct broker *b, const struct broker_tenant *old,
  * deletion would then leave the host with neither.  A change that cannot
  * be applied yet waits, and is read again with every batch and every
  * second until it goes in (or the store has moved on).
+ *
+ * A batch is read POLICY_GET_KEYS tenants to a policy_get call (on a Redis
+ * Cluster, tenants of one slot to a call), at most POLICY_GET_WINDOW calls
+ * in flight: a sync of 100,000 tenants is 200 calls of a millisecond or so
+ * of Redis's time each, between which the other agents' calls are served,
+ * and never a queue that would trip this agent's call timeout.
  */
 #define POLICY_BATCH_MS		20
+#define POLICY_GET_KEYS		500
+#define POLICY_GET_WINDOW	4
+#define POLICY_SCAN_COUNT	"1000"	/* rl:tenants names per SSCAN page */
 
 struct read_batch {
-	size_t n, left;
+	size_t n;
+	size_t next;		/* the first tenant not asked for yet */
+	size_t left;		/* calls in flight */
 	bool lost;		/* the connection went: the next sync reads it all */
+	bool sync;		/* a sync: re-seed what the store lacks after */
 	struct broker_fleet_update *u;
+	unsigned int *slot;	/* Redis Cluster: u[i]'s hash slot */
 };
 
-static void policy_read(struct broker *b);
+typedef char name_buf[POLICY_NAME_MAX + 1];
+
+static void policy_read(struct broker *b, bool sync);
 
 static void on_want_timer(struct loop_timer *t, void *arg)
 {
@@ -297,58 +391,75 @@ static void on_want_timer(struct loop_timer *t, void *arg)
 
 	(void)t;
 	b->want_timer = NULL;
-	policy_read(b);
+	policy_read(b, false);
+}
+
+/* Appends name to the list *v of *n names (room for *cap); -ENOMEM. */
+static int names_add(name_buf **v, size_t *n, size_t *cap, const char *name)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		void *p = realloc(*v, c * sizeof(**v));
+
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = c;
+	}
+	snprintf((*v)[(*n)++], sizeof(**v), "%s", name);
+	return 0;
 }
 
 /* Reads name with the next batch. */
 static void want_policy(struct broker *b, const char *name)
 {
-	if (b->n_want == b->cap_want) {
-		size_t cap = b->cap_want ? b->cap_want * 2 : 64;
-		void *p = realloc(b->want, cap * sizeof(*b->want));
-
-		if (!p)
-			return;
-		b->want = p;
-		b->cap_want = cap;
-	}
-	snprintf(b->want[b->n_want++], sizeof(*b->want), "%s", name);
+	if (names_add(&b->want, &b->n_want, &b->cap_want, name))
+		return;
 	if (!b->want_timer &&
 	    loop_timer_add(host_loop(b), POLICY_BATCH_MS, 0, on_want_timer, b,
 			   &b->want_timer))
 		b->want_timer = NULL;
 }
 
-static bool name_in(char (*names)[POLICY_NAME_MAX + 1], size_t n, const char *name)
+static int name_cmp(const void *x, const void *y)
 {
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(names[i], name) == 0)
-			return true;
-	return false;
+	return strcmp(x, y);
 }
 
-/* The fleet's changes that could not be applied: kept for the next read.
- * Logged when one starts to wait (it is normal for a moment, while a
- * rename's second half is on its way; for long, it means two tenants of the
- * store claim the same prefix). */
+static int update_cmp(const void *x, const void *y)
+{
+	const struct broker_fleet_update *a = x, *b = y;
+
+	return strcmp(a->name, b->name);
+}
+
+static bool name_in(name_buf *sorted, size_t n, const char *name)
+{
+	return n && bsearch(name, sorted, n, sizeof(*sorted), name_cmp);
+}
+
+/* The fleet's changes that could not be applied: kept for the next read,
+ * sorted.  Logged when one starts to wait (it is normal for a moment,
+ * while a rename's second half is on its way; for long, it means two
+ * tenants of the store claim the same prefix).  u sorted by name. */
 static void set_waiting(struct broker *b, const struct broker_fleet_update *u,
 			size_t n, const bool *wait)
 {
 	size_t k = 0, cap = b->n_waiting + n;
-	char (*next)[POLICY_NAME_MAX + 1] = calloc(cap ? cap : 1, sizeof(*next));
+	name_buf *next = calloc(cap ? cap : 1, sizeof(*next));
 
 	if (!next)
 		return;
+	/* those this batch did not read (another batch's) wait on */
 	for (size_t i = 0; i < b->n_waiting; i++) {
-		bool read = false;
+		struct broker_fleet_update key;
 
-		for (size_t j = 0; j < n && !read; j++)
-			read = strcmp(u[j].name, b->waiting[i]) == 0;
-		if (!read)
+		memcpy(key.name, b->waiting[i], sizeof(key.name));
+		if (!n || !bsearch(&key, u, n, sizeof(*u), update_cmp))
 			snprintf(next[k++], sizeof(*next), "%s", b->waiting[i]);
 	}
 	for (size_t j = 0; j < n; j++) {
-		if (!wait[j] || name_in(next, k, u[j].name))
+		if (!wait[j])
 			continue;
 		/* read errors (no json) wait silently */
 		if (u[j].json && !name_in(b->waiting, b->n_waiting, u[j].name))
@@ -358,6 +469,7 @@ static void set_waiting(struct broker *b, const struct broker_fleet_update *u,
 				 (unsigned long long)u[j].version);
 		snprintf(next[k++], sizeof(*next), "%s", u[j].name);
 	}
+	qsort(next, k, sizeof(*next), name_cmp);
 	free(b->waiting);
 	b->waiting = next;
 	b->n_waiting = k;
@@ -368,58 +480,225 @@ static void read_batch_free(struct read_batch *rb)
 	for (size_t i = 0; i < rb->n; i++)
 		free(rb->u[i].json);
 	free(rb->u);
+	free(rb->slot);
 	free(rb);
 }
+
+/* After a sync's read: every local tenant the store has in another version
+ * or not at all is offered to it (the store keeps the newest, so this
+ * re-seeds a Redis that lost its data, and changes nothing where the store
+ * is ahead); what the store had is applied by then, so this is what it
+ * lacks, not every tenant.  Deletions made here are offered as they are. */
+static void reseed(struct broker *b, const struct read_batch *rb)
+{
+	size_t n_loc = host_tenant_count(b), n_st = 0;
+	struct namediff_item *st = calloc(rb->n + 1, sizeof(*st));
+	struct namediff_item *loc = calloc(n_loc + 1, sizeof(*loc));
+	struct broker_tenant *t = calloc(n_loc + 1, sizeof(*t));
+	bool *changed = calloc(n_loc + 1, sizeof(*changed));
+	bool *gone = calloc(rb->n + 1, sizeof(*gone));
+
+	if (st && loc && t && changed && gone) {
+		for (size_t i = 0; i < rb->n; i++)
+			if (rb->u[i].json && rb->u[i].version)
+				st[n_st++] = (struct namediff_item){ rb->u[i].name,
+								     rb->u[i].version };
+		for (size_t i = 0; i < n_loc; i++) {
+			host_tenant_at(b, i, &t[i]);
+			loc[i] = (struct namediff_item){ t[i].pol->name, t[i].version };
+		}
+		if (namediff(st, n_st, loc, n_loc, changed, gone) == 0)
+			for (size_t i = 0; i < n_loc; i++)
+				if (changed[i])
+					policy_publish(b, t[i].pol->name, t[i].version,
+						       t[i].pol);
+	} else {
+		log_warn("couldn't offer this host's tenants to the fleet's store: "
+			 "out of memory");
+		b->sync_again = true;
+	}
+	free(st);
+	free(loc);
+	free(t);
+	free(changed);
+	free(gone);
+	for (size_t i = 0; i < b->h.tomb_count(b->h.ctx); i++) {
+		const char *name;
+		uint64_t version;
+
+		b->h.tomb_at(b->h.ctx, i, &name, &version);
+		policy_publish(b, name, version, NULL);
+	}
+}
+
+/* Every call of the batch answered: applied as one change; then the next
+ * batch, of what was announced meanwhile. */
+static void batch_done(struct broker *b, struct read_batch *rb)
+{
+	bool *wait = calloc(rb->n ? rb->n : 1, sizeof(*wait));
+	bool sync;
+
+	if (!rb->lost && wait) {
+		if (b->cc)	/* read in slot order: back in name order */
+			qsort(rb->u, rb->n, sizeof(*rb->u), update_cmp);
+		b->h.fleet_apply(b->h.ctx, rb->u, rb->n, wait);
+		/* Not read (an error reply): read again with the waiting ones. */
+		for (size_t i = 0; i < rb->n; i++)
+			wait[i] = wait[i] || !rb->u[i].json;
+		set_waiting(b, rb->u, rb->n, wait);
+		if (rb->sync)
+			reseed(b, rb);
+	} else if (rb->sync) {
+		b->sync_again = !rb->lost;
+	}
+	free(wait);
+	read_batch_free(rb);
+	b->reading = false;
+	sync = b->read_sync;
+	if (sync || (b->n_want && !b->want_timer))
+		policy_read(b, sync);
+}
+
+static void batch_send(struct broker *b, struct read_batch *rb);
 
 static void on_policy_get(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct call *c = priv;
 	struct broker *b = c->b;
 	struct read_batch *rb = c->batch;
-	struct broker_fleet_update *u = &rb->u[c->idx];
 	redisReply *r = reply;
-	bool *wait;
 
 	(void)ac;
 	if (!r) {
 		rb->lost = true;
-	} else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		   r->element[0]->type != REDIS_REPLY_INTEGER ||
-		   r->element[0]->integer < 0 ||
-		   r->element[1]->type != REDIS_REPLY_STRING) {
+	} else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * c->count) {
 		broker_call_failed(b, S_POLICY_GET, r);
 	} else {
 		breaker_success(b);
-		u->json = strdup(r->element[1]->str);
-		if (u->json)
-			u->version = (uint64_t)r->element[0]->integer;
+		for (size_t k = 0; k < c->count; k++) {
+			struct broker_fleet_update *u = &rb->u[c->idx + k];
+			const redisReply *v = r->element[2 * k], *j = r->element[2 * k + 1];
+
+			/* a pair it cannot read: read again with the next batch */
+			if (v->type != REDIS_REPLY_INTEGER || v->integer < 0 ||
+			    j->type != REDIS_REPLY_STRING)
+				continue;
+			u->json = strdup(j->str);
+			if (u->json)
+				u->version = (uint64_t)v->integer;
+		}
 	}
 	free(c);
-	if (--rb->left)
-		return;
-	wait = calloc(rb->n ? rb->n : 1, sizeof(*wait));
-	if (!rb->lost && wait) {
-		b->h.fleet_apply(b->h.ctx, rb->u, rb->n, wait);
-		/* Not read (an error reply): read again with the waiting ones. */
-		for (size_t i = 0; i < rb->n; i++)
-			wait[i] = wait[i] || !rb->u[i].json;
-		set_waiting(b, rb->u, rb->n, wait);
-	}
-	free(wait);
-	read_batch_free(rb);
+	rb->left--;
+	batch_send(b, rb);
+	if (!rb->left)
+		batch_done(b, rb);
 }
 
-static int name_cmp(const void *x, const void *y)
+/* Sends the batch's next calls, up to the window; a call that cannot go
+ * loses the batch (the connection is gone, and its return syncs). */
+static void batch_send(struct broker *b, struct read_batch *rb)
 {
-	return strcmp(x, y);
+	while (!rb->lost && rb->left < POLICY_GET_WINDOW && rb->next < rb->n) {
+		size_t i = rb->next, end = i + 1, m;
+		char (*keys)[96];
+		const char **args;
+		struct call *c;
+
+		while (end < rb->n && end - i < POLICY_GET_KEYS &&
+		       (!b->cc || rb->slot[end] == rb->slot[i]))
+			end++;
+		m = end - i;
+		keys = calloc(m, sizeof(*keys));
+		args = calloc(m, sizeof(*args));
+		c = calloc(1, sizeof(*c));
+		if (!keys || !args || !c) {
+			free(keys);
+			free(args);
+			free(c);
+			rb->lost = true;
+			break;
+		}
+		for (size_t k = 0; k < m; k++) {
+			snprintf(keys[k], sizeof(*keys), "rl:{t:%s}:policy",
+				 rb->u[i + k].name);
+			args[k] = keys[k];
+		}
+		c->batch = rb;
+		c->idx = i;
+		c->count = m;
+		if (broker_eval(b, S_POLICY_GET, (int)m, args, (int)m,
+				on_policy_get, c)) {
+			free(c);
+			rb->lost = true;
+		} else {
+			rb->left++;
+		}
+		free(keys);
+		free(args);
+		rb->next = end;
+	}
 }
 
-/* Reads every wanted tenant, and every waiting one, as one batch. */
-static void policy_read(struct broker *b)
+static int slot_cmp(const void *x, const void *y, void *arg)
+{
+	const struct read_batch *rb = arg;
+	size_t i = *(const size_t *)x, j = *(const size_t *)y;
+
+	if (rb->slot[i] != rb->slot[j])
+		return rb->slot[i] < rb->slot[j] ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
+/* Redis Cluster: the batch in slot order, so that a call takes the tenants
+ * of one slot together.  -ENOMEM. */
+static int batch_by_slot(struct read_batch *rb)
+{
+	size_t *ord = calloc(rb->n, sizeof(*ord));
+	struct broker_fleet_update *u = calloc(rb->n, sizeof(*u));
+	unsigned int *slot = calloc(rb->n, sizeof(*slot));
+
+	if (!ord || !u || !slot || !(rb->slot = calloc(rb->n, sizeof(*rb->slot)))) {
+		free(ord);
+		free(u);
+		free(slot);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < rb->n; i++) {
+		char tag[POLICY_NAME_MAX + 3];
+		int len = snprintf(tag, sizeof(tag), "t:%s", rb->u[i].name);
+
+		rb->slot[i] = cluster_key_slot(tag, (size_t)len);
+		ord[i] = i;
+	}
+	qsort_r(ord, rb->n, sizeof(*ord), slot_cmp, rb);
+	for (size_t i = 0; i < rb->n; i++) {
+		u[i] = rb->u[ord[i]];
+		slot[i] = rb->slot[ord[i]];
+	}
+	free(rb->u);
+	free(rb->slot);
+	free(ord);
+	rb->u = u;
+	rb->slot = slot;
+	return 0;
+}
+
+/* Reads every wanted tenant, and every waiting one, as one batch (sync:
+ * the one after a reconnect, which then re-seeds the store). */
+static void policy_read(struct broker *b, bool sync)
 {
 	struct read_batch *rb;
 	size_t n = 0;
 
+	/* One batch at a time: changes announced while one is read (an
+	 * apply of 10,000 tenants elsewhere) make one more change here, not
+	 * one per POLICY_BATCH_MS. */
+	if (b->reading) {
+		b->read_sync = b->read_sync || sync;
+		return;
+	}
+	b->read_sync = false;
 	for (size_t i = 0; i < b->n_waiting; i++)
 		want_policy(b, b->waiting[i]);
 	if (b->want_timer) {
@@ -433,90 +712,117 @@ static void policy_read(struct broker *b)
 			memmove(b->want[n++], b->want[i], sizeof(*b->want));
 	b->n_want = 0;
 	rb = calloc(1, sizeof(*rb));
-	if (!rb || !n || !(rb->u = calloc(n, sizeof(*rb->u)))) {
+	if (!rb || (n && !(rb->u = calloc(n, sizeof(*rb->u))))) {
 		free(rb);
+		if (sync)
+			b->sync_again = true;
 		return;
 	}
 	rb->n = n;
-	rb->left = 1;		/* held until every call is out */
-	for (size_t i = 0; i < n; i++) {
-		char key[128];
-		const char *args[] = { key };
-		struct call *c = calloc(1, sizeof(*c));
-
-		snprintf(rb->u[i].name, sizeof(rb->u[i].name), "%s", b->want[i]);
-		if (!c)
-			continue;
-		snprintf(c->name, sizeof(c->name), "%s", b->want[i]);
-		c->batch = rb;
-		c->idx = i;
-		snprintf(key, sizeof(key), "rl:{t:%s}:policy", b->want[i]);
-		if (broker_eval(b, S_POLICY_GET, 1, args, 1, on_policy_get, c)) {
-			free(c);
-			rb->lost = true;
-			continue;
-		}
-		rb->left++;
-	}
-	if (--rb->left == 0)
+	rb->sync = sync;
+	b->reading = true;
+	for (size_t i = 0; i < n; i++)
+		memcpy(rb->u[i].name, b->want[i], sizeof(rb->u[i].name));
+	if (b->cc && n && batch_by_slot(rb)) {
 		read_batch_free(rb);
+		b->reading = false;
+		if (sync)
+			b->sync_again = true;
+		return;
+	}
+	batch_send(b, rb);
+	if (!rb->left)
+		batch_done(b, rb);
 }
 
-static void on_members(redisAsyncContext *ac, void *reply, void *priv)
+static void scan_page(struct broker *b, const char *cursor);
+
+struct scan_req {
+	struct broker *b;
+	uint64_t gen;
+};
+
+/* A page of rl:tenants.  Once the cursor is back at 0, the names read, and
+ * this host's own tenants too (one deleted by the fleet while this agent
+ * was away is no longer in the index), are read as one batch. */
+static void on_scan(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct broker *b = priv;
-	redisReply *r = reply;
+	struct scan_req *q = priv;
+	struct broker *b = q->b;
+	uint64_t gen = q->gen;
+	redisReply *r = reply, *names;
 
 	(void)ac;
-	if (!r || r->type != REDIS_REPLY_ARRAY) {
+	free(q);
+	if (gen != b->sync_gen)
+		return;		/* a newer sync reads it all */
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY) {
 		/* No reply: the connection went, and the next one syncs. */
 		if (r)
 			b->sync_again = true;
 		broker_call_failed(b, S_POLICY_GET, r);
 		return;
 	}
-	for (size_t i = 0; i < r->elements; i++) {
+	names = r->element[1];
+	for (size_t i = 0; i < names->elements; i++) {
 		char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX];
 
-		if (r->element[i]->type != REDIS_REPLY_STRING ||
-		    policy_parse_name(r->element[i]->str, name, err))
+		if (names->element[i]->type != REDIS_REPLY_STRING ||
+		    policy_parse_name(names->element[i]->str, name, err))
 			continue;
-		want_policy(b, name);
+		if (names_add(&b->scan, &b->n_scan, &b->cap_scan, name)) {
+			b->sync_again = true;
+			return;
+		}
 	}
-	/* This host's own tenants too: one deleted by the fleet while this
-	 * agent was away is no longer in the index. */
+	if (strcmp(r->element[0]->str, "0") != 0) {
+		scan_page(b, r->element[0]->str);
+		return;
+	}
+	for (size_t i = 0; i < b->n_scan; i++)
+		want_policy(b, b->scan[i]);
+	b->n_scan = 0;
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant t;
 
 		host_tenant_at(b, i, &t);
 		want_policy(b, t.pol->name);
 	}
+	policy_read(b, true);
 }
 
-/* After (re)connecting: offer every local tenant (the store keeps the newest
- * version, so this re-seeds a Redis that lost its data and changes nothing
- * otherwise), then read every tenant the fleet has. */
+static void scan_page(struct broker *b, const char *cursor)
+{
+	const char *argv[] = { "SSCAN", "rl:tenants", cursor, "COUNT",
+			       POLICY_SCAN_COUNT };
+	struct scan_req *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		b->sync_again = true;
+		return;
+	}
+	q->b = b;
+	q->gen = b->sync_gen;
+	/* not sent: the connection is gone, and its return syncs */
+	if (broker_command(b, "rl:tenants", 5, argv, on_scan, q))
+		free(q);
+}
+
+/*
+ * After (re)connecting: read every tenant the fleet has - the index
+ * rl:tenants a page at a time (SSCAN), then the policies in batches - and
+ * apply them as one change; then offer the store what it lacks of this
+ * host's tenants (reseed()).  A store of N tenants costs N/1000 SSCAN
+ * pages and N/500 policy_get calls (docs/redis.md).
+ */
 void broker_policy_sync(struct broker *b)
 {
 	b->sync_again = false;
-	for (size_t i = 0; i < host_tenant_count(b); i++) {
-		struct broker_tenant t;
-
-		host_tenant_at(b, i, &t);
-		policy_publish(b, t.pol->name, t.version, t.pol);
-	}
-	for (size_t i = 0; i < b->h.tomb_count(b->h.ctx); i++) {
-		const char *name;
-		uint64_t version;
-
-		b->h.tomb_at(b->h.ctx, i, &name, &version);
-		policy_publish(b, name, version, NULL);
-	}
-	{
-		const char *argv[] = { "SMEMBERS", "rl:tenants" };
-
-		broker_command(b, "rl:tenants", 2, argv, on_members, b);
-	}
+	b->sync_gen++;
+	b->n_scan = 0;
+	scan_page(b, "0");
 }
 
 void broker_on_message(redisAsyncContext *ac, void *reply, void *priv)
@@ -533,6 +839,7 @@ void broker_on_message(redisAsyncContext *ac, void *reply, void *priv)
 		/* the subscribe confirmation: catch up on what we missed */
 		if (strcmp(r->element[0]->str, "subscribe") == 0) {
 			b->sub.backoff_ms = BACKOFF_MIN_MS;
+			b->subscribed = true;
 			if (broker_store_ready(b))
 				broker_policy_sync(b);
 		}

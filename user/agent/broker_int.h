@@ -21,6 +21,7 @@
 #include "redis_tls.h"
 
 #define CHECK_MS		50	/* lease check period */
+#define WARM_LEASES_PER_CHECK	50	/* first leases without demand (1000/s) */
 #define HEARTBEAT_MS		1000
 #define REGISTRY_TTL_MS		3000	/* three missed heartbeats: gone */
 #define ID_CLASH_CLEAR_NS	(10ULL * 1000000000ULL)	/* no other agent seen */
@@ -155,9 +156,21 @@ struct broker {
 	char (*want)[POLICY_NAME_MAX + 1];
 	size_t n_want, cap_want;
 	struct loop_timer *want_timer;
-	char (*waiting)[POLICY_NAME_MAX + 1];
+	char (*waiting)[POLICY_NAME_MAX + 1];	/* sorted by name */
 	size_t n_waiting;
 	bool sync_again;	/* a sync's call failed: sync once healthy */
+	bool subscribed;	/* the subscription to rl:policy is confirmed */
+	/* a sync's read of rl:tenants, page by page (SSCAN), and which sync
+	 * it is: the pages of an older one are dropped */
+	char (*scan)[POLICY_NAME_MAX + 1];
+	size_t n_scan, cap_scan;
+	uint64_t sync_gen;
+	bool reading;		/* a batch of policies is being read */
+	bool read_sync;		/* ...and a sync's read waits for it */
+	/* policy changes to publish, from pub_head on, and the calls out */
+	struct pub *pubq;
+	size_t pub_head, n_pub, cap_pub;
+	unsigned int pub_inflight;
 	uint64_t live_agents;
 	size_t n_rejoin;		/* slots with rejoin set */
 	uint64_t live_low_since_ns;	/* a smaller count seen since then */
@@ -185,6 +198,13 @@ struct broker {
 
 struct read_batch;
 
+/* A policy change waiting to be published (broker_fleet.c). */
+struct pub {
+	char name[POLICY_NAME_MAX + 1];
+	uint64_t version, ttl_ms;
+	char *json;		/* NULL: a deletion */
+};
+
 /* One script call in flight: what its reply is about. */
 struct call {
 	struct broker *b;
@@ -203,9 +223,9 @@ struct call {
 	bool fell_short;
 	redisCallbackFn *fn;	/* the script's own callback */
 	char name[POLICY_NAME_MAX + 1];
-	struct read_batch *batch;	/* policy_get: the batch, and which one */
+	struct read_batch *batch;	/* policy_get: the batch, and which of */
+	size_t idx, count;		/* its tenants: count from idx */
 	bool tomb;			/* policy_set: a deletion */
-	size_t idx;
 };
 
 /* A tenant's bucket as the lease and refund scripts take it. */
@@ -340,6 +360,8 @@ void broker_slot_free(struct slot *s);
 void broker_heartbeat(struct broker *b);
 void broker_on_heartbeat_timer(struct loop_timer *t, void *arg);
 void broker_policy_sync(struct broker *b);
+/* Forgets the policy changes not yet sent (the next sync offers them). */
+void broker_publish_drop(struct broker *b);
 void broker_on_message(redisAsyncContext *ac, void *reply, void *priv);
 
 /* broker_conns.c */

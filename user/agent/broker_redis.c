@@ -262,14 +262,15 @@ int broker_command(struct broker *b, const char *key, int argc, const char **arg
 	return 0;
 }
 
-/* Sends EVALSHA of script s with the key(s) and argv.  The callback gets c
- * (freed by the callback).  0 or -ENOTCONN. */
+/* Sends EVALSHA of script s with the key(s) and argv (as many as the
+ * caller has: a policy_get of a sync's chunk takes hundreds).  The callback
+ * gets c (freed by the callback).  0 or -ENOTCONN. */
 int broker_eval(struct broker *b, enum script_id s, int nkeys, const char **args,
 		int nargs, redisCallbackFn *fn, struct call *c)
 {
-	const char *argv[16];
-	int argc = 0;
-	char nk[4];
+	const char *few[16], **argv = few;
+	int argc = 0, err = 0;
+	char nk[12];
 
 	if (b->cc) {
 		c->b = b;
@@ -280,18 +281,25 @@ int broker_eval(struct broker *b, enum script_id s, int nkeys, const char **args
 	}
 	if (b->cmd.state != C_UP || !b->scripts_ok)
 		return -ENOTCONN;
+	if (nargs + 3 > (int)(sizeof(few) / sizeof(few[0])) &&
+	    !(argv = malloc((size_t)(nargs + 3) * sizeof(*argv))))
+		return -ENOTCONN;
 	snprintf(nk, sizeof(nk), "%d", nkeys);
 	argv[argc++] = "EVALSHA";
 	argv[argc++] = b->sha[s];
 	argv[argc++] = nk;
-	for (int i = 0; i < nargs && argc < 16; i++)
+	for (int i = 0; i < nargs; i++)
 		argv[argc++] = args[i];
 	c->b = b;
 	c->script = s;
 	c->sent_ns = loop_now_ns();
 	c->fn = fn;
 	if (redisAsyncCommandArgv(b->cmd.ac, on_reply, c, argc, argv, NULL) != REDIS_OK)
-		return -ENOTCONN;
+		err = -ENOTCONN;
+	if (argv != few)
+		free(argv);
+	if (err)
+		return err;
 	if (b->ring_len < CALL_RING)
 		b->ring[(b->ring_head + b->ring_len++) % CALL_RING] = c->sent_ns;
 	b->redis_calls++;
@@ -386,7 +394,8 @@ static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
 			loop_timer_cancel(b->load_retry);
 		b->load_retry = NULL;
 		broker_heartbeat(b);
-		if (b->sub.state == C_UP)
+		/* else the subscription's confirmation syncs */
+		if (b->subscribed)
 			broker_policy_sync(b);
 	}
 }
@@ -539,6 +548,8 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 	if (status != REDIS_OK && c->state == C_UP && c->backoff_ms == BACKOFF_MIN_MS)
 		log_warn("lost Redis on '%s' (%s connection): %s", b->address,
 			 c->name, err);
+	if (c->subscriber)
+		b->subscribed = false;
 	if (!c->subscriber) {
 		char why[240];
 
