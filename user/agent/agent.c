@@ -337,6 +337,16 @@ static void conn_gate(struct agent *a)
 /* After a change of one tenant (was[0..n_was) to now[0..n_now), each
  * 0 or 1) is in the kernel: the connection gate, the listeners (the broker
  * hears of this tenant alone), the policy's version. */
+/* The version of a change of name made in place: the fleet's when this is
+ * the fleet's change (agent_fleet.c applies a few that way), else a new
+ * one after prev. */
+static uint64_t change_version(struct agent *a, const char *name, uint64_t prev)
+{
+	uint64_t v = a->fleet_update ? agent_fleet_version(a, name) : 0;
+
+	return v ? v : agent_next_version(a, prev);
+}
+
 static void changed_one(struct agent *a, const struct agent_tenant *was,
 			size_t n_was, const struct agent_tenant *now, size_t n_now)
 {
@@ -367,7 +377,7 @@ static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
 	    t->max_conns > cur->pol.max_conns)
 		return -1;
 	cur->pol = *t;
-	cur->version = agent_next_version(a, was.version);
+	cur->version = change_version(a, t->name, was.version);
 	if (a->ix)
 		agent_index_recap(a, &was.pol, t);
 	e = agent_journal_tenant(a, cur, a->policy_version + 1);
@@ -621,7 +631,7 @@ static int tenant_put_in_place(struct agent *a, struct agent_tenant *cur,
 	if (cur) {
 		was = *cur;
 		nt.slot = cur->slot;
-		nt.version = agent_next_version(a, cur->version);
+		nt.version = change_version(a, t->name, cur->version);
 		memcpy(nt.samples, cur->samples, sizeof(nt.samples));
 		nt.n_samples = cur->n_samples;
 	} else {
@@ -634,7 +644,7 @@ static int tenant_put_in_place(struct agent *a, struct agent_tenant *cur,
 				 a->kern.max_tenants);
 			return AGENT_INVALID;
 		}
-		nt.version = agent_next_version(a, tomb ? tomb->version : 0);
+		nt.version = change_version(a, t->name, tomb ? tomb->version : 0);
 	}
 	tombs = tombs_copy(a);
 	if (!tombs) {
@@ -723,7 +733,7 @@ static enum agent_code tenant_del_in_place(struct agent *a,
 	struct agent_tenant was = *cur;
 	size_t n_tombs = a->n_tombs;
 	struct agent_tomb *tombs = tombs_copy(a);
-	uint64_t version = agent_next_version(a, cur->version);
+	uint64_t version = change_version(a, cur->pol.name, cur->version);
 	int e;
 
 	if (!tombs || agent_table_del(a, was.pol.name, version)) {

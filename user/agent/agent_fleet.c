@@ -15,9 +15,9 @@
  * its tenant, or the tombstone of a deletion made here later than the
  * store's copy was written (say, while Redis was away: the deletion wins,
  * and is published on the next sync). */
-static bool fleet_newer(struct agent *a, const char *name, uint64_t version)
+static bool fleet_newer(struct agent *a, const struct agent_tenant *t,
+			const char *name, uint64_t version)
 {
-	const struct agent_tenant *t = agent_find(a, name);
 	const struct agent_tomb *tomb = t ? NULL : agent_find_tomb(a, name);
 
 	if (t)
@@ -54,48 +54,54 @@ static int fleet_parse(const struct agent_fleet_update *u, struct policy_tenant 
 }
 
 /* The current set with the updates u[i] for which use[i] (pol[i] parsed):
- * a new array (NULL when out of memory) of *m tenants. */
+ * a new array (NULL when out of memory) of *m tenants.  at[i] is where
+ * u[i]'s tenant is in the current set (SIZE_MAX: not there); names are
+ * unique in u, so a batch of 100,000 updates is placed in one pass. */
 static struct agent_tenant *fleet_next(struct agent *a, const struct agent_fleet_update *u,
 				       const struct policy_tenant *pol, const bool *use,
-				       size_t n, size_t *m_out)
+				       const size_t *at, size_t n, size_t *m_out)
 {
 	struct agent_tenant *next = agent_copy_set(a, n);
-	size_t m = a->n_tenants;
+	bool *drop = calloc(a->n_tenants + 1, sizeof(*drop));
+	size_t m = a->n_tenants, k = 0;
 
-	if (!next)
+	if (!next || !drop) {
+		free(next);
+		free(drop);
 		return NULL;
+	}
 	for (size_t i = 0; i < n; i++) {
-		size_t j;
+		size_t j = at[i];
 
 		if (!use[i])
 			continue;
-		for (j = 0; j < m; j++)
-			if (strcmp(next[j].pol.name, u[i].name) == 0)
-				break;
 		if (!u[i].json[0]) {
-			if (j < m) {
-				memmove(&next[j], &next[j + 1], (m - j - 1) * sizeof(*next));
-				m--;
-			}
+			if (j != SIZE_MAX)
+				drop[j] = true;
 			continue;
 		}
-		if (j == m)
-			m++;
+		if (j == SIZE_MAX)
+			j = m++;
 		memset(&next[j], 0, sizeof(next[j]));
 		next[j].pol = pol[i];
 		next[j].version = u[i].version;
 	}
-	*m_out = m;
+	/* the deleted ones out, the order of the rest kept */
+	for (size_t j = 0; j < m; j++)
+		if (j >= a->n_tenants || !drop[j])
+			next[k++] = next[j];
+	free(drop);
+	*m_out = k;
 	return next;
 }
 
 /* Whether that set would be valid, without changing anything. */
 static bool fleet_valid(struct agent *a, const struct agent_fleet_update *u,
-			const struct policy_tenant *pol, const bool *use, size_t n,
-			char *err)
+			const struct policy_tenant *pol, const bool *use,
+			const size_t *at, size_t n, char *err)
 {
 	size_t m = 0;
-	struct agent_tenant *next = fleet_next(a, u, pol, use, n, &m);
+	struct agent_tenant *next = fleet_next(a, u, pol, use, at, n, &m);
 	struct policy_tenant *flat = calloc(m ? m : 1, sizeof(*flat));
 	bool ok = false;
 
@@ -114,10 +120,10 @@ static bool fleet_valid(struct agent *a, const struct agent_fleet_update *u,
 /* That set, as one change. */
 static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_update *u,
 				    const struct policy_tenant *pol, const bool *use,
-				    size_t n, char *err)
+				    const size_t *at, size_t n, char *err)
 {
 	size_t m = 0;
-	struct agent_tenant *next = fleet_next(a, u, pol, use, n, &m);
+	struct agent_tenant *next = fleet_next(a, u, pol, use, at, n, &m);
 	enum agent_code c;
 
 	if (!next) {
@@ -140,31 +146,80 @@ static void fleet_log_applied(const struct agent_fleet_update *u)
 		 u->json[0] ? "set" : "deleted", (unsigned long long)u->version);
 }
 
+/*
+ * A few changes (one `rlctl tenant set` elsewhere) are made one at a time in
+ * place, each in time that does not grow with the set, as a local change
+ * of one tenant is: rebuilding a set of 100,000 tenants for each would
+ * take the fleet's changes a second per agent.  Deletions first, so that
+ * a rename's new tenant finds its prefixes free.  What cannot be made so
+ * (a conflict: the second half of a rename still on its way) is left in
+ * use[] for the change of the whole set.  Returns how many are left.
+ */
+#define FLEET_IN_PLACE_MAX	64
+
+static size_t fleet_in_place(struct agent *a, const struct agent_fleet_update *u,
+			     const struct policy_tenant *pol, bool *use, size_t n)
+{
+	char err[POLICY_ERR_MAX];
+	size_t left = 0;
+
+	a->fleet_update = true;
+	a->fleet_batch = u;
+	a->fleet_n = n;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++) {
+			bool del = !u[i].json[0];
+			enum agent_code c;
+
+			if (!use[i] || del != (pass == 0))
+				continue;
+			c = del ? agent_tenant_del(a, u[i].name, err) :
+				  agent_tenant_set(a, &pol[i], err);
+			if (c == AGENT_OK) {
+				use[i] = false;
+				fleet_log_applied(&u[i]);
+			} else {
+				log_debug("tenant '%s' of the fleet (version %llu): "
+					  "not changed alone: %s", u[i].name,
+					  (unsigned long long)u[i].version, err);
+			}
+		}
+	a->fleet_update = false;
+	a->fleet_batch = NULL;
+	a->fleet_n = 0;
+	for (size_t i = 0; i < n; i++)
+		left += use[i];
+	return left;
+}
+
 size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 			 size_t n, bool *wait)
 {
 	struct policy_tenant *pol = calloc(n ? n : 1, sizeof(*pol));
 	bool *use = calloc(n ? n : 1, sizeof(*use));
 	bool *in = calloc(n ? n : 1, sizeof(*in));
+	size_t *at = calloc(n ? n : 1, sizeof(*at));
 	char err[POLICY_ERR_MAX];
 	size_t want = 0, taken = 0;
 	enum agent_code c;
 	bool progress = true;
 
 	memset(wait, 0, n * sizeof(*wait));
-	if (!pol || !use || !in) {
+	if (!pol || !use || !in || !at) {
 		/* Offered again with the next batch. */
 		for (size_t i = 0; i < n; i++)
 			wait[i] = true;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct agent_tenant *t = agent_find(a, u[i].name);
+		const struct agent_tenant *t;
 
+		t = agent_find(a, u[i].name);
+		at[i] = t ? (size_t)(t - a->tenants) : SIZE_MAX;
 		/* not read (no json), not stored (version 0), not newer, or
 		 * the deletion of a tenant this host does not have */
 		if (!u[i].json || !u[i].version ||
-		    !fleet_newer(a, u[i].name, u[i].version) || (!u[i].json[0] && !t))
+		    !fleet_newer(a, t, u[i].name, u[i].version) || (!u[i].json[0] && !t))
 			continue;
 		if (u[i].json[0] && fleet_parse(&u[i], &pol[i], err)) {
 			log_warn("couldn't apply the fleet's policy of '%s' (version "
@@ -177,7 +232,18 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 	}
 	if (!want)
 		goto out;
-	c = fleet_commit(a, u, pol, use, n, err);
+	if (want <= FLEET_IN_PLACE_MAX && a->ix) {
+		want = fleet_in_place(a, u, pol, use, n);
+		if (!want)
+			goto out;
+		/* the set moved: where the rest are in it */
+		for (size_t i = 0; i < n; i++) {
+			const struct agent_tenant *t = agent_find(a, u[i].name);
+
+			at[i] = t ? (size_t)(t - a->tenants) : SIZE_MAX;
+		}
+	}
+	c = fleet_commit(a, u, pol, use, at, n, err);
 	if (c == AGENT_OK) {
 		for (size_t i = 0; i < n; i++)
 			if (use[i])
@@ -200,7 +266,7 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 			if (!use[i] || in[i])
 				continue;
 			in[i] = true;
-			if (fleet_valid(a, u, pol, in, n, err)) {
+			if (fleet_valid(a, u, pol, in, at, n, err)) {
 				taken++;
 				progress = true;
 			} else {
@@ -211,7 +277,7 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 			}
 		}
 	}
-	if (taken && fleet_commit(a, u, pol, in, n, err) == AGENT_OK) {
+	if (taken && fleet_commit(a, u, pol, in, at, n, err) == AGENT_OK) {
 		for (size_t i = 0; i < n; i++)
 			if (in[i])
 				fleet_log_applied(&u[i]);
@@ -227,5 +293,6 @@ out:
 	free(pol);
 	free(use);
 	free(in);
+	free(at);
 	return want;
 }

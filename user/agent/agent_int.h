@@ -121,6 +121,9 @@ int agent_table_del(struct agent *a, const char *name, uint64_t version);
 
 /* agent_tombs.c */
 
+/* The fleet's version of name in the batch being applied, or 0. */
+uint64_t agent_fleet_version(const struct agent *a, const char *name);
+
 /* The tombstones once next[0..n) replaces the current set.  NULL when out
  * of memory. */
 struct agent_tomb *agent_next_tombs(struct agent *a, const struct agent_tenant *next,

@@ -21,8 +21,7 @@ const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name
 	return NULL;
 }
 
-/* The fleet's version of name in the batch being applied, or 0. */
-static uint64_t fleet_version_of(const struct agent *a, const char *name)
+uint64_t agent_fleet_version(const struct agent *a, const char *name)
 {
 	for (size_t i = 0; i < a->fleet_n; i++)
 		if (strcmp(a->fleet_batch[i].name, name) == 0)
@@ -64,7 +63,7 @@ struct agent_tomb *agent_next_tombs(struct agent *a,
 		if (j == SIZE_MAX)
 			j = k++;
 		snprintf(ts[j].name, sizeof(ts[j].name), "%s", t->pol.name);
-		ts[j].version = a->fleet_update ? fleet_version_of(a, t->pol.name) : 0;
+		ts[j].version = a->fleet_update ? agent_fleet_version(a, t->pol.name) : 0;
 		if (!ts[j].version)
 			ts[j].version = agent_next_version(a, t->version);
 	}

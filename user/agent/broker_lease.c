@@ -196,21 +196,26 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 static void rejoin_done(struct broker *b, const struct broker_tenant *t,
 			struct slot *s);
 
+/* The tenant in slot s, found by its name: false when there is none. */
+static bool slot_tenant(struct broker *b, const struct slot *s,
+			struct broker_tenant *t)
+{
+	return s->name[0] && b->h.tenant_find(b->h.ctx, s->name, t) &&
+	       t->slot == s->idx;
+}
+
 static void on_wait(struct loop_timer *tm, void *arg)
 {
 	struct slot *s = arg;
 	struct broker *b = s->b;
+	struct broker_tenant t;
 
 	(void)tm;
 	s->wait_timer = NULL;
-	for (size_t i = 0; i < host_tenant_count(b); i++) {
-		struct broker_tenant t;
-
-		host_tenant_at(b, i, &t);
-		if (t.slot == s->idx && strcmp(t.pol->name, s->name) == 0 &&
-		    broker_leasing(b))
-			maybe_lease(b, &t, loop_now_ns(), false);
-	}
+	/* by name, not by walking the set: a fleet at its limit has a timer
+	 * like this for every busy tenant */
+	if (slot_tenant(b, s, &t) && broker_leasing(b))
+		maybe_lease(b, &t, loop_now_ns(), false);
 }
 
 /* Forgets Redis's advice to wait: the limit changed, or Redis did. */
@@ -767,6 +772,7 @@ static void expire_leases(struct broker *b)
 void broker_lease_all(struct broker *b, uint64_t now)
 {
 	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+	unsigned int warm = 0;
 
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant tv, *t = &tv;
@@ -790,8 +796,18 @@ void broker_lease_all(struct broker *b, uint64_t now)
 			broker_refund(b, t, tokens + s->refunding - cap);
 			continue;
 		}
-		if (s->want_lease || !s->last_grant_ns || s->debt ||
-		    now - s->last_active_ns < ttl_ns) {
+		if (s->want_lease || now - s->last_active_ns < ttl_ns) {
+			maybe_lease(b, t, now, !s->last_grant_ns);
+			continue;
+		}
+		/* Without demand, the first lease (which pays the credit the
+		 * tenant started on) or one that pays a debt: paced, so that an
+		 * agent given 100,000 tenants at once does not send 100,000
+		 * calls at once.  Demand (a low-water event, recent traffic)
+		 * never waits for this. */
+		if (!s->last_grant_ns || s->debt) {
+			if (!s->inflight && warm++ >= WARM_LEASES_PER_CHECK)
+				continue;
 			maybe_lease(b, t, now, !s->last_grant_ns);
 			continue;
 		}
@@ -902,15 +918,9 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 void broker_lowwater(struct broker *b, uint32_t slot)
 {
 	struct broker_tenant t;
-	size_t i, n = host_tenant_count(b);
 
 	/* a slot holds one tenant at most */
-	for (i = 0; i < n; i++) {
-		host_tenant_at(b, i, &t);
-		if (t.slot == slot)
-			break;
-	}
-	if (i == n)
+	if (slot >= b->h.max_slots || !slot_tenant(b, &b->slots[slot], &t))
 		return;
 	slot_of(b, &t)->want_lease = true;
 	slot_of(b, &t)->last_active_ns = loop_now_ns();
