@@ -71,26 +71,6 @@ rl() {
 "$root/tools/lab.sh" up "$lab" --servers 3 --clients 2 --redis >"$work/lab.log" 2>&1 ||
 	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
 
-# redis_up PORT [redis-server options]: one redis-server on the Redis host,
-# killed by PID at exit; returns once it answers.
-redis_up() {
-	local port=$1 n
-
-	shift
-	ip netns exec "$lab-redis" redis-server --bind "$redis_ip" --port "$port" \
-		--save '' --appendonly no --protected-mode no --daemonize no "$@" \
-		>"$work/redis-$port.log" 2>&1 &
-	pids+=($!)
-	disown $!	# killed by PID at exit; no job notices
-	for ((n = 0; n < 100; n++)); do
-		[[ $(ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$port" PING 2>/dev/null) == PONG ]] &&
-			return 0
-		sleep 0.05
-	done
-	cat "$work/redis-$port.log" >&2
-	die "redis-server does not answer on port $port"
-}
-
 if [[ $mode == cluster ]]; then
 	addrs=()
 	for p in "${cluster_ports[@]}"; do

@@ -111,3 +111,24 @@ fleet_agents_up() {
 		((n < 100)) || { cat "$work/s$i/agent.log" >&2; die "rlagent on s$i did not see 3 live agents"; }
 	done
 }
+
+# redis_up PORT [redis-server options]: one redis-server on the lab's Redis
+# host ($lab-redis at $redis_ip), its PID added to the array pids (the
+# caller kills them at exit); returns once it answers.
+redis_up() {
+	local port=$1 n
+
+	shift
+	ip netns exec "$lab-redis" redis-server --bind "$redis_ip" --port "$port" \
+		--save '' --appendonly no --protected-mode no --daemonize no "$@" \
+		>"$work/redis-$port.log" 2>&1 &
+	pids+=($!)
+	disown $!	# killed by PID at exit; no job notices
+	for ((n = 0; n < 100; n++)); do
+		[[ $(ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$port" PING 2>/dev/null) == PONG ]] &&
+			return 0
+		sleep 0.05
+	done
+	cat "$work/redis-$port.log" >&2
+	die "redis-server does not answer on port $port"
+}

@@ -129,6 +129,10 @@ echo
 # The control plane at scale: 100,000 tenants (tools/bench-scale.sh).
 "$(dirname "$0")/bench-scale.sh" "$build" || exit 1
 echo
+# A fleet of two at scale: a new agent reads 100,000 tenants from the store
+# (tools/bench-fleet-sync.sh).
+"$(dirname "$0")/bench-fleet-sync.sh" "$build" || exit 1
+echo
 "$(dirname "$0")/bench-preload.sh" "$build" || exit 1
 echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1

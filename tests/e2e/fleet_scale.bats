@@ -1,0 +1,177 @@
+#!/usr/bin/env bats
+# A fleet of two hosts at scale: N tenants applied on s1 are stored in the
+# fleet's store; a new agent on s2 reads them all in a bounded number of
+# calls (N/1000 SSCAN pages of rl:tenants, N/500 policy_get calls; Redis's
+# MONITOR counts them); two of them, in slots far past the default size,
+# limit clients on both hosts under load; s2 SIGKILLed under load and
+# started again keeps them all and keeps the limit.  N is 20,000 here (the
+# apply, the store and the sync of 100,000 take tools/bench-fleet-sync.sh
+# about a minute on a shared 2-core machine; the code paths are the same).
+
+load helpers
+load agent_helpers
+load fleet_helpers
+
+N=20000
+FLEET_SERVERS=2
+FLEET_AGENTS=1		# s2 joins in the tests
+FLEET_AGENT_OPTS=(--max-tenants "$N")
+
+setup_file() {
+	fleet_setup_file
+	[[ -n ${LAB:-} ]] || return 0
+	tenant_file "$BATS_FILE_TMPDIR/set.json"
+	rls 1 apply "$BATS_FILE_TMPDIR/set.json" >/dev/null
+	wait_stored
+}
+teardown_file() { fleet_teardown_file; }
+setup() { fleet_setup; }
+teardown() { fleet_teardown; }
+
+# tenant_file FILE: N tenants, the first N-2 on /28s of 10.0.0.0/8, then
+# c1t (burst 6) and c2t (burst 4) on the clients' prefixes, both at 1/h so
+# that what the fleet admitted stays spent.
+tenant_file() {
+	jq -n --argjson n "$((N - 2))" --arg c1 "$(client_prefix c1)" \
+		--arg c2 "$(client_prefix c2)" '{tenants: ([range($n) as $i |
+		($i * 16) as $k | {name: "t\($i)", rate: "100/s", match: ["10.\($k /
+		65536 | floor).\(($k / 256 | floor) % 256).\($k % 256)/28"]}] +
+		[{name: "c1t", rate: "1/h", burst: 6, action: "rst", match: [$c1]},
+		{name: "c2t", rate: "1/h", burst: 4, action: "rst", match: [$c2]}])}' >"$1"
+}
+
+# wait_stored: until the store's index names all N tenants (2 min at most).
+wait_stored() {
+	local n
+
+	for ((n = 0; n < 1200; n++)); do
+		[[ $(rcli SCARD rl:tenants) == "$N" ]] && return 0
+		sleep 0.1
+	done
+	echo "the store names $(rcli SCARD rl:tenants) tenants, expected $N" >&2
+	return 1
+}
+
+# held I: the tenants agent I holds.
+held() {
+	rls "$1" --json status | jq -r .tenants
+}
+
+# wait_held I SECONDS: until agent I holds all N tenants.
+wait_held() {
+	local n
+
+	for ((n = 0; n < $2 * 10; n++)); do
+		[[ $(held "$1") == "$N" ]] && return 0
+		sleep 0.1
+	done
+	echo "s$1 holds $(held "$1") tenants after $2 s, expected $N" >&2
+	return 1
+}
+
+# same_sample: t0, a tenant in the middle, the last of the 10/8 ones and
+# both client tenants read the same on s1 and s2 (but for the slot).
+same_sample() {
+	local t
+
+	for t in t0 "t$((N / 2))" "t$((N - 3))" c1t c2t; do
+		expect_eq "$t on s2" "$(rls 2 --json tenant get "$t" | jq -cS 'del(.id)')" \
+			"$(rls 1 --json tenant get "$t" | jq -cS 'del(.id)')"
+	done
+}
+
+# monitor_start FILE / monitor_calls FILE SCRIPT: Redis's MONITOR into FILE;
+# the calls of lua/SCRIPT.lua (by its SHA) and of SSCAN it saw.
+monitor_start() {
+	rcli MONITOR >"$1" 2>/dev/null &
+	MONITOR_PID=$!
+	fleet_bg_track "$MONITOR_PID"
+	sleep 0.2
+}
+monitor_calls() {
+	local sha
+
+	if [[ $2 == SSCAN ]]; then
+		grep -c '"SSCAN" "rl:tenants"' "$1"
+	else
+		sha=$(sha1sum "$BATS_TEST_DIRNAME/../../lua/$2.lua" | cut -c1-40)
+		grep -c "\"EVALSHA\" \"$sha\"" "$1"
+	fi
+}
+
+# total TENANT FIELD: FIELD of TENANT's stats summed over s1 and s2.
+total() {
+	echo $(($(fleet_stat 1 "$1" "$2") + $(fleet_stat 2 "$1" "$2")))
+}
+
+@test "a new agent joining a store of 20,000 tenants holds them all, read in at most N/1000+1 SSCAN pages and N/500+1 policy_get calls" {
+	local mon=$BATS_TEST_TMPDIR/monitor pages gets
+
+	monitor_start "$mon"
+	fleet_agent_start_counted 2
+	wait_held 2 60
+	kill "$MONITOR_PID"
+	pages=$(monitor_calls "$mon" SSCAN)
+	gets=$(monitor_calls "$mon" policy_get)
+	echo "SSCAN pages: $pages, policy_get calls: $gets"
+	expect_between "SSCAN pages" "$pages" 1 $((N / 1000 + 1))
+	expect_between "policy_get calls" "$gets" $((N / 500)) $((N / 500 + 1))
+	same_sample
+}
+
+@test "a change of one tenant among 20,000 on s1 reaches s2 within 1 s, in one policy_get call" {
+	local mon=$BATS_TEST_TMPDIR/monitor t0 n
+
+	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
+	monitor_start "$mon"
+	t0=$(now_ms)
+	rls 1 tenant set "t$((N / 3))" --rate 250/s >/dev/null
+	for ((n = 0; n < 200; n++)); do
+		[[ $(rls 2 --json tenant get "t$((N / 3))" | jq -r .rate) == 250/s ]] && break
+		sleep 0.01
+	done
+	echo "reached s2 after $(($(now_ms) - t0)) ms"
+	expect_between "ms until s2 has it" "$(($(now_ms) - t0))" 0 1000
+	# changed in place on s2, with the store's version (not one of its own)
+	expect_eq "its version on s2" "$(rls 2 --json tenant get "t$((N / 3))" | jq .version)" \
+		"$(rls 1 --json tenant get "t$((N / 3))" | jq .version)"
+	sleep 0.2
+	kill "$MONITOR_PID"
+	# s1 reads its own change back too: one call each
+	expect_between "policy_get calls" "$(monitor_calls "$mon" policy_get)" 1 2
+}
+
+@test "c1t and c2t (on s1 in slots past 4,095) limit clients across both hosts under load; s2 SIGKILLed under load and started again keeps every tenant and the limits" {
+	local b1 b2 out=$BATS_TEST_TMPDIR/c2load c1 c2
+
+	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
+	expect_between "c1t's slot on s1" "$(rls 1 --json tenant get c1t | jq .id)" 4096 "$((N - 1))"
+	b1=$(fleet_stat 1 c1t overshoot_bound)
+	b2=$(fleet_stat 1 c2t overshoot_bound)
+
+	# c1: 40 connections over 2 s, half to each host
+	run_loadgen_json c1 --rate 20 --duration 2 --timeout 500 \
+		"$(lab_target s1 "$PORT")@1" "$(lab_target s2 "$PORT")@1"
+	c1=$(json_get .total.connected)
+	echo "c1: $c1 connected of 40, c1t's bound $b1"
+	expect_between "c1 connected" "$c1" 1 $((6 + b1))
+	expect_between "c1t admitted (kernels)" "$(total c1t admitted)" "$c1" "$c1"
+
+	# c2 on s2 for 4 s while s2's agent is killed and started again
+	fleet_loadgen_bg c2 "$out" --rate 20 --duration 4 --timeout 500 "$(lab_target s2 "$PORT")"
+	sleep 1
+	fleet_agent_stop 2 KILL
+	fleet_agent_start 2
+	wait_held 2 30
+	wait "$LOADGEN_BG_PID"
+	c2=$(jq -r .total.connected "$out")
+	echo "c2: $c2 connected of 80 through a restart, c2t's bound $b2"
+	expect_between "c2 connected" "$c2" 1 $((4 + b2))
+	expect_eq "s2's tenants after the restart" "$(held 2)" "$N"
+	same_sample
+
+	# and after it, still spent: the limit holds, nothing more admitted
+	run_loadgen_json c2 --rate 20 --duration 1 --timeout 500 "$(lab_target s2 "$PORT")"
+	expect_between "c2 connected after the restart" \
+		"$(($(json_get .total.connected) + c2))" 1 $((4 + b2))
+}
