@@ -6,7 +6,7 @@
 #    share per host, nftables with the whole limit on every host, and HAProxy
 #    2.6 with a stick table shared by peers; offered skewed 90/5/5 at 1.5x the
 #    limit, evenly at 3x, and skewed at 0.75x (under the limit);
-#  - SYN flood: build/synflood sends spoofed SYNs from a tenant's /26 as fast
+#  - SYN flood: build/synflood sends spoofed SYNs from a tenant's /27 as fast
 #    as it can while a client of another tenant opens real connections; no
 #    limiter (syncookies), nftables `limit rate over ... drop`, iptables
 #    hashlimit and rlgate's XDP drop: the client's rate and success under the
@@ -97,7 +97,8 @@ rate=200
 burst=20
 legit_rate=300			# the flood scenario's client, per second
 redis_ip=192.0.2.250
-flood_net=192.0.2.192/26	# the flooding tenant: no lab host lives there
+flood_net=192.0.2.192/27	# the flooding tenant: no lab host lives there
+				# (the clients end at .191, Redis is .250)
 legit_net=192.0.2.64/28		# client 1
 port=8080			# nginx on every server
 hport=8090			# HAProxy in front of it
@@ -458,7 +459,7 @@ EOF
 flood nft || die "the nftables flood did not run"
 ns s1 nft delete table inet peers
 ns s1 iptables -A INPUT -s "$flood_net" -p tcp --syn -m hashlimit --hashlimit-above "$rate/sec" \
-	--hashlimit-burst "$burst" --hashlimit-mode srcip --hashlimit-srcmask 26 \
+	--hashlimit-burst "$burst" --hashlimit-mode srcip --hashlimit-srcmask 27 \
 	--hashlimit-name flood -j DROP || die "couldn't load the iptables hashlimit rule"
 flood hashlimit || die "the hashlimit flood did not run"
 ns s1 iptables -F INPUT
