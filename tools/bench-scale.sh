@@ -20,6 +20,8 @@
 #                            ones per CPU) / tenants, as rlctl status says
 #   bytes_per_tenant_agent   the agent's resident memory / tenants (rlctl
 #                            status)
+#   agent_idle_cpu_100k_pct  the agent's CPU time over 5 s with them all and
+#                            nothing to do, in % of one core (/proc/PID/stat)
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SCALE_PREFIXES=M] tools/bench-scale.sh [BUILD_DIR]  (root)
@@ -85,6 +87,14 @@ for ((r = 0; r < runs; r++)); do
 done
 [[ $(count) == "$tenants" ]] || die "the agent does not hold $tenants tenants after the changes"
 
+# Idle: what the agent spends with nothing to do but its periodic work.
+sleep 2
+cpu0=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
+sleep 5
+cpu1=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
+idle=$(awk -v d="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+	'BEGIN { printf "%.1f", d * 100 / hz / 5 }')
+
 mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
 kbytes=$(jq .kernel_map_bytes <<<"$mem")
 rss=$(jq .agent_rss_bytes <<<"$mem")
@@ -107,3 +117,4 @@ echo "ctl_tenant_prefix_ms $(median "${pfx[@]}") ms"
 echo "agent_restart_100k_ms $(((t1 - t0) / 1000000)) ms"
 echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
 echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
+echo "agent_idle_cpu_100k_pct $idle %"

@@ -3,19 +3,49 @@
  * are sampled (the last AGENT_RATE_SAMPLES kept), and rates are the
  * difference over the samples kept - for rlctl, metrics and lease sizing.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
 
+/* Every slot's counters up to the highest in use, in a few system calls
+ * (kern_tenant_stats_all); NULL when they could not be read. */
+static struct rl_stats *sample_all(struct agent *a, uint32_t *n_out)
+{
+	static struct rl_stats *buf;
+	static uint32_t cap;
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (a->tenants[i].slot < a->kern.max_tenants && a->tenants[i].slot >= n)
+			n = a->tenants[i].slot + 1;
+	if (n > cap) {
+		struct rl_stats *p = realloc(buf, (size_t)n * sizeof(*buf));
+
+		if (!p)
+			return NULL;
+		buf = p;
+		cap = n;
+	}
+	if (!n || kern_tenant_stats_all(&a->kern, n, buf))
+		return NULL;
+	*n_out = n;
+	return buf;
+}
+
 void agent_sample(struct agent *a)
 {
 	uint64_t now = loop_now_ns();
+	uint32_t n_all = 0;
+	struct rl_stats *all = sample_all(a, &n_all);
 
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		struct agent_tenant *t = &a->tenants[i];
 		struct rl_stats s;
 
-		if (kern_tenant_stats(&a->kern, t->slot, &s))
+		if (all && t->slot < n_all)
+			s = all[t->slot];
+		else if (kern_tenant_stats(&a->kern, t->slot, &s))
 			continue;
 		if (t->n_samples == AGENT_RATE_SAMPLES) {
 			memmove(t->samples, t->samples + 1,

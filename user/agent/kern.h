@@ -235,6 +235,11 @@ int kern_rules_edit(struct kern *k, const struct rl_cls_rule *ps, size_t n,
  * processes when there is a pool: what the host decided.  0 or -errno. */
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
 
+/* kern_tenant_stats() of slots 0 .. n-1 into out[0 .. n), read a few
+ * thousand slots per system call (one per slot on a kernel without batch
+ * lookups): what sampling every tenant each second costs.  0 or -errno. */
+int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out);
+
 /* The same, by enforcement point: the kernel's (XDP or tc) and the preload
  * pool's (zero without a pool).  0 or -errno. */
 int kern_point_stats(struct kern *k, uint32_t slot, struct rl_stats *kernel,

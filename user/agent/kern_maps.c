@@ -448,6 +448,78 @@ cleanup:
 	return err;
 }
 
+/* Keys read per system call by kern_tenant_stats_all(). */
+#define STATS_BATCH	4096
+
+/* One lookup per slot: for a kernel without batch lookups of per-CPU
+ * arrays (before 5.6). */
+static int stats_one_by_one(struct kern *k, uint32_t from, uint32_t n,
+			    struct rl_stats *out)
+{
+	for (uint32_t slot = from; slot < from + n; slot++)
+		if (kern_own_stats(k, slot, &out[slot]))
+			memset(&out[slot], 0, sizeof(out[slot]));
+	return 0;
+}
+
+int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out)
+{
+	int fd = bpf_map__fd(k->skel->maps.tenant_stats);
+	struct rl_stats *per;
+	uint32_t *keys, next = 0, done = 0;
+	bool first = true;
+	int err = 0;
+
+	if (n > k->max_tenants)
+		n = k->max_tenants;
+	per = calloc((size_t)STATS_BATCH * (size_t)k->ncpus, sizeof(*per));
+	keys = calloc(STATS_BATCH, sizeof(*keys));
+	if (!per || !keys) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	while (done < n) {
+		__u32 count = n - done < STATS_BATCH ? n - done : STATS_BATCH;
+		LIBBPF_OPTS(bpf_map_batch_opts, opts);
+		int e = bpf_map_lookup_batch(fd, first ? NULL : &next, &next, keys,
+					     per, &count, &opts);
+
+		if (e < 0 && errno != ENOENT) {
+			e = -errno;
+			if (first && (e == -EINVAL || e == -ENOTSUP || e == -EOPNOTSUPP))
+				err = stats_one_by_one(k, 0, n, out);
+			else
+				err = e;
+			goto cleanup;
+		}
+		first = false;
+		for (__u32 i = 0; i < count; i++) {
+			struct rl_stats *o;
+
+			if (keys[i] >= n)
+				continue;
+			o = &out[keys[i]];
+			memset(o, 0, sizeof(*o));
+			for (int c = 0; c < k->ncpus; c++)
+				rl_stats_add(o, &per[(size_t)i * k->ncpus + c]);
+		}
+		done += count;
+		if (e < 0 || !count)
+			break;	/* the end of the map */
+	}
+cleanup:
+	if (!err && k->preload)
+		for (uint32_t slot = 0; slot < n; slot++) {
+			struct rl_stats pool;
+
+			preload_stats(k->preload, slot, &pool);
+			rl_stats_add(&out[slot], &pool);
+		}
+	free(per);
+	free(keys);
+	return err;
+}
+
 int kern_counters(struct kern *k, uint64_t *out)
 {
 	int fd = bpf_map__fd(k->skel->maps.counters);
