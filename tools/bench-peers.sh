@@ -403,16 +403,26 @@ legit() {
 	jq -r '"\(.total.connected) \(.total.attempts) \(.elapsed_s)"' <<<"$j"
 }
 
-# flood NAME [alone [MAC]]: flood_once twice, keeping the round that spent less
-# CPU per SYN: on a shared machine, other work only ever adds.
+# flood NAME [alone [MAC]]: flood_once twice, keeping the figures and the
+# series of the round that spent less CPU per SYN: on a shared machine,
+# other work only ever adds.
 flood() {
+	local f
+
 	flood_once "$@" || return 1
 	mv "$work/flood-$1" "$work/flood-$1.1"
+	for f in "$out/peers-flood_$1"{,_base}.dat; do
+		[[ -e $f ]] && mv "$f" "$f.1"
+	done
 	flood_once "$@" || return 1
-	awk '{ c = ($9 + $12) / ($11 > 0 ? $11 : $7) }
-	     NR == 1 || c < best { best = c; line = $0 } END { print line }' \
-		"$work/flood-$1.1" "$work/flood-$1" >"$work/flood-$1.best"
-	mv "$work/flood-$1.best" "$work/flood-$1"
+	if awk '{ c[NR] = ($9 + $12) / ($11 > 0 ? $11 : $7) } END { exit !(c[1] <= c[2]) }' \
+		"$work/flood-$1.1" "$work/flood-$1"; then
+		mv "$work/flood-$1.1" "$work/flood-$1"
+		for f in "$out/peers-flood_$1"{,_base}.dat; do
+			[[ -e $f.1 ]] && mv "$f.1" "$f"
+		done
+	fi
+	rm -f "$work/flood-$1.1" "$out/peers-flood_$1"{,_base}.dat.1
 }
 
 # flood_once NAME [alone [MAC]]: the legitimate load alone, then again under
