@@ -304,7 +304,8 @@ static __always_inline enum parse suspect(void *tcp, __s32 l4_len,
 }
 
 /*
- * An ACK (without SYN, RST or FIN) while some tenant verifies.  Only the
+ * An ACK without SYN or RST (with FIN or without) while some tenant
+ * verifies.  Only the
  * fixed header is needed: the cookie lies in the sequence numbers.  A
  * header length the IP length cannot hold makes a segment the stack drops,
  * one that completes nothing: P_OTHER.  seg_len is what a RST acknowledges
@@ -327,7 +328,8 @@ static __noinline enum parse parse_ack(struct tcphdr *tcp,
 	si->isn = tcp->seq;
 	si->ack_seq = tcp->ack_seq;
 	si->tcp_flags = flags;
-	si->seg_len = 1 + l4_len - hlen;
+	/* the ISN, the data and a FIN */
+	si->seg_len = 1 + l4_len - hlen + !!(flags & TCP_FLAG_FIN);
 	return P_ACK;
 }
 
@@ -355,6 +357,11 @@ static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
 			return P_OTHER;
 		return parse_ack(tcp, si, l4_len, flags);
 	}
+	/* a FIN with ACK may complete a handshake as well as end a flow */
+	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_RST |
+		      TCP_FLAG_FIN)) == (TCP_FLAG_ACK | TCP_FLAG_FIN) &&
+	    READ_ONCE(verify_tenants))
+		return parse_ack(tcp, si, l4_len, flags);
 
 	__builtin_memset(si, 0, sizeof(*si));
 	si->sport = tcp->source;
@@ -1338,13 +1345,13 @@ static __always_inline bool ack_repeat(struct rl_flow_slot *s,
 }
 
 /*
- * The decision on a parsed packet (si->kind: P_SYN, P_END or P_SUSPECT):
- * V_PASS, V_DROP, or V_RST with si->tenant set for the caller, which builds
- * the reply.  A global function: the verifier checks it once, on its own,
- * with si's contents unknown - so nothing here may trust them beyond what it
- * checks itself.
+ * The decision on a packet that may open a connection (si->kind: P_SYN, or
+ * P_ACK for verification): V_PASS, V_DROP, or V_RST with si->tenant set for
+ * the caller, which builds the reply.  A global function: the verifier
+ * checks it once, on its own, with si's contents unknown - so nothing here
+ * may trust them beyond what it checks itself.
  */
-__noinline int judge(struct syn_info *si)
+__noinline int judge_open(struct syn_info *si)
 {
 	struct rl_tenant *in, *held = NULL, *iheld = NULL;
 	struct rl_flow_slot *slot = NULL;
@@ -1360,14 +1367,6 @@ __noinline int judge(struct syn_info *si)
 
 	if (!si)
 		return V_PASS;
-	if (si->kind == P_END) {
-		flow_end(si);
-		if (caps_on())
-			conn_end(si, false, bpf_ktime_get_coarse_ns());
-		return V_PASS;
-	}
-	if (si->kind == P_SUSPECT)
-		return judge_unparsed(si);
 	if (si->kind == P_SYN)
 		count(RL_CNT_SYN);
 	else if (si->kind != P_ACK)
@@ -1489,6 +1488,37 @@ refuse:
 		return V_RST;
 	}
 	return V_DROP;
+}
+
+/*
+ * The decision on a parsed packet (si->kind: P_SYN, P_ACK, P_END or
+ * P_SUSPECT), as judge_open() returns it.  A FIN with ACK, while some tenant
+ * verifies, comes as P_ACK: it may complete a handshake (the server's
+ * kernel takes a cookie from a FIN too, and the data it carries), so it is
+ * judged as an ACK first, and then ends its flow as any FIN does.  A global
+ * function, as judge_open().
+ */
+__noinline int judge(struct syn_info *si)
+{
+	int v;
+
+	if (!si)
+		return V_PASS;
+	if (si->kind == P_END) {
+		flow_end(si);
+		if (caps_on())
+			conn_end(si, false, bpf_ktime_get_coarse_ns());
+		return V_PASS;
+	}
+	if (si->kind == P_SUSPECT)
+		return judge_unparsed(si);
+	v = judge_open(si);
+	if (si->kind == P_ACK && (si->tcp_flags & TCP_FLAG_FIN)) {
+		flow_end(si);
+		if (caps_on())
+			conn_end(si, false, bpf_ktime_get_coarse_ns());
+	}
+	return v;
 }
 
 /*

@@ -212,10 +212,12 @@ static int scen_copies(const void *arg)
 
 	CHECK(handshake(&v, 4, 1001, 6000) == XDP_PASS, "handshake refused");
 	cookie = cookie_for(&v, 4, 1001, 6000);
+	/* the FIN is a free copy, and ends the flow: the ACK after it is
+	 * charged */
 	send_seg(&v, 4, TH_ACK | TH_FIN, 1001, 6001, cookie + 1, 0, &verdict,
 		 NULL, NULL);
 	send_seg(&v, 4, TH_ACK, 1001, 6001, cookie + 1, 0, &verdict, NULL, NULL);
-	EXPECT_STATS(&v.in.w, 1, "admitted=6 retransmits=2");
+	EXPECT_STATS(&v.in.w, 1, "admitted=7 retransmits=3");
 	CHECK(v.t->tat != 0, "no token spent");
 	vinst_close(&v);
 	return 0;
@@ -254,6 +256,40 @@ static int scen_rst(const void *arg)
 		      pkt_check_csums(out, len, ETH_HLEN));
 	}
 	EXPECT_STATS(&v.in.w, 1, "admitted=1 denied=1 rst_sent=1");
+	vinst_close(&v);
+	return 0;
+}
+
+/* A handshake completed by a FIN, with the request in it: the server's
+ * kernel opens a connection from it as from an ACK, so it is charged as
+ * one - and refused over the limit, by a RST acknowledging data and FIN. */
+static int scen_fin(const void *arg)
+{
+	struct vinst v;
+	__u8 out[PKT_MAX];
+	__u32 verdict, len = 0, cookie, ack;
+	int l4 = ETH_HLEN + 20;
+
+	(void)arg;
+	if (vinst_open(&v, RL_ACT_RST, 0, 1))
+		return -1;
+	cookie = cookie_for(&v, 4, 1000, 5000);
+	send_seg(&v, 4, TH_ACK | TH_PSH | TH_FIN, 1000, 5001, cookie + 1, 40,
+		 &verdict, NULL, NULL);
+	CHECK(verdict == XDP_PASS, "first FIN handshake: verdict %u", verdict);
+	cookie = cookie_for(&v, 4, 1001, 6000);
+	send_seg(&v, 4, TH_ACK | TH_PSH | TH_FIN, 1001, 6001, cookie + 1, 40,
+		 &verdict, out, &len);
+	CHECK(verdict == XDP_TX, "second FIN handshake over the limit: verdict "
+	      "%u, want XDP_TX", verdict);
+	if (len == (__u32)l4 + 20) {
+		memcpy(&ack, out + l4 + 8, 4);
+		CHECK(ntohl(ack) == 6001 + 40 + 1, "RST acknowledges %u, want %u",
+		      ntohl(ack), 6001 + 40 + 1);
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=1 denied=1 rst_sent=1");
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 2, "%llu cookie ACKs, want 2",
+	      (unsigned long long)counter(&v, RL_CNT_VERIFY_ACK));
 	vinst_close(&v);
 	return 0;
 }
@@ -361,6 +397,7 @@ static const struct scenario verify_scenarios[] = {
 	{ "verify: data after the ACK is free twice, not after a FIN", scen_copies, NULL },
 	{ "verify: over the limit, RST at the client's next sequence (IPv4)", scen_rst, &v4 },
 	{ "verify: over the limit, RST at the client's next sequence (IPv6)", scen_rst, &v6 },
+	{ "verify: a handshake completed by a FIN with data is charged, and reset over the limit", scen_fin, NULL },
 	{ "verify: shadow admits and counts would-deny at the ACK", scen_shadow, NULL },
 	{ "verify: leased tokens spent by the cookie ACK", scen_leased, NULL },
 	{ "verify: a tenant without it charges SYNs, not ACKs", scen_other_tenant, NULL },

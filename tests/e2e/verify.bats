@@ -101,6 +101,33 @@ lock_out_then_verify() {
 	expect_between "resets sent" "$(stat_get web rst_sent)" $((90 - ok - 5)) $((90 - ok + 5))
 }
 
+@test "over the limit with --action drop: a verified client's handshake ACK is dropped (its request stalls, no RST), and the server accepts no more than the bucket gives out" {
+	local ok before after t0 t1 charged
+
+	agent_start
+	rl tenant set web --rate 10/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--action drop --verify syncookie
+	t0=$(date +%s%N)
+	before=$(server_conns s1)
+	client_run s1 4 30 3
+	# a client that gave up has its kernel still retransmit the request
+	# (FIN_WAIT1): each copy that finds a token opens a connection
+	sleep 3
+	after=$(server_conns s1)
+	t1=$(date +%s%N)
+	ok=$(jq -r .ok <<<"$CLIENT_JSON")
+	# 90 requests over 3 s, each retried for up to 3 s: at least 10/s for
+	# 3 s + 5 are answered
+	expect_between "answered" "$ok" 35 90
+	charged=$(($(stat_get web admitted) - $(stat_get web retransmits)))
+	expect_between "connections the server accepted" $((after - before)) "$ok" "$charged"
+	expect_between "handshakes charged (10/s + 5)" "$charged" "$ok" \
+		$(((t1 - t0) / 100000000 + 5 + 1))
+	expect_eq "resets sent" "$(stat_get web rst_sent)" 0
+	expect_between "handshake ACKs and their copies refused" \
+		"$(stat_get web denied)" $((90 - ok)) 100000
+}
+
 @test "shadow with --verify syncookie: every request answered under a forged flood, would-deny counted at the handshake only" {
 	local shadow
 
