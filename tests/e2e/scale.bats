@@ -78,9 +78,12 @@ tries() {
 @test "among 20,000 tenants, a new tenant, a deletion and a change of prefixes are made in place: each limits (or stops limiting) its clients at once, a conflict is refused naming both tenants, and a restart after SIGKILL replays them from the journal" {
 	local file=$BATS_TEST_TMPDIR/set.json out rc=0
 
-	agent_start --max-tenants "$((N + 1))"
+	agent_start --max-tenants "$((N + 2))"
 	tenant_file "$file"
 	rl apply "$file"
+	# a rule that names a port, elsewhere: the changes below are still
+	# repainted in place around it
+	rl tenant set web80 --rate 10/s --match 198.18.0.0/24 --port 80
 
 	# c1t goes: its clients are no one's now
 	rl tenant del c1t
@@ -109,12 +112,12 @@ tries() {
 	rl tenant set c2n --rate 1/h --burst 2 --action rst --match "$(prefixes c2)"
 	tries c2
 	expect_eq "c2 connected under c2n" "$(json_get .total.connected)" 2
-	expect_eq "journal lines" "$(wc -l <"$STATE_DIR/policy.journal")" 4
+	expect_eq "journal lines" "$(wc -l <"$STATE_DIR/policy.journal")" 5
 
 	# a crash: the journal brings every change back, the buckets stay spent
 	agent_stop KILL
-	agent_start --max-tenants "$((N + 1))"
-	expect_eq "tenants after restart" "$(rl --json tenant list | jq length)" "$((N + 1))"
+	agent_start --max-tenants "$((N + 2))"
+	expect_eq "tenants after restart" "$(rl --json tenant list | jq length)" "$((N + 2))"
 	expect_eq "c1t after restart" "$(rl --json tenant list --name 'c*' | jq -c '[.[].name] | sort')" \
 		'["c1n","c2n","c2t"]'
 	expect_eq "c2t's prefix after restart" "$(rl --json tenant get c2t | jq -c .match)" '["198.51.100.0/24"]'

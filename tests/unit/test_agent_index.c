@@ -3,8 +3,9 @@
  * against the set itself after thousands of random additions, changes and
  * deletions made as the agent makes them (the last tenant moved into a
  * deleted one's place): every tenant found by name at its place, every
- * claim by its rule, no deleted name or claim left; conflicts named with
- * both tenants; the caps summed.
+ * claim by its rule (a prefix with port rules said to have them), no
+ * deleted name or claim left; conflicts named with both tenants; the caps
+ * summed.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,11 +70,10 @@ static int check_all(void)
 		if (agent_index_name(&a, t->pol.name) != t ||
 		    !agent_index_slot_used(&a, t->slot))
 			bad++;
-		if (!t->pol.n_ports &&
-		    (agent_index_rule(&a, AF_INET, t->pol.match[0].addr, 24) !=
-		     (int64_t)t->slot ||
-		     agent_index_rule(&a, AF_INET6, t->pol.match[1].addr, 48) !=
-		     (int64_t)t->slot))
+		int64_t want = t->pol.n_ports ? RL_CLS_PORTED : (int64_t)t->slot;
+
+		if (agent_index_rule(&a, AF_INET, t->pol.match[0].addr, 24) != want ||
+		    agent_index_rule(&a, AF_INET6, t->pol.match[1].addr, 48) != want)
 			bad++;
 		snprintf(other.name, sizeof(other.name), "other");
 		if (agent_index_conflict(&a, &other, err) != t)
@@ -174,7 +174,13 @@ static void test_conflicts(void)
 	t.pol.ports[0] = 80;
 	CHECK(!agent_index_conflict(&a, &t.pol, err), "port 80 beside any "
 	      "port: %s", err);
-	CHECK(agent_index_ported(&a), "port rules present but not seen");
+	CHECK(agent_index_rule(&a, AF_INET, a.tenants[i].pol.match[0].addr, 24) ==
+	      (int64_t)a.tenants[i].slot, "the any-port rule's slot");
+	for (i = 0; i < a.n_tenants && !a.tenants[i].pol.n_ports; i++)
+		;
+	CHECK(i < a.n_tenants && agent_index_rule(&a, AF_INET,
+	      a.tenants[i].pol.match[0].addr, 24) == RL_CLS_PORTED,
+	      "a prefix with a port rule is not said to have one");
 }
 
 int main(void)

@@ -323,18 +323,24 @@ static int64_t edit_rule(void *ctx, int family, const uint8_t *addr,
 			 unsigned int plen)
 {
 	const struct edit_rules *er = ctx;
+	int64_t any = -1;
 
 	for (size_t i = 0; i < er->n; i++)
 		if (er->live[i] && er->r[i].family == family &&
-		    er->r[i].plen == plen && !memcmp(er->r[i].addr, addr, 16))
-			return er->r[i].tenant;
-	return -1;
+		    er->r[i].plen == plen && !memcmp(er->r[i].addr, addr, 16)) {
+			if (er->r[i].port)
+				return RL_CLS_PORTED;
+			any = er->r[i].tenant;
+		}
+	return any;
 }
 
-/* Any-port rule sets changed one prefix at a time by rl_cls_repaint (added,
- * removed, given to another tenant) answer as the reference over the rules
- * live after each change, for addresses near every rule. */
-static void check_repaint(int family)
+/* Rule sets changed one any-port prefix at a time by rl_cls_repaint
+ * (added, removed, given to another tenant) answer as the reference over
+ * the rules live after each change, for addresses near every rule and
+ * ports with and without rules; a sixth of the rules name a port and stay,
+ * and a repaint that meets one gives up (the set is then compiled anew). */
+static void check_repaint(int family, bool with_ports)
 {
 	unsigned int bytes = family == AF_INET ? 4 : 16;
 	struct rl_cls_rule rules[300], *order;
@@ -347,15 +353,16 @@ static void check_repaint(int family)
 
 	n = make_rules(rules, 300, family);
 	for (size_t i = 0; i < n; i++) {
-		rules[i].port = 0;
+		rules[i].port = with_ports && rnd() % 6 == 0 ? ports[rnd() % 6] : 0;
 		for (size_t j = 0; j < i; j++)
 			if (rules[j].plen == rules[i].plen &&
+			    rules[j].port == rules[i].port &&
 			    !memcmp(rules[j].addr, rules[i].addr, 16))
 				rules[i].plen = bytes * 8 + 1;	/* a duplicate: out */
 	}
 	order = calloc(n, sizeof(*order));
 	for (size_t i = 0; i < n; i++) {
-		live[i] = rules[i].plen <= bytes * 8 && rnd() % 2;
+		live[i] = rules[i].plen <= bytes * 8 && (rules[i].port || rnd() % 2);
 		if (live[i])
 			order[n_live++] = rules[i];
 	}
@@ -369,7 +376,7 @@ static void check_repaint(int family)
 		size_t x = rnd() % n;
 		int e;
 
-		if (rules[x].plen > bytes * 8)
+		if (rules[x].plen > bytes * 8 || rules[x].port)
 			continue;
 		if (live[x] && rnd() % 3 == 0)
 			rules[x].tenant = 1 + rnd() % 200;
@@ -401,6 +408,7 @@ static void check_repaint(int family)
 			struct rl_cls_rule live_rules[300];
 			size_t m = 0;
 			uint8_t a[16];
+			uint16_t port;
 			int want, got;
 
 			if (near->plen > bytes * 8)
@@ -412,8 +420,9 @@ static void check_repaint(int family)
 			for (size_t i = 0; i < n; i++)
 				if (live[i])
 					live_rules[m++] = rules[i];
-			want = reference(live_rules, m, family, a, 80);
-			got = rl_cls_lookup(&img, family, a, 80);
+			port = rnd() % 2 ? ports[rnd() % 6] : 1000;
+			want = reference(live_rules, m, family, a, port);
+			got = rl_cls_lookup(&img, family, a, port);
 			if (got != want && bad++ < 5)
 				CHECK(got == want, "IPv%d after step %d: tenant "
 				      "%d, want %d", bytes == 4 ? 4 : 6, step,
@@ -426,12 +435,19 @@ static void check_repaint(int family)
 static void check_repaints(void)
 {
 	for (int i = 0; i < 5; i++) {
-		check_repaint(AF_INET);
-		check_repaint(AF_INET6);
+		check_repaint(AF_INET, false);
+		check_repaint(AF_INET6, false);
 	}
-	/* most prefixes are long enough to be repainted */
+	/* without port rules most prefixes are long enough to be repainted */
 	CHECK(repaints > 4 * repaints_given_up, "%d repaints, %d given up",
 	      repaints, repaints_given_up);
+	repaints = 0;
+	for (int i = 0; i < 5; i++) {
+		check_repaint(AF_INET, true);
+		check_repaint(AF_INET6, true);
+	}
+	/* with port rules among them, those no port rule decides */
+	CHECK(repaints > 100, "%d repaints beside port rules", repaints);
 }
 
 int main(void)

@@ -421,7 +421,7 @@ static int rules_follow(struct agent *a, const struct policy_tenant *was,
 		}
 	/* An outbound tenant paints nothing in the kernel, but its rules are
 	 * the pool's, which is always compiled whole. */
-	if (a->rules_synced && !agent_index_ported(a))
+	if (a->rules_synced)
 		e = n ? kern_rules_edit(&a->kern, ps, n, agent_index_rule, a) :
 		    a->kern.preload ? -EAGAIN : 0;
 	if (!e)

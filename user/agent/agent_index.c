@@ -23,8 +23,13 @@ struct claim {
 	uint32_t slot;		/* NONE: the entry is free */
 	uint16_t port;
 	uint8_t len;
-	uint8_t key;		/* family (4 or 6) and direction */
+	uint8_t key;		/* family (4 or 6), direction, PORT_MARK */
 };
+
+/* A record beside the claims of one prefix that name ports: how many do
+ * (in slot), with port 0, so that a question about the prefix's rules
+ * learns in one lookup whether any names a port. */
+#define PORT_MARK	0x20
 
 struct agent_index {
 	uint32_t *names;	/* positions + 1; 0 free */
@@ -32,7 +37,6 @@ struct agent_index {
 	struct claim *claims;
 	size_t claims_cap, n_claims;
 	uint32_t *pos;		/* per slot: position in a->tenants, or NONE */
-	size_t n_port_claims;	/* inbound claims that name a port */
 	uint64_t caps;		/* the tenants' max_conns, summed */
 	uint32_t n_capped;	/* tenants with a cap */
 	uint32_t n_verifying;	/* tenants that verify their SYNs */
@@ -212,6 +216,28 @@ int agent_index_build(struct agent *a)
 	return 0;
 }
 
+/* Counts a claim that names a port in (delta 1) or out (-1) of its
+ * prefix's PORT_MARK record; room was made for it. */
+static void port_mark(struct agent_index *ix, const struct claim *c, int delta)
+{
+	struct claim m = *c;
+	size_t s;
+
+	m.key |= PORT_MARK;
+	m.port = 0;
+	s = claim_find(ix, &m);
+	if (delta > 0 && ix->claims[s].slot == NONE) {
+		m.slot = 1;
+		ix->claims[s] = m;
+		ix->n_claims++;
+	} else if (delta > 0) {
+		ix->claims[s].slot++;
+	} else if (ix->claims[s].slot != NONE && --ix->claims[s].slot == 0) {
+		claim_remove(ix, s);
+		ix->n_claims--;
+	}
+}
+
 int agent_index_put(struct agent *a, size_t i)
 {
 	struct agent_index *ix = a->ix;
@@ -219,7 +245,7 @@ int agent_index_put(struct agent *a, size_t i)
 	struct claim c;
 	size_t need = ix->n_claims;
 
-	FOR_CLAIMS(&t->pol, c, need++;)
+	FOR_CLAIMS(&t->pol, c, need += c.port ? 2 : 1;)
 	if (claims_grow(ix, need))
 		return -ENOMEM;
 	FOR_CLAIMS(&t->pol, c, {
@@ -227,7 +253,9 @@ int agent_index_put(struct agent *a, size_t i)
 
 		if (ix->claims[s].slot == NONE) {
 			ix->n_claims++;
-			ix->n_port_claims += c.port && !(c.key & 0x10);
+			if (c.port)
+				port_mark(ix, &c, 1);
+			s = claim_find(ix, &c);	/* the mark may have moved it */
 		}
 		c.slot = t->slot;
 		ix->claims[s] = c;
@@ -251,7 +279,8 @@ void agent_index_drop(struct agent *a, size_t i)
 		if (ix->claims[s].slot == t->slot) {
 			claim_remove(ix, s);
 			ix->n_claims--;
-			ix->n_port_claims -= c.port && !(c.key & 0x10);
+			if (c.port)
+				port_mark(ix, &c, -1);
 		}
 	})
 	s = name_find(a, t->pol.name);
@@ -314,11 +343,6 @@ void agent_index_recap(struct agent *a, const struct policy_tenant *was,
 	}
 }
 
-bool agent_index_ported(const struct agent *a)
-{
-	return a->ix->n_port_claims != 0;
-}
-
 const struct agent_tenant *agent_index_conflict(struct agent *a,
 						const struct policy_tenant *t,
 						char *err)
@@ -358,10 +382,13 @@ int64_t agent_index_rule(void *ctx, int family, const uint8_t *addr,
 	const struct agent *a = ctx;
 	const struct agent_index *ix = a->ix;
 	struct claim c = { .len = (uint8_t)plen,
-			   .key = claim_key(family, POLICY_DIR_IN) };
+			   .key = claim_key(family, POLICY_DIR_IN) | PORT_MARK };
 	size_t s;
 
 	memcpy(c.addr, addr, sizeof(c.addr));
+	if (ix->claims[claim_find(ix, &c)].slot != NONE)
+		return RL_CLS_PORTED;
+	c.key &= (uint8_t)~PORT_MARK;
 	s = claim_find(ix, &c);
 	return ix->claims[s].slot == NONE ? -1 : (int64_t)ix->claims[s].slot;
 }

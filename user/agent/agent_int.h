@@ -77,15 +77,12 @@ uint64_t agent_index_caps(const struct agent *a, uint32_t *n_capped,
  * place. */
 void agent_index_recap(struct agent *a, const struct policy_tenant *was,
 		       const struct policy_tenant *now);
-/* Whether any inbound rule names a port (the classifier is then compiled
- * whole). */
-bool agent_index_ported(const struct agent *a);
 /* The tenant other than t's namesake that claims one of t's (prefix,
  * port) in t's direction, with the conflict worded in err; or NULL. */
 const struct agent_tenant *agent_index_conflict(struct agent *a,
 						const struct policy_tenant *t,
 						char *err);
-/* rl_cls_rule_fn over the inbound any-port claims; ctx is the agent. */
+/* rl_cls_rule_fn over the inbound claims; ctx is the agent. */
 int64_t agent_index_rule(void *ctx, int family, const uint8_t *addr,
 			 unsigned int plen);
 

@@ -719,10 +719,12 @@ struct repaint {
 	int family;
 	uint8_t addr[16];	/* the address being walked, bits past it zero */
 	size_t budget;		/* entries left to visit */
+	bool ported;		/* a port rule decides somewhere: give up */
 };
 
 /* The tenant entry of the longest any-port rule of length hi down to lo
- * over rp->addr, or `below` when none is. */
+ * over rp->addr, or `below` when none is; RL_CLS_PORTED (a port rule would
+ * decide) sets rp->ported. */
 static uint32_t answer(struct repaint *rp, unsigned int hi, unsigned int lo,
 		       uint32_t below)
 {
@@ -736,8 +738,11 @@ static uint32_t answer(struct repaint *rp, unsigned int hi, unsigned int lo,
 		if (len % 8)
 			a[len / 8] = rp->addr[len / 8] & (uint8_t)(0xff << (8 - len % 8));
 		t = rp->rule(rp->ctx, rp->family, a, len);
-		if (t >= 0)
-			return RL_CLS_ENTRY(RL_CLS_T_TENANT, (uint32_t)t);
+		if (t == RL_CLS_PORTED)
+			rp->ported = true;
+		if (t >= 0 || t == RL_CLS_PORTED)
+			return t >= 0 ? RL_CLS_ENTRY(RL_CLS_T_TENANT, (uint32_t)t) :
+			       below;
 	}
 	return below;
 }
@@ -755,6 +760,8 @@ static int repaint_entry(struct repaint *rp, uint32_t group, uint32_t idx,
 		return -EAGAIN;
 	rp->addr[bits / 8 - 1] = (uint8_t)idx;
 	v = answer(rp, bits, bits - 8 + 1, above);
+	if (rp->ported)
+		return -EAGAIN;
 	if (RL_CLS_TYPE(*e) == RL_CLS_T_GROUP) {
 		uint32_t child = RL_CLS_VAL(*e);
 
@@ -797,10 +804,13 @@ int rl_cls_repaint(struct rl_cls_group *groups, uint32_t *n_groups,
 		for (uint32_t k = 0; k < cnt; k++) {
 			int err;
 
+			uint32_t above8;
+
 			rp.addr[0] = (uint8_t)((v + k) >> 8);
-			err = repaint_entry(&rp, root + ((v + k) >> 8),
-					    (v + k) & 0xff, 16,
-					    answer(&rp, 8, 0, RL_CLS_NONE));
+			above8 = answer(&rp, 8, 0, RL_CLS_NONE);
+			err = rp.ported ? -EAGAIN :
+			      repaint_entry(&rp, root + ((v + k) >> 8),
+					    (v + k) & 0xff, 16, above8);
 			if (err)
 				return err;
 		}
@@ -831,6 +841,8 @@ int rl_cls_repaint(struct rl_cls_group *groups, uint32_t *n_groups,
 	first = rp.addr[depth / 8];
 	cnt = 1u << (depth + 8 - plen);
 	above = answer(&rp, depth, 0, RL_CLS_NONE);
+	if (rp.ported)
+		return -EAGAIN;
 	for (uint32_t k = 0; k < cnt; k++) {
 		int err = repaint_entry(&rp, group, first + k, depth + 8, above);
 

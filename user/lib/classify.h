@@ -121,9 +121,12 @@ int rl_cls_publish(struct rl_cls_map *m, const struct rl_cls_image *img);
  * Edits in place, for a change of a few prefixes among a million: the
  * entries a prefix covers are recomputed from the rules as they are now,
  * asked through `rule`: the tenant slot of the any-port rule of exactly
- * that prefix (address bits past plen zero), or -1.  Only for tables
- * without port rules where they reach: a port row in the way gives up.
+ * that prefix (address bits past plen zero), -1 for none, or
+ * RL_CLS_PORTED when a rule of that prefix names a port.  Only where no
+ * port rule decides: a port row in the way, or a port rule met on the way
+ * up from an entry before an any-port rule, gives up.
  */
+#define RL_CLS_PORTED	(-2)
 typedef int64_t (*rl_cls_rule_fn)(void *ctx, int family, const uint8_t *addr,
 				  unsigned int plen);
 
