@@ -22,6 +22,8 @@
 #                            status)
 #   agent_idle_cpu_100k_pct  the agent's CPU time over 5 s with them all and
 #                            nothing to do, in % of one core (/proc/PID/stat)
+#   metrics_scrape_100k_ms   one scrape of /metrics (--metrics-tenants
+#                            1000, the default), median of five
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SCALE_PREFIXES=M] tools/bench-scale.sh [BUILD_DIR]  (root)
@@ -95,6 +97,12 @@ cpu1=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
 idle=$(awk -v d="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
 	'BEGIN { printf "%.1f", d * 100 / hz / 5 }')
 
+scrape=()
+for ((r = 0; r < runs; r++)); do
+	scrape+=("$(ms nsenter --net="/run/netns/$lab-s1" curl -sf -o /dev/null \
+		http://127.0.0.1:9464/metrics)") || die "couldn't scrape the agent's metrics"
+done
+
 mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
 kbytes=$(jq .kernel_map_bytes <<<"$mem")
 rss=$(jq .agent_rss_bytes <<<"$mem")
@@ -118,3 +126,4 @@ echo "agent_restart_100k_ms $(((t1 - t0) / 1000000)) ms"
 echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
 echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "agent_idle_cpu_100k_pct $idle %"
+echo "metrics_scrape_100k_ms $(median "${scrape[@]}") ms"

@@ -2,6 +2,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "topn.h"
@@ -43,8 +44,58 @@ static void test_pick(void)
 	}
 }
 
+/* The reference: every row ranked by a full sort. */
+struct ref_row {
+	uint64_t score;
+	const char *name;
+	size_t i;
+};
+
+static int ref_cmp(const void *pa, const void *pb)
+{
+	const struct ref_row *a = pa, *b = pb;
+
+	if (a->score != b->score)
+		return a->score > b->score ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+/* The bounded selection keeps exactly the k rows a full sort ranks first,
+ * over tables of 2,000 rows with many equal scores, for k of 1 to n-1. */
+static void test_pick_matches_sort(void)
+{
+	enum { N = 2000 };
+	static const size_t ks[] = { 1, 2, 7, 1000, N - 1 };
+	static char names[N][8];
+	static const char *name[N];
+	static uint64_t score[N];
+	static struct ref_row ref[N];
+	static bool keep[N], want[N];
+	unsigned int seed = 12345;
+
+	for (size_t i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%zu", (i * 7919) % N);
+		name[i] = names[i];
+		seed = seed * 1103515245 + 12345;
+		score[i] = (seed >> 16) % 50;
+	}
+	for (size_t c = 0; c < sizeof(ks) / sizeof(ks[0]); c++) {
+		for (size_t i = 0; i < N; i++)
+			ref[i] = (struct ref_row){ score[i], name[i], i };
+		qsort(ref, N, sizeof(ref[0]), ref_cmp);
+		memset(want, 0, sizeof(want));
+		for (size_t i = 0; i < ks[c]; i++)
+			want[ref[i].i] = true;
+		CHECK(topn_pick(score, name, N, ks[c], keep) == 0, "k %zu: failed", ks[c]);
+		for (size_t i = 0; i < N; i++)
+			CHECK(keep[i] == want[i], "k %zu: row %zu (%s, %llu) kept %d",
+			      ks[c], i, name[i], (unsigned long long)score[i], keep[i]);
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_pick);
+	CHECK_RUN(test_pick_matches_sort);
 	return check_exit();
 }

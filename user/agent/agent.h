@@ -245,6 +245,15 @@ struct agent_tenant_stats {
 
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 			struct agent_tenant_stats *out);
+/* The same with the counters s already read (NULL: read them). */
+void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
+			     const struct rl_stats *s, struct agent_tenant_stats *out);
+
+/* Every slot's counters (kern_tenant_stats()) up to the highest slot in
+ * use, read a few thousand slots per system call, in *n of them; NULL when
+ * they could not be read.  The array is the agent's, valid until the next
+ * call. */
+const struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n);
 
 /* A tenant's admit and deny rates over its samples (0 before two). */
 void agent_tenant_rates(const struct agent_tenant *t, double *admit,

@@ -8,9 +8,7 @@
 
 #include "agent.h"
 
-/* Every slot's counters up to the highest in use, in a few system calls
- * (kern_tenant_stats_all); NULL when they could not be read. */
-static struct rl_stats *sample_all(struct agent *a, uint32_t *n_out)
+const struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n_out)
 {
 	static struct rl_stats *buf;
 	static uint32_t cap;
@@ -37,7 +35,7 @@ void agent_sample(struct agent *a)
 {
 	uint64_t now = loop_now_ns();
 	uint32_t n_all = 0;
-	struct rl_stats *all = sample_all(a, &n_all);
+	const struct rl_stats *all = agent_stats_all(a, &n_all);
 
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		struct agent_tenant *t = &a->tenants[i];
@@ -61,10 +59,19 @@ void agent_sample(struct agent *a)
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 			struct agent_tenant_stats *out)
 {
+	agent_tenant_stats_from(a, t, NULL, out);
+}
+
+void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
+			     const struct rl_stats *s, struct agent_tenant_stats *out)
+{
 	struct kern_conns kc;
 
 	memset(out, 0, sizeof(*out));
-	kern_tenant_stats(&a->kern, t->slot, &out->s);
+	if (s)
+		out->s = *s;
+	else
+		kern_tenant_stats(&a->kern, t->slot, &out->s);
 	out->tokens = kern_tenant_tokens(&a->kern, t->slot, loop_now_ns());
 	if (a->kern.preload) {
 		out->points = true;
