@@ -155,9 +155,12 @@ static void size_lease(const struct broker *b, const struct broker_tenant *t,
 {
 	struct rl_stats st;
 	struct lease_plan p;
+	/* A split tenant's top-up may take one call per sub-bucket, one
+	 * after the other: the prefetch starts that much earlier. */
 	struct lease_in in = {
 		.rate = -1, .t = t->pol, .agents = broker_agents_of(b),
-		.ttl_ms = b->o.lease_ttl_ms, .lead_ms = lease_lead_ms(b->rtt_ns),
+		.ttl_ms = b->o.lease_ttl_ms,
+		.lead_ms = lease_lead_ms(b->rtt_ns * shards_of(t->pol)),
 	};
 
 	if (host_counters(b, t->slot, &st) == 0) {
@@ -499,6 +502,10 @@ int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
 	if (!taken)
 		return -ENOENT;
 	give = pay_debt(s, taken);
+	/* split another way since the slot was last in step: its ledger names
+	 * sub-buckets that are not asked any more */
+	if (s->shards != k)
+		broker_slot_free(s);
 	hot_ledger_take(s->ledger, held, taken, give, home_of(b, t->pol), parts);
 	if (!give)
 		return -ENOENT;
