@@ -18,8 +18,11 @@ redis_spawn() {
 	for ((i = 0; i < 100; i++)); do
 		[[ -S $RSOCK && -s $RDIR/redis.pid ]] &&
 			redis-cli -s "$RSOCK" PING 2>/dev/null | grep -q PONG && return 0
-		pid=$(cat "$RDIR/redis.pid" 2>/dev/null)
-		[[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && return 1
+		# (no pid file yet is not a failure: set -e in setup_file)
+		pid=$(cat "$RDIR/redis.pid" 2>/dev/null || true)
+		if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+			return 1
+		fi
 		sleep 0.05
 	done
 	return 1
