@@ -45,6 +45,11 @@ void kern_conn_gate(struct kern *k, uint32_t capped)
 	(void)k; (void)capped;
 }
 
+void kern_verify_gate(struct kern *k, uint32_t verifying)
+{
+	(void)k; (void)verifying;
+}
+
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
 {
 	(void)k; (void)bs; (void)n;
