@@ -52,7 +52,7 @@ complete_line() {
 	[[ $(complete_line tenant set web --port "") == "any" ]]
 	[[ $(complete_line tenant set web --rate "") == "" ]]
 	[[ $(complete_line tenant set web --shards "") == "" ]]
-	[[ $(complete_line top --) == "--help --interval --iterations --json --socket" ]]
+	[[ $(complete_line top --) == "--help --interval --iterations --json --name --socket --top" ]]
 	[[ $(complete_line apply --d) == "--dry-run" ]]
 }
 
