@@ -207,7 +207,7 @@ struct syn_info {
 	__u32 tenant;		/* set by judge() for a V_RST */
 	__u8 has_port;		/* flow.sport and flow.dport were readable */
 	__u8 fragment;		/* part of a fragmented datagram: never a RST */
-	__u8 tcp_flags;		/* P_SYN and P_END: the TCP flags byte */
+	__u8 tcp_flags;		/* P_SYN, P_END, P_ACK: the TCP flags byte */
 	__u8 _pad;
 	__be32 ack_seq;		/* P_ACK: the acknowledgement number */
 };
@@ -305,8 +305,8 @@ static __always_inline enum parse suspect(void *tcp, __s32 l4_len,
 
 /*
  * An ACK without SYN or RST (with FIN or without) while some tenant
- * verifies.  Only the
- * fixed header is needed: the cookie lies in the sequence numbers.  A
+ * verifies.  Only the fixed header is needed: the cookie lies in the
+ * sequence numbers.  A
  * header length the IP length cannot hold makes a segment the stack drops,
  * one that completes nothing: P_OTHER.  seg_len is what a RST acknowledges
  * of it, the client's ISN counted (see verify_passes()).  A function of its
@@ -1614,7 +1614,9 @@ int tc_rlgate(struct __sk_buff *skb)
  */
 __noinline int egress_end(struct syn_info *si)
 {
-	if (!si || si->kind != P_END)
+	/* a FIN with ACK comes as P_ACK while some tenant verifies */
+	if (!si || (si->kind != P_END &&
+		    !(si->kind == P_ACK && (si->tcp_flags & TCP_FLAG_FIN))))
 		return 0;
 	conn_end(si, true, bpf_ktime_get_coarse_ns());
 	return 0;
@@ -1633,8 +1635,14 @@ int tc_rlgate_egress(struct __sk_buff *skb)
 	if (!caps_on())
 		return TC_ACT_OK;
 	/* A local stack's headers are in the linear area: no pull. */
-	if (parse_packet(data, data_end, &si) == P_END)
+	switch (parse_packet(data, data_end, &si)) {
+	case P_END:
+	case P_ACK:
 		egress_end(&si);
+		break;
+	default:
+		break;
+	}
 	return TC_ACT_OK;
 }
 

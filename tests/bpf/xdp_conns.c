@@ -362,6 +362,22 @@ static int run_cscen(const void *arg)
 	return 0;
 }
 
+/* The same with ACKs and FINs read as verification reads them (some other
+ * tenant verifies): a FIN with ACK then comes as P_ACK, on either side, and
+ * must end connections as before. */
+static int run_cscen_verifying(const void *arg)
+{
+	const struct cscen *sc = arg;
+	struct cinst in;
+
+	if (cinst_open(&in, sc->cap, sc->action, sc->flags))
+		return -1;
+	in.skel->bss->verify_tenants = 1;
+	run_steps(&in, sc->steps);
+	cinst_close(&in);
+	return 0;
+}
+
 /* A SYN the bucket refuses gives its reserved place back and costs the cap
  * nothing; a SYN the cap refuses costs the bucket no token. */
 static int scen_cap_and_rate(const void *arg)
@@ -861,10 +877,11 @@ static int scen_inst_sweep(const void *arg)
 	return 0;
 }
 
-static struct scenario conn_scenarios[ARRAY_SIZE(cscens) +
+static struct scenario conn_scenarios[2 * ARRAY_SIZE(cscens) +
 				      ARRAY_SIZE(stale_rows) +
 				      ARRAY_SIZE(iscens) + 6];
 static char stale_names[ARRAY_SIZE(stale_rows)][160];
+static char verifying_names[ARRAY_SIZE(cscens)][240];
 
 void conn_tests(void)
 {
@@ -873,6 +890,13 @@ void conn_tests(void)
 	for (size_t i = 0; i < ARRAY_SIZE(cscens); i++)
 		conn_scenarios[n++] = (struct scenario){ cscens[i].name,
 							 run_cscen, &cscens[i] };
+	for (size_t i = 0; i < ARRAY_SIZE(cscens); i++) {
+		snprintf(verifying_names[i], sizeof(verifying_names[i]),
+			 "%s (ACKs read: another tenant verifies)", cscens[i].name);
+		conn_scenarios[n++] = (struct scenario){ verifying_names[i],
+							 run_cscen_verifying,
+							 &cscens[i] };
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(stale_rows); i++) {
 		snprintf(stale_names[i], sizeof(stale_names[i]), "caps, leased, "
 			 "agent dead or Redis away: %s", stale_rows[i].what);
