@@ -97,7 +97,10 @@ lock_out_then_verify() {
 	ok=$(jq -r .ok <<<"$CLIENT_JSON")
 	# 90 requests in 3 s at 10/s with a burst of 5
 	expect_between "answered" "$ok" 30 45
-	expect_eq "connections the server accepted" $((after - before)) "$ok"
+	# a request can be accepted and its answer come after the client gave
+	# up on it: the server accepts every answered one, and no more than the
+	# bucket gives out
+	expect_between "connections the server accepted" $((after - before)) "$ok" 45
 	expect_between "resets sent" "$(stat_get web rst_sent)" $((90 - ok - 5)) $((90 - ok + 5))
 }
 
