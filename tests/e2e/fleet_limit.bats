@@ -177,3 +177,34 @@ under_limit() {
 	expect_between "admitted at 150% of the limit" "$adm" "$(calc "0.97 * $lim")" \
 		"$(calc "$lim + $bound + 100")"
 }
+
+# After a spell above the limit every host has spent what it held; once the
+# tenant has been idle for a lease TTL, each host leases back its reserve
+# (burst / live agents) from the refilled bucket, so load that then starts
+# at one host is admitted from its first SYN, without waiting for a lease.
+# Those tokens were debited from the global bucket: the fleet still admits
+# at most rate x T + burst + the bound.
+@test "200/s, run dry above the limit, idle past the lease TTL, then 75% of the limit at one host: nothing refused, within rate x T + burst + bound" {
+	local out=$BATS_TEST_TMPDIR/load.json cold=$BATS_TEST_TMPDIR/cold.json den0 adm0 den adm ref t lim bound
+
+	limit_tenant cold 200
+	offer "$out" 600 2 1 1 1
+	sleep 2.5
+	echo "cold: tokens held before: $(fleet_stat 1 cold tokens) $(fleet_stat 2 cold tokens) $(fleet_stat 3 cold tokens)"
+	den0=$(fleet_sum cold denied)
+	adm0=$(fleet_sum cold admitted)
+	offer "$cold" 150 3 1 0 0
+	den=$(($(fleet_sum cold denied) - den0))
+	adm=$(($(fleet_sum cold admitted) - adm0))
+	ref=$(total "$cold" refused)
+	t=$(jq -s 'map(.elapsed_s) | max' "$cold")
+	lim=$(calc "200 * $t + 20")
+	bound=$(fleet_stat 1 cold overshoot_bound)
+	echo "cold: $(total "$out" refused) refused above the limit; then $adm admitted in $t s," \
+		"$den refused by the kernels, $ref RSTs seen; rate x T + burst = $lim, bound $bound"
+	expect_between "connections offered after the quiet spell" "$(total "$cold" attempts)" \
+		"$(calc "0.95 * 150 * 3")" 450
+	expect_between "SYNs refused by the kernels after the quiet spell" "$den" 0 0
+	expect_between "connections refused (RST) after the quiet spell" "$ref" 0 0
+	expect_between "admitted after the quiet spell" "$adm" 1 "$(calc "$lim + $bound")"
+}

@@ -1,4 +1,4 @@
-/* Unit test of user/lib/lease.c: the lease cap, the static share a host may owe, the overshoot bound, the credit, top-ups, lease sizing, the demand it is sized for and the wait of a saturated fleet, as tables of inputs and decisions. */
+/* Unit test of user/lib/lease.c: the lease cap, the static share a host may owe, the overshoot bound, the credit, the idle reserve, top-ups, lease sizing, the demand it is sized for and the wait of a saturated fleet, as tables of inputs and decisions. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,31 +29,32 @@ static void test_limits(void)
 		uint64_t count, period, burst, overshoot;
 		enum policy_fail fail;
 		uint64_t agents, ttl_ms;
-		uint64_t cap, debt_max, bound, credit;
+		uint64_t cap, debt_max, bound, credit, reserve;
 	} rows[] = {
 		/* budget = max(burst, half a second) = 75; cap 75/3; static
 		 * share 10 + 1 s at 50/s (+1 rounding) + 1 */
 		{ "150/s burst 30, 3 agents", 150, 1, 30, 0, POLICY_FAIL_STATIC, 3, 1000,
-		  25, 62, 261, 10 },
+		  25, 62, 261, 10, 10 },
 		{ "the same, deny: nothing owed while degraded", 150, 1, 30, 0,
-		  POLICY_FAIL_DENY, 3, 1000, 25, 0, 75, 10 },
+		  POLICY_FAIL_DENY, 3, 1000, 25, 0, 75, 10, 10 },
 		{ "the same, allow", 150, 1, 30, 0, POLICY_FAIL_ALLOW, 3, 1000,
-		  25, 0, 75, 10 },
+		  25, 0, 75, 10, 10 },
 		{ "3000/s burst 300: the cap is not limited by the burst", 3000, 1, 300, 0,
-		  POLICY_FAIL_STATIC, 3, 1000, 500, 1102, 4806, 100 },
+		  POLICY_FAIL_STATIC, 3, 1000, 500, 1102, 4806, 100, 100 },
 		{ "a shorter TTL owes less", 3000, 1, 300, 0, POLICY_FAIL_STATIC, 3, 250,
-		  500, 352, 2556, 100 },
-		/* no credit: three hosts would admit three tokens of a burst of 1 */
-		{ "1/m burst 1: a cap of 1, no credit", 1, 60, 1, 0, POLICY_FAIL_STATIC,
-		  3, 1000, 1, 3, 12, 0 },
+		  500, 352, 2556, 100, 100 },
+		/* no credit: three hosts would admit three tokens of a burst of 1;
+		 * an idle host keeps its one token, leased */
+		{ "1/m burst 1: a cap of 1, no credit, a reserve of 1", 1, 60, 1, 0, POLICY_FAIL_STATIC,
+		  3, 1000, 1, 3, 12, 0, 1 },
 		{ "--overshoot 3 over 3 agents: leases of 1", 200, 1, 20, 3,
-		  POLICY_FAIL_DENY, 3, 1000, 1, 0, 3, 1 },
+		  POLICY_FAIL_DENY, 3, 1000, 1, 0, 3, 1, 1 },
 		{ "one agent holds the whole budget", 100, 1, 100, 0, POLICY_FAIL_DENY,
-		  1, 1000, 100, 0, 100, 100 },
+		  1, 1000, 100, 0, 100, 100, 100 },
 		{ "no agents counted yet: as one", 100, 1, 100, 0, POLICY_FAIL_DENY,
-		  0, 1000, 100, 0, 100, 100 },
+		  0, 1000, 100, 0, 100, 100, 100 },
 		{ "1/h burst 1 for a day of TTL", 1, 3600, 1, 0, POLICY_FAIL_STATIC, 2,
-		  86400000, 1, 1 + 13 + 1, 32, 0 },
+		  86400000, 1, 1 + 13 + 1, 32, 0, 1 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -64,6 +65,7 @@ static void test_limits(void)
 		uint64_t d = lease_static_debt_max(&t, rows[i].agents, rows[i].ttl_ms);
 		uint64_t bound = lease_bound(&t, rows[i].agents, rows[i].ttl_ms);
 		uint64_t credit = lease_credit(&t, rows[i].agents);
+		uint64_t reserve = lease_reserve(&t, rows[i].agents);
 
 		CHECK(cap == rows[i].cap, "%s: cap %llu, expected %llu", rows[i].what,
 		      (unsigned long long)cap, (unsigned long long)rows[i].cap);
@@ -78,6 +80,10 @@ static void test_limits(void)
 		      (unsigned long long)rows[i].credit);
 		CHECK(credit <= cap, "%s: credit %llu beyond the cap %llu", rows[i].what,
 		      (unsigned long long)credit, (unsigned long long)cap);
+		CHECK(reserve == rows[i].reserve && reserve >= 1 && reserve <= cap,
+		      "%s: reserve %llu, expected %llu (cap %llu)", rows[i].what,
+		      (unsigned long long)reserve, (unsigned long long)rows[i].reserve,
+		      (unsigned long long)cap);
 	}
 }
 

@@ -332,6 +332,34 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	breaker_success(b);
 }
 
+/* A lease call for t may go out now: a sub-bucket can be called (*first,
+ * at place *nth of this agent's order), none is in flight, and Redis did
+ * not say to wait. */
+static bool lease_may_call(struct broker *b, const struct broker_tenant *t,
+			   struct slot *s, uint64_t now, unsigned int *first,
+			   unsigned int *nth)
+{
+	/* On a Redis Cluster the callers know the fleet can lease, not that
+	 * this tenant's shard can (a split tenant's: one of them). */
+	*nth = 0;
+	*first = next_sub(b, t->pol, nth);
+	if (*first >= shards_of(t->pol))
+		return false;
+	if (s->inflight) {
+		/* A reply that never comes (a hung Redis) must not stop this
+		 * tenant's leasing for good. */
+		if (now - s->sent_ns < CALL_TIMEOUT_NS)
+			return false;
+		s->inflight = false;
+		s->gen++;
+	}
+	return now >= s->wait_until_ns;
+}
+
+static int lease_call(struct broker *b, const struct broker_tenant *t,
+		      struct slot *s, unsigned int first, unsigned int nth,
+		      uint64_t n);
+
 /* Asks for a lease for t when it is at its low-water mark (or force: a
  * low-water event, a first lease) or owes tokens, unless one is in flight or
  * Redis said to wait.  The lease tops the host up to at most its cap, plus
@@ -340,24 +368,10 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 			uint64_t now, bool force)
 {
 	struct slot *s = &b->slots[t->slot];
-	unsigned int nth = 0, first;
-	uint64_t held, n, topup;
-	struct call *c;
+	unsigned int nth, first;
+	uint64_t held, topup;
 
-	/* On a Redis Cluster the callers know the fleet can lease, not that
-	 * this tenant's shard can (a split tenant's: one of them). */
-	first = next_sub(b, t->pol, &nth);
-	if (first >= shards_of(t->pol))
-		return;
-	if (s->inflight) {
-		/* A reply that never comes (a hung Redis) must not stop this
-		 * tenant's leasing for good. */
-		if (now - s->sent_ns < CALL_TIMEOUT_NS)
-			return;
-		s->inflight = false;
-		s->gen++;
-	}
-	if (now < s->wait_until_ns)
+	if (!lease_may_call(b, t, s, now, &first, &nth))
 		return;
 	/* Sizing reads the kernel's counters: at each lease, and every
 	 * RESIZE_MS in between, so that the low-water mark follows traffic
@@ -378,15 +392,27 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 	 * it is scarce, another one waits for. */
 	if (s->scarce && topup > 2 * s->chunk)
 		topup = 2 * s->chunk;
-	n = topup + s->debt;
+	lease_call(b, t, s, first, nth, topup);
+}
+
+/* Sends a lease for n tokens of t plus the debt, from sub-bucket first
+ * (place nth of this agent's order) on.  0, or -errno when nothing went
+ * out. */
+static int lease_call(struct broker *b, const struct broker_tenant *t,
+		      struct slot *s, unsigned int first, unsigned int nth,
+		      uint64_t n)
+{
+	struct call *c;
+
+	n += s->debt;
 	if (!n)
-		return;
+		return -EINVAL;
 	/* lease.lua's largest want; the bucket never holds more anyway */
 	if (n > POLICY_BURST_MAX)
 		n = POLICY_BURST_MAX;
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return;
+		return -ENOMEM;
 	c->slot = t->slot;
 	c->gen = s->gen;
 	c->n = c->want = n;
@@ -397,9 +423,10 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 	snprintf(c->name, sizeof(c->name), "%s", t->pol->name);
 	if (send_lease(b, t->pol, s, c)) {
 		free(c);
-		return;
+		return -ENOTCONN;
 	}
 	s->want_lease = false;
+	return 0;
 }
 
 /* Sends lease call c: c->n tokens from sub-bucket c->sub of p (p's one
@@ -818,14 +845,27 @@ void broker_lease_all(struct broker *b, uint64_t now)
 			maybe_lease(b, t, now, !s->last_grant_ns);
 			continue;
 		}
-		/* Idle: back to the credit (or one token), so that the first
-		 * connections after a quiet spell are admitted at once, even on
-		 * every host together. */
-		keep = lease_credit(t->pol, broker_agents_of(b));
-		if (!keep)
-			keep = 1;
-		if (tokens > keep && now - s->last_grant_ns > ttl_ns)
+		/* Idle: back to the reserve, so that the first connections
+		 * after a quiet spell are admitted at once, even on every host
+		 * together: what is beyond it goes back, and a host that ran
+		 * dry (a fleet at its limit that went quiet) leases the rest,
+		 * paced like the first leases.  The low-water mark at the
+		 * reserve: the first SYN asks for a lease, and the whole
+		 * reserve covers its round trip. */
+		keep = lease_reserve(t->pol, broker_agents_of(b));
+		if (s->lowwater < keep) {
+			s->lowwater = keep;
+			host_tokens_add(b, t->slot, 0, (int64_t)keep);
+		}
+		if (tokens > keep && now - s->last_grant_ns > ttl_ns) {
 			broker_refund(b, t, tokens - keep);
+		} else if (held_of(b, s) < keep && warm < WARM_LEASES_PER_CHECK) {
+			unsigned int first, nth;
+
+			if (lease_may_call(b, t, s, now, &first, &nth) &&
+			    lease_call(b, t, s, first, nth, keep - held_of(b, s)) == 0)
+				warm++;
+		}
 	}
 }
 

@@ -63,6 +63,14 @@ uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents)
 	return min_u64(lease_cap(t, agents), t->burst / (agents ? agents : 1));
 }
 
+uint64_t lease_reserve(const struct policy_tenant *t, uint64_t agents)
+{
+	uint64_t credit = lease_credit(t, agents);
+
+	/* lease_cap() is at least 1 */
+	return credit ? credit : 1;
+}
+
 uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size)
 {
 	return held >= cap ? 0 : min_u64(size, cap - held);

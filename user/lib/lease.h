@@ -43,6 +43,14 @@ uint64_t lease_bound(const struct policy_tenant *t, uint64_t agents,
  * possibly 0), within its cap.  Paid back by the first lease. */
 uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents);
 
+/* Tokens an idle host keeps of a tenant: the credit, or one token where
+ * that is 0 (within the cap, which is at least 1).  Tokens beyond it go
+ * back to the global bucket once the tenant has been idle for a lease TTL,
+ * and a host left with fewer (it ran dry) leases the rest, so that the
+ * first connections after a quiet spell never wait for a lease, on every
+ * host at once.  Leased like any token, so within the cap and the bound. */
+uint64_t lease_reserve(const struct policy_tenant *t, uint64_t agents);
+
 /* A host that refuses this much of its traffic is at the fleet's limit. */
 #define LEASE_SATURATED		0.05
 /* The smallest chunk, in ms of the tenant's rate: how soon a host that
