@@ -8,8 +8,9 @@
 # policy, two agents with one id are counted apart and reported, deleted
 # tenants are forgotten after the tombstone TTL, an agent started against a
 # busy Redis heals on its own, a stopping agent gives its unspent tokens
-# back, and a host back from an outage refuses no SYN of a fail-allow tenant
-# while its first lease is on the way.
+# back, a host back from an outage refuses no SYN of a fail-allow tenant
+# while its first lease is on the way, and a host 200 ms from Redis refuses
+# none under the limit once its first leases are in.
 #
 # One lab and three agents for the file; each test makes its own tenants
 # (deleted again at teardown) so that buckets and counters start at zero.
@@ -763,6 +764,46 @@ slow_link_start() {
 	expect_eq "refused (fail allow, 1000/s of a 5000/s limit)" "$(jq .denied <<<"$d")" 0
 	loadgen_wait "$LOADGEN_BG_PID" "$out"
 	expect_eq "connections refused" "$(jq .total.refused "$out")" 0
+}
+
+# The lead time follows the round trip: the low-water mark covers more than a
+# round trip of traffic, so leases arrive before the tokens run out.
+@test "over a link of 200 ms round trips: a tenant at a fifth of its limit refuses no SYN once its first leases are in, and one at twice its limit stays within the overshoot bound" {
+	local far=$BATS_TEST_TMPDIR/far.json over=$BATS_TEST_TMPDIR/over.json a0 a1 d
+	local admitted bound lim
+
+	# s4 alone reaches Redis through the relay, 100 ms each way
+	slow_link_start 6391 100
+	fleet_agent_start 4 --redis "${REDIS_ADDR%:*}:6391" --redis-timeout 2000
+	fleet_broker_within 4 10 healthy
+	fleet_tenant_set 4 far --rate 1000/s --burst 100 --match "$(client_prefix c2)" \
+		--action rst
+	fleet_tenant_set 4 over --rate 100/s --burst 20 --match "$(client_prefix c1)" \
+		--action rst
+	fleet_wait_tenant far 10 4 >/dev/null
+	fleet_wait_tenant over 10 4 >/dev/null
+	fleet_loadgen_bg c2 "$far" --rate 200 --duration 7 "$(lab_target s4 "$PORT")"
+	local far_pid=$LOADGEN_BG_PID
+	fleet_loadgen_bg c1 "$over" --rate 200 --duration 7 "$(lab_target s4 "$PORT")"
+	# the first leases under load are in: the round trip and the demand
+	# are measured
+	fleet_wait_stat 4 far leases 2 5
+	sleep 1
+	a0=$(rls 4 --json stats far)
+	sleep 4
+	a1=$(rls 4 --json stats far)
+	d=$(jq -n --argjson a "$a0" --argjson b "$a1" \
+		'{admitted: ($b[0].admitted - $a[0].admitted), denied: ($b[0].denied - $a[0].denied)}')
+	echo "far on s4 over 4 s of 200/s: $d"
+	expect_between "far admitted in 4 s at 200/s" "$(jq .admitted <<<"$d")" 1 1000
+	expect_eq "far refused at a fifth of its limit" "$(jq .denied <<<"$d")" 0
+	loadgen_wait "$far_pid" "$far"
+	loadgen_wait "$LOADGEN_BG_PID" "$over"
+	admitted=$(jq .total.connected "$over")
+	bound=$(fleet_stat 4 over overshoot_bound)
+	lim=$(calc "100 * 7 + 20")
+	echo "over: admitted $admitted in 7 s at 200/s (limit x T + burst = $lim, overshoot bound $bound)"
+	expect_between "over admitted (limit x T + burst + bound)" "$admitted" 1 $((lim + bound))
 }
 
 @test "a saturated 1/m tenant raised to 100/s admits 100/s within 1 s: Redis's advice to wait (a minute) does not outlive the change" {

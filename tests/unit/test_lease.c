@@ -206,6 +206,11 @@ static void test_plan(void)
 		  300, 150, 150 },
 		{ "3000/s, even 95%, TTL 100 ms", 3000, 300, 3, 1000, 0, 100, 20,
 		  100, 50, 90 },
+		/* a Redis 200 ms away (a lead of 320 ms): the low-water mark
+		 * covers more than a round trip of traffic (40), and a lease
+		 * more than what a round trip spends, within the cap (125) */
+		{ "1000/s burst 100 on 4 hosts, one at 200/s, 320 ms lead", 1000, 100, 4,
+		  200, 0, 1000, 320, 50, 75, 50 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -274,11 +279,15 @@ static void test_lead(void)
 		uint64_t rtt_ns, lead_ms;
 	} rows[] = {
 		{ 0, 20 },		/* no round trip measured yet */
-		{ 999999, 23 },		/* whole milliseconds, rounded down */
-		{ 1000000, 24 },
-		{ 5000000, 40 },
-		{ 20000000, 100 },	/* the most */
-		{ 2000000000, 100 },
+		{ 1999999, 20 },	/* in steps of 2 ms, rounded down */
+		{ 2000000, 23 },
+		{ 5000000, 26 },
+		{ 20000000, 50 },
+		{ 200000000, 320 },	/* a Redis 200 ms away */
+		{ 653999999, 998 },
+		{ 654000000, 1000 },	/* the most: the default lease TTL */
+		{ 2000000000, 1000 },
+		{ UINT64_MAX, 1000 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)

@@ -162,7 +162,7 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 
 uint64_t lease_lead_ms(uint64_t rtt_ns)
 {
-	uint64_t lead = LEASE_LEAD_MIN_MS + 4 * rtt_ns / 1000000ULL;
+	uint64_t lead = LEASE_LEAD_MIN_MS + 3 * (rtt_ns / 2000000ULL);
 
 	return lead > LEASE_LEAD_MAX_MS ? LEASE_LEAD_MAX_MS : lead;
 }

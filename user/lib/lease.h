@@ -97,10 +97,14 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out);
 uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size);
 
 /* A lease's lead time (how long it takes to arrive, with margin) for a
- * round trip of rtt_ns: four round trips on top of LEASE_LEAD_MIN_MS, at
- * most LEASE_LEAD_MAX_MS. */
+ * smoothed round trip of rtt_ns: the round trip and half of it again for
+ * jitter, on top of LEASE_LEAD_MIN_MS (the loop, the kernel's low-water
+ * event), at most LEASE_LEAD_MAX_MS, the default lease TTL: tokens fetched
+ * longer ahead than a TTL would lapse before they are spent.  A longer lead
+ * only moves tokens from the lease to the low-water mark within the cap
+ * (lease_plan()): the overshoot bound does not depend on it. */
 #define LEASE_LEAD_MIN_MS	20
-#define LEASE_LEAD_MAX_MS	100
+#define LEASE_LEAD_MAX_MS	1000
 uint64_t lease_lead_ms(uint64_t rtt_ns);
 
 /* The rate since the last sizing counts once that is this old, and no
