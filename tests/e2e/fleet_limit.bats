@@ -185,7 +185,7 @@ under_limit() {
 # Those tokens were debited from the global bucket: the fleet still admits
 # at most rate x T + burst + the bound.
 @test "200/s, run dry above the limit, idle past the lease TTL, then 75% of the limit at one host: nothing refused, within rate x T + burst + bound" {
-	local out=$BATS_TEST_TMPDIR/load.json cold=$BATS_TEST_TMPDIR/cold.json den0 adm0 den adm ref t lim bound
+	local out=$BATS_TEST_TMPDIR/load.json cold=$BATS_TEST_TMPDIR/cold.json den0 adm0 den adm ref t lim bound leases
 
 	limit_tenant cold 200
 	offer "$out" 600 2 1 1 1
@@ -193,6 +193,12 @@ under_limit() {
 	echo "cold: tokens held before: $(fleet_stat 1 cold tokens) $(fleet_stat 2 cold tokens) $(fleet_stat 3 cold tokens)"
 	den0=$(fleet_sum cold denied)
 	adm0=$(fleet_sum cold admitted)
+	# an idle host's low-water mark is its reserve: its first SYN asks
+	# for a lease, with the rest of the reserve left while it is on its way
+	leases=$(fleet_stat 1 cold leases)
+	run_loadgen_json c1 --rate 2 --duration 0.5 "$(lab_target s1 "$PORT")"
+	expect_eq "connected after the quiet spell" "$(json_get .total.connected)" 1
+	fleet_wait_stat 1 cold leases $((leases + 1)) 2
 	offer "$cold" 150 3 1 0 0
 	den=$(($(fleet_sum cold denied) - den0))
 	adm=$(($(fleet_sum cold admitted) - adm0))
