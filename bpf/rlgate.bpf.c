@@ -160,6 +160,46 @@ struct {
 	__type(value, struct rl_tenant);
 } instance SEC(".maps");
 
+/* Per-source limits (see RL_F_PERSOURCE): the buckets, preallocated, with
+ * max_entries set by the loader (--per-source-table). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RL_SRC_TABLE);
+	__type(key, struct rl_src_key);
+	__type(value, struct rl_src);
+} sources SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RL_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct rl_src_conf);
+} src_conf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RL_MAX_TENANTS);
+	__type(key, __u32);
+	__type(value, struct rl_src_stats);
+} src_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_src_ctl);
+} src_ctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RL_SRC_TOP);
+	__type(key, __u32);
+	__type(value, struct rl_src_top);
+} src_top SEC(".maps");
+
 enum verdict { V_PASS, V_DROP, V_RST };
 
 #ifndef READ_ONCE
@@ -1185,6 +1225,114 @@ static __always_inline bool conn_insert(struct rl_tenant *t, __u32 id,
 }
 
 /*
+ * Per-source limits (see RL_F_PERSOURCE in rlgate.h).
+ */
+
+/* The key of a SYN's source within tenant id: its address cut to c's
+ * prefix.  Two words of address, whatever the family. */
+static __always_inline void src_key(const struct syn_info *si, __u32 id,
+				    const struct rl_src_conf *c,
+				    struct rl_src_key *k)
+{
+	const rl_src_word *a = (const rl_src_word *)si->flow.saddr;
+	const rl_src_word *m = (const rl_src_word *)(si->flow.family == 4 ?
+						     c->mask4 : c->mask6);
+	rl_src_word *out = (rl_src_word *)k->addr;
+
+	k->tenant = id;
+	k->family = si->flow.family;
+	out[0] = a[0] & m[0];
+	out[1] = a[1] & m[1];
+}
+
+/* Writes a source refused `denied` times to its slot of `src_top`, unless
+ * the slot holds another source refused more often.  Slots are written
+ * without a lock: a torn one names some source, which user space checks
+ * against `sources` before it shows it. */
+static __always_inline void src_top_note(const struct rl_src_key *k,
+					 __u64 denied)
+{
+	__u32 idx = rl_src_hash(k, RL_SRC_TOP_BITS);
+	struct rl_src_top *t = bpf_map_lookup_elem(&src_top, &idx);
+	const rl_src_word *w = (const rl_src_word *)k;
+	rl_src_word *tw;
+
+	if (!t)
+		return;
+	tw = (rl_src_word *)&t->key;
+	if (((tw[0] ^ w[0]) | (tw[1] ^ w[1]) | (tw[2] ^ w[2])) != 0) {
+		if (READ_ONCE(t->denied) >= denied)
+			return;
+		tw[0] = w[0];
+		tw[1] = w[1];
+		tw[2] = w[2];
+	}
+	WRITE_ONCE(t->denied, denied);
+}
+
+/*
+ * The source's half of a SYN of a tenant with RL_F_PERSOURCE: takes a token
+ * from its source's bucket - inserted, full, when the source is new and
+ * `sources` has room, else the tenant's overflow bucket.  False when it
+ * has none (counted, as would-deny for a shadow tenant: the caller's
+ * shadow path then admits).  An entry is never evicted here (see
+ * RL_SRC_TABLE).
+ */
+static __always_inline bool src_take(const struct syn_info *si, __u32 id,
+				     __u32 tflags, __u64 now)
+{
+	struct rl_src_conf *c = bpf_map_lookup_elem(&src_conf, &id);
+	struct rl_src_stats *ss = bpf_map_lookup_elem(&src_stats, &id);
+	struct rl_src fresh = {};
+	struct rl_src_ctl *ctl;
+	struct rl_src_key k;
+	__u64 interval, tol;
+	struct rl_src *s;
+	__u32 zero = 0;
+	bool ok;
+
+	if (!c || !ss)
+		return true;
+	interval = READ_ONCE(c->interval_ns);
+	tol = READ_ONCE(c->tolerance_ns);
+	if (!interval)
+		return true;
+	src_key(si, id, c, &k);
+	s = bpf_map_lookup_elem(&sources, &k);
+	if (!s && !bpf_map_update_elem(&sources, &k, &fresh, BPF_NOEXIST)) {
+		ss->inserted++;
+		ctl = bpf_map_lookup_elem(&src_ctl, &zero);
+		if (ctl)
+			__sync_fetch_and_add(&ctl->used, 1);
+	}
+	/* ours, another CPU's of the same source, or none: the table is full */
+	if (!s)
+		s = bpf_map_lookup_elem(&sources, &k);
+	if (s) {
+		ok = take_gcra(&s->tat, interval, tol, now);
+		if (ok)
+			__sync_fetch_and_add(&s->passed, 1);
+		else
+			src_top_note(&k, __sync_fetch_and_add(&s->denied, 1) + 1);
+	} else {
+		count(RL_CNT_SRC_OVERFLOW);
+		ss->overflow++;
+		ok = take_gcra(&c->overflow_tat, interval, tol, now);
+		if (!ok)
+			ss->overflow_denied++;
+	}
+	if (ok)
+		return true;
+	if (tflags & RL_F_SHADOW) {
+		ss->shadow_denied++;
+	} else {
+		ss->denied++;
+		count(RL_CNT_SRC_DENIED);
+	}
+	return false;
+}
+
+/*
  * A SYN no tenant takes (no rule matches, or its rule's slot is being
  * cleared): only the instance limit judges it, and drops it over the cap or
  * the rate.  A SYN that also carries RST or FIN opens nothing: not counted.
@@ -1440,7 +1588,12 @@ __noinline int judge_open(struct syn_info *si)
 		}
 	}
 
-	if (t->mode == RL_MODE_STANDALONE) {
+	/* The source's bucket first: a SYN it refuses costs the tenant no
+	 * token, so one source cannot spend the others' share. */
+	if ((READ_ONCE(t->flags) & RL_F_PERSOURCE) &&
+	    !src_take(si, key, t->flags, now)) {
+		ok = false;
+	} else if (t->mode == RL_MODE_STANDALONE) {
 		ok = take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now);
 	} else {
 		/* Leased tokens first, even while degraded: a Redis blip

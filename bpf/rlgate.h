@@ -39,7 +39,12 @@
  *      is created anew, empty: every capped tenant's epoch is bumped and
  *      its count zeroed, so connections open across the upgrade are not
  *      counted); rl_conn_ctl.instance takes padding that was zero;
- *      counters RL_CNT_INST_FULL and RL_CNT_INST_RATE
+ *      counters RL_CNT_INST_FULL and RL_CNT_INST_RATE.
+ *      Per-source limits came later within 4, without a bump: the maps
+ *      `sources`, `src_conf`, `src_stats`, `src_ctl` and `src_top` are new
+ *      (created empty on adoption, nothing to bring forward),
+ *      RL_F_PERSOURCE is clear in every slot pinned before them, and
+ *      counters RL_CNT_SRC_* take slots that were zero
  */
 #define RL_ABI_VERSION		4
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
@@ -96,6 +101,10 @@ enum rl_action {
  * does not receive what is sent to it never completes one.  Clear in every
  * slot pinned before it: no verification, what it means there. */
 #define RL_F_VERIFY		(1U << 3)
+
+/* Each source of the tenant also passes a bucket of its own: the tenant's
+ * entry of `src_conf` says how, `sources` holds the buckets. */
+#define RL_F_PERSOURCE		(1U << 4)
 
 /* Leased tenants, once their tokens are spent while the fleet is degraded
  * (the agent's Redis breaker is open, or the agent's heartbeat is stale). */
@@ -456,6 +465,10 @@ enum rl_counter {
 	RL_CNT_VERIFY_ACK,	/* handshake ACKs of RL_F_VERIFY tenants whose
 				 * SYN cookie checked out: charged as the
 				 * connection (free copies included) */
+	RL_CNT_SRC_DENIED,	/* SYNs refused by their source's bucket */
+	RL_CNT_SRC_OVERFLOW,	/* SYNs of a new source while `sources` was
+				 * full: judged by the tenant's overflow
+				 * bucket */
 	RL_CNT_MAX,
 };
 
@@ -551,6 +564,128 @@ struct rl_conn_ctl {
  */
 
 _Static_assert(sizeof(struct rl_conn_ctl) == 8, "rl_conn_ctl: two words");
+
+/*
+ * Per-source limits (RL_F_PERSOURCE).  Within such a tenant every source -
+ * its address cut to a prefix of len4 (IPv4) or len6 (IPv6) bits - has a
+ * GCRA bucket of its own in `sources`, a preallocated hash (never an LRU:
+ * an LRU evicts the bucket of a source that is in debt the moment another
+ * source arrives, and an abuser cycling addresses would start full every
+ * time).  A SYN must pass its source's bucket, then the tenant's; one its
+ * source refuses costs the tenant nothing.
+ *
+ * The table holds what the loader sized it to (rlagent --per-source-table;
+ * RL_SRC_TABLE in this object as compiled) over every tenant.  The kernel
+ * only inserts: a new source gets an entry, full, while there is room, and
+ * while there is none it shares its tenant's one overflow bucket
+ * (rl_src_conf.overflow_tat) with every other source without an entry.
+ * User space deletes an entry only once its bucket is full again (tat at or
+ * before now), when a fresh entry would hold exactly the same tokens: no
+ * order of arrivals gives a source more than its own bucket, or the
+ * overflow bucket, allows.  (A SYN that takes a token in the instant
+ * between user space's read of a full bucket and its delete gets that one
+ * token again from the fresh entry: at most one token a sweep.)
+ */
+#define RL_SRC_TABLE		65536
+#define RL_SRC_TABLE_MIN	16
+#define RL_SRC_TABLE_MAX	(16u << 20)
+
+/* A source's key: its tenant's slot and its address cut to the tenant's
+ * prefix (IPv4 in the first four bytes, the rest zero). */
+struct rl_src_key {
+	__u32 tenant;
+	__u32 family;		/* 4 or 6 */
+	__u8 addr[16];
+};
+
+_Static_assert(sizeof(struct rl_src_key) == 24 &&
+	       __builtin_offsetof(struct rl_src_key, addr) == 8,
+	       "rl_src_key: three words");
+
+/* One source's bucket (`sources`).  tat 0: full. */
+struct rl_src {
+	__u64 tat;		/* GCRA, as rl_tenant.tat */
+	__u64 passed;		/* SYNs its bucket let on to the tenant's */
+	__u64 denied;		/* SYNs its bucket refused (shadow: would
+				 * have) */
+	__u64 _pad;
+};
+
+_Static_assert(sizeof(struct rl_src) == 32, "rl_src: four words");
+
+/* Per tenant slot (ARRAY `src_conf`, mmapable, sized as `tenants`): the
+ * per-source limit, written by user space before it sets RL_F_PERSOURCE,
+ * and the overflow bucket, spent by the kernel. */
+struct rl_src_conf {
+	__u64 interval_ns;	/* nanoseconds per token; 0: no limit */
+	__u64 tolerance_ns;	/* burst * interval_ns */
+	__u8 mask4[16];		/* ANDed with an IPv4 source (4 bytes) */
+	__u8 mask6[16];		/* ANDed with an IPv6 source */
+	__u64 _conf_pad[2];
+
+	__u64 overflow_tat;	/* new sources while `sources` is full */
+	__u64 _state_pad[7];
+} __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct rl_src_conf) == 128 &&
+	       __builtin_offsetof(struct rl_src_conf, mask4) == 16 &&
+	       __builtin_offsetof(struct rl_src_conf, mask6) == 32 &&
+	       __builtin_offsetof(struct rl_src_conf, overflow_tat) == 64,
+	       "rl_src_conf: a line of configuration, one of state");
+
+/* Per tenant, per CPU (`src_stats`): what the per-source limit did. */
+struct rl_src_stats {
+	__u64 denied;		/* SYNs refused by a source's bucket or the
+				 * overflow bucket (also in rl_stats.denied) */
+	__u64 shadow_denied;	/* shadow tenants: would have been */
+	__u64 overflow;		/* SYNs judged by the overflow bucket */
+	__u64 overflow_denied;	/* ... of those, refused (or would be) */
+	__u64 inserted;		/* sources given an entry */
+	__u64 _pad[3];
+};
+
+_Static_assert(sizeof(struct rl_src_stats) == 64, "rl_src_stats: one line");
+
+/* `src_ctl`, one entry, mmapable: entries of `sources` in use, raised by
+ * the kernel on each insert and lowered by user space on each delete. */
+struct rl_src_ctl {
+	__s64 used;
+	__u64 _pad;
+};
+
+/*
+ * The sources refused most (ARRAY `src_top`, RL_SRC_TOP slots, mmapable):
+ * a source refused by its bucket is written, with its refusals so far, to
+ * the slot its key hashes to, unless that slot holds another source refused
+ * more often.  Reading the heaviest refused sources is reading these slots,
+ * never the whole table.  A source that shares its slot with a heavier one
+ * is not shown; user space clears slots whose source has no entry left.
+ */
+#define RL_SRC_TOP		1024
+
+struct rl_src_top {
+	struct rl_src_key key;
+	__u64 denied;		/* its rl_src.denied when last written */
+};
+
+_Static_assert(sizeof(struct rl_src_top) == 32, "rl_src_top: four words");
+
+typedef __u64 __attribute__((may_alias)) rl_src_word;
+
+static inline __u32 rl_src_hash(const struct rl_src_key *k, __u32 bits)
+{
+	const rl_src_word *w = (const rl_src_word *)k;
+	__u64 h;
+
+	h = w[0] * 0x9e3779b97f4a7c15ULL + w[1] * 0xc2b2ae3d27d4eb4fULL +
+	    w[2] * 0x165667b19e3779f9ULL;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h >> (64 - bits);
+}
+
+#define RL_SRC_TOP_BITS		10
+_Static_assert((1u << RL_SRC_TOP_BITS) == RL_SRC_TOP, "src_top: 2^bits");
 
 /* IPv6 extension headers followed before TCP; a longer chain from a tenant's
  * source is refused (see parse_ipv6()). */

@@ -137,7 +137,9 @@ bool kern_tenant_sized(const struct kern *k, const struct bpf_map *map)
 {
 	return map == k->skel->maps.tenants ||
 	       map == k->skel->maps.tenant_stats ||
-	       map == k->skel->maps.conn_stats;
+	       map == k->skel->maps.conn_stats ||
+	       map == k->skel->maps.src_conf ||
+	       map == k->skel->maps.src_stats;
 }
 
 /*
