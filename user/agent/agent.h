@@ -43,6 +43,7 @@ struct agent_opts {
 	const char *pin_dir;
 	uint32_t rule_memory_mib;	/* the classifier, both halves */
 	uint32_t max_tenants;		/* tenant slots (--max-tenants) */
+	uint32_t src_table;		/* --per-source-table */
 	uint32_t metrics_tenants;	/* tenants with their own series */
 	uint64_t tomb_ttl_ms;		/* deletions are remembered this long */
 };
@@ -233,6 +234,10 @@ struct agent_tenant_stats {
 	uint64_t conn_denied;	/* SYNs refused at the cap (also in s.denied) */
 	uint64_t conns_opened, conns_closed;	/* counted in, out by the kernel */
 	uint64_t conns_forgotten;	/* ended by the agent's sweep */
+	/* per-source limits (0 without one) */
+	uint64_t src_denied;	/* SYNs refused by a source's bucket or the
+				 * overflow bucket (also in s.denied) */
+	uint64_t src_overflow;	/* SYNs of sources without an entry */
 	double admit_rate, deny_rate;
 	/* by enforcement point, with a preload pool (s is their sum) */
 	bool points;

@@ -65,6 +65,7 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 			     const struct rl_stats *s, struct agent_tenant_stats *out)
 {
+	struct rl_src_stats ss;
 	struct kern_conns kc;
 
 	memset(out, 0, sizeof(*out));
@@ -90,6 +91,10 @@ void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 		out->conns_opened = kc.s.opened;
 		out->conns_closed = kc.s.closed;
 		out->conns_forgotten = kc.forgotten;
+	}
+	if (t->pol.src_rate.count && !kern_src_stats(&a->kern, t->slot, &ss)) {
+		out->src_denied = ss.denied;
+		out->src_overflow = ss.overflow;
 	}
 	agent_tenant_rates(t, &out->admit_rate, &out->deny_rate);
 }

@@ -15,6 +15,7 @@
 #include "agent.h"
 #include "broker.h"
 #include "ctl_cmd.h"
+#include "ctl_sources.h"
 #include "log.h"
 #include "mem.h"
 #include "preload.h"
@@ -185,6 +186,8 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 		json_object_set_new(r, "verify", verify);
 	if (r)
 		json_object_set_new(r, "memory", memory_json(a));
+	if (r)
+		json_object_set_new(r, "per_source_table", ctl_src_table_json(a));
 	return r;
 }
 
@@ -442,6 +445,7 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 		}
 		json_object_set_new(j, "points", json_pack("[o,o]", kp, pp));
 	}
+	ctl_src_stats_add(j, a, t, st.s.denied);
 	if (j && t->pol.max_conns)
 		set_fields(j, &st, conn_fields,
 			   sizeof(conn_fields) / sizeof(conn_fields[0]));
@@ -518,24 +522,34 @@ static json_t *stats_matching(struct agent *a, const json_t *req)
 	return arr;
 }
 
+json_t *ctl_optional_tenant(struct agent *a, const json_t *req,
+			    struct agent_tenant **t)
+{
+	json_t *v = json_object_get(req, "name");
+	char err[POLICY_ERR_MAX];
+
+	*t = NULL;
+	if (!v || json_is_null(v))
+		return NULL;
+	if (!json_is_string(v))
+		return ctl_error(AGENT_INVALID, "field 'name' is not a string");
+	*t = agent_find(a, json_string_value(v));
+	if (*t)
+		return NULL;
+	snprintf(err, sizeof(err), "no tenant named '%.64s'",
+		 json_string_value(v));
+	return ctl_error(AGENT_NOT_FOUND, err);
+}
+
 static json_t *cmd_stats(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
-	json_t *v = json_object_get(req, "name"), *arr;
-	char err[POLICY_ERR_MAX];
+	struct agent_tenant *t;
+	json_t *arr, *r = ctl_optional_tenant(a, req, &t);
 
-	if (v && !json_is_null(v)) {
-		struct agent_tenant *t;
-
-		if (!json_is_string(v))
-			return ctl_error(AGENT_INVALID, "field 'name' is not a "
-					 "string");
-		t = agent_find(a, json_string_value(v));
-		if (!t) {
-			snprintf(err, sizeof(err), "no tenant named '%.64s'",
-				 json_string_value(v));
-			return ctl_error(AGENT_NOT_FOUND, err);
-		}
+	if (r)
+		return r;
+	if (t) {
 		arr = json_array();
 		json_array_append_new(arr, stats_json(a, t));
 	} else {
@@ -635,6 +649,7 @@ static const struct {
 	{ "instance.set", cmd_instance_set },
 	{ "instance.get", cmd_instance_get },
 	{ "instance.del", cmd_instance_del },
+	{ "sources", ctl_cmd_sources },
 };
 
 json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len)
@@ -666,8 +681,8 @@ json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len)
 	}
 	snprintf(msg, sizeof(msg), "unknown command '%.64s': expected version, "
 		 "status, tenant.set, tenant.get, tenant.list, tenant.del, "
-		 "apply, stats, detach, instance.set, instance.get or "
-		 "instance.del", json_string_value(cmd));
+		 "apply, stats, detach, instance.set, instance.get, "
+		 "instance.del or sources", json_string_value(cmd));
 	json_decref(req);
 	return ctl_error(AGENT_INVALID, msg);
 }

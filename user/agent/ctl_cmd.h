@@ -24,4 +24,9 @@ json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len);
 /* {"ok":false,"error":msg,"code":name}, msg made valid UTF-8. */
 json_t *ctl_error(enum agent_code code, const char *msg);
 
+/* The tenant that req's optional field "name" names: NULL with *t set
+ * (NULL when req names none), or the error reply to return. */
+json_t *ctl_optional_tenant(struct agent *a, const json_t *req,
+			    struct agent_tenant **t);
+
 #endif /* RL_CTL_CMD_H */

@@ -161,8 +161,10 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 	/* the maps an option sizes: the size in its unit */
 	cls = map == k->skel->maps.cls;
 	opt = cls ? "--rule-memory" :
-	      kern_tenant_sized(k, map) ? "--max-tenants" : NULL;
-	unit = cls ? "MiB of rules" : "tenants";
+	      kern_tenant_sized(k, map) ? "--max-tenants" :
+	      map == k->skel->maps.sources ? "--per-source-table" : NULL;
+	unit = cls ? "MiB of rules" :
+	       map == k->skel->maps.sources ? "sources" : "tenants";
 	div = cls ? 1024 : 1;
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && opt &&
 	    info.type == bpf_map__type(map) &&
@@ -196,7 +198,8 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 }
 
 int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
-	      uint32_t rule_memory_mib, uint32_t max_tenants)
+	      uint32_t rule_memory_mib, uint32_t max_tenants,
+	      uint32_t src_table)
 {
 	uint32_t half = rule_memory_mib ? rule_memory_mib * 512 : RL_CLS_GROUPS;
 	uint32_t flow_bits;
@@ -268,6 +271,13 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 				  bpf_map__name(map), strerror(-err));
 			goto cleanup;
 		}
+	}
+	k->src_table = src_table ? src_table : RL_SRC_TABLE;
+	err = bpf_map__set_max_entries(k->skel->maps.sources, k->src_table);
+	if (err) {
+		log_error("couldn't size map on '%s/sources': %s", k->pin_dir,
+			  strerror(-err));
+		goto cleanup;
 	}
 	/* The same for every start until reboot, as the pins are. */
 	flow_bits = rl_flow_bits(libbpf_num_possible_cpus());
@@ -376,6 +386,9 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 			  strerror(-err));
 		goto cleanup;
 	}
+	err = kern_src_open(k);
+	if (err)
+		goto cleanup;
 	err = rl_cls_map_open(&k->cls, bpf_map__fd(k->skel->maps.cls),
 			      bpf_map__fd(k->skel->maps.cls_state),
 			      bpf_map__fd(k->skel->maps.cls_sync), half);
@@ -419,6 +432,7 @@ void kern_close(struct kern *k)
 	if (k->instance)
 		munmap(k->instance, k->agent_len);
 	k->instance = NULL;
+	kern_src_close(k);
 	free(k->conns_forgotten);
 	k->conns_forgotten = NULL;
 	rl_cls_map_close(&k->cls);

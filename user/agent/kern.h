@@ -75,6 +75,15 @@ struct kern {
 	/* net.ipv4.tcp_syncookies as last read for a verifying tenant
 	 * (kern_syncookies_mode()); KERN_SYNCOOKIES_UNREAD before */
 	int syncookies;
+	/* per-source limits (kern_sources.c) */
+	struct rl_src_conf *src_conf;	/* the mmap'ed `src_conf` map */
+	size_t src_conf_len;
+	struct rl_src_ctl *src_ctl;	/* the mmap'ed `src_ctl` map */
+	struct rl_src_top *src_top;	/* the mmap'ed `src_top` map */
+	size_t src_top_len;
+	uint32_t src_table;		/* entries of `sources` */
+	uint64_t src_next_sweep_ns;	/* kern_src_sweep() runs from then */
+	uint64_t src_reclaimed;		/* entries it deleted */
 };
 
 #define KERN_SYNCOOKIES_UNREAD	(-1000)
@@ -93,13 +102,15 @@ int kern_parse_mode(const char *s, enum kern_mode *out);
  * reusing every map already pinned there and pinning the ones that were
  * not, pins the program, maps the tenant table.  Nothing is attached yet.
  * The classifier gets rule_memory_mib MiB (both halves; 0: the default),
- * the tenant maps max_tenants slots (0: RL_MAX_TENANTS); pinned maps of
- * another size are refused, naming both.
+ * the tenant maps max_tenants slots (0: RL_MAX_TENANTS), the per-source
+ * table src_table entries (0: RL_SRC_TABLE); pinned maps of another size
+ * are refused, naming both.
  * On a verifier rejection the tail of the verifier log is logged at error
  * level.  0 or -errno (logged); on failure k is left closed.
  */
 int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
-	      uint32_t rule_memory_mib, uint32_t max_tenants);
+	      uint32_t rule_memory_mib, uint32_t max_tenants,
+	      uint32_t src_table);
 
 /* Releases what kern_open took.  Attachments and pins stay: the kernel
  * keeps enforcing after the agent is gone. */
@@ -264,5 +275,34 @@ int kern_events_open(struct kern *k, int (*fn)(void *ctx, void *data,
 					       size_t size), void *ctx);
 int kern_events_fd(const struct kern *k);
 int kern_events_consume(struct kern *k);
+
+/* Per-source limits (kern_sources.c; see RL_SRC_TABLE). */
+
+/* Writes t's per-source limit into slot's `src_conf` (before the slot's
+ * flags say to use it: call ahead of the tenant's own configuration).
+ * fresh: the overflow bucket starts full. */
+void kern_src_configure(struct kern *k, uint32_t slot,
+			const struct policy_tenant *t, bool fresh);
+
+/* Deletes the entries of `sources` whose bucket is full again at now (the
+ * coarse monotonic clock), and those of slots without a per-source limit;
+ * clears the slots of `src_top` whose source has no entry left.  Runs at
+ * most every second while the table is a quarter full or more, every ten
+ * seconds below, never while empty.  Returns the entries deleted. */
+uint64_t kern_src_sweep(struct kern *k, uint64_t now_ns);
+
+/* The table: entries, entries in use, entries the sweep deleted. */
+void kern_src_fill(const struct kern *k, uint64_t *size, uint64_t *used,
+		   uint64_t *reclaimed);
+
+/* What slot's per-source limit did, summed over CPUs.  0 or -errno. */
+int kern_src_stats(struct kern *k, uint32_t slot, struct rl_src_stats *out);
+
+/* The sources refused most, of slot (UINT32_MAX: of every tenant),
+ * heaviest first, at most max: read from `src_top`, never the whole
+ * table.  Returns how many rows. */
+struct src_top_row;
+size_t kern_src_top(const struct kern *k, uint32_t slot,
+		    struct src_top_row *rows, size_t max);
 
 #endif /* RL_KERN_H */

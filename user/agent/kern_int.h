@@ -29,6 +29,11 @@ static inline struct bpf_program *our_prog(const struct kern *k)
 /* Whether map has one entry per tenant slot (sized by --max-tenants). */
 bool kern_tenant_sized(const struct kern *k, const struct bpf_map *map);
 
+/* kern_sources.c: maps `src_conf`, `src_ctl` and `src_top` (0 or -errno,
+ * logged), and unmaps them. */
+int kern_src_open(struct kern *k);
+void kern_src_close(struct kern *k);
+
 /* kern_migrate.c */
 
 /* The layout version (RL_ABI_VERSION) of the pins under k's pin dir: 0

@@ -84,15 +84,21 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 						&slot, zero, BPF_ANY) < 0)
 				log_warn("couldn't reset counters on 'tenant_stats' "
 					 "slot %u: %s", slot, strerror(errno));
-			/* rl_conn_stats is no larger than rl_stats */
+			/* rl_conn_stats is no larger than rl_stats, */
 			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.conn_stats),
 						&slot, zero, BPF_ANY) < 0)
 				log_warn("couldn't reset counters on 'conn_stats' "
+					 "slot %u: %s", slot, strerror(errno));
+			/* and so is rl_src_stats */
+			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.src_stats),
+						&slot, zero, BPF_ANY) < 0)
+				log_warn("couldn't reset counters on 'src_stats' "
 					 "slot %u: %s", slot, strerror(errno));
 			free(zero);
 		}
 		k->conns_forgotten[slot] = 0;
 	}
+	kern_src_configure(k, slot, t, fresh);
 	rl_slot_configure(rt, t, fresh, k->leased, k->fail_agents, loop_now_ns());
 	if (k->preload) {
 		if (fresh)

@@ -102,6 +102,13 @@ static const struct opt options[] = {
 	  .expect = "tenants",
 	  .help = "tenant slots in the kernel's maps, the preload pool and "
 		  "the agent's tables; a change needs a detach" },
+	{ "per-source-table", 0, OPT_U64, CLI(agent.src_table), .arg = "N",
+	  .min = RL_SRC_TABLE_MIN, .max = RL_SRC_TABLE_MAX, .def = "65536",
+	  .expect = "sources",
+	  .help = "sources the kernel keeps a bucket for, over every tenant "
+		  "with a per-source limit (about 100 bytes each); while it is "
+		  "full, a tenant's new sources share one overflow bucket.  A change "
+		  "needs a detach" },
 	{ "tombstone-ttl", 0, OPT_U64, CLI(agent.tomb_ttl_ms), .arg = "S",
 	  .min = 1, .max = 315360000, .scale = 1000, .def = "604800",
 	  .expect = "seconds",
@@ -317,6 +324,7 @@ static void on_tick(struct loop_timer *t, void *arg)
 	agent_prune_tombs(a);
 	agent_verify_watch(a);
 	conntrack_sweep(&a->kern, RL_CONN_TTL_NS);
+	kern_src_sweep(&a->kern, now);
 	if (a->kern.preload) {
 		preload_heal(a->kern.preload);
 		if (preload_forged_pending(a->kern.preload))
@@ -433,7 +441,8 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	if (kern_open(&a.kern, a.opts.pin_dir, a.opts.mode == KERN_MODE_TC,
-		      a.opts.rule_memory_mib, a.opts.max_tenants))
+		      a.opts.rule_memory_mib, a.opts.max_tenants,
+		      a.opts.src_table))
 		goto cleanup;
 	kern_opened = true;
 	a.kern.leased = bo.redis != NULL;

@@ -162,6 +162,13 @@ static const struct {
 	{ "rlgate_conns_closed_total", "counter",
 	  "Connections of a capped tenant seen to end by the kernel (a RST, or "
 	  "FINs from both sides).", STAT(conns_closed) },
+	{ "rlgate_denied_source_total", "counter",
+	  "SYNs of a tenant with a per-source limit refused by their source's "
+	  "bucket, or by the overflow bucket while the per-source table was "
+	  "full (also in rlgate_denied_total).", STAT(src_denied) },
+	{ "rlgate_source_overflow_total", "counter",
+	  "SYNs of new sources judged by the tenant's overflow bucket: the "
+	  "per-source table was full.", STAT(src_overflow) },
 	{ "rlgate_conns_forgotten_total", "counter",
 	  "Connections of a capped tenant ended by the agent's sweep: no socket "
 	  "left for them, or idle past the TTL.", STAT(conns_forgotten) },
@@ -412,6 +419,22 @@ static void render_instance(FILE *f, struct agent *a)
 		(unsigned long long)ki.denied_rate);
 }
 
+/* The per-source table: its size, its fill, and what the sweep reclaimed. */
+static void render_sources(FILE *f, struct agent *a)
+{
+	uint64_t size, used, reclaimed;
+
+	kern_src_fill(&a->kern, &size, &used, &reclaimed);
+	scalar(f, "rlgate_per_source_table_size", "gauge", "Sources the kernel "
+	       "can hold a bucket for (--per-source-table).", size);
+	scalar(f, "rlgate_per_source_table_entries", "gauge", "Sources holding "
+	       "a bucket now; at the size, new sources share their tenant's "
+	       "overflow bucket.", used);
+	scalar(f, "rlgate_per_source_reclaimed_total", "counter", "Entries of "
+	       "the per-source table deleted once their bucket was full again.",
+	       reclaimed);
+}
+
 /* Which tenants get their own series: the --metrics-tenants busiest by
  * admitted + denied since the previous scrape, in keep[].  Remembers this
  * scrape's counts for the next one.  0 or -ENOMEM. */
@@ -532,6 +555,7 @@ static int render(struct metrics *mt, char **buf, size_t *len)
 
 	render_instance(f, a);
 	render_verify(f, a);
+	render_sources(f, a);
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");
 	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);

@@ -77,6 +77,14 @@ extern const struct opts_command rlctl_instance_cmds[];
 /* The instance limit's line in text output (status, stats, instance get):
  * in, the reply's "instance" (null: none). */
 void rlctl_print_instance(const json_t *in);
+/* Per-source limits (sources.c): the agent's `sources` reply (*reply, the
+ * caller's to drop) with its rows of the sources refused most, of tenant
+ * name (NULL: all), at most limit; 0 or the exit code, said.  Then the
+ * rows as a table, and status's line for the table's fill. */
+int rlctl_sources(const char *name, uint64_t limit, json_t **reply,
+		  json_t **rows);
+void rlctl_print_sources(const json_t *rows);
+void rlctl_print_src_table(const json_t *t);
 int cmd_apply(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_stats(int argc, char **argv);

@@ -16,6 +16,7 @@
 
 #include "policy_opts.h"
 #include "rlctl.h"
+#include "rlgate.h"
 
 static const struct opts_spec status_spec = {
 	RLCTL_CMD("status"),
@@ -28,6 +29,7 @@ struct stats_args {
 	char name[POLICY_NAME_MAX + 1];
 	char *glob;
 	uint64_t top;
+	uint64_t sources;
 };
 
 static const struct opts_spec stats_spec = {
@@ -46,6 +48,10 @@ static const struct opts_spec stats_spec = {
 		{ "top", 0, OPT_U64, OPT_AT(struct stats_args, top),
 		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
 		  .help = "only the N busiest (admit and deny rates), busiest first" },
+		{ "sources", 0, OPT_U64, OPT_AT(struct stats_args, sources),
+		  .arg = "N", .min = 1, .max = RL_SRC_TOP,
+		  .help = "then the N sources refused most by their per-source "
+			  "limit (of NAME, or of every tenant), most first" },
 		{ .kind = OPT_END },
 	},
 };
@@ -232,6 +238,7 @@ int cmd_status(int argc, char **argv)
 		       json_is_true(json_object_get(v, "verified")) ?
 		       "verified" : "not verified, their SYNs are charged");
 	}
+	rlctl_print_src_table(json_object_get(reply, "per_source_table"));
 	if ((v = json_object_get(reply, "memory")) && json_is_object(v))
 		printf("memory:      kernel maps %.1f MiB (%" JSON_INTEGER_FORMAT
 		       " bytes per tenant), agent %.1f MiB resident (%"
@@ -352,31 +359,34 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 {
 	static const struct {
 		const char *title, *key;
-		bool rate, fleet, caps;
+		bool rate, fleet, caps, src;
 	} cols[] = {
-		{ "ADMITTED", "admitted", false, false, false },
-		{ "DENIED", "denied", false, false, false },
-		{ "WOULD-DENY", "shadow_denied", false, false, false },
-		{ "RETRANS", "retransmits", false, false, false },
-		{ "UNPARSED", "unparsed", false, false, false },
-		{ "TOKENS", "tokens", false, false, false },
-		{ "ADMIT/S", "admit_rate", true, false, false },
-		{ "DENY/S", "deny_rate", true, false, false },
+		{ "ADMITTED", "admitted", false, false, false, false },
+		{ "DENIED", "denied", false, false, false, false },
+		{ "WOULD-DENY", "shadow_denied", false, false, false, false },
+		{ "RETRANS", "retransmits", false, false, false, false },
+		{ "UNPARSED", "unparsed", false, false, false, false },
+		{ "TOKENS", "tokens", false, false, false, false },
+		{ "ADMIT/S", "admit_rate", true, false, false, false },
+		{ "DENY/S", "deny_rate", true, false, false, false },
 		/* when a tenant has a connection cap */
-		{ "CONNS", "conns", false, false, true },
-		{ "MAX-CONNS", "max_conns", false, false, true },
-		{ "CONN-DENIED", "conn_denied", false, false, true },
+		{ "CONNS", "conns", false, false, true, false },
+		{ "MAX-CONNS", "max_conns", false, false, true, false },
+		{ "CONN-DENIED", "conn_denied", false, false, true, false },
+		/* when a tenant has a per-source limit */
+		{ "DENIED-SRC", "denied_source", false, false, false, true },
+		{ "OVERFLOW", "source_overflow", false, false, false, true },
 		/* fleet mode only */
-		{ "LEASED", "tokens_leased", false, true, false },
-		{ "REFUNDED", "tokens_refunded", false, true, false },
-		{ "REDIS-CALLS", "redis_calls", false, true, false },
-		{ "OVERSHOOT", "overshoot_bound", false, true, false },
-		{ "CONN-BOUND", "conn_overshoot_bound", false, true, true },
+		{ "LEASED", "tokens_leased", false, true, false, false },
+		{ "REFUNDED", "tokens_refunded", false, true, false, false },
+		{ "REDIS-CALLS", "redis_calls", false, true, false, false },
+		{ "OVERSHOOT", "overshoot_bound", false, true, false, false },
+		{ "CONN-BOUND", "conn_overshoot_bound", false, true, true, false },
 	};
 	size_t n = json_array_size(stats), i;
 	json_t **rows = calloc(n + 1, sizeof(*rows));
 	bool fleet = n && json_object_get(json_array_get(stats, 0), "redis_calls");
-	bool caps = false;
+	bool caps = false, src = false;
 	int wname = 6;
 
 	if (!rows)
@@ -386,6 +396,7 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 
 		rows[i] = json_array_get(stats, i);
 		caps = caps || json_object_get(rows[i], "max_conns");
+		src = src || json_object_get(rows[i], "denied_source");
 		name = json_string_value(json_object_get(rows[i], "tenant"));
 		if (name && (int)strlen(name) > wname)
 			wname = (int)strlen(name);
@@ -394,7 +405,8 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		qsort(rows, n, sizeof(*rows), by_rate);
 	printf("%-*s", wname, "TENANT");
 	for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
-		if ((fleet || !cols[c].fleet) && (caps || !cols[c].caps))
+		if ((fleet || !cols[c].fleet) && (caps || !cols[c].caps) &&
+		    (src || !cols[c].src))
 			printf("  %12s", cols[c].title);
 	printf("\n");
 	for (i = 0; i < n; i++) {
@@ -403,7 +415,8 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
 			char buf[32];
 
-			if ((cols[c].fleet && !fleet) || (cols[c].caps && !caps))
+			if ((cols[c].fleet && !fleet) || (cols[c].caps && !caps) ||
+			    (cols[c].src && !src))
 				continue;
 			format_num(json_object_get(rows[i], cols[c].key),
 				   cols[c].rate, buf, sizeof(buf));
@@ -477,6 +490,18 @@ int cmd_stats(int argc, char **argv)
 	    json_is_object(json_object_get(reply, "instance")))
 		rlctl_print_instance(json_object_get(reply, "instance"));
 	json_decref(reply);
+	if (args.sources) {
+		json_t *rows;
+
+		ret = rlctl_sources(args.name, args.sources, &reply, &rows);
+		if (ret != RLCTL_EXIT_OK)
+			return ret;
+		if (rlctl.json)
+			rlctl_print_json(json_incref(rows));
+		else
+			rlctl_print_sources(rows);
+		json_decref(reply);
+	}
 	return RLCTL_EXIT_OK;
 }
 
@@ -518,6 +543,21 @@ static void top_wait(long long deadline, bool keys)
 	}
 }
 
+/* The sources refused most that top shows below the tenants. */
+#define TOP_SOURCES	10
+
+/* Whether a tenant of the stats has a per-source limit. */
+static bool any_per_source(const json_t *stats)
+{
+	const json_t *r;
+	size_t i;
+
+	json_array_foreach(stats, i, r)
+		if (json_object_get(r, "denied_source"))
+			return true;
+	return false;
+}
+
 int cmd_top(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -549,7 +589,7 @@ int cmd_top(int argc, char **argv)
 
 	while (!top_stop) {
 		long long next = mono_ms() + (long long)(args.interval * 1000);
-		json_t *reply, *stats;
+		json_t *reply, *stats, *sreply = NULL, *sources = NULL;
 		char when[32];
 		time_t now = time(NULL);
 
@@ -563,10 +603,15 @@ int cmd_top(int argc, char **argv)
 			sort_busiest(stats);
 			rlctl_keep(stats, "tenant", NULL, args.top);
 		}
+		if (any_per_source(stats) &&
+		    rlctl_sources(NULL, TOP_SOURCES, &sreply, &sources))
+			sources = NULL;
 		if (rlctl.json) {
 			json_t *line = json_pack("{s:I, s:O}", "time",
 						 (json_int_t)now, "stats", stats);
 
+			if (sources)
+				json_object_set(line, "sources", sources);
 			json_dumpf(line, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			fputc('\n', stdout);
 			json_decref(line);
@@ -579,9 +624,12 @@ int cmd_top(int argc, char **argv)
 			       json_array_size(stats) == 1 ? "" : "s",
 			       keys ? " - q to quit" : "");
 			rlctl_print_stats_table(stats, true);
+			if (sources)
+				rlctl_print_sources(sources);
 		}
 		fflush(stdout);
 		json_decref(reply);
+		json_decref(sreply);
 		if (args.iterations && ++done >= args.iterations)
 			break;
 		top_wait(next, keys);

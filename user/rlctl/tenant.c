@@ -25,6 +25,28 @@ static int opt_overshoot(const char *s, void *dest, char *err, size_t len)
 	return 0;
 }
 
+/* --per-source RATE[,BURST] or off; the mask follows in finish_set(). */
+static int opt_per_source(const char *s, void *dest, char *err, size_t len)
+{
+	struct policy_tenant *t = dest;
+
+	(void)len;
+	if (!strcmp(s, "off")) {
+		t->src_rate = (struct policy_rate){ 0, 0 };
+		t->src_burst = 0;
+		return 0;
+	}
+	return policy_parse_rate_burst(s, &t->src_rate, &t->src_burst, err);
+}
+
+static int opt_source_mask(const char *s, void *dest, char *err, size_t len)
+{
+	struct policy_tenant *t = dest;
+
+	(void)len;
+	return policy_parse_source_mask(s, &t->src_len4, &t->src_len6, err);
+}
+
 /* The options land on the tenant they change: on a blank one to check them,
  * then on the agent's copy (or a new one), where only those given change
  * it.  A new option of the tenant is one row. */
@@ -110,6 +132,17 @@ static const struct opts_spec set_spec = {
 			  "burst/K, for a tenant too hot for one Redis node; 1 (the "
 			  "default on create) is one bucket, at most 16, and at most "
 			  "the rate count and the burst" },
+		{ "per-source", 0, OPT_CUSTOM, SET(t), .arg = "RATE[,BURST]|off",
+		  .parse = opt_per_source,
+		  .help = "each source of the tenant (an address, or a prefix: "
+			  "--source-mask) gets a bucket of its own, which its "
+			  "SYNs must pass besides the tenant's; BURST defaults to "
+			  "one second of RATE; off removes it" },
+		{ "source-mask", 0, OPT_CUSTOM, SET(t), .arg = "/N4,/N6",
+		  .parse = opt_source_mask, .def_doc = "/32,/64",
+		  .help = "what one source is for --per-source: the IPv4 and "
+			  "IPv6 prefix lengths (an IPv6 client normally owns a "
+			  "whole /64)" },
 		{ .kind = OPT_END },
 	},
 };
@@ -232,6 +265,11 @@ static void print_tenant(json_t *t)
 	if (json_integer_value(json_object_get(t, "shards")) > 1)
 		printf("shards:  %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(t, "shards")));
+	if (json_is_string(json_object_get(t, "per_source")))
+		printf("per source: %s, burst %" JSON_INTEGER_FORMAT ", mask %s\n",
+		       str_field(t, "per_source"),
+		       json_integer_value(json_object_get(t, "per_source_burst")),
+		       str_field(t, "source_mask"));
 	if (json_is_integer(id))
 		printf("id:      %" JSON_INTEGER_FORMAT "\n", json_integer_value(id));
 }
@@ -256,6 +294,15 @@ static int finish_set(struct set_args *a, const struct opts_result *res,
 	}
 	if (a->shadow || a->enforce)
 		t->shadow = a->shadow;
+	/* --source-mask alone on a tenant without a per-source limit is
+	 * left for policy_validate() to refuse */
+	if (!t->src_rate.count && !opts_given(res, "source-mask")) {
+		t->src_burst = 0;
+		t->src_len4 = t->src_len6 = 0;
+	} else if (t->src_rate.count && !t->src_len4) {
+		t->src_len4 = POLICY_SRC_LEN4;
+		t->src_len6 = POLICY_SRC_LEN6;
+	}
 	return 0;
 }
 
