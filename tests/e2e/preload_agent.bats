@@ -529,3 +529,123 @@ cap_holds() {
 	}
 	grep -q "given back" "$BATS_TEST_TMPDIR/a.log"
 }
+
+# both_points_web [rlagent options]: a lab of one server and one client, an
+# agent on s1 with XDP on eth0 and the pool, tenant web capped at 3 (its
+# SYNs over the cap dropped, so a client sends them again) on c1's prefixes
+# and loopback; a server without the library on s1:8080 (XDP's point) and a
+# preloaded one on 127.0.0.1:8081 (the pool's).
+both_points_web() {
+	local pin=/sys/fs/bpf/rlgate-$LAB-a
+
+	PIN_DIRS+=("$pin")
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	rlagent_start s1 "$BATS_TEST_TMPDIR/a.sock" "$BATS_TEST_TMPDIR/a.state" \
+		"$pin" "$BATS_TEST_TMPDIR/a.log" --preload-pool "$POOL" "$@" || return 1
+	AGENT_PIDS+=("$RLAGENT_PID")
+	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 3 --action drop \
+		--match "$(prefixes c1),127.0.0.0/8" >/dev/null
+	in_ns s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" 8080 \
+		>/dev/null 2>&1 3>&- &
+	echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
+	preloaded s1 "$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 8081
+	wait_listen s1 8080 && wait_listen s1 8081
+}
+
+# points_are KC PC: in flight at the kernel and at the pool; both within
+# the cap of 3 together, in flight and in slots.
+points_are() {
+	local st kc pc ks ps
+
+	st=$(rla a --json stats web) || return 1
+	kc=$(json_get '.[0].points[] | select(.point == "kernel") | .conns' "$st")
+	pc=$(json_get '.[0].points[] | select(.point == "preload") | .conns' "$st")
+	ks=$(json_get '.[0].points[] | select(.point == "kernel") | .conn_slots' "$st")
+	ps=$(json_get '.[0].points[] | select(.point == "preload") | .conn_slots' "$st")
+	echo "in flight: kernel $kc of $ks, pool $pc of $ps"
+	((kc + pc <= 3 && ks + ps <= 3)) || { echo "past the cap of 3" >&2; return 1; }
+	expect_eq "in flight at the kernel" "$kc" "$1" &&
+		expect_eq "in flight at the pool" "$pc" "$2"
+}
+
+# each_point_free: the kernel and the pool each have a free slot.
+each_point_free() {
+	local st
+
+	st=$(rla a --json stats web) || return 1
+	jq -e '[.[0].points[] | select(.conn_slots > .conns)] | length == 2' \
+		<<<"$st" >/dev/null
+}
+
+# pool_has_tokens: the pool holds leased tokens of web.
+pool_has_tokens() {
+	(($(point_stat a web preload tokens) > 0))
+}
+
+# xdp_conn NAME / lib_conn NAME: one connection held, through XDP (from c1)
+# or through the library (on s1's loopback); HOLD_JSON says how it went.
+xdp_conn() {
+	hold_conns "$1" c1 "$(lab_addr s1 4)" 8080 1
+}
+lib_conn() {
+	hold_conns "$1" s1 127.0.0.1 8081 1
+}
+
+# shared_cap: connections one after the other at both points up to the cap
+# of 3 are all admitted, past it refused, and the two never hold more.
+shared_cap() {
+	# idle: neither point is left without a slot
+	wait_for 5 each_point_free || { rla a --json stats web >&2; return 1; }
+	lib_conn p1 && expect_held 1 0
+	wait_for 5 each_point_free
+	xdp_conn k1 && expect_held 1 0
+	# the last free slot stayed with the pool
+	lib_conn p2 && expect_held 1 0
+	points_are 1 2
+	# at the cap: refused at both points
+	lib_conn p3 && expect_held 0 1
+	xdp_conn k2 && expect_eq "XDP's past the cap" "$(json_get .ok "$HOLD_JSON")" 0
+	points_are 1 2
+	# the pool's closed: the kernel gets its slots as it needs them -
+	# the last one too, while the pool holds it idle, in time for the
+	# client's SYN sent again after the first was dropped
+	release_conns p1
+	release_conns p2
+	wait_for 5 each_point_free
+	xdp_conn k3 && expect_held 1 0
+	xdp_conn k4 && expect_held 1 0
+	points_are 3 0
+	lib_conn p4 && expect_held 0 1
+	points_are 3 0
+	# and back to the pool once the kernel's are closed
+	release_conns k1
+	release_conns k3
+	release_conns k4
+	wait_for 5 each_point_free
+	lib_conn p5 && expect_held 1 0
+	wait_for 5 each_point_free
+	lib_conn p6 && expect_held 1 0
+	points_are 0 2
+}
+
+@test "standalone at both points (XDP and the pool), cap 3: below the cap neither point is refused - each has a slot while two are free, the last goes where a connection waits - and the two never hold more than 3" {
+	lab_up --servers 1 --clients 1
+	both_points_web
+	shared_cap
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+@test "fleet at both points (XDP and the pool), cap 3: the host holds a free slot for each point, below the cap neither is refused, and the two never hold more than 3" {
+	lab_up --servers 1 --clients 1 --redis
+	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
+	mkdir -p "$FLEET_DIR"
+	redis_start
+	both_points_web --redis "$REDIS_ADDR" --agent-id a
+	# leased tokens go where connections were seen: the pool's first
+	# connection is its first demand, its tokens come with the next checks
+	lib_conn w
+	release_conns w
+	wait_for 5 pool_has_tokens || { rla a --json stats web >&2; return 1; }
+	shared_cap
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}

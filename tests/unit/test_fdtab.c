@@ -283,30 +283,82 @@ static void test_pool_cap(void)
 
 static void test_share_slots(void)
 {
+	/* pool_slots: the pool's slots before; kw, pw: each point refused
+	 * since the last share */
 	static const struct {
-		int64_t n, kern, pool;
-		bool prefer_pool;
+		int64_t n, kern, pool, pool_slots;
+		bool kw, pw, prefer_pool;
 		int64_t want;
 	} cases[] = {
-		{ 10, 0, 0, true, 10 },		/* attached nowhere: all */
-		{ 10, 0, 0, false, 5 },		/* free ones halved */
-		{ 11, 0, 0, false, 5 },
-		{ 10, 4, 2, false, 4 },		/* 2 in flight + half of 4 */
-		{ 10, 0, 7, false, 8 },
-		{ 6, 4, 2, false, 2 },		/* full: each keeps its own */
-		{ 3, 4, 2, false, 1 },		/* giving back: in proportion */
-		{ 0, 4, 2, false, 0 },
-		{ 5, -1, 0, false, 2 },		/* a transient -1 is none */
+		{ 10, 0, 0, 0, false, false, true, 10 },	/* attached nowhere: all */
+		{ 10, 0, 0, 0, false, false, false, 5 },	/* free ones halved */
+		{ 11, 0, 0, 0, false, false, false, 5 },
+		{ 11, 0, 0, 0, false, true, false, 6 },		/* odd one to demand */
+		{ 11, 0, 0, 0, true, false, false, 5 },
+		{ 10, 4, 2, 0, false, false, false, 4 },	/* 2 in flight + half of 4 */
+		{ 10, 0, 7, 0, false, false, false, 8 },
+		{ 2, 0, 0, 0, false, false, false, 1 },		/* idle, 2 free: one each */
+		{ 2, 0, 0, 2, true, false, false, 1 },
+		{ 3, 0, 0, 3, false, true, false, 2 },		/* the kernel keeps one */
+		{ 3, 0, 0, 0, true, false, false, 1 },		/* the pool keeps one */
+		{ 6, 5, 0, 0, false, false, false, 0 },		/* at the last free one: */
+		{ 6, 5, 0, 1, false, false, false, 1 },		/* it stays where it is */
+		{ 6, 5, 0, 0, false, true, false, 1 },		/* to the one refused */
+		{ 6, 4, 1, 2, true, false, false, 1 },
+		{ 6, 4, 1, 2, true, true, false, 1 },		/* both: it flips */
+		{ 6, 4, 1, 1, true, true, false, 2 },
+		{ 1, 0, 0, 0, false, true, false, 1 },		/* a host holding one */
+		{ 1, 0, 0, 1, true, false, false, 0 },
+		{ 6, 4, 2, 2, true, true, false, 2 },		/* full: each keeps its own */
+		{ 3, 4, 2, 2, false, false, false, 1 },		/* giving back: in proportion */
+		{ 0, 4, 2, 2, false, true, false, 0 },
+		{ -1, 0, 0, 0, false, true, false, 0 },
+		{ 5, -1, 0, 0, false, false, false, 2 },	/* a transient -1 is none */
+		{ 2, -1, 0, 0, false, true, false, 1 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int64_t got = rl_share_slots(cases[i].n, cases[i].kern,
-					     cases[i].pool, cases[i].prefer_pool);
+					     cases[i].pool, cases[i].pool_slots,
+					     cases[i].kw, cases[i].pw,
+					     cases[i].prefer_pool);
 
-		CHECK(got == cases[i].want, "case %zu: n %lld kern %lld pool %lld: "
-		      "%lld, want %lld", i, (long long)cases[i].n,
-		      (long long)cases[i].kern, (long long)cases[i].pool,
-		      (long long)got, (long long)cases[i].want);
+		CHECK(got == cases[i].want, "case %zu: n %lld kern %lld pool %lld "
+		      "pool_slots %lld wants %d/%d: %lld, want %lld", i,
+		      (long long)cases[i].n, (long long)cases[i].kern,
+		      (long long)cases[i].pool, (long long)cases[i].pool_slots,
+		      cases[i].kw, cases[i].pw, (long long)got,
+		      (long long)cases[i].want);
+	}
+}
+
+/* Every state of a small cap: the two parts never hold more than n, each
+ * point keeps what it has in flight, and neither point is left without a
+ * free slot while the other has two or more. */
+static void test_share_slots_bounds(void)
+{
+	for (int64_t n = 0; n <= 8; n++)
+		for (int64_t k = 0; k <= 9; k++)
+			for (int64_t p = 0; p <= 9; p++)
+				for (int64_t ps = 0; ps <= n; ps++)
+					for (int w = 0; w < 4; w++) {
+		int64_t pn = rl_share_slots(n, k, p, ps, w & 1, w & 2, false);
+		int64_t kn = n - pn;
+
+		CHECK(pn >= 0 && pn <= n, "n %lld: pool %lld", (long long)n,
+		      (long long)pn);
+		if (k + p > n)
+			continue;
+		CHECK(pn >= p && kn >= k, "n %lld k %lld p %lld: pool %lld",
+		      (long long)n, (long long)k, (long long)p, (long long)pn);
+		if (n - k - p >= 2)
+			CHECK(pn > p && kn > k, "n %lld k %lld p %lld: pool %lld "
+			      "leaves a point without", (long long)n, (long long)k,
+			      (long long)p, (long long)pn);
+		if (n - k - p == 1 && (w == 1 || w == 2))
+			CHECK((w == 2) == (pn > p), "n %lld k %lld p %lld w %d: "
+			      "pool %lld", (long long)n, (long long)k,
+			      (long long)p, w, (long long)pn);
 	}
 }
 
@@ -318,5 +370,6 @@ int main(void)
 	CHECK_RUN(test_procmaps);
 	CHECK_RUN(test_pool_cap);
 	CHECK_RUN(test_share_slots);
+	CHECK_RUN(test_share_slots_bounds);
 	return check_exit();
 }

@@ -52,7 +52,7 @@ static void test_conn_caps(void)
 		t.max_conns = steps[i].max_conns;
 		t.shadow = steps[i].shadow;
 		rt.conns = steps[i].conns_before;
-		rl_slot_configure(&rt, &t, steps[i].fresh, steps[i].leased, 1, 1000);
+		rl_slot_configure(&rt, &t, steps[i].fresh, steps[i].leased, false, 1, 1000);
 		CHECK((rt.flags & (RL_F_SHADOW | RL_F_CONNCAP)) == steps[i].flags &&
 		      rt.conns == steps[i].conns && rt.conn_slots == steps[i].slots &&
 		      rt.conn_epoch == steps[i].epoch,
@@ -66,15 +66,15 @@ static void test_conn_caps(void)
 	/* leased: the slots are the broker's, a new number leaves them */
 	rt.conn_slots = 4;
 	t.max_conns = 40;
-	rl_slot_configure(&rt, &t, false, true, 1, 1000);
+	rl_slot_configure(&rt, &t, false, true, false, 1, 1000);
 	CHECK(rt.conn_slots == 4, "leased: a new cap changed the slots held "
 	      "(%lld)", (long long)rt.conn_slots);
 	/* a shard's degraded flag is the broker's: kept, unless the slot is
 	 * new */
 	rt.flags |= RL_F_DEGRADED;
-	rl_slot_configure(&rt, &t, false, true, 1, 1000);
+	rl_slot_configure(&rt, &t, false, true, false, 1, 1000);
 	CHECK(rt.flags & RL_F_DEGRADED, "degraded flag lost on a change");
-	rl_slot_configure(&rt, &t, true, true, 1, 1000);
+	rl_slot_configure(&rt, &t, true, true, false, 1, 1000);
 	CHECK(!(rt.flags & RL_F_DEGRADED), "degraded flag kept by a new tenant");
 }
 
@@ -97,7 +97,7 @@ static void test_conn_fail_slots(void)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		memset(&rt, 0, sizeof(rt));
 		t.max_conns = rows[i].max_conns;
-		rl_slot_configure(&rt, &t, true, true, rows[i].agents, 1000);
+		rl_slot_configure(&rt, &t, true, true, false, rows[i].agents, 1000);
 		CHECK(rt.conn_fail_slots == rows[i].want, "cap %llu, %llu "
 		      "agents: fail slots %lld, want %lld",
 		      (unsigned long long)rows[i].max_conns,

@@ -67,6 +67,9 @@ struct broker_host {
 	 * slots held of the fleet's cap), and how many it has. */
 	void (*conn_slots)(void *ctx, uint32_t slot, int64_t n);
 	int64_t (*conns_in_flight)(void *ctx, uint32_t slot);
+	/* The points that share those slots: 2 with both the kernel and
+	 * the preload pool enforcing, else 1. */
+	unsigned int (*conn_points)(void *ctx);
 	/* The fleet size the static fail shares divide by: with n 0 only
 	 * read (what a previous agent left in the kernel, 0 if none); else set,
 	 * with every tenant's share written again.  Returns the size stored. */

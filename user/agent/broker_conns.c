@@ -21,14 +21,16 @@
 #define CONN_STARVED_NS	(250ULL * 1000000ULL)
 
 /* Slots taken or given back at a time: a quarter of the tenant's share of
- * the cap, at least 1.  A host holds at most its connections in flight
- * plus two chunks, so the fleet leaves at most live agents x 2 chunks of
- * the cap idle, and one call moves a chunk. */
+ * the cap, at least one for each of the host's points (the kernel and the
+ * preload pool share what the host holds, and each needs a free one to
+ * admit).  A host holds at most its connections in flight plus two chunks,
+ * so the fleet leaves at most live agents x 2 chunks of the cap idle, and
+ * one call moves a chunk. */
 static uint64_t conn_chunk(const struct broker *b, const struct policy_tenant *p)
 {
 	uint64_t n = p->max_conns / (4 * broker_agents_of(b));
 
-	return n ? n : 1;
+	return n > host_conn_points(b) ? n : host_conn_points(b);
 }
 
 /* What the fail policy lets the kernel have in flight while the tenant's
@@ -118,7 +120,8 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
 
 /*
  * Every check: for each capped tenant, a chunk more when fewer than half a
- * chunk of its slots are free, a chunk back when more than two are, and
+ * chunk of its slots are free (or fewer than its points, so that each
+ * point has one), a chunk back when more than two are, and
  * the holding renewed every heartbeat; the fail policy's slots while its
  * Redis is out of reach.
  */
@@ -152,7 +155,8 @@ void broker_conns_check(struct broker *b, uint64_t now)
 		chunk = conn_chunk(b, t->pol);
 		free_ = s->conn_held > in_flight ? s->conn_held - in_flight : 0;
 		want = s->conn_held;
-		if (free_ * 2 < chunk && s->conn_held < t->pol->max_conns)
+		if ((free_ * 2 < chunk || free_ < host_conn_points(b)) &&
+		    s->conn_held < t->pol->max_conns)
 			want = in_flight + chunk;
 		else if (free_ > 2 * chunk)
 			want = in_flight + chunk;

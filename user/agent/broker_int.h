@@ -290,6 +290,11 @@ static inline int64_t host_conns_in_flight(const struct broker *b, uint32_t slot
 	return b->h.conns_in_flight(b->h.ctx, slot);
 }
 
+static inline unsigned int host_conn_points(const struct broker *b)
+{
+	return b->h.conn_points(b->h.ctx);
+}
+
 static inline size_t host_tenant_count(const struct broker *b)
 {
 	return b->h.tenant_count(b->h.ctx);

@@ -258,7 +258,8 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	}
 	k->max_tenants = max_tenants ? max_tenants : RL_MAX_TENANTS;
 	k->conns_forgotten = calloc(k->max_tenants, sizeof(*k->conns_forgotten));
-	if (!k->conns_forgotten) {
+	k->conn_refused = calloc(k->max_tenants, sizeof(*k->conn_refused));
+	if (!k->conns_forgotten || !k->conn_refused) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -435,6 +436,8 @@ void kern_close(struct kern *k)
 	kern_src_close(k);
 	free(k->conns_forgotten);
 	k->conns_forgotten = NULL;
+	free(k->conn_refused);
+	k->conn_refused = NULL;
 	rl_cls_map_close(&k->cls);
 	preload_close(k->preload);
 	k->preload = NULL;

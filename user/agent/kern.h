@@ -51,6 +51,9 @@ struct kern {
 	struct ring_buffer *rb;
 	struct kern_iface ifaces[KERN_MAX_IFACES];
 	unsigned int n_ifaces;
+	/* interfaces about to be attached at start: the tenants configured
+	 * before then already share their caps with the pool */
+	unsigned int ifaces_planned;
 	bool maps_adopted;	/* pinned maps existed and were reused */
 	bool leased;		/* fleet mode: tenants spend leased tokens only */
 	struct rl_agent_state *agent;	/* the mmap'ed `agent_state` map */
@@ -66,6 +69,9 @@ struct kern {
 	struct preload *preload;
 	/* per slot: connections the agent's sweep forgot (conntrack.c) */
 	uint64_t *conns_forgotten;	/* max_tenants of them */
+	/* per slot: the refusals each point had counted (kernel, pool) when
+	 * the host's last free connection slot was placed (kern_conn_slots) */
+	uint64_t (*conn_refused)[2];	/* max_tenants of them */
 	struct rl_tenant *instance;	/* the mmap'ed `instance` map */
 	uint64_t instance_forgotten;	/* ... of those, counted in it */
 	bool gate_instance;		/* conn_ctl.instance as last written */
@@ -215,6 +221,9 @@ int kern_tenant_conns(struct kern *k, uint32_t slot, struct kern_conns *out);
  * holds of the fleet's cap, or the fail policy's), and how many it has. */
 void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n);
 int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot);
+/* The points that share a tenant's slots: 2 with a preload pool and an
+ * interface attached, else 1. */
+unsigned int kern_conn_points(const struct kern *k);
 
 /* The connections in flight and slots of each point (the pool's 0 without
  * one). */

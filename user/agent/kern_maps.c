@@ -69,6 +69,9 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 {
 	struct rl_tenant *rt = &k->tenants[slot];
 	struct policy_tenant copy;
+	/* standalone at both points: the cap is shared between them
+	 * (kern_conns_share), never the whole of it at each */
+	bool shared = !k->leased && kern_conn_points(k) == 2;
 
 	t = verify_usable(k, t, &copy);
 
@@ -99,12 +102,15 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 		k->conns_forgotten[slot] = 0;
 	}
 	kern_src_configure(k, slot, t, fresh);
-	rl_slot_configure(rt, t, fresh, k->leased, k->fail_agents, loop_now_ns());
+	rl_slot_configure(rt, t, fresh, k->leased, shared, k->fail_agents,
+			  loop_now_ns());
 	if (k->preload) {
 		if (fresh)
 			preload_slot_fresh(k->preload, slot);
 		rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
-				  k->leased, k->fail_agents, loop_now_ns());
+				  k->leased, shared, k->fail_agents, loop_now_ns());
+		if (shared && t->max_conns)
+			kern_conn_slots(k, slot, (int64_t)t->max_conns);
 		/* what the pool held when the agent started: no more than a
 		 * host may hold of the tenant */
 		if (k->leased)
@@ -233,29 +239,75 @@ static void tokens_balance(struct kern *k)
 	}
 }
 
-/* With a preload pool the host's slots are shared with it as its tokens
- * are (rl_share_slots): lowered first at the point that loses some.  The
- * pool's connections in flight are what the agent counts of them
- * (preload_conns): a release forged in the pool moves no slot the
+/* Whether each point refused a connection since the last look: asked
+ * only when the host has one free slot left, where it decides which point
+ * gets it (the kernel's count costs a system call). */
+static void conn_wants(struct kern *k, uint32_t slot, bool *kern_wants,
+		       bool *pool_wants)
+{
+	struct kern_conns kc;
+	uint64_t pd = preload_denied(k->preload, slot);
+
+	*kern_wants = false;
+	if (!kern_tenant_conns(k, slot, &kc)) {
+		*kern_wants = kc.s.denied != k->conn_refused[slot][0];
+		k->conn_refused[slot][0] = kc.s.denied;
+	}
+	*pool_wants = pd != k->conn_refused[slot][1];
+	k->conn_refused[slot][1] = pd;
+}
+
+/* Stores a point's new slots, lowered, and answers what it has in flight
+ * after: a reservation made against its old slots is then seen here, or
+ * the point sees the new ones (both sides' atomics are full barriers). */
+static int64_t conn_lower(struct rl_tenant *rt, int64_t slots)
+{
+	__atomic_store_n(&rt->conn_slots, slots, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&rt->conns, __ATOMIC_SEQ_CST);
+}
+
+/* With a preload pool the host's slots are shared with it
+ * (rl_share_slots): lowered first at the point that loses some, and the
+ * other raised by no more than the first leaves free, so that the two
+ * never admit more than n together even while one reserves a place at that
+ * moment.  The pool's connections in flight are what the agent counts of
+ * them (preload_conns): a release forged in the pool moves no slot the
  * processes still fill to the kernel. */
 void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 {
 	struct rl_tenant *kt = &k->tenants[slot], *pt;
-	int64_t pn;
+	int64_t pn, kc, pc, ps, in_flight;
+	bool kw = false, pw = false, prefer_pool = kern_conn_points(k) == 1;
 
 	if (!k->preload) {
 		__atomic_store_n(&kt->conn_slots, n, __ATOMIC_RELEASE);
 		return;
 	}
 	pt = preload_slot(k->preload, slot);
-	pn = rl_share_slots(n, __atomic_load_n(&kt->conns, __ATOMIC_RELAXED),
-			    preload_conns(k->preload, slot), k->n_ifaces == 0);
-	if (pn < __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&pt->conn_slots, pn, __ATOMIC_RELEASE);
-		__atomic_store_n(&kt->conn_slots, n - pn, __ATOMIC_RELEASE);
+	kc = __atomic_load_n(&kt->conns, __ATOMIC_RELAXED);
+	pc = preload_conns(k->preload, slot);
+	ps = __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED);
+	if (n < 0)
+		n = 0;
+	in_flight = (kc > 0 ? kc : 0) + (pc > 0 ? pc : 0);
+	if (!prefer_pool && n - in_flight == 1)
+		conn_wants(k, slot, &kw, &pw);
+	pn = rl_share_slots(n, kc, pc, ps, kw, pw, prefer_pool);
+	/* What a point has in flight after the lowering counts only up to
+	 * its old slots: past them it is CPUs refusing, or a count forged in
+	 * the pool, never places taken. */
+	if (pn < ps) {
+		pc = conn_lower(pt, pn);
+		pc = pc < pn ? pn : pc > ps ? ps : pc;
+		__atomic_store_n(&kt->conn_slots, n - pc > 0 ? n - pc : 0,
+				 __ATOMIC_RELEASE);
 	} else {
-		__atomic_store_n(&kt->conn_slots, n - pn, __ATOMIC_RELEASE);
-		__atomic_store_n(&pt->conn_slots, pn, __ATOMIC_RELEASE);
+		int64_t ks = __atomic_load_n(&kt->conn_slots, __ATOMIC_RELAXED);
+
+		kc = conn_lower(kt, n - pn);
+		kc = kc < n - pn ? n - pn : kc > ks ? ks : kc;
+		__atomic_store_n(&pt->conn_slots, n - kc > 0 ? n - kc : 0,
+				 __ATOMIC_RELEASE);
 	}
 }
 
@@ -288,6 +340,11 @@ int64_t kern_conns_in_flight(const struct kern *k, uint32_t slot)
 	if (k->preload)
 		n += preload_conns(k->preload, slot);
 	return n;
+}
+
+unsigned int kern_conn_points(const struct kern *k)
+{
+	return k->preload && (k->n_ifaces || k->ifaces_planned) ? 2 : 1;
 }
 
 static void conn_ctl_write(struct kern *k)

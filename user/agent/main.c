@@ -28,6 +28,9 @@
 #define DEFAULT_STATE_DIR	"/var/lib/rlgate"
 #define DEFAULT_PIN_DIR		"/sys/fs/bpf/rlgate"
 #define TICK_MS			1000
+/* Standalone at both points: how often the caps are shared again between
+ * them (the broker's check does it in fleet mode) */
+#define SHARE_MS		50
 
 /* Everything the command line sets, for the option table to point into. */
 struct cli {
@@ -337,6 +340,21 @@ static void on_tick(struct loop_timer *t, void *arg)
 	metrics_tick(a->metrics, now);
 }
 
+/* Standalone, with the kernel and the pool both enforcing: each capped
+ * tenant's cap shared again by what each point has in flight and wants. */
+static void on_share(struct loop_timer *t, void *arg)
+{
+	struct agent *a = arg;
+
+	(void)t;
+	if (kern_conn_points(&a->kern) != 2)
+		return;
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (a->tenants[i].pol.max_conns)
+			kern_conn_slots(&a->kern, a->tenants[i].slot,
+					(int64_t)a->tenants[i].pol.max_conns);
+}
+
 static void stop_loop(void *arg)
 {
 	struct agent *a = arg;
@@ -401,7 +419,7 @@ int main(int argc, char **argv)
 	struct cli cli = { 0 };
 	struct broker_opts bo;
 	struct loop_watch *sig_w = NULL, *ev_w = NULL;
-	struct loop_timer *tick = NULL;
+	struct loop_timer *tick = NULL, *share = NULL;
 	bool kern_opened = false;
 	gid_t gid = (gid_t)-1, pool_gid = (gid_t)-1;
 	sigset_t mask;
@@ -450,6 +468,7 @@ int main(int argc, char **argv)
 					     pool_gid, a.kern.cls.half,
 					     a.kern.max_tenants))
 		goto cleanup;
+	a.kern.ifaces_planned = a.opts.n_ifaces;
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a
 	 * moment. */
@@ -470,6 +489,7 @@ int main(int argc, char **argv)
 	for (unsigned int i = 0; i < a.opts.n_ifaces; i++)
 		if (kern_attach(&a.kern, a.opts.ifaces[i], a.opts.mode))
 			goto cleanup;
+	a.kern.ifaces_planned = 0;
 	kern_conns_upgraded(&a.kern);
 
 	if (ctl_open(&a, a.opts.control, gid, &a.ctl))
@@ -483,6 +503,9 @@ int main(int argc, char **argv)
 			   &a, &ev_w))
 		goto cleanup;
 	if (loop_timer_add(a.loop, TICK_MS, TICK_MS, on_tick, &a, &tick))
+		goto cleanup;
+	if (!a.broker && a.kern.preload &&
+	    loop_timer_add(a.loop, SHARE_MS, SHARE_MS, on_share, &a, &share))
 		goto cleanup;
 	agent_sample(&a);
 
@@ -502,6 +525,8 @@ cleanup:
 	/* Otherwise never detaches: enforcement outlives the agent. */
 	if (tick)
 		loop_timer_cancel(tick);
+	if (share)
+		loop_timer_cancel(share);
 	loop_watch_del(ev_w);
 	loop_watch_del(sig_w);
 	broker_close(a.broker);

@@ -219,6 +219,11 @@ int64_t preload_conns(const struct preload *p, uint32_t slot)
 			       p->conns_found[slot]);
 }
 
+uint64_t preload_denied(const struct preload *p, uint32_t slot)
+{
+	return __atomic_load_n(&p->pool.stats[slot].denied, __ATOMIC_RELAXED);
+}
+
 void preload_changed(struct preload *p)
 {
 	__atomic_fetch_add(&p->pool.hdr->generation, 1, __ATOMIC_RELEASE);

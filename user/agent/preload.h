@@ -114,6 +114,10 @@ bool preload_forged_pending(struct preload *p);
  * more (a release forged in the pool frees nothing they hold). */
 int64_t preload_conns(const struct preload *p, uint32_t slot);
 
+/* Connections of slot the pool's processes refused (by the cap or the
+ * rate), as they count them: only a sign of demand, never trusted more. */
+uint64_t preload_denied(const struct preload *p, uint32_t slot);
+
 /* Of n tokens granted to slot, how many go to the pool: by the demand of
  * each point since the last grant (kern_count: the kernel's admitted +
  * denied so far); with none anywhere, to the pool only if prefer_pool. */

@@ -69,6 +69,13 @@ static int64_t host_conns_in_flight(void *ctx, uint32_t slot)
 	return kern_conns_in_flight(&a->kern, slot);
 }
 
+static unsigned int host_conn_points(void *ctx)
+{
+	struct agent *a = ctx;
+
+	return kern_conn_points(&a->kern);
+}
+
 /* The static fail share of every tenant divides by the fleet's size; the
  * kernel keeps the size for the next agent. */
 static uint64_t host_fleet_agents(void *ctx, uint64_t n)
@@ -194,6 +201,7 @@ void wire_broker_host(struct agent *a, struct broker_host *h)
 		.tenant_degraded = host_tenant_degraded,
 		.conn_slots = host_conn_slots,
 		.conns_in_flight = host_conns_in_flight,
+		.conn_points = host_conn_points,
 		.fleet_agents = host_fleet_agents,
 		.tenant_count = host_tenant_count,
 		.tenant_at = host_tenant_at,

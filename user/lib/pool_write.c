@@ -119,7 +119,7 @@ void rl_pool_tenant_set(struct rl_pool *p, uint32_t slot,
 			__atomic_store_n((__u64 *)&p->stats[slot] + i, 0,
 					 __ATOMIC_RELAXED);
 	}
-	rl_slot_configure(rt, t, fresh, leased, fail_agents, now_ns);
+	rl_slot_configure(rt, t, fresh, leased, false, fail_agents, now_ns);
 	__atomic_fetch_add(&p->hdr->generation, 1, __ATOMIC_RELEASE);
 }
 

@@ -50,10 +50,11 @@ void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
  * changes its number keeps what is in flight.  A new cap is in force before
  * the flag that turns it on; a removed one is off before its count goes.
  * Leased (fleet mode), the slots are what the broker holds of the fleet's
- * cap: none at first, and kept across a change of the number.
+ * cap, and shared, the point's part of the host's: none at first, and kept
+ * across a change of the number (never the whole cap at both points).
  */
 static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
-			  bool fresh, bool leased)
+			  bool fresh, bool held)
 {
 	uint32_t old = __atomic_load_n(&rt->flags, __ATOMIC_RELAXED);
 	/* Whether the tenant's Redis shard is out of reach is the broker's
@@ -71,18 +72,18 @@ static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
 	if (fresh || was != (t->max_conns > 0)) {
 		__atomic_fetch_add(&rt->conn_epoch, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&rt->conns, 0, __ATOMIC_RELEASE);
-		if (leased)
+		if (held)
 			__atomic_store_n(&rt->conn_slots, 0, __ATOMIC_RELEASE);
 	}
-	if (!leased)
+	if (!held)
 		__atomic_store_n(&rt->conn_slots, (int64_t)t->max_conns,
 				 __ATOMIC_RELEASE);
 	__atomic_store_n(&rt->flags, flags, __ATOMIC_RELEASE);
 }
 
 void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
-		       bool fresh, bool leased, uint64_t fail_agents,
-		       uint64_t now)
+		       bool fresh, bool leased, bool shared,
+		       uint64_t fail_agents, uint64_t now)
 {
 	uint64_t interval = policy_interval_ns(&t->rate);
 	uint64_t old_interval = rt->interval_ns, old_tol = rt->tolerance_ns;
@@ -108,7 +109,7 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		rt->lowwater_armed = 0;
 	}
 	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
-	rl_slot_conns(rt, t, fresh, leased);
+	rl_slot_conns(rt, t, fresh, leased || shared);
 	rt->interval_ns = interval;
 	rt->burst = t->burst;
 	/* policy_validate keeps burst x interval within 64 bits */
@@ -217,9 +218,11 @@ int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
 	return 0;
 }
 
-int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, bool prefer_pool)
+int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, int64_t pool_slots,
+		       bool kern_wants, bool pool_wants, bool prefer_pool)
 {
 	int64_t free_;
+	bool pool_has;
 
 	if (n <= 0)
 		return 0;
@@ -232,5 +235,15 @@ int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, bool prefer_pool)
 			(int64_t)((unsigned __int128)n * (uint64_t)pool /
 				  (uint64_t)(kern + pool)) : 0;
 	free_ = n - kern - pool;
-	return pool + free_ / 2;
+	if (free_ >= 2)
+		return pool + (pool_wants && !kern_wants ? (free_ + 1) / 2 :
+							    free_ / 2);
+	/* the last free slot: a point that refused since the last share
+	 * gets it, the other has refused nothing */
+	pool_has = pool_slots > pool;
+	if (kern_wants && pool_wants)
+		return pool + !pool_has;
+	if (kern_wants || pool_wants)
+		return pool + pool_wants;
+	return pool + pool_has;
 }

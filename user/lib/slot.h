@@ -17,13 +17,15 @@
  * fresh: the slot is new to this tenant, so its bucket starts full;
  * otherwise the bucket state is kept (changing a limit never refills or
  * empties a bucket).  leased: fleet mode, where only leased tokens are
- * spent; fail_agents divides the static fail share.  The mode is written
- * last, so a reader never sees a half-configured tenant go live.  Safe
- * while readers spend from rt.
+ * spent; fail_agents divides the static fail share.  shared: the
+ * connection cap is shared with the host's other point, which the caller
+ * then does (rl_share_slots): its slots start at none and are otherwise
+ * kept, as leased ones are.  The mode is written last, so a reader never
+ * sees a half-configured tenant go live.  Safe while readers spend from rt.
  */
 void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
-		       bool fresh, bool leased, uint64_t fail_agents,
-		       uint64_t now_ns);
+		       bool fresh, bool leased, bool shared,
+		       uint64_t fail_agents, uint64_t now_ns);
 
 /* Writes t's fail policy and its static share among fail_agents. */
 void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
@@ -59,13 +61,21 @@ int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
 			 bool kern_wants, bool pool_wants);
 
 /*
- * The same host's slots of a fleet's connection cap (n, held in Redis)
- * shared by the two points: each keeps the places it has in flight (kern,
- * pool) and the free ones are halved between them (all to the pool if
- * prefer_pool: the agent attaches nowhere); fewer slots than in flight
- * (giving back) are shared in proportion, so that neither admits more.
- * Returns the pool's part; the kernel's is n minus it.
+ * A host's slots of a connection cap (n: the cap standalone, what it holds
+ * of the fleet's cap in Redis) shared by its two points.  Each keeps the
+ * places it has in flight (kern, pool) and the free ones go where the
+ * demand is: with two or more free, each point gets at least one and the
+ * rest are halved (the odd one to the point that alone wants more); with
+ * one free, it goes to the point that alone wants it, flips to the other
+ * when both do, and otherwise stays where it is (pool_slots: the pool's
+ * slots now).  A point wants a slot when it refused a connection since the
+ * last share (kern_wants, pool_wants).  All to the pool if prefer_pool
+ * (the agent attaches nowhere).  Fewer slots than in flight (giving back)
+ * are shared in proportion, so that neither admits more.  Returns the
+ * pool's part, 0 to n; the kernel's is n minus it, so the two never hold
+ * more than n together.
  */
-int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, bool prefer_pool);
+int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, int64_t pool_slots,
+		       bool kern_wants, bool pool_wants, bool prefer_pool);
 
 #endif /* RL_SLOT_H */
