@@ -100,6 +100,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 			free(zero);
 		}
 		k->conns_forgotten[slot] = 0;
+		k->conn_refused[slot][0] = k->conn_refused[slot][1] = 0;
 	}
 	kern_src_configure(k, slot, t, fresh);
 	rl_slot_configure(rt, t, fresh, k->leased, shared, k->fail_agents,
