@@ -85,6 +85,13 @@ void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 	}
 	if (t->pol.max_conns && !kern_tenant_conns(&a->kern, t->slot, &kc)) {
 		out->max_conns = t->pol.max_conns;
+		/* the host's: both points', where they share the slots
+		 * (kern_conn_slots) */
+		if (a->kern.preload) {
+			kc.in_flight = kern_conns_in_flight(&a->kern, t->slot);
+			if (a->kern.leased || kern_conn_points(&a->kern) == 2)
+				kc.slots += out->preload_slots;
+		}
 		out->conns = kc.in_flight > 0 ? (uint64_t)kc.in_flight : 0;
 		out->conn_slots = kc.slots > 0 ? (uint64_t)kc.slots : 0;
 		out->conn_denied = kc.s.denied;
