@@ -553,7 +553,8 @@ both_points_web() {
 }
 
 # points_are KC PC: in flight at the kernel and at the pool; both within
-# the cap of 3 together, in flight and in slots.
+# the cap of 3 together, in flight and in slots, and the tenant's figures
+# the sum of the two.
 points_are() {
 	local st kc pc ks ps
 
@@ -564,6 +565,8 @@ points_are() {
 	ps=$(json_get '.[0].points[] | select(.point == "preload") | .conn_slots' "$st")
 	echo "in flight: kernel $kc of $ks, pool $pc of $ps"
 	((kc + pc <= 3 && ks + ps <= 3)) || { echo "past the cap of 3" >&2; return 1; }
+	expect_eq "the host's in flight" "$(json_get '.[0].conns' "$st")" $((kc + pc)) &&
+		expect_eq "the host's slots" "$(json_get '.[0].conn_slots' "$st")" $((ks + ps)) || return 1
 	expect_eq "in flight at the kernel" "$kc" "$1" &&
 		expect_eq "in flight at the pool" "$pc" "$2"
 }
