@@ -55,6 +55,7 @@ rows=(
 	"xdp_verify_ack_charged_ns -"
 	"xdp_verify_ack_open_ns -"
 	"xdp_verify_ack_other_ns -"
+	"xdp_syn_admit_per_source_ns -"
 )
 
 printf '%-22s %10s %8s %8s  %s\n' figure ns ratio target result
@@ -104,6 +105,14 @@ for row in "xdp_syn_admit_ns 1.25" "xdp_syn_deny_ns -" "xdp_syn_nomatch_ns -" \
 	printf '%-22s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
 		"$shown" "$result"
 done
+echo
+
+# A per-source limit against the plain admit path, measured in the same
+# rounds (bench_per_source.c).
+printf '%-28s %10s %8s\n' figure ns "/admit"
+printf '%-28s %10s %7sx\n' xdp_syn_admit_per_source_ns \
+	"${val[xdp_syn_admit_per_source_ns]}" \
+	"${val[xdp_syn_admit_per_source_ns_admit_ratio]:-?}"
 echo
 
 # The control plane: a change of one tenant among 4,096 of 64 prefixes,

@@ -348,6 +348,8 @@ int bench_main(int argc, char **argv)
 		printf("%s_ref_ratio %.2f x\n", f[syn_figures[k]].name,
 		       f[syn_figures[k]].ref_ratio);
 	err = verify_bench(bpf_program__fd(pass->progs.xdp_pass));
+	if (!err)
+		err = per_source_bench(bpf_program__fd(pass->progs.xdp_pass));
 
 cleanup:
 	world_fini(&wb);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* What the per-packet benchmark's parts share (bench.c, bench_verify.c):
+/* What the per-packet benchmark's parts share (bench.c, bench_verify.c,
+ * bench_per_source.c):
  * one figure, measured against the floor in the same rounds.
  */
 #ifndef RL_TEST_BENCH_H
@@ -37,5 +38,10 @@ int measure_all(struct figure *f, int n);
 /* The figures of verification (bench_verify.c), printed as bench_main
  * prints its own; floor_fd: the pass-all program.  0 or -1 (said). */
 int verify_bench(int floor_fd);
+
+/* The figure of per-source limits (bench_per_source.c): an admitted SYN
+ * whose source holds a bucket, its ratio to the floor and to the plain
+ * admit path measured in the same rounds. */
+int per_source_bench(int floor_fd);
 
 #endif /* RL_TEST_BENCH_H */
