@@ -27,6 +27,9 @@ tenant_file() {
 # tries CLIENT: 20 connections from CLIENT in one second to s1.
 tries() {
 	run_loadgen_json "$1" --rate 20 --duration 1 --timeout 500 "$(lab_target s1 "$PORT" 4)"
+	# a loaded machine may skip an attempt or two: the checks count what
+	# was tried, and there are always more tries than a burst
+	expect_between "$1's attempts" "$(json_get .total.attempts)" 10 20
 }
 
 @test "--max-tenants 20000: one apply of 20,000 tenants, those past slot 4,095 limit their clients, a restart adopts them all, and tenant 20,001 or other sizes are refused naming --max-tenants" {
@@ -42,10 +45,10 @@ tries() {
 
 	tries c1
 	expect_eq "c1 connected" "$(json_get .total.connected)" 5
-	expect_eq "c1 refused" "$(json_get .total.refused)" 15
+	expect_eq "c1 refused" "$(json_get .total.refused)" "$(($(json_get .total.attempts) - $(json_get .total.connected)))"
 	tries c2
 	expect_eq "c2 connected" "$(json_get .total.connected)" 3
-	expect_eq "c2 refused" "$(json_get .total.refused)" 17
+	expect_eq "c2 refused" "$(json_get .total.refused)" "$(($(json_get .total.attempts) - $(json_get .total.connected)))"
 	expect_eq "c1t admitted" "$(stat_get c1t admitted)" 5
 
 	# one more does not fit, and nothing changes
@@ -71,7 +74,7 @@ tries() {
 	expect_eq "tenants after restart" "$(rl --json tenant list | jq length)" "$N"
 	tries c1
 	expect_eq "c1 connected after restart" "$(json_get .total.connected)" 0
-	expect_eq "c1 refused after restart" "$(json_get .total.refused)" 20
+	expect_eq "c1 refused after restart" "$(json_get .total.refused)" "$(($(json_get .total.attempts) - $(json_get .total.connected)))"
 	expect_eq "c2t admitted after restart" "$(stat_get c2t admitted)" 3
 }
 
@@ -90,7 +93,7 @@ tries() {
 	expect_eq "policy.json untouched by the deletion" \
 		"$(jq '.tenants | length' "$STATE_DIR/policy.json")" "$N"
 	tries c1
-	expect_eq "c1 connected with c1t gone" "$(json_get .total.connected)" 20
+	expect_eq "c1 connected with c1t gone" "$(json_get .total.connected)" "$(json_get .total.attempts)"
 
 	# a new tenant on c1's prefixes limits them
 	rl tenant set c1n --rate 1/h --burst 4 --action rst --match "$(prefixes c1)"
@@ -108,7 +111,7 @@ tries() {
 	# c2t moves off c2's prefixes: c2 is free; a new c2n limits it again
 	rl tenant set c2t --rate 1/h --burst 3 --action rst --match 198.51.100.0/24
 	tries c2
-	expect_eq "c2 connected with c2t moved" "$(json_get .total.connected)" 20
+	expect_eq "c2 connected with c2t moved" "$(json_get .total.connected)" "$(json_get .total.attempts)"
 	rl tenant set c2n --rate 1/h --burst 2 --action rst --match "$(prefixes c2)"
 	tries c2
 	expect_eq "c2 connected under c2n" "$(json_get .total.connected)" 2
