@@ -83,6 +83,11 @@ admitted_since() {
 	[[ $output == *DENIED-SRC* ]]
 	grep -E "^web +$(lab_addr c1 4) +[0-9]+\$" <<<"$output"
 	[[ $(grep -cE '^web +[0-9]+[.][0-9.]+ ' <<<"$output") == 1 ]]
+	# top shows it under the tenants, and in its JSON lines
+	run rl top --iterations 1
+	[[ $status == 0 ]]
+	grep -E "^web +$(lab_addr c1 4) +[0-9]+\$" <<<"$output"
+	[[ $(rl --json top --iterations 1 | jq -r '.sources[0].source') == "$(lab_addr c1 4)" ]]
 }
 
 @test "IPv6 clients rotating addresses inside one /64 are one source; --source-mask /32,/128 makes each address its own" {
