@@ -437,6 +437,9 @@ void kern_tenant_clear(struct kern *k, uint32_t slot)
 
 	__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
+	/* the sweep then deletes the slot's sources, debts and all: they
+	 * were the deleted tenant's, not the next one's */
+	kern_src_configure(k, slot, &(struct policy_tenant){ .name = "" }, true);
 	if (k->preload) {
 		__atomic_store_n(&preload_slot(k->preload, slot)->mode,
 				 RL_MODE_NONE, __ATOMIC_RELEASE);
