@@ -136,12 +136,15 @@ field() { r HGET "$1" "$2"; }
 bucket() { echo "rl:{t:test$BATS_TEST_NUMBER${1:-}}:bucket"; }
 
 # Exact reference model of the refill, in 64-bit shell arithmetic written
-# independently of the script (no splitting: callers keep elapsed*k below
-# 2^63).  refill_model TOKENS FRAC ELAPSED_US K BURST -> "tokens frac"
+# independently of the script, for any elapsed time: an elapsed time that
+# fills the bucket is found by division first, so that elapsed*k is only
+# formed below (burst - tokens) * U + k, far from 2^63.
+# refill_model TOKENS FRAC ELAPSED_US K BURST -> "tokens frac"
 refill_model() {
 	local t=$1 f=$2 e=$3 k=$4 b=$5 units
 	((e < 0)) && e=0
-	if ((t >= b)); then
+	# the microseconds until full: ceil(((b - t) * U - f) / k)
+	if ((t >= b || e >= (((b - t) * U - f) + k - 1) / k)); then
 		echo "$b 0"
 		return
 	fi
