@@ -305,6 +305,9 @@ void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 	} else {
 		int64_t ks = __atomic_load_n(&kt->conn_slots, __ATOMIC_RELAXED);
 
+		/* (the kernel may be gaining too, when n grew) */
+		if (ks < n - pn)
+			ks = n - pn;
 		kc = conn_lower(kt, n - pn);
 		kc = kc < n - pn ? n - pn : kc > ks ? ks : kc;
 		__atomic_store_n(&pt->conn_slots, n - kc > 0 ? n - kc : 0,
