@@ -332,6 +332,46 @@ static void test_share_slots(void)
 	}
 }
 
+/* Storing a share: the point that loses is lowered first, and what it
+ * reserved meanwhile (its count read after: kc, pc) is taken out of what
+ * the other gains, never beyond its old slots. */
+static void test_share_store(void)
+{
+	static const struct {
+		int64_t ks, kc, ps, pc, n, pn;
+		int64_t want_ks, want_ps;
+		const char *what;
+	} rows[] = {
+		{ 3, 0, 0, 0, 3, 1, 2, 1, "the pool gains one" },
+		{ 3, 1, 0, 0, 3, 1, 2, 1, "the kernel's one in flight stays" },
+		{ 3, 3, 0, 0, 3, 1, 2, 0, "the kernel filled its old slots: none to give" },
+		{ 3, 4, 0, 0, 3, 1, 2, 0, "a CPU refusing at that moment: no more" },
+		{ 0, 0, 3, 0, 3, 2, 1, 2, "the kernel gains one" },
+		{ 0, 0, 3, 3, 3, 2, 0, 2, "the pool filled its old slots: none to give" },
+		{ 0, 0, 3, 99, 3, 2, 0, 2, "a count forged in the pool: its old slots" },
+		{ 1, 2, 0, 0, 4, 1, 3, 1, "both gain (n grew): a refusing CPU "
+					    "takes nothing from the pool" },
+		{ 1, 3, 0, 0, 4, 1, 3, 1, "...nor a place taken under the new slots" },
+		{ 1, 4, 0, 0, 4, 1, 3, 1, "past the new slots: counted up to them" },
+		{ 2, 0, 2, 0, 2, 1, 1, 1, "giving back: each loses one" },
+		{ 0, 0, 0, 0, 3, 3, 0, 3, "attached nowhere: all to the pool" },
+		{ 2, 0, 2, 0, -1, 1, 0, 0, "nothing held" },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct rl_tenant kt = { .conn_slots = rows[i].ks, .conns = rows[i].kc };
+		struct rl_tenant pt = { .conn_slots = rows[i].ps, .conns = rows[i].pc };
+
+		rl_share_store(&kt, &pt, rows[i].n, rows[i].pn);
+		CHECK(kt.conn_slots == rows[i].want_ks && pt.conn_slots == rows[i].want_ps,
+		      "%s: kernel %lld pool %lld, want %lld %lld", rows[i].what,
+		      (long long)kt.conn_slots, (long long)pt.conn_slots,
+		      (long long)rows[i].want_ks, (long long)rows[i].want_ps);
+		CHECK(kt.conn_slots + pt.conn_slots <= (rows[i].n > 0 ? rows[i].n : 0),
+		      "%s: more than n", rows[i].what);
+	}
+}
+
 /* Every state of a small cap: the two parts never hold more than n, each
  * point keeps what it has in flight, and neither point is left without a
  * free slot while the other has two or more. */
@@ -371,5 +411,6 @@ int main(void)
 	CHECK_RUN(test_pool_cap);
 	CHECK_RUN(test_share_slots);
 	CHECK_RUN(test_share_slots_bounds);
+	CHECK_RUN(test_share_store);
 	return check_exit();
 }

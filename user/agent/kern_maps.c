@@ -258,22 +258,10 @@ static void conn_wants(struct kern *k, uint32_t slot, bool *kern_wants,
 	k->conn_refused[slot][1] = pd;
 }
 
-/* Stores a point's new slots, lowered, and answers what it has in flight
- * after: a reservation made against its old slots is then seen here, or
- * the point sees the new ones (both sides' atomics are full barriers). */
-static int64_t conn_lower(struct rl_tenant *rt, int64_t slots)
-{
-	__atomic_store_n(&rt->conn_slots, slots, __ATOMIC_SEQ_CST);
-	return __atomic_load_n(&rt->conns, __ATOMIC_SEQ_CST);
-}
-
-/* With a preload pool the host's slots are shared with it
- * (rl_share_slots): lowered first at the point that loses some, and the
- * other raised by no more than the first leaves free, so that the two
- * never admit more than n together even while one reserves a place at that
- * moment.  The pool's connections in flight are what the agent counts of
- * them (preload_conns): a release forged in the pool moves no slot the
- * processes still fill to the kernel. */
+/* With a preload pool the host's slots are shared with it (rl_share_slots,
+ * rl_share_store).  The pool's connections in flight are what the agent
+ * counts of them (preload_conns): a release forged in the pool moves no
+ * slot the processes still fill to the kernel. */
 void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 {
 	struct rl_tenant *kt = &k->tenants[slot], *pt;
@@ -294,25 +282,7 @@ void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 	if (!prefer_pool && n - in_flight == 1)
 		conn_wants(k, slot, &kw, &pw);
 	pn = rl_share_slots(n, kc, pc, ps, kw, pw, prefer_pool);
-	/* What a point has in flight after the lowering counts only up to
-	 * its old slots: past them it is CPUs refusing, or a count forged in
-	 * the pool, never places taken. */
-	if (pn < ps) {
-		pc = conn_lower(pt, pn);
-		pc = pc < pn ? pn : pc > ps ? ps : pc;
-		__atomic_store_n(&kt->conn_slots, n - pc > 0 ? n - pc : 0,
-				 __ATOMIC_RELEASE);
-	} else {
-		int64_t ks = __atomic_load_n(&kt->conn_slots, __ATOMIC_RELAXED);
-
-		/* (the kernel may be gaining too, when n grew) */
-		if (ks < n - pn)
-			ks = n - pn;
-		kc = conn_lower(kt, n - pn);
-		kc = kc < n - pn ? n - pn : kc > ks ? ks : kc;
-		__atomic_store_n(&pt->conn_slots, n - kc > 0 ? n - kc : 0,
-				 __ATOMIC_RELEASE);
-	}
+	rl_share_store(kt, pt, n, pn);
 }
 
 void kern_point_conns(const struct kern *k, uint32_t slot, int64_t *kernel,

@@ -247,3 +247,38 @@ int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, int64_t pool_slots
 		return pool + pool_wants;
 	return pool + pool_has;
 }
+
+/* Stores a point's new slots, lowered, and answers what it has in flight
+ * after: a reservation made against its old slots is then seen here, or
+ * the point sees the new ones. */
+static int64_t conn_lower(struct rl_tenant *rt, int64_t slots)
+{
+	__atomic_store_n(&rt->conn_slots, slots, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&rt->conns, __ATOMIC_SEQ_CST);
+}
+
+void rl_share_store(struct rl_tenant *kt, struct rl_tenant *pt, int64_t n,
+		    int64_t pn)
+{
+	int64_t ps = __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED);
+	int64_t ks = __atomic_load_n(&kt->conn_slots, __ATOMIC_RELAXED);
+	int64_t c;
+
+	if (n < 0)
+		n = 0;
+	pn = pn < 0 ? 0 : pn > n ? n : pn;
+	if (pn < ps) {
+		c = conn_lower(pt, pn);
+		c = c < pn ? pn : c > ps ? ps : c;
+		__atomic_store_n(&kt->conn_slots, n - c > 0 ? n - c : 0,
+				 __ATOMIC_RELEASE);
+		return;
+	}
+	/* the kernel may be gaining too, when n grew */
+	if (ks < n - pn)
+		ks = n - pn;
+	c = conn_lower(kt, n - pn);
+	c = c < n - pn ? n - pn : c > ks ? ks : c;
+	__atomic_store_n(&pt->conn_slots, n - c > 0 ? n - c : 0,
+			 __ATOMIC_RELEASE);
+}

@@ -78,4 +78,17 @@ int64_t rl_share_balance(int64_t kern_tokens, int64_t pool_tokens,
 int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, int64_t pool_slots,
 		       bool kern_wants, bool pool_wants, bool prefer_pool);
 
+/*
+ * Puts pn of n slots in the pool's slot pt and the rest in the kernel's kt:
+ * lowered first at the point that loses some, then the other raised by no
+ * more than the first leaves free, so that the two never admit more than n
+ * together even while one reserves a place at that moment (what it has in
+ * flight after the lowering counts up to its old slots: past them it is
+ * CPUs refusing, or a count forged in the pool, never places taken).  The
+ * readers' reservation is an atomic add before they read the slots, a full
+ * barrier, as is the store here before the count is read again.
+ */
+void rl_share_store(struct rl_tenant *kt, struct rl_tenant *pt, int64_t n,
+		    int64_t pn);
+
 #endif /* RL_SLOT_H */
