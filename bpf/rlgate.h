@@ -615,23 +615,23 @@ _Static_assert(sizeof(struct rl_src) == 32, "rl_src: four words");
 
 /* Per tenant slot (ARRAY `src_conf`, mmapable, sized as `tenants`): the
  * per-source limit, written by user space before it sets RL_F_PERSOURCE,
- * and the overflow bucket, spent by the kernel. */
+ * and the overflow bucket, spent by the kernel only while `sources` is full
+ * (one cache line: at --max-tenants 1048576 a second line would be 64 MiB
+ * more for a word written that rarely). */
 struct rl_src_conf {
 	__u64 interval_ns;	/* nanoseconds per token; 0: no limit */
 	__u64 tolerance_ns;	/* burst * interval_ns */
 	__u8 mask4[16];		/* ANDed with an IPv4 source (4 bytes) */
 	__u8 mask6[16];		/* ANDed with an IPv6 source */
-	__u64 _conf_pad[2];
-
 	__u64 overflow_tat;	/* new sources while `sources` is full */
-	__u64 _state_pad[7];
+	__u64 _pad;
 } __attribute__((aligned(64)));
 
-_Static_assert(sizeof(struct rl_src_conf) == 128 &&
+_Static_assert(sizeof(struct rl_src_conf) == 64 &&
 	       __builtin_offsetof(struct rl_src_conf, mask4) == 16 &&
 	       __builtin_offsetof(struct rl_src_conf, mask6) == 32 &&
-	       __builtin_offsetof(struct rl_src_conf, overflow_tat) == 64,
-	       "rl_src_conf: a line of configuration, one of state");
+	       __builtin_offsetof(struct rl_src_conf, overflow_tat) == 48,
+	       "rl_src_conf: one cache line");
 
 /* Per tenant, per CPU (`src_stats`): what the per-source limit did. */
 struct rl_src_stats {
