@@ -11,7 +11,9 @@
 #    limiter (syncookies), nftables `limit rate over ... drop`, iptables
 #    hashlimit and rlgate's XDP drop: the client's rate and success under the
 #    flood against without it, and the CPU the server host spends per million
-#    flood SYNs.
+#    flood SYNs; then the flood from the client's own tenant, the client
+#    making HTTP requests, against rlgate charging at the SYN (the lock-out)
+#    and with --verify syncookie.
 # Prints `name value unit` lines, then the table; writes the per-second
 # series and the plots (gnuplot, SVG) under BUILD_DIR/bench/.  Exits 1 when
 # the benchmark could not run; the figures themselves are results.
@@ -40,19 +42,19 @@ table() {
 				f("peers_" c "_accuracy_even"), f("peers_" c "_false_refusals_skewed"),
 				f("peers_" c "_false_refusals_even"), f("peers_" c "_false_refusals_under")
 		}
-		printf "\n%-10s %9s %10s %9s %11s %11s %11s\n", "flood", "flood_pps", "legit_rate",
+		printf "\n%-13s %9s %10s %9s %11s %11s %11s\n", "flood", "flood_pps", "legit_rate",
 			"legit_ok", "cpu_total", "cpu_server", "over_floor"
-		split("none nft hashlimit rlgate floor", fs, " ")
+		split("none nft hashlimit rlgate rlgate_same rlgate_verify floor", fs, " ")
 		fl = f("peers_flood_floor_cpu_s_per_msyn")
-		for (i = 1; i <= 5; i++) {
+		for (i = 1; i <= 7; i++) {
 			c = fs[i]
 			x = f("peers_flood_" c "_cpu_s_per_msyn")
-			printf "%-10s %9s %10s %9s %11s %11s %11s\n", c, f("peers_flood_" c "_pps"),
+			printf "%-13s %9s %10s %9s %11s %11s %11s\n", c, f("peers_flood_" c "_pps"),
 				f("peers_flood_" c "_legit_rate_ratio"), f("peers_flood_" c "_legit_success_ratio"),
 				f("peers_flood_" c "_cpu_total_s_per_msyn"), x,
 				(x != "-" && fl != "-") ? sprintf("%.3f", x - fl) : "-"
 		}
-		printf "%-10s %9s %10s %9s %11s\n", "lab", f("peers_flood_lab_pps"), "-", "-",
+		printf "%-13s %9s %10s %9s %11s\n", "lab", f("peers_flood_lab_pps"), "-", "-",
 			f("peers_flood_lab_cpu_total_s_per_msyn")
 		printf "\n%-44s %10s %10s %s\n", "target", "measured", "bound", "result"
 		b = f("peers_rlgate_accuracy_bound")
@@ -69,6 +71,10 @@ table() {
 		a = f("peers_flood_rlgate_legit_success_ratio")
 		if (a != "-")
 			printf "%-44s %10s %10s %s\n", "rlgate legit success under flood", a, ">=0.99", verdict(a >= 0.99)
+		a = f("peers_flood_rlgate_verify_legit_success_ratio")
+		if (a != "-")
+			printf "%-44s %10s %10s %s\n", "rlgate verify success, same-tenant flood", a, ">=0.99",
+				verdict(a >= 0.99)
 		a = f("peers_flood_rlgate_cpu_s_per_msyn")
 		best = ""
 		split("nft hashlimit", ns, " ")
@@ -161,7 +167,9 @@ http {
 	fastcgi_temp_path $g;
 	uwsgi_temp_path $g;
 	scgi_temp_path $g;
-	server { listen $port backlog=4096; return 204; }
+	# answers what the flood's HTTP client checks; loadgen's clients
+	# reset their connections before any request
+	server { listen $port backlog=4096; return 200 "ok\n"; }
 }
 EOF
 	bg "s$i" "$g/nginx.log" nginx -c "$g/nginx.conf" -p "$g"
@@ -403,6 +411,30 @@ legit() {
 	jq -r '"\(.total.connected) \(.total.attempts) \(.elapsed_s)"' <<<"$j"
 }
 
+# legit_http NAME: the same, the client making HTTP requests, each on a new
+# connection given 3 s to be answered (tests/e2e/verify_client.py); prints
+# "answered attempts elapsed", and the handshakes the server completed
+# meanwhile in $work/accepted.  Under --verify syncookie a connect is made at
+# the cookie's SYN-ACK, before its handshake ACK is judged: what counts is
+# the answer.
+legit_http() {
+	local j t0 t1
+
+	rm -f "$work/stop"
+	sample "$work/$1.raw" opens &
+	local sp=$!
+	t0=$(date +%s%N)
+	j=$(ns c1 python3 "$root/tests/e2e/verify_client.py" 192.0.2.11 "$port" "$legit_rate" \
+		"$fsecs" 2>"$work/client.err") ||
+		{ cat "$work/client.err" >&2; touch "$work/stop"; wait "$sp"; return 1; }
+	t1=$(date +%s%N)
+	touch "$work/stop"
+	wait "$sp"
+	rates "$work/$1.raw" "$out/peers-$1.dat"
+	awk 'NR == 1 { a = $2 } END { print $2 - a }' "$work/$1.raw" >"$work/accepted"
+	echo "$(jq -r '"\(.ok) \(.attempts)"' <<<"$j") $(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", (a - b) / 1e9 }')"
+}
+
 # flood NAME [alone [MAC]]: flood_once twice, keeping the figures and the
 # series of the round that spent less CPU per SYN: on a shared machine,
 # other work only ever adds.
@@ -427,13 +459,13 @@ flood() {
 
 # flood_once NAME [alone [MAC]]: the legitimate load alone, then again under
 # the flood from the switch's port to s1 (pinned to $cpu); with alone, the
-# flood alone, framed for MAC if given.  Writes the figures to
-# $work/flood-NAME.
+# flood alone, framed for MAC if given.  The load is $client's (legit or
+# legit_http).  Writes the figures to $work/flood-NAME.
 flood_once() {
-	local name=$1 base="0 0 1" under="0 0 1" fj k0 k1 r0 r1
+	local name=$1 base="0 0 1" under="0 0 1" acc="" fj k0 k1 r0 r1
 
 	if [[ -z ${2:-} ]]; then
-		base=$(legit "flood_${name}_base") || return 1
+		base=$("$client" "flood_${name}_base") || return 1
 	fi
 	k0=$(ksoft_s)
 	r0=$(rx_packets)
@@ -443,7 +475,8 @@ flood_once() {
 	pids+=("$fp")
 	sleep 0.5
 	if [[ -z ${2:-} ]]; then
-		under=$(legit "flood_$name") || return 1
+		under=$("$client" "flood_$name") || return 1
+		[[ $client == legit_http ]] && acc=$(cat "$work/accepted")
 	fi
 	wait "$fp" || { cat "$work/flood.json" >&2; return 1; }
 	k1=$(ksoft_s)
@@ -452,9 +485,10 @@ flood_once() {
 	# the flood's CPU time: the sender's, with the kernel's receive work
 	# done in its context, and what ksoftirqd took over
 	echo "$base $under $(jq -r '"\(.sent) \(.pps) \(.cpu_s) \(.elapsed_s)"' <<<"$fj") $((r1 - r0))" \
-		"$(awk -v a="$k0" -v b="$k1" 'BEGIN { printf "%.3f", b - a }')" >"$work/flood-$name"
+		"$(awk -v a="$k0" -v b="$k1" 'BEGIN { printf "%.3f", b - a }')" $acc >"$work/flood-$name"
 }
 
+client=legit
 echo "# flood: $(nproc) CPUs, sender and server receive on CPU $cpu; legitimate $legit_rate/s from" \
 	"$legit_net for $fsecs s, flood from $flood_net (limit $rate/s burst $burst)" >&2
 flood none || die "the unprotected flood did not run"
@@ -519,6 +553,19 @@ tenant legit --rate 100000/s --match "$legit_net" --action rst &&
 	tenant flood --rate "$rate/s" --burst "$burst" --match "$flood_net" --action drop ||
 	die "couldn't set the flood's tenants"
 flood rlgate || die "the rlgate flood did not run"
+# The flood from the client's own tenant: one tenant for both prefixes at
+# twice the client's rate, the client making HTTP requests.  Charged at the
+# SYN, the flood spends the tenant's tokens (the lock-out); verified, only
+# handshakes that return the server's cookie are charged.
+rl 1 tenant del legit >/dev/null && rl 1 tenant del flood >/dev/null ||
+	die "couldn't delete the flood's tenants"
+ns s1 sysctl -q -w net.ipv4.tcp_syncookies=2
+client=legit_http
+tenant same --rate $((legit_rate * 2))/s --burst "$legit_rate" --match "$legit_net,$flood_net" \
+	--action drop || die "couldn't set the same-tenant flood's tenant"
+flood rlgate_same || die "the same-tenant rlgate flood did not run"
+tenant same --verify syncookie || die "couldn't set --verify syncookie"
+flood rlgate_verify || die "the verified rlgate flood did not run"
 
 # --- figures ----------------------------------------------------------------------
 
@@ -538,16 +585,21 @@ lim=$((rate * secs + burst))
 	send=$(awk -v c="$cpu" -v k="$ks" -v n="$rx" 'BEGIN { printf "%.3f", (c + k) / (n / 1e6) }')
 	echo "peers_flood_lab_pps $pps packets/s"
 	echo "peers_flood_lab_cpu_total_s_per_msyn $send s"
-	for c in none nft hashlimit floor rlgate; do
-		read -r bc ba be uc ua ue sent pps cpu el rx ks <"$work/flood-$c"
+	for c in none nft hashlimit floor rlgate rlgate_same rlgate_verify; do
+		read -r bc ba be uc ua ue sent pps cpu el rx ks acc <"$work/flood-$c"
 		awk -v c="$c" -v bc="$bc" -v ba="$ba" -v be="$be" -v uc="$uc" -v ua="$ua" -v ue="$ue" \
 			-v sent="$sent" -v pps="$pps" -v cpu="$cpu" -v el="$el" -v rx="$rx" -v ks="$ks" \
-			-v send="$send" 'BEGIN {
+			-v send="$send" -v acc="$acc" 'BEGIN {
 			printf "peers_flood_%s_pps %.0f packets/s\n", c, pps
 			printf "peers_flood_%s_rx_pps %.0f packets/s\n", c, rx / el
 			if (c != "floor") {
 				printf "peers_flood_%s_legit_rate_ratio %.3f ratio\n", c, (uc / ue) / (bc / be)
 				printf "peers_flood_%s_legit_success_ratio %.3f ratio\n", c, (uc / ua) / (bc / ba)
+			}
+			if (acc != "") {
+				printf "peers_flood_%s_legit_answered %d requests\n", c, uc
+				printf "peers_flood_%s_legit_attempts %d requests\n", c, ua
+				printf "peers_flood_%s_server_accepted %d conns\n", c, acc
 			}
 			total = (cpu + ks) / (rx / 1e6)
 			printf "peers_flood_%s_cpu_total_s_per_msyn %.3f s\n", c, total
@@ -611,7 +663,9 @@ plot "$out/peers-flood_none_base.dat" using 1:2 with lines dashtype 2 title "no 
   "$out/peers-flood_none.dat" using 1:2 with linespoints title "no limiter", \
   "$out/peers-flood_nft.dat" using 1:2 with linespoints title "nft limit over", \
   "$out/peers-flood_hashlimit.dat" using 1:2 with linespoints title "hashlimit", \
-  "$out/peers-flood_rlgate.dat" using 1:2 with linespoints title "rlgate XDP"
+  "$out/peers-flood_rlgate.dat" using 1:2 with linespoints title "rlgate XDP", \
+  "$out/peers-flood_rlgate_same.dat" using 1:2 with linespoints title "rlgate, same tenant", \
+  "$out/peers-flood_rlgate_verify.dat" using 1:2 with linespoints title "rlgate verify, same tenant"
 EOF
 echo
 echo "plots: $out/peers-accuracy.svg $out/peers-fleet-{skewed,even,under}.svg $out/peers-flood.svg"

@@ -95,6 +95,13 @@ peers_flood_hashlimit_cpu_s_per_msyn 1.500 s
 peers_flood_rlgate_cpu_s_per_msyn 0.150 s
 peers_flood_rlgate_legit_success_ratio 0.995 ratio
 peers_flood_rlgate_pps 400000 packets/s
+peers_flood_rlgate_same_pps 210000 packets/s
+peers_flood_rlgate_same_legit_success_ratio 0.020 ratio
+peers_flood_rlgate_same_cpu_s_per_msyn 0.350 s
+peers_flood_rlgate_verify_pps 120000 packets/s
+peers_flood_rlgate_verify_legit_rate_ratio 0.998 ratio
+peers_flood_rlgate_verify_legit_success_ratio 1.000 ratio
+peers_flood_rlgate_verify_cpu_s_per_msyn 2.500 s
 FIG
 	run "$RLGATE_ROOT/tools/bench-peers.sh" --table "$f"
 	[ "$status" -eq 0 ]
@@ -102,10 +109,15 @@ FIG
 	[[ $output =~ nft_share\ +0\.480\ +- ]]
 	[[ $output =~ haproxy\ +-\ +0\.120 ]]
 	[[ $output =~ rlgate\ +400000 ]]
+	# the flood from the client's own tenant: charged at the SYN, verified
+	[[ $output =~ rlgate_same\ +210000\ +-\ +0\.020\ +-\ +0\.350 ]]
+	[[ $output =~ rlgate_verify\ +120000\ +0\.998\ +1\.000\ +-\ +2\.500 ]]
 	[[ $output =~ "rlgate accuracy skewed in [0.97, bound]"\ +0\.981\ +1\.159\ PASS ]]
 	[[ $output =~ "rlgate accuracy even in [0.97, bound]"\ +0\.960\ +1\.159\ MISS ]]
 	[[ $output =~ "rlgate false refusals under the limit"\ +0\ +0\ PASS ]]
 	[[ $output =~ "rlgate legit success under flood"\ +0\.995\ +\>=0\.99\ PASS ]]
-	# one fifth of the better netfilter figure (nft's 0.800)
+	[[ $output =~ "rlgate verify success, same-tenant flood"\ +1\.000\ +\>=0\.99\ PASS ]]
+	# one fifth of the better netfilter figure (nft's 0.800), judged on the
+	# XDP drop's row, not the verified one's
 	[[ $output =~ "rlgate CPU per M SYNs <= best netfilter / 5"\ +0\.150\ +0\.160\ PASS ]]
 }
