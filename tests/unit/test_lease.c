@@ -211,6 +211,24 @@ static void test_plan(void)
 		 * more than what a round trip spends, within the cap (125) */
 		{ "1000/s burst 100 on 4 hosts, one at 200/s, 320 ms lead", 1000, 100, 4,
 		  200, 0, 1000, 320, 50, 75, 50 },
+		/* ...and a cap (12) smaller than a lead of traffic: the
+		 * low-water mark no longer takes all of it but 1, leaving
+		 * leases of one token per round trip; lease and mark share it,
+		 * about half a cap per round trip */
+		{ "100/s burst 20 on 4 hosts, twice the limit evenly, 320 ms lead", 100, 20,
+		  4, 50, 0.5, 1000, 320, 6, 6, 6 },
+		{ "100/s burst 20 on 4 hosts, one at 200/s, 320 ms lead", 100, 20, 4,
+		  200, 0.5, 1000, 320, 6, 6, 6 },
+		{ "100/s burst 20 on 4 hosts, even 50/s not yet refused, 320 ms lead", 100,
+		  20, 4, 50, 0, 1000, 320, 6, 6, 6 },
+		/* the lease needs no more than a round trip of traffic (10 of
+		 * the 13 of half the cap): the mark keeps the rest */
+		{ "50/s burst 50 on 2 hosts (cap 25), one at 80/s, 320 ms lead", 50, 50,
+		  2, 80, 0.4, 1000, 320, 10, 15, 10 },
+		/* no round trip measured (a lead of 20 ms): as before, the
+		 * mark first */
+		{ "100/s burst 20 on 4 hosts, one at 200/s, 20 ms lead", 100, 20, 4,
+		  200, 0.5, 1000, 20, 10, 2, 10 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -248,12 +266,13 @@ static void test_plan_within_cap(void)
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		for (size_t j = 0; j < sizeof(bursts) / sizeof(bursts[0]); j++)
 			for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++)
-				for (uint64_t n = 1; n <= 9; n += 4) {
+				for (uint64_t n = 1; n <= 9; n += 4)
+				for (uint64_t lead = 30; lead <= 1000; lead += 290) {
 					struct policy_tenant t = tenant(counts[i], 1, bursts[j], 0,
 									POLICY_FAIL_STATIC);
 					struct lease_in in = {
 						.rate = rates[k], .t = &t, .agents = n,
-						.ttl_ms = 1000, .lead_ms = 30,
+						.ttl_ms = 1000, .lead_ms = lead,
 					};
 					uint64_t cap = lease_cap(&t, n);
 					struct lease_plan p;
@@ -264,11 +283,11 @@ static void test_plan_within_cap(void)
 					      (p.lowwater < cap || (cap == 1 && p.lowwater == 0)) &&
 					      p.lowwater + lease_topup(cap, p.lowwater, p.size) <= cap &&
 					      (rates[k] <= 0 || cap == 1 || p.size + p.lowwater <= cap),
-					      "%llu/s burst %llu, %llu agents, demand %g: lease "
-					      "%llu low-water %llu, cap %llu",
+					      "%llu/s burst %llu, %llu agents, demand %g, lead "
+					      "%llu ms: lease %llu low-water %llu, cap %llu",
 					      (unsigned long long)counts[i],
 					      (unsigned long long)bursts[j], (unsigned long long)n,
-					      rates[k], (unsigned long long)p.size,
+					      rates[k], (unsigned long long)lead, (unsigned long long)p.size,
 					      (unsigned long long)p.lowwater, (unsigned long long)cap);
 				}
 }

@@ -24,6 +24,45 @@ static double ceil_tokens(double x)
 	return ceil(x - 1e-9);
 }
 
+/* The round trip a lead time was made of (lease_lead_ms()), in seconds. */
+static double lead_rtt_s(uint64_t lead_ms)
+{
+	return lead_ms > LEASE_LEAD_MIN_MS ?
+		       (double)(lead_ms - LEASE_LEAD_MIN_MS) / 1.5 / 1000.0 : 0;
+}
+
+/* The least lease a cap too small for both the lease and the low-water mark
+ * still leaves: half the cap (rounded up), but no more than the biggest
+ * lease (max) nor than `trip` tokens, what the host spends in a round trip
+ * (a lease that outlasts its own round trip needs no more).  A host holds at
+ * most its cap, lease on its way included, so it gets at most a cap per
+ * round trip: a low-water mark that took nearly all of it would leave leases
+ * of a token or two per round trip, whereas half and half gets at least half
+ * of what any split can. */
+static double lease_keep(uint64_t cap, uint64_t max, double trip)
+{
+	double keep = (double)(cap - cap / 2);
+
+	if (keep > (double)max)
+		keep = (double)max;
+	if (keep > ceil_tokens(trip))
+		keep = ceil_tokens(trip);
+	return keep < 1 ? 1 : keep;
+}
+
+/* Fits the lease l and the low-water mark w within the cap (the overshoot
+ * bound), the mark first, but leaving the lease at least keep. */
+static void fit_cap(uint64_t cap, double keep, double *l, double *w)
+{
+	if (*w > (double)cap - 1)
+		*w = (double)cap - 1;
+	if (*l + *w > (double)cap) {
+		if (*w > (double)cap - keep)
+			*w = (double)cap - keep;
+		*l = (double)cap - *w;
+	}
+}
+
 uint64_t lease_cap(const struct policy_tenant *t, uint64_t agents)
 {
 	uint64_t cap = policy_overshoot_budget(t) / (agents ? agents : 1);
@@ -83,7 +122,7 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 	uint64_t credit = lease_credit(t, in->agents);
 	double h = in->rate, r = (double)t->rate.count / (double)t->rate.period_s;
 	double lead = (double)in->lead_ms / 1000.0, tau = (double)in->ttl_ms / 1000.0;
-	double lead_tokens, l, w, chunk, fixed;
+	double lead_tokens, l, w, chunk, fixed, keep;
 
 	if (h <= 0) {
 		/* Nothing measured yet, or nothing lately and yet here we are
@@ -103,11 +142,10 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 		 * costs the fewest calls; the low-water mark only covers the
 		 * round trip. */
 		w = ceil_tokens((h < r ? h : r) * lead);
-		if (w > (double)cap - 1)
-			w = (double)cap - 1;
 		l = (double)max;
-		if (l + w > (double)cap)
-			l = (double)cap - w;
+		fit_cap(cap, lease_keep(cap, max, (h < r ? h : r) *
+						  lead_rtt_s(in->lead_ms)),
+			&l, &w);
 		out->size = l < 1 ? 1 : (uint64_t)l;
 		out->lowwater = w < 0 ? 0 : (uint64_t)w;
 		out->chunk = out->size;
@@ -128,6 +166,12 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 		l = 1;
 	if (l > (double)max)
 		l = (double)max;
+	/* A cap the low-water mark would take nearly all of still leaves the
+	 * lease its share (within a TTL of traffic). */
+	keep = lease_keep(cap, max, h * fmin(lead_rtt_s(in->lead_ms),
+					     (double)in->ttl_ms / 1000.0));
+	if (l < keep)
+		l = keep;
 	chunk = l;
 	/* A smaller chunk needs a smaller low-water mark, which leaves the
 	 * lease more of the cap: the chunk that covers its own refill,
@@ -144,10 +188,7 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 			l = (double)max;
 	}
 	w = ceil_tokens(h * (chunk / r + lead));
-	if (w > (double)cap - 1)
-		w = (double)cap - 1;
-	if (l + w > (double)cap)
-		l = (double)cap - w;
+	fit_cap(cap, keep, &l, &w);
 	/* At least the credit, where the cap has room: a host whose traffic
 	 * is only starting does not fetch it a few tokens at a time while its
 	 * measured rate catches up. */

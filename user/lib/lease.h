@@ -84,6 +84,9 @@ struct lease_plan {
  * the cap (the overshoot bound), and L within one lease TTL of traffic
  * (fewer calls: one per L admissions, and whatever sits unused for a TTL
  * goes back anyway), but at least the credit where the cap has room.
+ * W takes the cap first, but a cap too small for both (a far Redis's long
+ * lead) leaves L at least half of it, or a round trip of traffic where that
+ * is less: a host gets about half a cap per round trip, not a token.
  * A host whose own demand exceeds r, or that refuses LEASE_SATURATED of it,
  * is at the limit: the biggest leases and chunks (fewest calls) and a
  * low-water mark of the lead alone.  Unknown demand: the credit, so that a
@@ -101,8 +104,9 @@ uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size);
  * jitter, on top of LEASE_LEAD_MIN_MS (the loop, the kernel's low-water
  * event), at most LEASE_LEAD_MAX_MS, the default lease TTL: tokens fetched
  * longer ahead than a TTL would lapse before they are spent.  A longer lead
- * only moves tokens from the lease to the low-water mark within the cap
- * (lease_plan()): the overshoot bound does not depend on it. */
+ * only moves tokens from the lease to the low-water mark within the cap, no
+ * further than half the cap (lease_plan()): the overshoot bound does not
+ * depend on it. */
 #define LEASE_LEAD_MIN_MS	20
 #define LEASE_LEAD_MAX_MS	1000
 uint64_t lease_lead_ms(uint64_t rtt_ns);
