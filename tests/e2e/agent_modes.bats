@@ -21,15 +21,19 @@ burst_then_refuse() {
 	run_loadgen_json c1 --rate 20 --duration 1 --timeout 500 \
 		"$(lab_target s1 "$PORT" "$fam")"
 	expect_eq attempts "$(json_get .total.attempts)" 20
-	expect_eq connected "$(json_get .total.connected)" 5
+	# the program admits exactly the burst; on a loaded machine one of the
+	# admitted handshakes can outlast the client's 500 ms (the server's
+	# neighbour lookup, a slow accept), so the client may see one fewer
+	expect_eq "rlctl stats admitted" "$(stat_get m admitted)" 5
+	expect_between connected "$(json_get .total.connected)" 4 5
 	if [[ $action == rst ]]; then
 		expect_eq "refused (RST at the client)" "$(json_get .total.refused)" 15
-		expect_eq timed_out "$(json_get .total.timed_out)" 0
 		expect_eq "rlctl stats rst_sent" "$(stat_get m rst_sent)" 15
 	else
-		expect_eq "timed out (dropped SYNs)" "$(json_get .total.timed_out)" 15
 		expect_eq refused "$(json_get .total.refused)" 0
 	fi
+	expect_eq "timed out" "$(json_get .total.timed_out)" \
+		$((20 - $(json_get .total.connected) - $(json_get .total.refused)))
 	expect_eq "rlctl stats denied" "$(stat_get m denied)" 15
 }
 
