@@ -108,15 +108,20 @@ teardown() {
 @test "loadgen makes exactly rate x duration attempts, split by weight, on schedule" {
 	run_loadgen_json c1 --rate 2000 --duration 2 \
 		"$(lab_target s1 8080 4)@3" "$(lab_target s1 8080 6)@1"
-	expect_eq attempts "$(json_get .total.attempts)" 4000
-	expect_eq "attempts of weight 3" "$(json_get '.targets[0].attempts')" 3000
-	expect_eq "attempts of weight 1" "$(json_get '.targets[1].attempts')" 1000
+	# every slot of the schedule is made or, when a loaded machine put the
+	# sender behind, counted as skipped (never sent late in a burst)
+	local skipped
+	skipped=$(json_get .skipped)
+	expect_between skipped "$skipped" 0 40
+	expect_eq "attempts and skipped" $(($(json_get .total.attempts) + skipped)) 4000
+	expect_between "attempts of weight 3" "$(json_get '.targets[0].attempts')" $((3000 - skipped)) 3000
+	expect_between "attempts of weight 1" "$(json_get '.targets[1].attempts')" $((1000 - skipped)) 1000
 	expect_near offered_rate "$(json_get .offered_rate)" 2000 3
 	expect_near elapsed_s "$(json_get .elapsed_s)" 2 5
-	expect_eq skipped "$(json_get .skipped)" 0
 	expect_between connected "$(json_get .total.connected)" 3960 4000
 	expect_eq "counters add up" \
-		"$(json_get '.total | .connected + .refused + .timed_out + .errors')" 4000
+		"$(json_get '.total | .connected + .refused + .timed_out + .errors')" \
+		"$(json_get .total.attempts)"
 }
 
 @test "loadgen --serve accepts what clients connect (server-side count for e2e tests)" {
