@@ -97,11 +97,11 @@ run_bats() {
 	fi
 	# One bats run per file, timed: the slowest files are listed at the end,
 	# where the suite's time goes.  e2e files run RLGATE_TEST_JOBS at a time
-	# (default 2; each builds its own lab of namespaces, pins and servers, and
+	# (default 1; each builds its own lab of namespaces, pins and servers, and
 	# asserts counts and bounds, not speed), the largest first; their output
 	# is tallied in file order once all are done.
 	local jobs=1 f
-	[[ $suite == e2e ]] && jobs=${RLGATE_TEST_JOBS:-2}
+	[[ $suite == e2e ]] && jobs=${RLGATE_TEST_JOBS:-1}
 	[[ $jobs =~ ^[1-9][0-9]*$ ]] ||
 		{ echo "RLGATE_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
 	mkdir -p "$tmp/$suite"
