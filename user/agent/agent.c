@@ -28,6 +28,16 @@ struct agent_tenant *agent_find(struct agent *a, const char *name)
 	return NULL;
 }
 
+struct agent_tenant *agent_find_slot(struct agent *a, uint32_t slot)
+{
+	if (a->ix)
+		return agent_index_slot(a, slot);
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (a->tenants[i].slot == slot)
+			return &a->tenants[i];
+	return NULL;
+}
+
 json_t *agent_tenant_json(const struct agent_tenant *t)
 {
 	json_t *j = policy_tenant_to_json(&t->pol);

@@ -171,6 +171,8 @@ enum agent_code agent_instance_set(struct agent *a,
 enum agent_code agent_instance_del(struct agent *a, char *err);
 
 struct agent_tenant *agent_find(struct agent *a, const char *name);
+/* The tenant that holds kernel slot `slot`, or NULL. */
+struct agent_tenant *agent_find_slot(struct agent *a, uint32_t slot);
 
 /* The three changes the control protocol offers.  Each validates the whole
  * resulting set before the kernel or the state file is touched, and

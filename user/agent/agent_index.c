@@ -311,6 +311,11 @@ struct agent_tenant *agent_index_name(struct agent *a, const char *name)
 	return a->ix->names[s] ? &a->tenants[a->ix->names[s] - 1] : NULL;
 }
 
+struct agent_tenant *agent_index_slot(struct agent *a, uint32_t slot)
+{
+	return agent_index_slot_used(a, slot) ? &a->tenants[a->ix->pos[slot]] : NULL;
+}
+
 bool agent_index_slot_used(const struct agent *a, uint32_t slot)
 {
 	return slot < a->kern.max_tenants && a->ix->pos[slot] != NONE;

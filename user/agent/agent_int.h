@@ -67,6 +67,7 @@ int agent_index_put(struct agent *a, size_t i);
 void agent_index_drop(struct agent *a, size_t i);
 void agent_index_moved(struct agent *a, size_t from, size_t to);
 struct agent_tenant *agent_index_name(struct agent *a, const char *name);
+struct agent_tenant *agent_index_slot(struct agent *a, uint32_t slot);
 /* Whether a tenant holds slot. */
 bool agent_index_slot_used(const struct agent *a, uint32_t slot);
 /* The tenants' caps summed, how many have one and how many verify their

@@ -49,12 +49,9 @@ static json_t *rows_json(struct agent *a, const struct src_top_row *rows,
 	json_t *arr = json_array();
 
 	for (size_t i = 0; i < n && arr; i++) {
-		const struct agent_tenant *t = NULL;
+		const struct agent_tenant *t = agent_find_slot(a, rows[i].key.tenant);
 		char src[64];
 
-		for (size_t k = 0; k < a->n_tenants; k++)
-			if (a->tenants[k].slot == rows[i].key.tenant)
-				t = &a->tenants[k];
 		if (!t)
 			continue;	/* a slot deleted since */
 		src_key_format(&rows[i].key, t->pol.src_len4, t->pol.src_len6,
