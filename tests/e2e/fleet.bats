@@ -713,7 +713,7 @@ raise_check() {
 # slow_link_start PORT MS: a relay on the Redis host from PORT to Redis that
 # delays every byte by MS (tests/e2e/delay_proxy.py); sets SLOW_PID.
 slow_link_start() {
-	local log=$BATS_TEST_TMPDIR/slow-$1.log n
+	local log=$BATS_TEST_TMPDIR/slow-$1.log
 
 	ip netns exec "$(lab_ns redis)" python3 "$BATS_TEST_DIRNAME/delay_proxy.py" \
 		"${REDIS_ADDR%:*}" "$1" "${REDIS_ADDR%:*}" "${REDIS_ADDR##*:}" "$2" \
@@ -721,13 +721,7 @@ slow_link_start() {
 	SLOW_PID=$!
 	disown "$SLOW_PID"
 	fleet_bg_track "$SLOW_PID"
-	for ((n = 0; n < 100; n++)); do
-		grep -q listening "$log" && return 0
-		sleep 0.05
-	done
-	echo "delay_proxy.py does not listen:" >&2
-	cat "$log" >&2
-	return 1
+	wait_line "$log" listening delay_proxy.py
 }
 
 @test "back from an outage longer than the lease TTL over a link of 20 ms round trips: a fail-allow tenant refuses no SYN, also while its first lease is on its way" {

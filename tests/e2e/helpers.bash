@@ -185,6 +185,20 @@ serve_start() {
 	return 1
 }
 
+# wait_line FILE PATTERN WHAT: waits up to 5 s for a line matching PATTERN
+# in FILE (a server's log saying it listens); fails showing FILE otherwise.
+wait_line() {
+	local i
+
+	for ((i = 0; i < 100; i++)); do
+		grep -q -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "$3 does not listen:" >&2
+	cat "$1" >&2
+	return 1
+}
+
 # serve_stop [PID [OUT]]: stops a server (default: the last started) and
 # prints how many connections it accepted.
 serve_stop() {

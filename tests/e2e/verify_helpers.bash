@@ -10,20 +10,14 @@ HTTP_PORT=8081
 # (or the file's tmpdir from setup_file); returns once it listens.  Killed by
 # its PID in verify_http_stop, and with the lab at the latest.
 verify_http_start() {
-	local dir=${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR} i pid
+	local dir=${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR} pid
 
 	: >"$dir/http-$1.log"
 	in_ns "$1" /usr/bin/python3 "$BATS_TEST_DIRNAME/verify_server.py" "$HTTP_PORT" \
 		"$dir/http-$1.log" 2>"$dir/http-$1.err" 3>&- &
 	pid=$!
 	echo "$pid" >"$dir/http-$1.pid"
-	for ((i = 0; i < 100; i++)); do
-		grep -q listening "$dir/http-$1.err" && return 0
-		sleep 0.05
-	done
-	echo "verify_server.py on $1 does not listen:" >&2
-	cat "$dir/http-$1.err" >&2
-	return 1
+	wait_line "$dir/http-$1.err" listening "verify_server.py on $1"
 }
 
 # verify_http_stop HOST
