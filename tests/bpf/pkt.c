@@ -46,26 +46,6 @@ static void put32(__u8 *p, __u32 v)
 	p[3] = v;
 }
 
-__u32 csum_add(__u32 sum, const void *data, size_t len)
-{
-	const __u8 *b = data;
-	size_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += (__u32)b[i] << 8 | b[i + 1];
-	if (len & 1)
-		sum += (__u32)b[len - 1] << 8;
-	/* Frames are at most PKT_MAX bytes: 32 bits cannot overflow. */
-	return sum;
-}
-
-__u16 csum_fold16(__u32 sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum & 0xffff;
-}
-
 static const char *default_src(const struct pkt *p)
 {
 	if (p->src)

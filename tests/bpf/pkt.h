@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <linux/types.h>
 
+#include "csum.h"
+
 #define PKT_MAX		512
 #define PKT_MAX_LAYERS	24
 #define PKT_MAX_EXT	20	/* IPv6 extension headers in `ext` */
@@ -67,9 +69,6 @@ int pkt_build(const struct pkt *p, __u8 *buf, struct pkt_layout *lay);
  * description alone (never from the SYN's bytes).  Returns its length. */
 int pkt_build_rst(const struct pkt *p, __u8 *buf);
 
-/* RFC 1071 one's complement sum of len bytes added to sum, not folded. */
-__u32 csum_add(__u32 sum, const void *data, size_t len);
-__u16 csum_fold16(__u32 sum);
 
 /* Checks the IP header checksum (IPv4) and the TCP checksum of a frame whose
  * IP header is at l3_off and TCP header follows without extension headers.

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "csum.h"
 #include "opts.h"
 
 #define MAX_BATCH	1024
@@ -119,25 +120,6 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static uint16_t csum_fold(uint32_t s)
-{
-	while (s >> 16)
-		s = (s & 0xffff) + (s >> 16);
-	return (uint16_t)~s;
-}
-
-static uint32_t csum_add(uint32_t s, const void *p, size_t len)
-{
-	const uint8_t *b = p;
-	size_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		s += (uint32_t)b[i] << 8 | b[i + 1];
-	if (len & 1)
-		s += (uint32_t)b[len - 1] << 8;
-	return s;
-}
-
 struct flood {
 	uint8_t src_mac[6], dst_mac[6];
 	uint32_t src_base, src_hosts;	/* host order */
@@ -183,7 +165,7 @@ static void build(struct flood *f, uint8_t *fr)
 	ip[9] = IPPROTO_TCP;
 	put32(ip + 12, src);
 	put32(ip + 16, f->dst);
-	put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+	put16(ip + 10, csum_fold16(csum_add(0, ip, 20)));
 
 	memset(tcp, 0, 24);
 	put16(tcp, sport);
@@ -199,7 +181,7 @@ static void build(struct flood *f, uint8_t *fr)
 	pseudo[8] = 0;
 	pseudo[9] = IPPROTO_TCP;
 	put16(pseudo + 10, 24);
-	put16(tcp + 16, csum_fold(csum_add(csum_add(0, pseudo, 12), tcp, 24)));
+	put16(tcp + 16, csum_fold16(csum_add(csum_add(0, pseudo, 12), tcp, 24)));
 	f->n++;
 }
 
