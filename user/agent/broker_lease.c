@@ -632,9 +632,10 @@ void broker_debt_begin(struct broker *b)
  * SYNs of that round trip would be refused, even under fail allow.  So such
  * a tenant keeps its fail policy (the kernel's RL_F_DEGRADED, whatever the
  * fleet's flag says) until its first lease after the spell is answered, or
- * until a check finds none in flight (an idle tenant asks for none; a call
- * that failed or timed out is the breaker's business).  What a static share
- * admits meanwhile counts as the spell's.
+ * until a check finds it holding tokens with none in flight.  A call that
+ * failed leaves it so until a later one is answered (an idle tenant's comes
+ * with its reserve, lease_reserve()).  What a static share admits meanwhile
+ * counts as the spell's.
  */
 static void rejoin_set(struct broker *b, struct slot *s, bool on)
 {
@@ -680,16 +681,24 @@ void broker_rejoin_begin(struct broker *b)
 	}
 }
 
-/* After a round of leases: a tenant with none in flight waits for none. */
+/* After a round of leases, and at each check: a tenant that holds tokens
+ * again (a lease, the reserve) and has no lease in flight waits for none.
+ * One whose call failed, or that asked for none yet, keeps its fail policy
+ * with its empty bucket until a lease is answered: its SYNs are the fail
+ * policy's, never refused for want of a token the agent has not had a
+ * chance to lease. */
 void broker_rejoin_end(struct broker *b)
 {
+	uint64_t now = loop_now_ns();
+
 	for (size_t i = 0; b->n_rejoin && i < host_tenant_count(b); i++) {
 		struct broker_tenant t;
 		struct slot *s;
 
 		host_tenant_at(b, i, &t);
 		s = &b->slots[t.slot];
-		if (s->rejoin && !s->inflight && strcmp(s->name, t.pol->name) == 0)
+		if (s->rejoin && !s->inflight && host_tokens(b, s->idx, now) &&
+		    strcmp(s->name, t.pol->name) == 0)
 			rejoin_done(b, &t, s);
 	}
 }
