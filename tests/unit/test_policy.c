@@ -615,6 +615,39 @@ static void test_set(void)
 	CHECK(policy_validate_set(ts, 0, err) == 0, "empty set invalid");
 }
 
+/* The policies inside larger records, checked where they lie: the same
+ * answers as the array of them. */
+static void test_set_at(void)
+{
+	struct rec {
+		uint32_t slot;
+		struct policy_tenant pol;
+		char tail[40];
+	} rs[3];
+	struct policy_tenant flat[3];
+	char err[POLICY_ERR_MAX], want[POLICY_ERR_MAX];
+
+	memset(rs, 0xa5, sizeof(rs));
+	make(&rs[0].pol, "a", "10/s", "192.0.2.0/24", NULL);
+	make(&rs[1].pol, "b", "10/s", "198.51.100.0/24", "80");
+	make(&rs[2].pol, "c", "10/s", "203.0.113.0/24", NULL);
+	CHECK(policy_validate_set_at(&rs->pol, sizeof(*rs), 3, err) == 0,
+	      "a valid set refused: %s", err);
+	make(&rs[2].pol, "c", "10/s", "198.51.100.0/24", "80,443");
+	for (size_t i = 0; i < 3; i++)
+		flat[i] = rs[i].pol;
+	CHECK(policy_validate_set(flat, 3, want) == -EEXIST, "no conflict in "
+	      "the array");
+	CHECK(policy_validate_set_at(&rs->pol, sizeof(*rs), 3, err) == -EEXIST &&
+	      strcmp(err, want) == 0, "records: '%s', the array: '%s'", err, want);
+	make(&rs[2].pol, "a", "10/s", "203.0.113.0/24", NULL);
+	CHECK(policy_validate_set_at(&rs->pol, sizeof(*rs), 3, err) == -EINVAL &&
+	      strstr(err, "duplicate tenant name 'a'"), "duplicate name in "
+	      "records: %s", err);
+	CHECK(policy_validate_set_at(&rs->pol, sizeof(*rs), 2, err) == 0,
+	      "the first two records refused: %s", err);
+}
+
 #define RL_TEST_TENANTS	4096
 
 /* The definition policy_check_set must agree with: every pair of tenants
@@ -1086,6 +1119,7 @@ int main(void)
 	CHECK_RUN(test_action);
 	CHECK_RUN(test_validate);
 	CHECK_RUN(test_set);
+	CHECK_RUN(test_set_at);
 	CHECK_RUN(test_set_against_reference);
 	CHECK_RUN(test_set_large);
 	CHECK_RUN(test_json);

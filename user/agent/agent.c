@@ -204,22 +204,12 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 {
 	struct agent_tomb *tombs;
 	size_t n_tombs = 0;
-	struct policy_tenant *flat;
 	struct name_index was;
 	struct slot_map used;
 	uint32_t slot = 0;
 	int e;
 
-	flat = calloc(n ? n : 1, sizeof(*flat));
-	if (!flat) {
-		free(next);
-		snprintf(err, POLICY_ERR_MAX, "out of memory");
-		return AGENT_INTERNAL;
-	}
-	for (size_t i = 0; i < n; i++)
-		flat[i] = next[i].pol;
-	e = policy_validate_set(flat, n, err);
-	free(flat);
+	e = policy_validate_set_at(&next->pol, sizeof(*next), n, err);
 	if (e) {
 		free(next);
 		/* overlapping rules are a conflict; everything else it

@@ -186,6 +186,10 @@ int policy_validate(const struct policy_tenant *t, char *err);
  * 0; -EEXIST when the first problem is such a conflict; -EINVAL for any
  * other problem.  The first problem's message is in err. */
 int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err);
+/* The same of the n tenants found `stride` bytes apart from `first` (the
+ * policies inside larger records), without copying them out. */
+int policy_validate_set_at(const struct policy_tenant *first, size_t stride,
+			   size_t n, char *err);
 
 /* Reports every problem of a set, each through fn with the index of the
  * tenant it concerns: what policy_validate finds in each tenant, then

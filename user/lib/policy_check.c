@@ -237,6 +237,16 @@ static int finding_cmp(const void *pa, const void *pb)
 	return a->x < b->x ? -1 : 1;
 }
 
+/* The tenants of a set, `stride` bytes apart: an array of them, or the
+ * policies inside the agent's own records, checked where they are. */
+struct tset {
+	const char *first;
+	size_t stride;
+};
+
+#define AT(ts, i) \
+	((const struct policy_tenant *)((ts)->first + (size_t)(i) * (ts)->stride))
+
 /* Counts bounded by the arrays, for tenants that failed policy_validate. */
 static unsigned int n_match_of(const struct policy_tenant *t)
 {
@@ -245,15 +255,15 @@ static unsigned int n_match_of(const struct policy_tenant *t)
 
 static int name_cmp(const void *pa, const void *pb, void *arg)
 {
-	const struct policy_tenant *ts = arg;
+	const struct tset *ts = arg;
 	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	int c = strncmp(ts[a].name, ts[b].name, sizeof(ts[a].name));
+	int c = strncmp(AT(ts, a)->name, AT(ts, b)->name, POLICY_NAME_MAX + 1);
 
 	return c ? c : a < b ? -1 : a > b;
 }
 
 /* Every pair of tenants with one name. */
-static int find_names(const struct policy_tenant *ts, size_t n,
+static int find_names(const struct tset *ts, size_t n,
 		      struct findings *f)
 {
 	uint32_t *order = malloc((n ? n : 1) * sizeof(*order));
@@ -266,8 +276,8 @@ static int find_names(const struct policy_tenant *ts, size_t n,
 	qsort_r(order, n, sizeof(*order), name_cmp, (void *)ts);
 	for (size_t s = 0; s < n; s += run) {
 		for (run = 1; s + run < n &&
-		     strncmp(ts[order[s]].name, ts[order[s + run]].name,
-			     sizeof(ts->name)) == 0; run++)
+		     strncmp(AT(ts, order[s])->name, AT(ts, order[s + run])->name,
+			     POLICY_NAME_MAX + 1) == 0; run++)
 			;
 		/* in index order within the run: j before i */
 		for (size_t b = 1; b < run; b++)
@@ -309,14 +319,14 @@ static uint64_t prefix_hash(const struct policy_prefix *p)
 /* The tenants that claim one prefix (claims chained through next, newest
  * first): every (port, tenant) claim sorted, and a finding for each pair
  * of tenants whose claims meet. */
-static int find_group(const struct policy_tenant *ts, const uint32_t *c_tenant,
+static int find_group(const struct tset *ts, const uint32_t *c_tenant,
 		      const uint8_t *c_x, const uint32_t *next, uint32_t head,
 		      struct claim **buf, size_t *buf_cap, struct findings *f)
 {
 	size_t n = 0, run;
 
 	for (uint32_t c = head; c != UINT32_MAX; c = next[c]) {
-		const struct policy_tenant *t = &ts[c_tenant[c]];
+		const struct policy_tenant *t = AT(ts, c_tenant[c]);
 		unsigned int np = t->n_ports < POLICY_MAX_PORTS ? t->n_ports :
 				  POLICY_MAX_PORTS;
 
@@ -349,7 +359,7 @@ static int find_group(const struct policy_tenant *ts, const uint32_t *c_tenant,
 }
 
 /* Every pair of tenants that claim one prefix with colliding ports. */
-static int find_conflicts(const struct policy_tenant *ts, size_t n,
+static int find_conflicts(const struct tset *ts, size_t n,
 			  struct findings *f)
 {
 	size_t n_claims = 0, size = 1, buf_cap = 0;
@@ -359,7 +369,7 @@ static int find_conflicts(const struct policy_tenant *ts, size_t n,
 	int err = -ENOMEM;
 
 	for (size_t i = 0; i < n; i++)
-		n_claims += n_match_of(&ts[i]);
+		n_claims += n_match_of(AT(ts, i));
 	while (size < 2 * n_claims)
 		size *= 2;
 	head = malloc(size * sizeof(*head));
@@ -371,15 +381,15 @@ static int find_conflicts(const struct policy_tenant *ts, size_t n,
 	memset(head, 0xff, size * sizeof(*head));
 	/* Open addressing: each slot heads the chain of one prefix. */
 	for (size_t i = 0; i < n; i++) {
-		for (unsigned int x = 0; x < n_match_of(&ts[i]); x++, c++) {
-			const struct policy_prefix *p = &ts[i].match[x];
+		for (unsigned int x = 0; x < n_match_of(AT(ts, i)); x++, c++) {
+			const struct policy_prefix *p = &AT(ts, i)->match[x];
 			size_t s = prefix_hash(p) & (size - 1);
 
 			/* an outbound rule (a destination) never meets an
 			 * inbound one (a source): chained apart */
 			while (head[s] != UINT32_MAX &&
-			       (!prefix_equal(p, &ts[c_tenant[head[s]]].match[c_x[head[s]]]) ||
-				ts[c_tenant[head[s]]].direction != ts[i].direction))
+			       (!prefix_equal(p, &AT(ts, c_tenant[head[s]])->match[c_x[head[s]]]) ||
+				AT(ts, c_tenant[head[s]])->direction != AT(ts, i)->direction))
 				s = (s + 1) & (size - 1);
 			c_tenant[c] = (uint32_t)i;
 			c_x[c] = (uint8_t)x;
@@ -407,21 +417,21 @@ typedef void (*problem_kind_fn)(void *ctx, size_t index, bool conflict,
 
 /* The caps must fit the kernel's table of connections together: one
  * problem, on the tenant whose cap goes past it. */
-static int check_caps(const struct policy_tenant *ts, size_t n,
+static int check_caps(const struct tset *ts, size_t n,
 		      problem_kind_fn fn, void *ctx)
 {
 	char err[POLICY_ERR_MAX];
 	uint64_t sum = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (ts[i].max_conns > POLICY_CONNS_MAX)
+		if (AT(ts, i)->max_conns > POLICY_CONNS_MAX)
 			continue;	/* policy_validate said so */
-		sum += ts[i].max_conns;
+		sum += AT(ts, i)->max_conns;
 		if (sum > POLICY_CONNS_MAX) {
 			fail(err, "tenant '%.63s': max-conns %" PRIu64 " brings "
 			     "the caps of all tenants to %" PRIu64 ", more than "
 			     "the %d connections one host can count",
-			     ts[i].name, ts[i].max_conns, sum,
+			     AT(ts, i)->name, AT(ts, i)->max_conns, sum,
 			     POLICY_CONNS_MAX);
 			if (fn)
 				fn(ctx, i, false, err);
@@ -431,7 +441,7 @@ static int check_caps(const struct policy_tenant *ts, size_t n,
 	return 0;
 }
 
-static int check_set(const struct policy_tenant *ts, size_t n,
+static int check_set(const struct tset *ts, size_t n,
 		     problem_kind_fn fn, void *ctx)
 {
 	struct findings f = { 0 };
@@ -439,7 +449,7 @@ static int check_set(const struct policy_tenant *ts, size_t n,
 	int problems = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (policy_validate(&ts[i], err) < 0) {
+		if (policy_validate(AT(ts, i), err) < 0) {
 			problems++;
 			if (fn)
 				fn(ctx, i, false, err);
@@ -457,7 +467,7 @@ static int check_set(const struct policy_tenant *ts, size_t n,
 		qsort(f.v, f.n, sizeof(*f.v), finding_cmp);
 	for (size_t k = 0; k < f.n; k++) {
 		const struct finding *d = &f.v[k];
-		const struct policy_tenant *a = &ts[d->j], *b = &ts[d->i];
+		const struct policy_tenant *a = AT(ts, d->j), *b = AT(ts, d->i);
 		char pb[INET6_ADDRSTRLEN + 8];
 		int port;
 
@@ -508,8 +518,9 @@ int policy_check_set(const struct policy_tenant *ts, size_t n,
 		     policy_problem_fn fn, void *ctx)
 {
 	struct plain_problem p = { fn, ctx };
+	struct tset set = { (const char *)ts, sizeof(*ts) };
 
-	return check_set(ts, n, plain, &p);
+	return check_set(&set, n, plain, &p);
 }
 
 struct first_problem {
@@ -531,11 +542,18 @@ static void keep_first(void *ctx, size_t index, bool conflict, const char *msg)
 		snprintf(fp->err, POLICY_ERR_MAX, "%s", msg);
 }
 
-int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err)
+int policy_validate_set_at(const struct policy_tenant *first, size_t stride,
+			   size_t n, char *err)
 {
 	struct first_problem fp = { .err = err };
+	struct tset set = { (const char *)first, stride };
 
-	if (!check_set(ts, n, keep_first, &fp))
+	if (!check_set(&set, n, keep_first, &fp))
 		return 0;
 	return fp.conflict ? -EEXIST : -EINVAL;
+}
+
+int policy_validate_set(const struct policy_tenant *ts, size_t n, char *err)
+{
+	return policy_validate_set_at(ts, sizeof(*ts), n, err);
 }

@@ -73,11 +73,13 @@ static bool known_key(const char *k)
 		"per_source_burst", "source_mask", "verify", "shards",
 	};
 
+	/* the first letters tell most keys apart: a start reads 100,000
+	 * tenants of ten keys each */
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (strcmp(k, keys[i]) == 0)
+		if (k[0] == keys[i][0] && strcmp(k, keys[i]) == 0)
 			return true;
 	for (size_t i = 0; i < sizeof(read_only_keys) / sizeof(read_only_keys[0]); i++)
-		if (strcmp(k, read_only_keys[i]) == 0)
+		if (k[0] == read_only_keys[i][0] && strcmp(k, read_only_keys[i]) == 0)
 			return true;
 	return false;
 }
