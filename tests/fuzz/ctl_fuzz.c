@@ -13,7 +13,8 @@
  *       closed) and one half line left hanging.  Exit 0 ok, 1 failed.
  *
  *   ctl_fuzz --mutate-state SEED FILE
- *       Writes one mutated policy.json (from a valid one) to FILE.
+ *       Writes one mutated policy.json (from a valid one, pretty-printed
+ *       or laid out as the agent writes it) to FILE.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -544,13 +545,27 @@ static const char state_seed[] =
 	"   \"name\": \"api\",\n   \"ports\": [],\n   \"rate\": \"300/m\",\n"
 	"   \"shadow\": true,\n   \"version\": 3\n  }\n ],\n \"version\": 12\n}\n";
 
+/* The same policy as the agent writes it: a tenant a line, which a start
+ * reads line by line. */
+static const char state_seed_lines[] =
+	"{\"version\":12,\"deleted\":[{\"name\":\"old\",\"version\":9}],"
+	"\"tenants\":[\n"
+	"{\"action\":\"rst\",\"burst\":100,\"fail\":\"static\",\"id\":0,"
+	"\"match\":[\"192.0.2.0/24\",\"2001:db8::/32\"],\"name\":\"web\","
+	"\"ports\":[80,443],\"rate\":\"100/s\",\"shadow\":false,"
+	"\"version\":1764480000000},\n"
+	"{\"action\":\"drop\",\"burst\":5,\"fail\":\"deny\",\"id\":7,"
+	"\"match\":[\"198.51.100.0/24\"],\"name\":\"api\",\"ports\":[],"
+	"\"rate\":\"300/m\",\"shadow\":true,\"version\":3}\n]}\n";
+
 static int mutate_state(const char *file)
 {
+	const char *seed = rnd() % 2 ? state_seed : state_seed_lines;
 	struct buf b = { 0 };
 	unsigned int k = 1 + rnd() % 4;
 	FILE *f;
 
-	buf_insert(&b, 0, state_seed, strlen(state_seed));
+	buf_insert(&b, 0, seed, strlen(seed));
 	while (k--)
 		mutate_once(&b);
 	f = fopen(file, "w");

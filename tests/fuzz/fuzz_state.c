@@ -7,7 +7,9 @@
  * Invariants: no crash or sanitizer report; a document that parses
  * survives a round trip through the agent's writer, agent_save_policy, into a
  * private directory under /dev/shm and back (same tenants, slots, versions
- * and policies); every tenant parsed passes policy_validate.
+ * and policies), and the file written is read the same line by line
+ * (parse_lines, the reader of a start); every tenant parsed passes
+ * policy_validate; whatever parse_lines takes, parse_doc takes the same.
  *
  *   clang -fsanitize=fuzzer,address,undefined -Ibpf -Iuser/lib -Iuser/agent \
  *       tests/fuzz/fuzz_state.c user/lib/policy*.c user/lib/hot.c user/lib/state.c \
@@ -18,6 +20,7 @@
 #include "../../user/agent/agent_state.c"
 #include "../../user/agent/agent_tombs.c"
 #include "../../user/agent/agent_index.c"
+#include "../../user/lib/jsonflat.c"
 
 #include <assert.h>
 #include <unistd.h>
@@ -113,6 +116,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* Two readings of one file: the same tenants, slots, versions, policies. */
+static void same_tenants(const struct agent_tenant *a, size_t n, uint64_t va,
+			 const struct agent_tenant *b, size_t m, uint64_t vb)
+{
+	assert(n == m && va == vb);
+	for (size_t i = 0; i < n; i++) {
+		assert(b[i].slot == a[i].slot);
+		assert(b[i].version == a[i].version);
+		assert(same_policy(&b[i].pol, &a[i].pol));
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char err[POLICY_ERR_MAX];
@@ -120,20 +135,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = 0, n2 = 0;
 	uint64_t version = 0, version2 = 0;
 	json_error_t jerr;
-	json_t *doc, *again;
+	json_t *doc, *again, *head;
+	char *text = NULL;
+	size_t len = 0;
 
+	/* Line by line first, as a start reads it. */
+	if (parse_lines((const char *)data, size, RL_MAX_TENANTS, &ts2, &n2,
+			&version2, &head) == 0)
+		json_decref(head);
+	else
+		ts2 = NULL;
 	/* What state_load does with the file's bytes. */
 	doc = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
-	if (!doc)
+	if (!doc) {
+		assert(!ts2);
 		return 0;
+	}
 	err[0] = '\0';
 	if (parse_doc(doc, RL_MAX_TENANTS, &ts, &n, &version, err)) {
 		/* Refused: the message must say why. */
 		assert(err[0] != '\0');
+		assert(!ts2);
 		json_decref(doc);
 		return 0;
 	}
 	json_decref(doc);
+	if (ts2)
+		same_tenants(ts, n, version, ts2, n2, version2);
+	free(ts2);
+	ts2 = NULL;
 
 	for (size_t i = 0; i < n; i++) {
 		assert(policy_validate(&ts[i].pol, err) == 0);
@@ -145,13 +175,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(state_load(writer_dir, AGENT_POLICY_FILE, &again, err,
 			  sizeof(err)) == 0);
 	assert(parse_doc(again, RL_MAX_TENANTS, &ts2, &n2, &version2, err) == 0);
-	assert(n2 == n && version2 == version);
-	for (size_t i = 0; i < n; i++) {
-		assert(ts2[i].slot == ts[i].slot);
-		assert(ts2[i].version == ts[i].version);
-		assert(same_policy(&ts2[i].pol, &ts[i].pol));
-	}
+	same_tenants(ts, n, version, ts2, n2, version2);
 	json_decref(again);
+	free(ts2);
+	/* the writer's layout is the one a start reads line by line */
+	assert(state_read(writer_dir, AGENT_POLICY_FILE, &text, &len, err,
+			  sizeof(err)) == 0);
+	assert(parse_lines(text, len, RL_MAX_TENANTS, &ts2, &n2, &version2,
+			   &head) == 0);
+	json_decref(head);
+	free(text);
+	same_tenants(ts, n, version, ts2, n2, version2);
 	free(ts);
 	free(ts2);
 	return 0;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent_int.h"
+#include "jsonflat.h"
 #include "log.h"
 #include "state.h"
 
@@ -221,7 +222,7 @@ static int replay_line(struct agent *a, const char *line, size_t len,
 {
 	char terr[POLICY_ERR_MAX];
 	struct agent_tenant nt = { 0 };
-	json_t *j, *t, *v, *d, *copy;
+	json_t *j, *t, *v, *d;
 	json_int_t id;
 	int e = -EINVAL;
 
@@ -250,11 +251,8 @@ static int replay_line(struct agent *a, const char *line, size_t len,
 	}
 	id = json_integer_value(json_object_get(t, "id"));
 	nt.version = (uint64_t)json_integer_value(json_object_get(t, "version"));
-	copy = json_copy(t);
-	json_object_del(copy, "id");
-	json_object_del(copy, "version");
-	e = policy_tenant_from_json(copy, &nt.pol, terr) ? -EINVAL : 0;
-	json_decref(copy);
+	/* "id" and "version" are fields from_json accepts and leaves alone */
+	e = policy_tenant_from_json(t, &nt.pol, terr) ? -EINVAL : 0;
 	if (e || nt.version == 0 || id < 0 || id >= a->kern.max_tenants) {
 		e = -EINVAL;
 		goto out;
@@ -312,17 +310,12 @@ static bool replay_journal(struct agent *a, uint64_t *version)
 	return rewrite;
 }
 
-/* Turns the state document into tenants with slots.  0, or -EINVAL with
+/* The state document's version and its tenants array.  0, or -EINVAL with
  * the problem in err. */
-static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
-		     size_t *n_out, uint64_t *version, char *err)
+static int parse_head(const json_t *doc, uint64_t *version, json_t **arr,
+		      char *err)
 {
-	struct policy_tenant *flat = NULL;
-	struct agent_tenant *ts = NULL;
-	struct slot_map used = { 0 };
-	json_t *arr, *item, *v;
-	size_t i, n;
-	int e = -EINVAL;
+	json_t *v;
 
 	if (!json_is_object(doc)) {
 		snprintf(err, POLICY_ERR_MAX, "not a JSON object");
@@ -335,11 +328,63 @@ static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
 		return -EINVAL;
 	}
 	*version = (uint64_t)json_integer_value(v);
-	arr = json_object_get(doc, "tenants");
-	if (!json_is_array(arr)) {
+	*arr = json_object_get(doc, "tenants");
+	if (!json_is_array(*arr)) {
 		snprintf(err, POLICY_ERR_MAX, "'tenants' missing or not an array");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Tenant i of the state document into *t, its slot marked in used.  The
+ * agent's own fields ("id", "version") are among those
+ * policy_tenant_from_json accepts and leaves alone.  0, or -EINVAL with
+ * the problem in err. */
+static int parse_tenant(const json_t *item, size_t i, uint32_t max,
+			struct agent_tenant *t, struct slot_map *used, char *err)
+{
+	char terr[POLICY_ERR_MAX];
+	json_t *v = json_object_get(item, "id");
+	json_int_t id;
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) >= max) {
+		snprintf(err, POLICY_ERR_MAX, "tenant %zu: 'id' missing or not a "
+			 "slot number from 0 to %u (--max-tenants)", i, max - 1);
+		return -EINVAL;
+	}
+	id = json_integer_value(v);
+	v = json_object_get(item, "version");
+	t->version = json_is_integer(v) && json_integer_value(v) > 0 ?
+		     (uint64_t)json_integer_value(v) : 1;
+	if (policy_tenant_from_json(item, &t->pol, terr)) {
+		snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);
+		return -EINVAL;
+	}
+	if (slot_in(used, (uint32_t)id)) {
+		snprintf(err, POLICY_ERR_MAX, "tenant %zu: slot %lld used twice",
+			 i, (long long)id);
+		return -EINVAL;
+	}
+	t->slot = (uint32_t)id;
+	used->bits[id / 64] |= 1ULL << (id % 64);
+	return 0;
+}
+
+/* Turns the state document into tenants with slots.  0, or -EINVAL with
+ * the problem in err. */
+static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
+		     size_t *n_out, uint64_t *version, char *err)
+{
+	struct agent_tenant *ts = NULL;
+	struct slot_map *used;
+	json_t *arr, *item;
+	size_t i, n;
+	int e;
+
+	e = parse_head(doc, version, &arr, err);
+	if (e)
+		return e;
 	n = json_array_size(arr);
 	if (n > max) {
 		snprintf(err, POLICY_ERR_MAX, "%zu tenants, at most %u "
@@ -347,58 +392,116 @@ static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
 		return -EINVAL;
 	}
 	ts = calloc(n ? n : 1, sizeof(*ts));
-	flat = calloc(n ? n : 1, sizeof(*flat));
-	if (!ts || !flat) {
+	used = calloc(1, sizeof(*used));
+	if (!ts || !used) {
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		e = -ENOMEM;
 		goto cleanup;
 	}
-	json_array_foreach(arr, i, item) {
-		char terr[POLICY_ERR_MAX];
-		json_t *copy;
-		json_int_t id;
+	json_array_foreach(arr, i, item)
+		if ((e = parse_tenant(item, i, max, &ts[i], used, err)))
+			goto cleanup;
+	e = policy_validate_set_at(&ts->pol, sizeof(*ts), n, err) ? -EINVAL : 0;
+	if (!e) {
+		*out = ts;
+		*n_out = n;
+		ts = NULL;
+	}
+cleanup:
+	free(used);
+	free(ts);
+	return e;
+}
+
+/*
+ * The state file as agent_save_policy() writes it, read a line at a time:
+ * a head line `{"version":N,"deleted":[...],"tenants":[`, one tenant a
+ * line, each but the last followed by a comma, and `]}`.  Each line is
+ * parsed, taken and freed before the next, instead of a tree of the whole
+ * file built first: at 100,000 tenants that tree's allocations cost more
+ * than the tenants themselves.  The head line closed with `]}` is a
+ * document of no tenants, and every line a strict document of its own, so
+ * what this reads is exactly what the whole file would give.  0 with the
+ * head in *head (the caller's; its "deleted" list is the file's) or -1:
+ * not laid out so, or a problem anywhere, and the whole file is to be
+ * read as one document (parse_doc), which says what is wrong.
+ */
+static int parse_lines(const char *text, size_t len, uint32_t max,
+		       struct agent_tenant **out, size_t *n_out,
+		       uint64_t *version, json_t **head)
+{
+	static const char open_tenants[] = "\"tenants\":[", close[] = "]}";
+	const size_t n_open = sizeof(open_tenants) - 1, n_close = sizeof(close) - 1;
+	const char *nl, *p, *end = text + len;
+	char err[POLICY_ERR_MAX], *h = NULL;
+	struct agent_tenant *ts = NULL;
+	struct slot_map *used = NULL;
+	json_t *doc = NULL, *arr;
+	size_t hlen, n = 0;
+	int e = -1;
+
+	if (len && end[-1] == '\n')
+		end--;	/* state_save_text ends the file with one */
+	nl = memchr(text, '\n', (size_t)(end - text));
+	if (!nl || (size_t)(end - text) < n_close ||
+	    memcmp(end - n_close, close, n_close) != 0)
+		return -1;
+	hlen = (size_t)(nl - text);
+	if (hlen < n_open || memcmp(nl - n_open, open_tenants, n_open) != 0)
+		return -1;
+	h = malloc(hlen + n_close);
+	if (!h)
+		return -1;
+	memcpy(h, text, hlen);
+	memcpy(h + hlen, close, n_close);
+	doc = json_loadb(h, hlen + n_close, JSON_REJECT_DUPLICATES, NULL);
+	free(h);
+	if (!doc || parse_head(doc, version, &arr, err) || json_array_size(arr))
+		goto cleanup;
+	/* a tenant a line between the head and "]}" (alone on the last) */
+	for (p = nl + 1; p < end - n_close; p = (const char *)memchr(p, '\n',
+		     (size_t)(end - n_close - p)) + 1)
+		if (++n > max || !memchr(p, '\n', (size_t)(end - n_close - p)))
+			goto cleanup;
+	if (p != end - n_close)
+		goto cleanup;
+	ts = calloc(n ? n : 1, sizeof(*ts));
+	used = calloc(1, sizeof(*used));
+	if (!ts || !used)
+		goto cleanup;
+	p = nl + 1;
+	for (size_t i = 0; i < n; i++) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		size_t l = (size_t)(eol - p);
+		json_t *item;
 		int r;
 
-		v = json_object_get(item, "id");
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) >= max) {
-			snprintf(err, POLICY_ERR_MAX, "tenant %zu: 'id' missing or "
-				 "not a slot number from 0 to %u (--max-tenants)",
-				 i, max - 1);
+		/* the comma between two tenants ends the line of the first */
+		if (i + 1 < n ? !l || p[l - 1] != ',' : l && p[l - 1] == ',')
 			goto cleanup;
-		}
-		id = json_integer_value(v);
-		v = json_object_get(item, "version");
-		ts[i].version = json_is_integer(v) && json_integer_value(v) > 0 ?
-				(uint64_t)json_integer_value(v) : 0;
-		copy = json_copy(item);
-		json_object_del(copy, "id");
-		json_object_del(copy, "version");
-		r = policy_tenant_from_json(copy, &ts[i].pol, terr);
-		if (!r && !ts[i].version)
-			ts[i].version = 1;
-		json_decref(copy);
-		if (r) {
-			snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);
+		if (i + 1 < n)
+			l--;
+		item = jsonflat_load(p, l);
+		if (!item)
+			item = json_loadb(p, l, JSON_REJECT_DUPLICATES, NULL);
+		r = !json_is_object(item) ||
+		    parse_tenant(item, i, max, &ts[i], used, err);
+		json_decref(item);
+		if (r)
 			goto cleanup;
-		}
-		if (slot_in(&used, (uint32_t)id)) {
-			snprintf(err, POLICY_ERR_MAX, "tenant %zu: slot %lld used "
-				 "twice", i, (long long)id);
-			goto cleanup;
-		}
-		ts[i].slot = (uint32_t)id;
-		used.bits[id / 64] |= 1ULL << (id % 64);
-		flat[i] = ts[i].pol;
+		p = eol + 1;
 	}
-	if (policy_validate_set(flat, n, err))
+	if (policy_validate_set_at(&ts->pol, sizeof(*ts), n, err))
 		goto cleanup;
 	*out = ts;
 	*n_out = n;
+	*head = doc;
 	ts = NULL;
+	doc = NULL;
 	e = 0;
 cleanup:
-	free(flat);
+	json_decref(doc);
+	free(used);
 	free(ts);
 	return e;
 }
@@ -445,13 +548,49 @@ static int parse_tombs(json_t *doc, struct agent_tomb **out, size_t *n_out,
 	return 0;
 }
 
+/* The state file into the tenants *ts[0..*n), its version and a->tombs:
+ * line by line when it is laid out as written (parse_lines), else as one
+ * document.  0, -ENOENT (no file), -EBADMSG (damaged: err says how),
+ * -ENOMEM, or another -errno (unreadable: err says why). */
+static int read_policy(struct agent *a, struct agent_tenant **ts, size_t *n,
+		       uint64_t *version, char *err, size_t errlen)
+{
+	json_t *doc = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	int e;
+
+	e = state_read(a->opts.state_dir, AGENT_POLICY_FILE, &text, &len, err,
+		       errlen);
+	if (e)
+		return e;
+	if (parse_lines(text, len, a->kern.max_tenants, ts, n, version, &doc)) {
+		e = state_parse(text, len, &doc, err, errlen);
+		if (!e)
+			e = parse_doc(doc, a->kern.max_tenants, ts, n, version,
+				      err);
+	}
+	free(text);
+	if (!e) {
+		e = parse_tombs(doc, &a->tombs, &a->n_tombs, err);
+		if (e) {
+			free(*ts);
+			*ts = NULL;
+			*n = 0;
+		}
+	}
+	json_decref(doc);
+	if (e == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return e && e != -ENOMEM ? -EBADMSG : e;
+}
+
 int agent_policy_start(struct agent *a)
 {
 	char err[POLICY_ERR_MAX + STATE_ERR_MAX], bad[4200];
 	struct agent_tenant *ts = NULL;
 	struct slot_map used;
 	uint64_t version = 0;
-	json_t *doc = NULL;
 	bool rewrite;
 	size_t n = 0;
 	int e;
@@ -461,24 +600,7 @@ int agent_policy_start(struct agent *a)
 		log_error("%s", err);
 		return e;
 	}
-	e = state_load(a->opts.state_dir, AGENT_POLICY_FILE, &doc, err,
-		       sizeof(err));
-	if (e == 0) {
-		e = parse_doc(doc, a->kern.max_tenants, &ts, &n, &version, err);
-		if (!e) {
-			e = parse_tombs(doc, &a->tombs, &a->n_tombs, err);
-			if (e) {
-				free(ts);
-				ts = NULL;
-				n = 0;
-			}
-		}
-		json_decref(doc);
-		if (e == -ENOMEM)
-			return e;
-		if (e)
-			e = -EBADMSG;
-	}
+	e = read_policy(a, &ts, &n, &version, err, sizeof(err));
 	if (e == -EBADMSG) {
 		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
 			  AGENT_POLICY_FILE, err);

@@ -311,13 +311,10 @@ int state_append_text(const char *dir, const char *name, const char *text,
 	return err;
 }
 
-int state_load(const char *dir, const char *name, json_t **doc, char *err,
-	       size_t errlen)
+int state_read(const char *dir, const char *name, char **text, size_t *len,
+	       char *err, size_t errlen)
 {
-	char path[PATH_MAX], *buf = NULL;
-	json_error_t jerr;
-	size_t len = 0;
-	json_t *j;
+	char path[PATH_MAX];
 	int fd, e;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) {
@@ -330,16 +327,22 @@ int state_load(const char *dir, const char *name, json_t **doc, char *err,
 		snprintf(err, errlen, "%s", strerror(-e));
 		return e;
 	}
+	e = read_all(fd, text, len);
+	close(fd);
+	if (e)
+		snprintf(err, errlen, "%s", strerror(-e));
+	return e;
+}
+
+int state_parse(const char *text, size_t len, json_t **doc, char *err,
+		size_t errlen)
+{
+	json_error_t jerr;
+	json_t *j;
+
 	/* Strict: a second document or trailing garbage means the file is
 	 * not what we wrote. */
-	e = read_all(fd, &buf, &len);
-	close(fd);
-	if (e) {
-		snprintf(err, errlen, "%s", strerror(-e));
-		return e;
-	}
-	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	free(buf);
+	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j) {
 		snprintf(err, errlen, "line %d, column %d: %s", jerr.line,
 			 jerr.column, jerr.text);
@@ -347,6 +350,21 @@ int state_load(const char *dir, const char *name, json_t **doc, char *err,
 	}
 	*doc = j;
 	return 0;
+}
+
+int state_load(const char *dir, const char *name, json_t **doc, char *err,
+	       size_t errlen)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int e;
+
+	e = state_read(dir, name, &buf, &len, err, errlen);
+	if (e)
+		return e;
+	e = state_parse(buf, len, doc, err, errlen);
+	free(buf);
+	return e;
 }
 
 int state_quarantine(const char *dir, const char *name, char *newpath,

@@ -64,6 +64,14 @@ int state_read_text(const char *dir, const char *name, char **text,
 int state_load(const char *dir, const char *name, json_t **doc, char *err,
 	       size_t errlen);
 
+/* state_load's two halves: the bytes of dir/name into *text (malloc'd,
+ * *len bytes; errors as state_load's), and text parsed as strictly as
+ * state_load parses (-EBADMSG with where and what in err). */
+int state_read(const char *dir, const char *name, char **text, size_t *len,
+	       char *err, size_t errlen);
+int state_parse(const char *text, size_t len, json_t **doc, char *err,
+		size_t errlen);
+
 /* Moves dir/name aside to dir/name.bad.<unix time> so that the next
  * state_save does not destroy the evidence.  The new path goes to newpath
  * (if not NULL).  0 or -errno. */
