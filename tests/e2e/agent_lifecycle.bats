@@ -210,3 +210,46 @@ restart_under_load() {
 	expect_eq "jr's prefixes after a third restart" "$(rl --json tenant get jr | jq -c .match)" '["203.0.113.0/24"]'
 	expect_eq "tenants after a third restart" "$(rl --json tenant list | jq -c '[.[].name]')" '["jr"]'
 }
+
+@test "a restart reads every field of every tenant back as it was: policy.json as the agent writes it (a tenant a line), the same hand-edited into another layout, and the journal on top; a damaged tenant line quarantines the file instead of dropping the tenant" {
+	local set=$BATS_TEST_TMPDIR/set.json p=$STATE_DIR/policy.json before
+
+	jq -n --arg c1 "$(prefixes c1)" '{tenants: [
+		{name: "plain", rate: "100/s", match: ($c1 | split(","))},
+		{name: "every.field", rate: "1000/s", burst: 200, match: ["198.51.100.0/25",
+		 "2001:db8:5::/48"], ports: [80, 443], action: "rst", shadow: true,
+		 overshoot: 300, fail: "deny", max_conns: 50, per_source: "5/s",
+		 per_source_burst: 7, source_mask: "/24,/48", verify: "syncookie", shards: 2},
+		{name: "out_bound", rate: "30/m", match: ["203.0.113.0/24"], direction: "out",
+		 fail: "allow"},
+		{name: "hourly", rate: "3600/h", burst: 5, match: ["192.0.2.128/26"],
+		 ports: [22], fail: "static"}]}' >"$set"
+	agent_start
+	rl apply "$set" >/dev/null
+	rl tenant set later --rate 7/s --match 198.51.100.128/25 --action rst
+	rl tenant set hourly --rate 120/m --burst 6 --match 192.0.2.128/26 --ports 22,2222
+	expect_eq "the state file's head line" "$(head -n 1 "$p" | grep -c '"tenants":\[$')" 1
+	before=$(tenants_json)
+	expect_eq "tenants" "$(jq length <<<"$before")" 5
+
+	agent_stop KILL
+	agent_start
+	expect_eq "tenants after a restart" "$(tenants_json)" "$before"
+
+	# the same document laid out otherwise: read whole, the same tenants
+	agent_stop TERM
+	jq . "$p" >"$p.new" && mv "$p.new" "$p" && chmod 640 "$p"
+	agent_start
+	expect_eq "tenants from a pretty-printed policy.json" "$(tenants_json)" "$before"
+
+	# one tenant line damaged in the agent's own layout
+	rl apply "$set" >/dev/null
+	agent_stop TERM
+	sed -i 's/"rate":"30\/m"/"rate":"0\/m"/' "$p"
+	grep -q '"rate":"0/m"' "$p" || { echo "no tenant line to damage in $p" >&2; return 1; }
+	agent_start
+	grep -q "couldn't read policy.*tenant 2" "$AGENT_LOG" ||
+		{ echo "the damaged line was not reported:" >&2; tail -n 5 "$AGENT_LOG" >&2; return 1; }
+	expect_eq "quarantined files" "$(find "$STATE_DIR" -name 'policy.json.bad.*' | wc -l)" 1
+	expect_eq "tenants from a damaged policy.json" "$(rl --json tenant list | jq length)" 0
+}
