@@ -48,7 +48,10 @@ int world_init(struct world *w, struct bpf_object *obj)
 	    w->flow_cache_fd < 0 || cls_fd < 0 || cls_state_fd < 0 ||
 	    cls_sync_fd < 0)
 		return -ENOENT;
-	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd, cls_sync_fd, 0);
+	/* both halves, as the loader sized them */
+	err = rl_cls_map_open(&w->cls, cls_fd, cls_state_fd, cls_sync_fd,
+			      bpf_map__max_entries(
+				      bpf_object__find_map_by_name(obj, "cls")) / 2);
 	if (err) {
 		fprintf(stderr, "couldn't mmap map 'cls': %s\n", strerror(-err));
 		return err;
@@ -69,6 +72,28 @@ int world_init(struct world *w, struct bpf_object *obj)
 	}
 	w->tenants = p;
 	return 0;
+}
+
+int world_size(struct bpf_object *obj, __u32 tenants, __u32 cls_half)
+{
+	/* the maps rlagent's --max-tenants sizes (kern_tenant_sized) */
+	static const char *const per_tenant[] = {
+		"tenants", "tenant_stats", "conn_stats", "src_conf", "src_stats",
+	};
+	struct bpf_map *m;
+	size_t i;
+	int err;
+
+	for (i = 0; i < sizeof(per_tenant) / sizeof(per_tenant[0]); i++) {
+		m = bpf_object__find_map_by_name(obj, per_tenant[i]);
+		if (!m)
+			return -ENOENT;
+		err = bpf_map__set_max_entries(m, tenants);
+		if (err)
+			return err;
+	}
+	m = bpf_object__find_map_by_name(obj, "cls");
+	return m ? bpf_map__set_max_entries(m, 2 * cls_half) : -ENOENT;
 }
 
 void world_fini(struct world *w)
@@ -119,7 +144,8 @@ int rules_publish(struct world *w)
 	char err[256];
 	int ret;
 
-	ret = rl_cls_compile(w->rules, w->n_rules, 0, &img, err, sizeof(err));
+	ret = rl_cls_compile(w->rules, w->n_rules, w->cls.half, &img, err,
+			     sizeof(err));
 	if (ret) {
 		fprintf(stderr, "couldn't compile the rules: %s\n", err);
 		return ret;

@@ -32,6 +32,12 @@ struct world {
 int world_init(struct world *w, struct bpf_object *obj);
 void world_fini(struct world *w);
 
+/* Sizes an opened, not yet loaded object's maps as rlagent's --max-tenants
+ * and --rule-memory do: `tenants` slots, and a classifier of `cls_half`
+ * tables per half (the caller gives the program's cls_half the same).
+ * 0 or -errno. */
+int world_size(struct bpf_object *obj, __u32 tenants, __u32 cls_half);
+
 /* CLOCK_MONOTONIC in ns: the clock bpf_ktime_get_ns() reads. */
 __u64 now_ns(void);
 /* CLOCK_MONOTONIC_COARSE in ns: the clock bpf_ktime_get_coarse_ns() reads,

@@ -26,6 +26,7 @@ static void (*const suites[])(void) = {
 	conn_tests,
 	verify_tests,
 	per_source_tests,
+	million_tests,
 	fuzz_tests,
 };
 
