@@ -115,6 +115,27 @@ printf '%-28s %10s %7sx\n' xdp_syn_admit_per_source_ns \
 	"${val[xdp_syn_admit_per_source_ns_admit_ratio]:-?}"
 echo
 
+# An admitted SYN with a million prefixes over 100,000 tenants loaded
+# (bench_million.c): from sources spread over the whole policy, from one
+# source, and the classification alone from the spread sources, each
+# against the floor and the plain admit path in the same rounds.
+printf '%-36s %10s %8s %8s\n' figure ns ratio /admit
+for name in xdp_syn_admit_1m_prefixes_ns xdp_syn_admit_1m_one_source_ns \
+	xdp_classify_1m_prefixes_ns xdp_syn_admit_1m_prefixes_v6_ns \
+	xdp_syn_admit_1m_one_source_v6_ns xdp_classify_1m_prefixes_v6_ns; do
+	if [[ -z ${val[$name]:-} ]]; then
+		echo "Error: the benchmark printed no $name" >&2
+		exit 1
+	fi
+	printf '%-36s %10s %7sx %7sx\n' "$name" "${val[$name]}" \
+		"${val[${name}_ratio]:-?}" "${val[${name}_admit_ratio]:-?}"
+done
+printf '%-36s %10s\n' "rule tables (1 KiB each, per half)" \
+	"${val[cls_1m_prefixes_tables]:-?}"
+printf '%-36s %10s\n' "compile of the million (ms)" \
+	"${val[cls_1m_prefixes_compile_ms]:-?}"
+echo
+
 # The control plane: a change of one tenant among 4,096 of 64 prefixes,
 # against listing the same set (see tools/bench-ctl.sh).
 out=$("$(dirname "$0")/bench-ctl.sh" "$build") || exit 1

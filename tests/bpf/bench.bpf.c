@@ -94,3 +94,103 @@ int xdp_ref_irreducible(struct xdp_md *ctx)
 		flow_remember(slot, &si.flow, now);
 	return XDP_PASS;
 }
+
+/*
+ * Sources for xdp_bench_spread: bench_srcs_per_family IPv4 addresses (in
+ * the first 4 bytes of an entry), then as many IPv6 ones, in the order a
+ * run takes them.  The loader sizes the map and sets the count (a power of
+ * two) and writes it through mmap; the other figures never read it.
+ */
+const volatile __u32 bench_srcs_per_family = 1;
+
+struct bench_src {
+	__u8 a[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct bench_src);
+} bench_srcs SEC(".maps");
+
+__u32 bench_src_next;
+
+/* Gives the frame the next source of its family (the first one over and
+ * over with mask 0) and a new ISN, as xdp_bench_admit does.  Expects an
+ * untagged IPv4 frame without options, or an IPv6 one without extension
+ * headers.  0, or -1 when the frame is not one of those. */
+static __always_inline int bench_next_source(struct xdp_md *ctx, __u32 mask)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct bench_src *s;
+	struct tcphdr *tcp;
+	__u32 k = bench_src_next++ & mask;
+
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		tcp = (void *)(ip + 1);
+		if ((void *)(tcp + 1) > data_end)
+			return -1;
+		s = bpf_map_lookup_elem(&bench_srcs, &k);
+		if (!s)
+			return -1;
+		__builtin_memcpy(&ip->saddr, s->a, 4);
+	} else {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		tcp = (void *)(ip6 + 1);
+		if ((void *)(tcp + 1) > data_end)
+			return -1;
+		k += bench_srcs_per_family;
+		s = bpf_map_lookup_elem(&bench_srcs, &k);
+		if (!s)
+			return -1;
+		__builtin_memcpy(&ip6->saddr, s->a, 16);
+	}
+	tcp->seq = bpf_htonl(++bench_isn);
+	return 0;
+}
+
+/* A SYN from each source of the table in turn: the tenants and tables of
+ * a large policy, far apart in memory. */
+SEC("xdp")
+int xdp_bench_spread(struct xdp_md *ctx)
+{
+	if (bench_next_source(ctx, bench_srcs_per_family - 1))
+		return XDP_ABORTED;
+	return xdp_decide(ctx);
+}
+
+/* The same work from one source: the same large policy, one hot path. */
+SEC("xdp")
+int xdp_bench_one_source(struct xdp_md *ctx)
+{
+	if (bench_next_source(ctx, 0))
+		return XDP_ABORTED;
+	return xdp_decide(ctx);
+}
+
+/* The classifier's share of xdp_bench_spread: the same sources, parsed and
+ * classified, nothing charged or remembered.  XDP_PASS when the source has
+ * a tenant. */
+SEC("xdp")
+int xdp_bench_classify_spread(struct xdp_md *ctx)
+{
+	void *data, *data_end;
+	struct syn_info si;
+
+	if (bench_next_source(ctx, bench_srcs_per_family - 1))
+		return XDP_ABORTED;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (parse_packet(data, data_end, &si) != P_SYN)
+		return XDP_ABORTED;
+	return classify(&si) >= 0 ? XDP_PASS : XDP_DROP;
+}

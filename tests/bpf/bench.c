@@ -143,8 +143,8 @@ static int prepare(struct figure *f)
 	if (err)
 		return err;
 	f->repeat = BENCH_RUN_NS / (ns ? ns : 1);
-	if (f->repeat < BENCH_REPEAT)
-		f->repeat = BENCH_REPEAT;
+	if (f->repeat < (f->min_repeat ? f->min_repeat : BENCH_REPEAT))
+		f->repeat = f->min_repeat ? f->min_repeat : BENCH_REPEAT;
 	if (f->repeat > 20 * BENCH_REPEAT)
 		f->repeat = 20 * BENCH_REPEAT;
 	return 0;
@@ -350,6 +350,10 @@ int bench_main(int argc, char **argv)
 	err = verify_bench(bpf_program__fd(pass->progs.xdp_pass));
 	if (!err)
 		err = per_source_bench(bpf_program__fd(pass->progs.xdp_pass));
+	if (!err)
+		err = million_bench(bpf_program__fd(pass->progs.xdp_pass),
+				    bpf_program__fd(bb->progs.xdp_bench_admit),
+				    &syn_admit);
 
 cleanup:
 	world_fini(&wb);

@@ -20,6 +20,10 @@ struct figure {
 	__u8 in[PKT_MAX];
 	int len;
 	__u64 repeat;
+	/* Repetitions a run takes at least (0: BENCH_REPEAT); a run lasts
+	 * about 100 ms otherwise.  Figures of hundreds of ns need fewer to
+	 * stay well above the kernel's 1 ns step. */
+	__u64 min_repeat;
 	double runs[BENCH_RUNS];
 	double ratios[BENCH_RUNS];	/* this round's figure / floor */
 	double median;
@@ -43,5 +47,12 @@ int verify_bench(int floor_fd);
  * whose source holds a bucket, its ratio to the floor and to the plain
  * admit path measured in the same rounds. */
 int per_source_bench(int floor_fd);
+
+/* The figures with a million prefixes over 100,000 tenants loaded
+ * (bench_million.c): admitted SYNs from sources spread over the whole
+ * policy and from one, and the classification alone, each against the
+ * floor and against the plain admit path (admit_fd sending admit_pkt)
+ * measured in the same rounds.  0 or -1 (said). */
+int million_bench(int floor_fd, int admit_fd, const struct pkt *admit_pkt);
 
 #endif /* RL_TEST_BENCH_H */
