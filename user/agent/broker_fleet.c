@@ -362,14 +362,20 @@ void broker_policy_changed(struct broker *b, const struct broker_tenant *old,
  *
  * A batch is read POLICY_GET_KEYS tenants to a policy_get call (on a Redis
  * Cluster, tenants of one slot to a call), at most POLICY_GET_WINDOW calls
- * in flight: a sync of 100,000 tenants is 200 calls of a millisecond or so
- * of Redis's time each, between which the other agents' calls are served,
- * and never a queue that would trip this agent's call timeout.
+ * in flight: a sync of 100,000 tenants is 200 calls of about 2 ms of
+ * Redis's time each, between which the other agents' calls are served
+ * (Redis takes a client's pipeline 16 KiB, about one such call, at a
+ * time), and never a queue that would trip this agent's call timeout.
+ * While Redis is busy with the other agents (their refunds when this one
+ * joins and so shrinks their lease caps) every round trip waits behind
+ * their calls: the names come in SSCAN pages of 2,500 (about as much of
+ * Redis's time as a policy_get call; 5,000 cost five times that) and 16
+ * calls wait together, 40 + 13 waits for 100,000 tenants.
  */
 #define POLICY_BATCH_MS		20
 #define POLICY_GET_KEYS		500
-#define POLICY_GET_WINDOW	4
-#define POLICY_SCAN_COUNT	"1000"	/* rl:tenants names per SSCAN page */
+#define POLICY_GET_WINDOW	16
+#define POLICY_SCAN_COUNT	"2500"	/* rl:tenants names per SSCAN page */
 
 struct read_batch {
 	size_t n;
@@ -814,7 +820,7 @@ static void scan_page(struct broker *b, const char *cursor)
  * After (re)connecting: read every tenant the fleet has - the index
  * rl:tenants a page at a time (SSCAN), then the policies in batches - and
  * apply them as one change; then offer the store what it lacks of this
- * host's tenants (reseed()).  A store of N tenants costs N/1000 SSCAN
+ * host's tenants (reseed()).  A store of N tenants costs N/2500 SSCAN
  * pages and N/500 policy_get calls (docs/redis.md).
  */
 void broker_policy_sync(struct broker *b)
