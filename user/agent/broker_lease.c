@@ -731,7 +731,13 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 			s->debt = credit;
 			host_tokens_add(b, idx, credit, 0);
 		}
-		debt_baseline(b, s);
+		/* Counted from here only while degraded: a spell that starts
+		 * later counts from its start (broker_debt_begin(), and on a
+		 * Cluster each shard's: broker_shards_update()).  Read for
+		 * each of 100,000 new tenants, the counters would cost a
+		 * syscall apiece. */
+		if (b->circ.open)
+			debt_baseline(b, s);
 	}
 	if (s->rate.count != p->rate.count || s->rate.period_s != p->rate.period_s ||
 	    s->burst != p->burst || s->budget != policy_overshoot_budget(p)) {

@@ -406,6 +406,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 		log_error("couldn't count CPUs on 'sysfs': %s", strerror(-err));
 		goto cleanup;
 	}
+	k->pristine_from = k->maps_adopted ? k->max_tenants : 0;
 	log_info("loaded %s (pin dir %s, %s maps)", prog_name(k), k->pin_dir,
 		 k->maps_adopted ? "adopted pinned" : "new");
 	free(vlog);

@@ -55,6 +55,9 @@ struct kern {
 	 * before then already share their caps with the pool */
 	unsigned int ifaces_planned;
 	bool maps_adopted;	/* pinned maps existed and were reused */
+	/* slots from here on were never configured since this agent made
+	 * the maps: their counters are still the new maps' zeros */
+	uint32_t pristine_from;
 	bool leased;		/* fleet mode: tenants spend leased tokens only */
 	struct rl_agent_state *agent;	/* the mmap'ed `agent_state` map */
 	size_t agent_len;

@@ -77,11 +77,15 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 
 	if (fresh) {
 		size_t sz = (size_t)k->ncpus * sizeof(struct rl_stats);
-		void *zero = calloc(1, sz);
+		/* A slot never configured in these maps has nothing to reset:
+		 * three syscalls fewer per tenant when 100,000 arrive at once. */
+		void *zero = slot < k->pristine_from ? calloc(1, sz) : NULL;
 
 		/* Out of service while the counters are reset (and the bucket,
 		 * by rl_slot_configure): no SYN counts for a half-reset slot. */
 		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
+		if (slot >= k->pristine_from)
+			k->pristine_from = slot + 1;
 		if (zero) {
 			if (bpf_map_update_elem(bpf_map__fd(k->skel->maps.tenant_stats),
 						&slot, zero, BPF_ANY) < 0)
