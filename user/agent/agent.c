@@ -51,6 +51,7 @@ json_t *agent_tenant_json(const struct agent_tenant *t)
 
 void agent_free(struct agent *a)
 {
+	agent_policy_read_drop(a);
 	if (a->texts)
 		for (size_t i = 0; i < a->kern.max_tenants; i++)
 			free(a->texts[i].text);

@@ -31,6 +31,7 @@ struct ctl;
 struct metrics;
 struct broker;
 struct agent_index;
+struct agent_policy_read;
 
 struct agent_opts {
 	const char *ifaces[KERN_MAX_IFACES];
@@ -141,6 +142,9 @@ struct agent {
 	/* The host-wide instance limit (AGENT_INSTANCE_FILE), when on. */
 	bool instance_on;
 	struct rl_instance_limit instance;
+	/* The state file being read while the kernel program loads
+	 * (agent_policy_read), until agent_policy_start takes it. */
+	struct agent_policy_read *policy_read;
 };
 
 /* One tenant's line of the state file, and what it was made from: a hash
@@ -157,9 +161,17 @@ void agent_free(struct agent *a);
 
 const char *agent_code_name(enum agent_code c);
 
-/* Reads the state file and makes the kernel match it (rules not in the
- * policy are removed).  A damaged file is quarantined and the kernel is
- * left as it is.  0 or -errno for failures that should stop the agent. */
+/* Starts reading the state file of a->opts on a thread of its own, for
+ * max_tenants slots, so that a start parses 100,000 tenants while the
+ * kernel verifies the program instead of after it.  Nothing else runs on
+ * that thread, and agent_policy_start (or agent_free) waits for it.  When
+ * the thread cannot start, agent_policy_start reads the file itself. */
+void agent_policy_read(struct agent *a, uint32_t max_tenants);
+
+/* Reads the state file (or takes what agent_policy_read read) and makes
+ * the kernel match it (rules not in the policy are removed).  A damaged
+ * file is quarantined and the kernel is left as it is.  0 or -errno for
+ * failures that should stop the agent. */
 int agent_policy_start(struct agent *a);
 
 /* The instance limit (agent_instance.c): read from its state file at start

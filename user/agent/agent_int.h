@@ -57,6 +57,10 @@ int agent_index_tenants(const struct agent_tenant *ts, size_t n,
 /* The position of name, or SIZE_MAX. */
 size_t agent_index_find(const struct name_index *ix, const char *name);
 
+/* agent_state.c: waits for the reading agent_policy_read started, if any,
+ * and drops what it read (a start that failed before taking it). */
+void agent_policy_read_drop(struct agent *a);
+
 /* agent_index.c: the indexes of a->tenants.  agent_index_build makes them
  * for the whole set (a->ix NULL on failure); put adds tenant i (its name,
  * claims and slot; -ENOMEM), drop removes it, moved says the tenant now at

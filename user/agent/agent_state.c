@@ -6,6 +6,7 @@
  * A damaged file is quarantined and the kernel left as it is.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -548,46 +549,122 @@ static int parse_tombs(json_t *doc, struct agent_tomb **out, size_t *n_out,
 	return 0;
 }
 
-/* The state file into the tenants *ts[0..*n), its version and a->tombs:
+/* One reading of the state file: in its own dir for max slots, what it
+ * holds, or why not. */
+struct agent_policy_read {
+	const char *dir;
+	uint32_t max;
+	pthread_t thread;
+	int secure;		/* state_secure_dir's result */
+	int e;			/* read_policy's */
+	char err[POLICY_ERR_MAX + STATE_ERR_MAX];
+	struct agent_tenant *ts;
+	size_t n;
+	uint64_t version;
+	struct agent_tomb *tombs;
+	size_t n_tombs;
+};
+
+/* The state file into r->ts[0..r->n), its version and its tombstones:
  * line by line when it is laid out as written (parse_lines), else as one
- * document.  0, -ENOENT (no file), -EBADMSG (damaged: err says how),
- * -ENOMEM, or another -errno (unreadable: err says why). */
-static int read_policy(struct agent *a, struct agent_tenant **ts, size_t *n,
-		       uint64_t *version, char *err, size_t errlen)
+ * document.  r->e is 0, -ENOENT (no file), -EBADMSG (damaged: r->err says
+ * how), -ENOMEM, or another -errno (unreadable: r->err says why). */
+static void read_policy(struct agent_policy_read *r)
 {
 	json_t *doc = NULL;
 	char *text = NULL;
 	size_t len = 0;
 	int e;
 
-	e = state_read(a->opts.state_dir, AGENT_POLICY_FILE, &text, &len, err,
-		       errlen);
-	if (e)
-		return e;
-	if (parse_lines(text, len, a->kern.max_tenants, ts, n, version, &doc)) {
-		e = state_parse(text, len, &doc, err, errlen);
+	e = state_read(r->dir, AGENT_POLICY_FILE, &text, &len, r->err,
+		       sizeof(r->err));
+	if (e) {
+		r->e = e;
+		return;
+	}
+	if (parse_lines(text, len, r->max, &r->ts, &r->n, &r->version, &doc)) {
+		e = state_parse(text, len, &doc, r->err, sizeof(r->err));
 		if (!e)
-			e = parse_doc(doc, a->kern.max_tenants, ts, n, version,
-				      err);
+			e = parse_doc(doc, r->max, &r->ts, &r->n, &r->version,
+				      r->err);
 	}
 	free(text);
 	if (!e) {
-		e = parse_tombs(doc, &a->tombs, &a->n_tombs, err);
+		e = parse_tombs(doc, &r->tombs, &r->n_tombs, r->err);
 		if (e) {
-			free(*ts);
-			*ts = NULL;
-			*n = 0;
+			free(r->ts);
+			r->ts = NULL;
+			r->n = 0;
 		}
 	}
 	json_decref(doc);
 	if (e == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
-	return e && e != -ENOMEM ? -EBADMSG : e;
+		snprintf(r->err, sizeof(r->err), "out of memory");
+	r->e = e && e != -ENOMEM ? -EBADMSG : e;
+}
+
+/* The state dir made safe (or found unsafe), then the file read. */
+static void read_run(struct agent_policy_read *r)
+{
+	r->secure = state_secure_dir(r->dir, 0700, (gid_t)-1, r->err,
+				     sizeof(r->err));
+	if (!r->secure)
+		read_policy(r);
+}
+
+static void *read_thread(void *arg)
+{
+	read_run(arg);
+	return NULL;
+}
+
+void agent_policy_read(struct agent *a, uint32_t max_tenants)
+{
+	struct agent_policy_read *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return;
+	r->dir = a->opts.state_dir;
+	r->max = max_tenants;
+	/* the set a start reads is its own until taken; the thread shares
+	 * nothing else with the loading of the kernel's program */
+	if (pthread_create(&r->thread, NULL, read_thread, r)) {
+		free(r);
+		return;
+	}
+	a->policy_read = r;
+}
+
+/* The reading agent_policy_read started, once it is done; NULL if none. */
+static struct agent_policy_read *read_wait(struct agent *a)
+{
+	struct agent_policy_read *r = a->policy_read;
+
+	if (r) {
+		pthread_join(r->thread, NULL);
+		a->policy_read = NULL;
+	}
+	return r;
+}
+
+static void read_free(struct agent_policy_read *r)
+{
+	if (!r)
+		return;
+	free(r->ts);
+	free(r->tombs);
+	free(r);
+}
+
+void agent_policy_read_drop(struct agent *a)
+{
+	read_free(read_wait(a));
 }
 
 int agent_policy_start(struct agent *a)
 {
-	char err[POLICY_ERR_MAX + STATE_ERR_MAX], bad[4200];
+	char bad[4200];
+	struct agent_policy_read *r = read_wait(a);
 	struct agent_tenant *ts = NULL;
 	struct slot_map used;
 	uint64_t version = 0;
@@ -595,15 +672,37 @@ int agent_policy_start(struct agent *a)
 	size_t n = 0;
 	int e;
 
-	e = state_secure_dir(a->opts.state_dir, 0700, (gid_t)-1, err, sizeof(err));
-	if (e) {
-		log_error("%s", err);
+	/* read for another size of the kernel's tables: read again */
+	if (r && r->max != a->kern.max_tenants) {
+		read_free(r);
+		r = NULL;
+	}
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		r->dir = a->opts.state_dir;
+		r->max = a->kern.max_tenants;
+		read_run(r);
+	}
+	if (r->secure) {
+		log_error("%s", r->err);
+		e = r->secure;
+		read_free(r);
 		return e;
 	}
-	e = read_policy(a, &ts, &n, &version, err, sizeof(err));
+	e = r->e;
+	ts = r->ts;
+	n = r->n;
+	version = r->version;
+	a->tombs = r->tombs;
+	a->n_tombs = r->n_tombs;
+	r->ts = NULL;
+	r->tombs = NULL;
 	if (e == -EBADMSG) {
 		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
-			  AGENT_POLICY_FILE, err);
+			  AGENT_POLICY_FILE, r->err);
+		read_free(r);
 		if (state_quarantine(a->opts.state_dir, AGENT_POLICY_FILE, bad,
 				     sizeof(bad)) == 0)
 			log_error("moved the damaged policy to '%s'; starting with "
@@ -612,11 +711,12 @@ int agent_policy_start(struct agent *a)
 		a->policy_damaged = true;
 		return 0;
 	}
-	if (e && e != -ENOENT) {
+	if (e && e != -ENOENT)
 		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
-			  AGENT_POLICY_FILE, err);
+			  AGENT_POLICY_FILE, r->err);
+	read_free(r);
+	if (e && e != -ENOENT)
 		return e;
-	}
 
 	a->tenants = ts;
 	a->n_tenants = a->cap_tenants = n;

@@ -458,6 +458,10 @@ int main(int argc, char **argv)
 	if (loop_new(0, &a.loop))
 		goto cleanup;
 
+	/* The state file is read and checked while the kernel verifies the
+	 * program: at 100,000 tenants each takes a good part of a start. */
+	agent_policy_read(&a, a.opts.max_tenants ? a.opts.max_tenants :
+			  RL_MAX_TENANTS);
 	if (kern_open(&a.kern, a.opts.pin_dir, a.opts.mode == KERN_MODE_TC,
 		      a.opts.rule_memory_mib, a.opts.max_tenants,
 		      a.opts.src_table))
