@@ -16,6 +16,9 @@
 #                          other prefixes (median)
 #   agent_restart_100k_ms  SIGKILL, then a new agent on the pins until its
 #                          control socket answers with every tenant
+#   agent_restart_100k_cpu_ms  the CPU time (user and system) the new agent
+#                          spent until then (/proc/PID/stat): the same work
+#                          whatever else the machine runs
 #   bytes_per_tenant_kernel  the pinned maps' keys and values (per-CPU
 #                            ones per CPU) / tenants, as rlctl status says
 #   bytes_per_tenant_agent   the agent's resident memory / tenants (rlctl
@@ -114,6 +117,8 @@ t0=$(date +%s%N)
 start_agent
 wait_agent "$agent" "$work/rlagent.log"
 t1=$(date +%s%N)
+restart_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' \
+	"/proc/$agent/stat")
 [[ $(count) == "$tenants" ]] || die "the restarted agent does not hold $tenants tenants"
 
 echo "scale_tenants $tenants tenants"
@@ -123,6 +128,7 @@ echo "ctl_tenant_del_ms $(median "${del[@]}") ms"
 echo "ctl_tenant_add_ms $(median "${add[@]}") ms"
 echo "ctl_tenant_prefix_ms $(median "${pfx[@]}") ms"
 echo "agent_restart_100k_ms $(((t1 - t0) / 1000000)) ms"
+echo "agent_restart_100k_cpu_ms $restart_cpu ms"
 echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
 echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "agent_idle_cpu_100k_pct $idle %"
