@@ -89,6 +89,7 @@ static void test_table(void)
 		{ "{\"a\":[1", false },
 		{ "{a:1}", false },
 	};
+	json_t *cut;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *s = cases[i].text;
@@ -100,8 +101,9 @@ static void test_table(void)
 			     "left to jansson, expected to be read");
 	}
 	/* the length given is the end, whatever follows */
-	CHECK(jsonflat_load("{\"a\":1},", 7) != NULL, "a line cut before its "
-	      "comma is not read");
+	cut = jsonflat_load("{\"a\":1},", 7);
+	CHECK(cut != NULL, "a line cut before its comma is not read");
+	json_decref(cut);
 }
 
 /* Reproducible: the same mutations every run. */
