@@ -762,19 +762,21 @@ static __always_inline bool take_failed(struct rl_tenant *t, struct rl_stats *st
 	}
 }
 
-/* Leased bucket: user space adds whole tokens, the kernel spends them.
- * fetch-and-add never loses or mints a token: a failed take is put back.
- * While it is out, a concurrent SYN may see one token fewer than there is and
- * be refused; it is never admitted without one. */
+/* Leased bucket: user space adds whole tokens, the kernel spends them,
+ * down to -overdraft (0: to the last token).  fetch-and-add never loses or
+ * mints a token: a failed take is put back.  While it is out, a concurrent
+ * SYN may see one token fewer than there is and be refused; it is never
+ * admitted beyond the floor. */
 static __always_inline bool take_leased(struct rl_tenant *t, __u32 id,
-					struct rl_stats *st, __u64 now)
+					struct rl_stats *st, __u64 now,
+					__s64 overdraft)
 {
 	__s64 old = __sync_fetch_and_add(&t->tokens, -1);
 	__s64 left = old - 1;
 
-	if (old <= 0) {
+	if (old <= -overdraft) {
 		__sync_fetch_and_add(&t->tokens, 1);
-		left = 0;
+		left = old;
 	}
 	/* Once per refill cycle: user space re-arms after adding tokens. */
 	if (left <= t->lowwater && READ_ONCE(t->lowwater_armed) &&
@@ -794,7 +796,7 @@ static __always_inline bool take_leased(struct rl_tenant *t, __u32 id,
 			WRITE_ONCE(t->lowwater_armed, 1);
 		}
 	}
-	return old > 0;
+	return old > -overdraft;
 }
 
 /* The retransmission check: struct rl_flow is six 64-bit words. */
@@ -1597,11 +1599,20 @@ __noinline int judge_open(struct syn_info *si)
 		ok = take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now);
 	} else {
 		/* Leased tokens first, even while degraded: a Redis blip
-		 * shorter than a lease changes nothing. */
-		ok = take_leased(t, key, st, now);
+		 * shorter than a lease changes nothing.  Past the last one,
+		 * the fail policy while degraded, else the overdraft, which
+		 * the next lease pays back. */
+		__s64 od;
+
+		ok = take_leased(t, key, st, now, 0);
 		if (!ok && ((READ_ONCE(t->flags) & RL_F_DEGRADED) ||
-			    fleet_degraded(now)))
+			    fleet_degraded(now))) {
 			ok = take_failed(t, st, now);
+		} else if (!ok && (od = READ_ONCE(t->overdraft)) > 0) {
+			ok = take_leased(t, key, st, now, od);
+			if (ok)
+				count(RL_CNT_OVERDRAWN);
+		}
 	}
 
 	if (!ok && (t->flags & RL_F_SHADOW)) {

@@ -44,7 +44,11 @@
  *      `sources`, `src_conf`, `src_stats`, `src_ctl` and `src_top` are new
  *      (created empty on adoption, nothing to bring forward),
  *      RL_F_PERSOURCE is clear in every slot pinned before them, and
- *      counters RL_CNT_SRC_* take slots that were zero
+ *      counters RL_CNT_SRC_* take slots that were zero.  So did
+ *      rl_tenant.overdraft, in state padding that was zero (no
+ *      overdraft: a slot pinned before it refuses at its last token, as
+ *      it did, until an agent of this build sets it), and counter
+ *      RL_CNT_OVERDRAWN in a slot that was zero
  */
 #define RL_ABI_VERSION		4
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
@@ -173,7 +177,15 @@ struct rl_tenant {
 	 * the host's share of the cap (cap / live agents, at least 1).  Fail
 	 * allow sets no cap, fail deny admits no new connection. */
 	__s64 conn_fail_slots;
-	__u64 _state_pad;
+	/* leased, while the fleet is not degraded: how far below zero
+	 * `tokens` may go.  A SYN that finds no leased token is admitted on
+	 * this overdraft instead of refused, so that a host whose traffic
+	 * jumps, or whose agent is late, does not refuse while the next
+	 * lease is on its way; the next lease pays it back first (user
+	 * space adds to the negative count).  Written by user space: a
+	 * quarter of the host's lease cap, which what it holds leaves room
+	 * for.  0: none. */
+	__s64 overdraft;
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct rl_tenant) == 128 &&
@@ -192,7 +204,8 @@ _Static_assert(sizeof(struct rl_tenant) == 128 &&
 	       __builtin_offsetof(struct rl_tenant, fail_tat) == 88 &&
 	       __builtin_offsetof(struct rl_tenant, conns) == 96 &&
 	       __builtin_offsetof(struct rl_tenant, conn_slots) == 104 &&
-	       __builtin_offsetof(struct rl_tenant, conn_fail_slots) == 112,
+	       __builtin_offsetof(struct rl_tenant, conn_fail_slots) == 112 &&
+	       __builtin_offsetof(struct rl_tenant, overdraft) == 120,
 	       "rl_tenant: one cache line of configuration, one of state");
 
 /* The agent's side of fleet mode, for the kernel (ARRAY `agent_state`, one
@@ -469,6 +482,8 @@ enum rl_counter {
 	RL_CNT_SRC_OVERFLOW,	/* SYNs of a new source while `sources` was
 				 * full: judged by the tenant's overflow
 				 * bucket */
+	RL_CNT_OVERDRAWN,	/* SYNs of leased tenants admitted on the
+				 * overdraft (rl_tenant.overdraft) */
 	RL_CNT_MAX,
 };
 

@@ -116,6 +116,33 @@ static int scen_fail_tokens_first(const void *arg)
 	return 0;
 }
 
+/* Degraded: the overdraft is not spent (no lease will pay it back soon),
+ * the fail policy decides past the last token; healthy again, it is. */
+static int scen_fail_no_overdraft(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+
+	(void)arg;
+	t = fail_world(&in, RL_ACT_DROP, 1, RL_FAIL_DENY, 1, SEC_NS,
+		       now_ns(), STALE_NS, 1);
+	if (!t)
+		return -1;
+	t->overdraft = 4;
+	EXPECT_ADMITS(&in, 3, 1000, 1, "admitted=1 denied=2 degraded=2",
+		      "degraded, fail deny, overdraft 4");
+	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
+	if (agent_state_set(&in.w, now_ns(), STALE_NS, 0)) {
+		inst_close(&in);
+		return -1;
+	}
+	EXPECT_ADMITS(&in, 6, 2000, 4, "admitted=5 denied=4 degraded=2",
+		      "healthy: the overdraft");
+	CHECK(t->tokens == -4, "tokens %lld, want -4", (long long)t->tokens);
+	inst_close(&in);
+	return 0;
+}
+
 /* The fleet is healthy but the tenant's own Redis shard is not
  * (RL_F_DEGRADED): its leased tokens first, then its fail policy; the flag
  * cleared, an empty bucket refuses again. */
@@ -300,6 +327,9 @@ static const struct scenario scenarios[] = {
 	{ "fail policy: degraded leased tenant spends its leased tokens first "
 	  "(fail deny, 3 tokens admit 3, none counted degraded)",
 	  scen_fail_tokens_first, NULL },
+	{ "fail policy: degraded, the overdraft is not spent (fail deny "
+	  "refuses past the last token); healthy again, it is",
+	  scen_fail_no_overdraft, NULL },
 	{ "fail policy: empty leased bucket on a healthy fleet refuses "
 	  "(fail allow not consulted, degraded 0)", run_fail_row,
 	  &not_degraded },

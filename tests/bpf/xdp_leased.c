@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Leased mode: tokens granted by user space are spent one by one and never
- * below zero, none lost or minted when two CPUs spend while a third thread
- * grants, and the low-water event fires once per arming.
+ * below zero - or below the overdraft, which the next grant pays back -,
+ * none lost or minted when two CPUs spend while a third thread grants, and
+ * the low-water event fires once per arming.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,38 @@ static int scen_leased_zero(const void *arg)
 	/* More tokens from user space are spent again. */
 	__atomic_fetch_add(&t->tokens, 2, __ATOMIC_SEQ_CST);
 	EXPECT_ADMITS(&in, 4, 2000, 2, NULL, "2 more tokens");
+	inst_close(&in);
+	return 0;
+}
+
+/* An overdraft of 2 on 3 tokens: 5 admitted, counted as overdrawn past
+ * the third, then refused at -2; a grant of 4 pays the 2 first and leaves
+ * 2 to spend, and the overdraft is there again after them. */
+static int scen_leased_overdraft(const void *arg)
+{
+	struct inst in;
+	struct rl_tenant *t;
+	__u64 cnt[RL_CNT_MAX];
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	t = &in.w.tenants[1];
+	tenant_leased(t, RL_ACT_DROP, 3, -1, false);
+	t->overdraft = 2;
+	EXPECT_ADMITS(&in, 8, 1000, 5, "admitted=5 denied=3", "3 tokens, overdraft 2");
+	CHECK(t->tokens == -2, "tokens %lld after the overdraft, want -2",
+	      (long long)t->tokens);
+	counters_sum(&in.w, cnt);
+	CHECK(cnt[RL_CNT_OVERDRAWN] == 2, "%llu SYNs counted overdrawn, want 2",
+	      (unsigned long long)cnt[RL_CNT_OVERDRAWN]);
+	__atomic_fetch_add(&t->tokens, 4, __ATOMIC_SEQ_CST);
+	EXPECT_ADMITS(&in, 6, 2000, 4, "admitted=9 denied=5",
+		      "a grant of 4 pays the 2 overdrawn: 2 tokens, then overdraft 2");
+	CHECK(t->tokens == -2, "tokens %lld, want -2", (long long)t->tokens);
+	counters_sum(&in.w, cnt);
+	CHECK(cnt[RL_CNT_OVERDRAWN] == 4, "%llu SYNs counted overdrawn, want 4",
+	      (unsigned long long)cnt[RL_CNT_OVERDRAWN]);
 	inst_close(&in);
 	return 0;
 }
@@ -85,8 +118,11 @@ static void *lease_grant(void *arg)
 	return NULL;
 }
 
+/* arg: the overdraft (a __s64), none or some: the balance never goes below
+ * it either way. */
 static int scen_leased_concurrent(const void *arg)
 {
+	__s64 od = *(const __s64 *)arg;
 	struct inst in;
 	struct rl_tenant *t;
 	struct lease_run lr[2];
@@ -96,7 +132,6 @@ static int scen_leased_concurrent(const void *arg)
 	pthread_t th[2], gt;
 	int i;
 
-	(void)arg;
 	if (libbpf_num_possible_cpus() < 2 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
 		check_skip("needs two CPUs");
 		return 0;
@@ -106,6 +141,7 @@ static int scen_leased_concurrent(const void *arg)
 		return -1;
 	t = &in.w.tenants[1];
 	tenant_leased(t, RL_ACT_DROP, 0, -1, false);
+	t->overdraft = od;
 
 	g = (struct lease_granter){ .t = t, .stop = &stop };
 	pthread_create(&gt, NULL, lease_grant, &g);
@@ -134,8 +170,8 @@ static int scen_leased_concurrent(const void *arg)
 	      (long long)(s.admitted + t->tokens),
 	      (unsigned long long)g.added,
 	      s.admitted + t->tokens > g.added ? "minted" : "lost");
-	CHECK(t->tokens >= 0, "balance went negative: %lld",
-	      (long long)t->tokens);
+	CHECK(t->tokens >= -od, "balance went below the overdraft %lld: %lld",
+	      (long long)od, (long long)t->tokens);
 	CHECK(s.admitted + s.denied == lr[0].runs + lr[1].runs,
 	      "admitted + denied = %llu, runs %llu",
 	      (unsigned long long)(s.admitted + s.denied),
@@ -228,11 +264,17 @@ static int scen_lowwater(const void *arg)
 	return 0;
 }
 
+static const __s64 no_overdraft = 0, overdraft_5 = 5;
+
 static const struct scenario scenarios[] = {
 	{ "leased tokens are spent one by one, refused at zero, never below",
 	  scen_leased_zero, NULL },
+	{ "leased tokens spent on an overdraft past the last, paid back by the next grant",
+	  scen_leased_overdraft, NULL },
 	{ "leased tokens spent from two CPUs while granted: none lost or minted",
-	  scen_leased_concurrent, NULL },
+	  scen_leased_concurrent, &no_overdraft },
+	{ "... with an overdraft of 5: none lost or minted, never below -5",
+	  scen_leased_concurrent, &overdraft_5 },
 	{ "low-water event fires once per arming, again after re-arming",
 	  scen_lowwater, NULL },
 };

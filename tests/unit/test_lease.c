@@ -29,32 +29,38 @@ static void test_limits(void)
 		uint64_t count, period, burst, overshoot;
 		enum policy_fail fail;
 		uint64_t agents, ttl_ms;
-		uint64_t cap, debt_max, bound, credit, reserve;
+		uint64_t cap, overdraft, debt_max, bound, credit, reserve;
 	} rows[] = {
-		/* budget = max(burst, half a second) = 75; cap 75/3; static
-		 * share 10 + 1 s at 50/s (+1 rounding) + 1 */
+		/* budget = max(burst, half a second) = 75; cap 75/3, a quarter
+		 * of it overdraft; static share 10 + 1 s at 50/s (+1 rounding)
+		 * + 1 */
 		{ "150/s burst 30, 3 agents", 150, 1, 30, 0, POLICY_FAIL_STATIC, 3, 1000,
-		  25, 62, 261, 10, 10 },
+		  25, 6, 62, 261, 10, 10 },
 		{ "the same, deny: nothing owed while degraded", 150, 1, 30, 0,
-		  POLICY_FAIL_DENY, 3, 1000, 25, 0, 75, 10, 10 },
+		  POLICY_FAIL_DENY, 3, 1000, 25, 6, 0, 75, 10, 10 },
 		{ "the same, allow", 150, 1, 30, 0, POLICY_FAIL_ALLOW, 3, 1000,
-		  25, 0, 75, 10, 10 },
+		  25, 6, 0, 75, 10, 10 },
 		{ "3000/s burst 300: the cap is not limited by the burst", 3000, 1, 300, 0,
-		  POLICY_FAIL_STATIC, 3, 1000, 500, 1102, 4806, 100, 100 },
+		  POLICY_FAIL_STATIC, 3, 1000, 500, 125, 1102, 4806, 100, 100 },
 		{ "a shorter TTL owes less", 3000, 1, 300, 0, POLICY_FAIL_STATIC, 3, 250,
-		  500, 352, 2556, 100, 100 },
+		  500, 125, 352, 2556, 100, 100 },
 		/* no credit: three hosts would admit three tokens of a burst of 1;
-		 * an idle host keeps its one token, leased */
+		 * an idle host keeps its one token, leased; no overdraft */
 		{ "1/m burst 1: a cap of 1, no credit, a reserve of 1", 1, 60, 1, 0, POLICY_FAIL_STATIC,
-		  3, 1000, 1, 3, 12, 0, 1 },
+		  3, 1000, 1, 0, 3, 12, 0, 1 },
 		{ "--overshoot 3 over 3 agents: leases of 1", 200, 1, 20, 3,
-		  POLICY_FAIL_DENY, 3, 1000, 1, 0, 3, 1, 1 },
-		{ "one agent holds the whole budget", 100, 1, 100, 0, POLICY_FAIL_DENY,
-		  1, 1000, 100, 0, 100, 100, 100 },
+		  POLICY_FAIL_DENY, 3, 1000, 1, 0, 0, 3, 1, 1 },
+		/* a cap of 4 is the least with an overdraft */
+		{ "--overshoot 12 over 3 agents: an overdraft of 1", 200, 1, 20, 12,
+		  POLICY_FAIL_DENY, 3, 1000, 4, 1, 0, 12, 3, 3 },
+		/* the credit within what it may hold, the cap less the
+		 * overdraft */
+		{ "one agent: the whole budget, a quarter overdraft", 100, 1, 100, 0,
+		  POLICY_FAIL_DENY, 1, 1000, 100, 25, 0, 100, 75, 75 },
 		{ "no agents counted yet: as one", 100, 1, 100, 0, POLICY_FAIL_DENY,
-		  0, 1000, 100, 0, 100, 100, 100 },
+		  0, 1000, 100, 25, 0, 100, 75, 75 },
 		{ "1/h burst 1 for a day of TTL", 1, 3600, 1, 0, POLICY_FAIL_STATIC, 2,
-		  86400000, 1, 1 + 13 + 1, 32, 0, 1 },
+		  86400000, 1, 0, 1 + 13 + 1, 32, 0, 1 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -66,9 +72,16 @@ static void test_limits(void)
 		uint64_t bound = lease_bound(&t, rows[i].agents, rows[i].ttl_ms);
 		uint64_t credit = lease_credit(&t, rows[i].agents);
 		uint64_t reserve = lease_reserve(&t, rows[i].agents);
+		uint64_t od = lease_overdraft(&t, rows[i].agents);
+		uint64_t hold = lease_hold(&t, rows[i].agents);
 
 		CHECK(cap == rows[i].cap, "%s: cap %llu, expected %llu", rows[i].what,
 		      (unsigned long long)cap, (unsigned long long)rows[i].cap);
+		CHECK(od == rows[i].overdraft && hold >= 1 && hold + od == cap,
+		      "%s: overdraft %llu and hold %llu, expected %llu and the rest "
+		      "of the cap %llu", rows[i].what, (unsigned long long)od,
+		      (unsigned long long)hold, (unsigned long long)rows[i].overdraft,
+		      (unsigned long long)cap);
 		CHECK(d == rows[i].debt_max, "%s: static debt max %llu, expected %llu",
 		      rows[i].what, (unsigned long long)d,
 		      (unsigned long long)rows[i].debt_max);
@@ -78,12 +91,12 @@ static void test_limits(void)
 		CHECK(credit == rows[i].credit, "%s: credit %llu, expected %llu",
 		      rows[i].what, (unsigned long long)credit,
 		      (unsigned long long)rows[i].credit);
-		CHECK(credit <= cap, "%s: credit %llu beyond the cap %llu", rows[i].what,
-		      (unsigned long long)credit, (unsigned long long)cap);
-		CHECK(reserve == rows[i].reserve && reserve >= 1 && reserve <= cap,
-		      "%s: reserve %llu, expected %llu (cap %llu)", rows[i].what,
+		CHECK(credit <= hold, "%s: credit %llu beyond the hold %llu", rows[i].what,
+		      (unsigned long long)credit, (unsigned long long)hold);
+		CHECK(reserve == rows[i].reserve && reserve >= 1 && reserve <= hold,
+		      "%s: reserve %llu, expected %llu (hold %llu)", rows[i].what,
 		      (unsigned long long)reserve, (unsigned long long)rows[i].reserve,
-		      (unsigned long long)cap);
+		      (unsigned long long)hold);
 	}
 }
 
@@ -163,25 +176,27 @@ static void test_plan(void)
 		uint64_t ttl_ms, lead_ms;
 		uint64_t size, lowwater, chunk;
 	} rows[] = {
-		/* cap 500; a chunk of 30 ms of the rate (90) refills in 30 ms,
+		/* cap 500, of which the host may hold 375 (the rest is the
+		 * overdraft); a chunk of 30 ms of the rate (90) refills in 30 ms,
 		 * so the low-water mark is 50 ms of the host's traffic, and the
 		 * lease the burst (a TTL of traffic would be 1000) */
 		{ "3000/s, even 95%", 3000, 300, 3, 1000, 0, 1000, 20, 300, 50, 90 },
 		/* the busy host of a 90/5/5 skew: a chunk that covers its own
-		 * refill would be bigger than a lease; size + low-water = cap */
+		 * refill would be bigger than a lease; size + low-water = hold */
 		{ "3000/s, 90% of 95% on one host", 3000, 300, 3, 2565, 0, 1000, 20,
-		  241, 259, 241 },
+		  174, 201, 174 },
 		/* a quiet host: a lease TTL of its own traffic */
 		{ "3000/s, 5% of 95% on one host", 3000, 300, 3, 142.5, 0, 1000, 20,
 		  143, 8, 90 },
-		{ "100/s, even 95%", 100, 100, 3, 95.0 / 3, 0, 1000, 20, 31, 2, 3 },
-		/* at least the credit (3333) where the cap has room */
+		{ "100/s, even 95%", 100, 100, 3, 95.0 / 3, 0, 1000, 20, 23, 2, 3 },
+		/* at least the credit (2500, all it may hold) where there is
+		 * room */
 		{ "10000/s, even 95%", 10000, 10000, 3, 9500.0 / 3, 0, 1000, 20,
-		  3174, 159, 300 },
+		  2341, 159, 300 },
 		/* not measured yet: the credit, and half of it as low-water */
 		{ "3000/s, demand unknown", 3000, 300, 3, -1, 0, 1000, 20, 100, 50, 100 },
-		{ "100/s, demand unknown: the credit is the cap", 100, 100, 3, -1, 0, 1000,
-		  20, 33, 16, 33 },
+		{ "100/s, demand unknown: the credit is all it may hold", 100, 100, 3, -1,
+		  0, 1000, 20, 25, 12, 25 },
 		/* asked all the same: traffic is starting, the credit */
 		{ "no demand measured", 3000, 300, 3, 0, 0, 1000, 20, 100, 50, 100 },
 		/* a quiet host leases its credit, not a TTL of its traffic */
@@ -191,9 +206,9 @@ static void test_plan(void)
 		{ "1/s burst 1 (cap 1), demand unknown", 1, 1, 3, -1, 0, 1000, 20, 1, 0, 1 },
 		/* demand above the whole rate: refused anyway, so the biggest
 		 * lease and chunk and a low-water mark of the lead (150/s x
-		 * 20 ms) */
+		 * 20 ms), within the 19 it may hold */
 		{ "150/s burst 30 with 2000/s of demand", 150, 30, 3, 2000, 0.9, 1000, 20,
-		  22, 3, 22 },
+		  16, 3, 16 },
 		{ "200/s burst 20, one host at 270/s", 200, 20, 3, 270, 0.3, 1000, 20,
 		  20, 4, 20 },
 		/* under the rate, but refusing 10%: the fleet is at its limit */
@@ -203,32 +218,33 @@ static void test_plan(void)
 		  300, 50, 90 },
 		/* a long lead: a bigger chunk, which covers its own refill */
 		{ "3000/s, even 95%, 100 ms lead", 3000, 300, 3, 1000, 0, 1000, 100,
-		  300, 150, 150 },
+		  225, 150, 150 },
 		{ "3000/s, even 95%, TTL 100 ms", 3000, 300, 3, 1000, 0, 100, 20,
 		  100, 50, 90 },
 		/* a Redis 200 ms away (a lead of 320 ms): the low-water mark
 		 * covers more than a round trip of traffic (40), and a lease
-		 * more than what a round trip spends, within the cap (125) */
+		 * what a round trip spends, within the 94 it may hold */
 		{ "1000/s burst 100 on 4 hosts, one at 200/s, 320 ms lead", 1000, 100, 4,
-		  200, 0, 1000, 320, 50, 75, 50 },
-		/* ...and a cap (12) smaller than a lead of traffic: the
+		  200, 0, 1000, 320, 40, 54, 40 },
+		/* ...and a hold (9 of a cap of 12) smaller than a lead of
+		 * traffic: the
 		 * low-water mark no longer takes all of it but 1, leaving
 		 * leases of one token per round trip; lease and mark share it,
 		 * about half a cap per round trip */
 		{ "100/s burst 20 on 4 hosts, twice the limit evenly, 320 ms lead", 100, 20,
-		  4, 50, 0.5, 1000, 320, 6, 6, 6 },
+		  4, 50, 0.5, 1000, 320, 5, 4, 5 },
 		{ "100/s burst 20 on 4 hosts, one at 200/s, 320 ms lead", 100, 20, 4,
-		  200, 0.5, 1000, 320, 6, 6, 6 },
+		  200, 0.5, 1000, 320, 5, 4, 5 },
 		{ "100/s burst 20 on 4 hosts, even 50/s not yet refused, 320 ms lead", 100,
-		  20, 4, 50, 0, 1000, 320, 6, 6, 6 },
+		  20, 4, 50, 0, 1000, 320, 5, 4, 5 },
 		/* the lease needs no more than a round trip of traffic (10 of
-		 * the 13 of half the cap): the mark keeps the rest */
+		 * the 10 of half the hold, 19): the mark keeps the rest */
 		{ "50/s burst 50 on 2 hosts (cap 25), one at 80/s, 320 ms lead", 50, 50,
-		  2, 80, 0.4, 1000, 320, 10, 15, 10 },
+		  2, 80, 0.4, 1000, 320, 10, 9, 10 },
 		/* no round trip measured (a lead of 20 ms): as before, the
 		 * mark first */
 		{ "100/s burst 20 on 4 hosts, one at 200/s, 20 ms lead", 100, 20, 4,
-		  200, 0.5, 1000, 20, 10, 2, 10 },
+		  200, 0.5, 1000, 20, 7, 2, 7 },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -253,10 +269,10 @@ static void test_plan(void)
 	}
 }
 
-/* Whatever the demand: a lease of at least 1 and at most the burst and the
- * cap, a low-water mark below the cap, and topping up at the low-water mark
- * never holds more than the cap; with the demand measured, a whole lease
- * fits on top of the low-water mark. */
+/* Whatever the demand: a lease of at least 1 and at most the burst and
+ * what the host may hold (the cap less the overdraft), a low-water mark
+ * below that, and topping up at the low-water mark never holds more; with
+ * the demand measured, a whole lease fits on top of the low-water mark. */
 static void test_plan_within_cap(void)
 {
 	static const uint64_t counts[] = { 1, 10, 100, 3000, 10000, 1000000 };
@@ -274,7 +290,7 @@ static void test_plan_within_cap(void)
 						.rate = rates[k], .t = &t, .agents = n,
 						.ttl_ms = 1000, .lead_ms = lead,
 					};
-					uint64_t cap = lease_cap(&t, n);
+					uint64_t cap = lease_hold(&t, n);
 					struct lease_plan p;
 
 					lease_plan(&in, &p);

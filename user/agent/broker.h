@@ -55,6 +55,9 @@ struct broker_host {
 	uint64_t (*tokens)(void *ctx, uint32_t slot, uint64_t now_ns);
 	void (*tokens_add)(void *ctx, uint32_t slot, uint64_t n, int64_t lowwater);
 	uint64_t (*tokens_take)(void *ctx, uint32_t slot, uint64_t max);
+	/* What the kernel admitted past its last token on the overdraft and
+	 * no lease has paid back yet (0 while it holds tokens). */
+	uint64_t (*overdrawn)(void *ctx, uint32_t slot);
 	/* A tenant's counters summed over CPUs.  0 or -errno. */
 	int (*counters)(void *ctx, uint32_t slot, struct rl_stats *out);
 	/* This agent alive at now_ns, and whether the fleet is degraded. */

@@ -253,6 +253,11 @@ static inline void host_tokens_add(const struct broker *b, uint32_t slot,
 	b->h.tokens_add(b->h.ctx, slot, n, lowwater);
 }
 
+static inline uint64_t host_overdrawn(const struct broker *b, uint32_t slot)
+{
+	return b->h.overdrawn(b->h.ctx, slot);
+}
+
 static inline uint64_t host_tokens_take(const struct broker *b, uint32_t slot,
 					uint64_t max)
 {

@@ -279,10 +279,13 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 		s->st.tokens_leased += granted;
 		s->last_grant_ns = now;
 	}
-	/* The debt first; the kernel gets the rest, within the cap (which
-	 * may have shrunk while we asked: the excess lapses). */
+	/* The debt first; the kernel gets the rest: what it overdrew, then
+	 * up to what the host may hold (which may have shrunk while we
+	 * asked: the excess lapses). */
 	add = pay_debt(s, granted);
-	room = lease_topup(lease_cap(t->pol, broker_agents_of(b)), held_of(b, s), add);
+	room = lease_topup(lease_hold(t->pol, broker_agents_of(b)) +
+				   host_overdrawn(b, c->slot),
+			   held_of(b, s), add);
 	if (add > room) {
 		log_debug("lease '%s': %llu token(s) beyond the cap dropped", c->name,
 			  (unsigned long long)(add - room));
@@ -386,7 +389,7 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 			return;
 	}
 	size_lease(b, t, s, now);
-	topup = lease_topup(lease_cap(t->pol, broker_agents_of(b)), held, s->lease);
+	topup = lease_topup(lease_hold(t->pol, broker_agents_of(b)), held, s->lease);
 	/* The bucket was short at the last reply: other hosts want it too.
 	 * Two chunks, not a whole lease: what one host takes at once while
 	 * it is scarce, another one waits for. */
@@ -395,16 +398,16 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 	lease_call(b, t, s, first, nth, topup);
 }
 
-/* Sends a lease for n tokens of t plus the debt, from sub-bucket first
- * (place nth of this agent's order) on.  0, or -errno when nothing went
- * out. */
+/* Sends a lease for n tokens of t plus the debt and what the kernel
+ * overdrew (the grant pays both first), from sub-bucket first (place nth of
+ * this agent's order) on.  0, or -errno when nothing went out. */
 static int lease_call(struct broker *b, const struct broker_tenant *t,
 		      struct slot *s, unsigned int first, unsigned int nth,
 		      uint64_t n)
 {
 	struct call *c;
 
-	n += s->debt;
+	n += s->debt + host_overdrawn(b, t->slot);
 	if (!n)
 		return -EINVAL;
 	/* lease.lua's largest want; the bucket never holds more anyway */
@@ -830,7 +833,7 @@ void broker_lease_all(struct broker *b, uint64_t now)
 
 		host_tenant_at(b, i, t);
 		s = slot_of(b, t);
-		cap = lease_cap(t->pol, broker_agents_of(b));
+		cap = lease_hold(t->pol, broker_agents_of(b));
 		if (t->n_samples)
 			count = t->last.admitted + t->last.denied;
 		if (count != s->seen_count) {

@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "kern_int.h"
+#include "lease.h"
 #include "log.h"
 #include "loop.h"
 #include "preload.h"
@@ -30,6 +31,15 @@ int kern_syncookies_mode(void)
 		mode = -EIO;
 	fclose(f);
 	return mode;
+}
+
+/* The kernel's overdraft for a leased tenant: a quarter of the host's cap
+ * at the current fleet size (lease_overdraft()); the pool has none. */
+static void kern_overdraft(struct kern *k, uint32_t slot, const struct policy_tenant *t)
+{
+	__atomic_store_n(&k->tenants[slot].overdraft,
+			 k->leased ? (int64_t)lease_overdraft(t, k->fail_agents) : 0,
+			 __ATOMIC_RELAXED);
 }
 
 /*
@@ -109,6 +119,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	kern_src_configure(k, slot, t, fresh);
 	rl_slot_configure(rt, t, fresh, k->leased, shared, k->fail_agents,
 			  loop_now_ns());
+	kern_overdraft(k, slot, t);
 	if (k->preload) {
 		if (fresh)
 			preload_slot_fresh(k->preload, slot);
@@ -128,6 +139,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
 {
 	rl_slot_fail(&k->tenants[slot], t, k->fail_agents);
+	kern_overdraft(k, slot, t);
 	if (k->preload)
 		rl_slot_fail(preload_slot(k->preload, slot), t, k->fail_agents);
 }
@@ -443,6 +455,15 @@ uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,
 	else if (k->preload && !k->n_ifaces)
 		n = rl_slot_tokens(preload_slot(k->preload, slot), now_ns);
 	return n;
+}
+
+uint64_t kern_tenant_overdrawn(const struct kern *k, uint32_t slot)
+{
+	int64_t n = __atomic_load_n(&k->tenants[slot].tokens, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&k->tenants[slot].mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED)
+		return 0;
+	return n < 0 ? (uint64_t)-n : 0;
 }
 
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)

@@ -204,6 +204,10 @@ static const struct {
 	{ RL_CNT_VERIFY_ACK, "rlgate_verify_ack_total", NULL,
 	  "Handshake ACKs of tenants with verify syncookie whose SYN cookie "
 	  "checked out: charged as connections (free copies included)." },
+	{ RL_CNT_OVERDRAWN, "rlgate_syn_overdrawn_total", NULL,
+	  "SYNs of fleet tenants admitted past the host's last leased token, "
+	  "on its overdraft, while the next lease was on its way; the lease "
+	  "pays them back." },
 };
 
 /* Verification, while some tenant verifies: how many, and whether they are

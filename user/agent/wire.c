@@ -19,6 +19,13 @@ static uint64_t host_tokens(void *ctx, uint32_t slot, uint64_t now_ns)
 	return kern_tenant_tokens(&a->kern, slot, now_ns);
 }
 
+static uint64_t host_overdrawn(void *ctx, uint32_t slot)
+{
+	struct agent *a = ctx;
+
+	return kern_tenant_overdrawn(&a->kern, slot);
+}
+
 static void host_tokens_add(void *ctx, uint32_t slot, uint64_t n, int64_t lowwater)
 {
 	struct agent *a = ctx;
@@ -196,6 +203,7 @@ void wire_broker_host(struct agent *a, struct broker_host *h)
 		.tokens = host_tokens,
 		.tokens_add = host_tokens_add,
 		.tokens_take = host_tokens_take,
+		.overdrawn = host_overdrawn,
 		.counters = host_counters,
 		.fleet_state = host_fleet_state,
 		.tenant_degraded = host_tenant_degraded,

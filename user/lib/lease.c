@@ -70,6 +70,17 @@ uint64_t lease_cap(const struct policy_tenant *t, uint64_t agents)
 	return cap ? cap : 1;
 }
 
+uint64_t lease_overdraft(const struct policy_tenant *t, uint64_t agents)
+{
+	return lease_cap(t, agents) / 4;
+}
+
+uint64_t lease_hold(const struct policy_tenant *t, uint64_t agents)
+{
+	/* a quarter of a cap of at least 1, rounded down: never all of it */
+	return lease_cap(t, agents) - lease_overdraft(t, agents);
+}
+
 uint64_t lease_static_debt_max(const struct policy_tenant *t, uint64_t agents,
 			       uint64_t ttl_ms)
 {
@@ -99,14 +110,14 @@ uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents)
 {
 	/* Rounded down: the fleet's credit never exceeds one burst, the
 	 * most the global bucket could have granted at once. */
-	return min_u64(lease_cap(t, agents), t->burst / (agents ? agents : 1));
+	return min_u64(lease_hold(t, agents), t->burst / (agents ? agents : 1));
 }
 
 uint64_t lease_reserve(const struct policy_tenant *t, uint64_t agents)
 {
 	uint64_t credit = lease_credit(t, agents);
 
-	/* lease_cap() is at least 1 */
+	/* lease_hold() is at least 1 */
 	return credit ? credit : 1;
 }
 
@@ -118,7 +129,9 @@ uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size)
 void lease_plan(const struct lease_in *in, struct lease_plan *out)
 {
 	const struct policy_tenant *t = in->t;
-	uint64_t cap = lease_cap(t, in->agents), max = min_u64(cap, t->burst);
+	/* the cap of this sizing is what the host may hold: the overdraft
+	 * is the rest of its share of the budget */
+	uint64_t cap = lease_hold(t, in->agents), max = min_u64(cap, t->burst);
 	uint64_t credit = lease_credit(t, in->agents);
 	double h = in->rate, r = (double)t->rate.count / (double)t->rate.period_s;
 	double lead = (double)in->lead_ms / 1000.0, tau = (double)in->ttl_ms / 1000.0;

@@ -24,6 +24,21 @@ struct lease_sample {
  * way), at least 1. */
 uint64_t lease_cap(const struct policy_tenant *t, uint64_t agents);
 
+/* Tokens the kernel may admit past a host's last leased one while the
+ * next lease is on its way (rl_tenant.overdraft): a quarter of the cap,
+ * rounded down (0 for caps under 4).  Traffic that jumps on a host (load
+ * moving to it from another) or an agent that is late (a stalled CPU, a
+ * slow round trip) spends it instead of being refused; the next lease pays
+ * it back first.  It comes out of the cap: what a host holds stays within
+ * lease_hold(), so the held tokens and the overdraft together stay within
+ * the cap and the overshoot bound is unchanged. */
+uint64_t lease_overdraft(const struct policy_tenant *t, uint64_t agents);
+
+/* What a host may hold of a tenant's tokens (in its kernel, in a lease on
+ * its way, in a refund on its way): the cap less the overdraft, at least 1.
+ * Leases, low-water marks, the credit and the reserve are sized within it. */
+uint64_t lease_hold(const struct policy_tenant *t, uint64_t agents);
+
 /* What one host's static fail share can admit during a degraded spell of at
  * most ttl_ms before the spell counts as an outage: its burst (burst /
  * agents) plus ttl_ms of its refill (rate / agents), plus one for rounding.
@@ -40,11 +55,12 @@ uint64_t lease_bound(const struct policy_tenant *t, uint64_t agents,
 
 /* Tokens a host may admit on credit when it first sees a tenant, before
  * its first lease has come back: its share of the burst (rounded down, so
- * possibly 0), within its cap.  Paid back by the first lease. */
+ * possibly 0), within what it may hold (lease_hold()).  Paid back by the
+ * first lease. */
 uint64_t lease_credit(const struct policy_tenant *t, uint64_t agents);
 
 /* Tokens an idle host keeps of a tenant: the credit, or one token where
- * that is 0 (within the cap, which is at least 1).  Tokens beyond it go
+ * that is 0 (within lease_hold(), which is at least 1).  Tokens beyond it go
  * back to the global bucket once the tenant has been idle for a lease TTL,
  * and a host left with fewer (it ran dry) leases the rest, so that the
  * first connections after a quiet spell never wait for a lease, on every
@@ -68,7 +84,7 @@ struct lease_in {
 };
 
 struct lease_plan {
-	uint64_t size;		/* tokens to top up by, 1 .. min(burst, cap) */
+	uint64_t size;		/* tokens to top up by, 1 .. min(burst, hold) */
 	uint64_t lowwater;	/* ask for the next lease at this many held */
 	uint64_t chunk;		/* when Redis is short, come back for this many */
 };
@@ -81,7 +97,9 @@ struct lease_plan {
  * long as the fleet as a whole stays under the rate.  C is a whole lease L,
  * or less where that leaves L more room: the smallest C that covers its own
  * refill (C = W), at least LEASE_CHUNK_MS of the rate.  L + W is kept within
- * the cap (the overshoot bound), and L within one lease TTL of traffic
+ * what the host may hold (lease_hold(): the cap, the overshoot bound's
+ * share, less the overdraft; "the cap" below), and L within one lease TTL
+ * of traffic
  * (fewer calls: one per L admissions, and whatever sits unused for a TTL
  * goes back anyway), but at least the credit where the cap has room.
  * W takes the cap first, but a cap too small for both (a far Redis's long
