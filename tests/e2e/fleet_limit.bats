@@ -148,7 +148,7 @@ under_limit() {
 	ov0=$(fleet_metric 1 rlgate_syn_overdrawn_total)
 	pid=$(fleet_pid 1)
 	kill -STOP "$pid"
-	ip netns exec "$(lab_ns c1)" "$LOADGEN" --json --rate 1500 --duration 0.1 \
+	ip netns exec "$(lab_ns c1)" "$LOADGEN" --json --rate 2000 --duration 0.15 \
 		"$(lab_target s1 "$PORT")" >"$out" 2>"$out.err" 3>&- || true
 	kill -CONT "$pid"
 	adm1=$(fleet_stat 1 stall admitted)
@@ -157,7 +157,8 @@ under_limit() {
 	expect_eq "connections admitted by s1's kernel with its agent stopped" \
 		"$((adm1 - adm0))" 74
 	expect_eq "SYNs admitted on the overdraft" "$((ov1 - ov0))" 41
-	expect_eq "connections made" "$(jq .total.connected "$out")" 74
+	expect_between "connections attempted" "$(jq .total.attempts "$out")" 100 300
+	expect_between "connections made" "$(jq .total.connected "$out")" 0 74
 	# the agent leases again: the 41 first, then tokens
 	for ((n = 0; n < 100; n++)); do
 		tok=$(fleet_stat 1 stall tokens)
