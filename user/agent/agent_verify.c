@@ -47,6 +47,9 @@ void agent_verify_watch(struct agent *a)
 	if (mode == 2 && was != KERN_SYNCOOKIES_UNREAD)
 		log_info("net.ipv4.tcp_syncookies is 2 (was %d): tenants with "
 			 "verify syncookie are verified again", was);
+	/* configured under this read, not one kern_tenant_configure kept */
+	a->kern.syncookies = mode;
+	a->kern.syncookies_ns = loop_now_ns();
 	for (size_t i = 0; i < a->n_tenants; i++)
 		if (a->tenants[i].pol.verify != POLICY_VERIFY_NONE)
 			kern_tenant_configure(&a->kern, a->tenants[i].slot,

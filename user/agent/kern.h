@@ -84,6 +84,9 @@ struct kern {
 	/* net.ipv4.tcp_syncookies as last read for a verifying tenant
 	 * (kern_syncookies_mode()); KERN_SYNCOOKIES_UNREAD before */
 	int syncookies;
+	/* when it was read (loop_now_ns()); 0: read it again at the next
+	 * verifying tenant */
+	uint64_t syncookies_ns;
 	/* per-source limits (kern_sources.c) */
 	struct rl_src_conf *src_conf;	/* the mmap'ed `src_conf` map */
 	size_t src_conf_len;

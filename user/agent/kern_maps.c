@@ -42,6 +42,10 @@ static void kern_overdraft(struct kern *k, uint32_t slot, const struct policy_te
 			 __ATOMIC_RELAXED);
 }
 
+/* How long a read of net.ipv4.tcp_syncookies stands for the tenants
+ * configured after it. */
+#define SYNCOOKIES_FRESH_NS	(100 * 1000000ULL)
+
 /*
  * Verification passes a tenant's SYNs uncharged and charges the ACK that
  * returns a SYN cookie: only when the server's kernel answers every SYN
@@ -57,8 +61,16 @@ static const struct policy_tenant *verify_usable(struct kern *k,
 
 	if (t->verify == POLICY_VERIFY_NONE)
 		return t;
-	mode = kern_syncookies_mode();
-	k->syncookies = mode;
+	/* One read serves the tenants configured together (a start or an
+	 * apply of 100,000 of them), not three system calls each; a change
+	 * of the sysctl is seen by agent_verify_watch, which has it read
+	 * again. */
+	if (!k->syncookies_ns ||
+	    loop_now_ns() - k->syncookies_ns > SYNCOOKIES_FRESH_NS) {
+		k->syncookies = kern_syncookies_mode();
+		k->syncookies_ns = loop_now_ns();
+	}
+	mode = k->syncookies;
 	if (mode == 2)
 		return t;
 	if (mode < 0)
