@@ -37,8 +37,10 @@ complete_line() {
 	[[ $(complete_line st) == "stats status" ]]
 	[[ $(complete_line tenant "") == "del get list set" ]]
 	[[ $(complete_line instance "") == "del get set" ]]
-	[[ $(complete_line instance set --) == "--help --json --max-conns --rate --socket" ]]
-	[[ $(complete_line --) == "--help --json --socket --version" ]]
+	[[ $(complete_line instance set --) == "--help --json --max-conns --rate --socket --timeout" ]]
+	[[ $(complete_line --) == "--help --json --socket --timeout --version" ]]
+	[[ $(complete_line --timeout "") == "" ]]
+	[[ $(complete_line --timeout 30 tenant "") == "del get list set" ]]
 	[[ $(complete_line --json tenant "") == "del get list set" ]]
 }
 
@@ -52,7 +54,7 @@ complete_line() {
 	[[ $(complete_line tenant set web --port "") == "any" ]]
 	[[ $(complete_line tenant set web --rate "") == "" ]]
 	[[ $(complete_line tenant set web --shards "") == "" ]]
-	[[ $(complete_line top --) == "--help --interval --iterations --json --name --socket --top" ]]
+	[[ $(complete_line top --) == "--help --interval --iterations --json --name --socket --timeout --top" ]]
 	[[ $(complete_line apply --d) == "--dry-run" ]]
 }
 

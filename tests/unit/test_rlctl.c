@@ -405,6 +405,25 @@ static void test_no_agent(void)
 	free_result(&r);
 	unlink(sock_path);
 
+	/* an agent that takes the request and never answers: rlctl waits
+	 * --timeout, then says the change may still be made */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fd, 4) == 0) {
+		r = RUN("--timeout", "1", "tenant", "del", "a");
+		CHECK(r.rc == 1 && strstr(r.err, "did not answer within 1.000 s: a change "
+					  "it was sent may still be made"),
+		      "silent agent: exit %d stderr '%s'", r.rc, r.err);
+		free_result(&r);
+		r = RUN("tenant", "list", "--timeout", "1");
+		CHECK(r.rc == 1 && strstr(r.err, "within 1.000 s"),
+		      "--timeout after the command: exit %d stderr '%s'", r.rc, r.err);
+		free_result(&r);
+	} else {
+		CHECK(0, "couldn't listen on %s", sock_path);
+	}
+	close(fd);
+	unlink(sock_path);
+
 	/* version works without an agent */
 	r = RUN("version");
 	CHECK(r.rc == 0 && !strncmp(r.out, "rlctl ", 6), "version without agent: "

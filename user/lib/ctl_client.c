@@ -146,8 +146,13 @@ int ctl_client_recv_line(struct ctl_client *c, char **line)
 			c->cap = cap;
 		}
 		left = deadline - now_ms();
-		if (left <= 0)
-			return set_err(c, -ETIMEDOUT, "read a reply from");
+		if (left <= 0) {
+			snprintf(c->err, sizeof(c->err), "rlagent on '%s' did not "
+				 "answer within %d.%03d s: a change it was sent may "
+				 "still be made (a longer --timeout waits for it)",
+				 c->path, c->timeout_ms / 1000, c->timeout_ms % 1000);
+			return -ETIMEDOUT;
+		}
 		r = poll(&pfd, 1, (int)left);
 		if (r < 0 && errno == EINTR)
 			return set_err(c, -EINTR, "read a reply from");

@@ -20,6 +20,10 @@ const struct opt rlctl_common_opts[] = {
 	  .help = "rlagent's control socket" },
 	{ "json", 'j', OPT_FLAG, OPT_AT(struct rlctl, json),
 	  .help = "print only JSON on stdout, errors as {\"error\": ...}" },
+	{ "timeout", 0, OPT_U64, OPT_AT(struct rlctl, timeout_ms), .arg = "SECONDS",
+	  .min = 1, .max = 3600, .scale = 1000, .def_doc = "10", .expect = "seconds",
+	  .help = "how long to wait for rlagent's answer (a change it has not "
+		  "answered in time may still be made)" },
 	{ "help", 'h', OPT_HELP,
 	  .help = "this help; 'rlctl COMMAND --help' for a command" },
 	{ .kind = OPT_END },
@@ -51,7 +55,7 @@ static const struct opt main_opts[] = {
 
 static const struct opts_spec main_spec = {
 	.prog = "rlctl",
-	.synopsis = "rlctl [--socket PATH] [--json] COMMAND [ARGS]",
+	.synopsis = "rlctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]",
 	.doc = "Set and inspect per-tenant TCP new-connection rate limits on "
 	       "this host.\n",
 	.commands = commands,
