@@ -107,6 +107,9 @@ struct agent_hooks {
 			       size_t n_now);
 	/* the tenant set in force changed (a->tenants is the new one) */
 	void (*tenants_changed)(void *ctx);
+	/* the counters of slot's tenant moved since its last sample (or
+	 * were sampled for the first time, not at zero) */
+	void (*tenant_moved)(void *ctx, uint32_t slot);
 };
 
 struct agent {

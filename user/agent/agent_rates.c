@@ -45,6 +45,11 @@ void agent_sample(struct agent *a)
 			s = all[t->slot];
 		else if (kern_tenant_stats(&a->kern, t->slot, &s))
 			continue;
+		if (a->hooks.tenant_moved &&
+		    (t->n_samples ? t->samples[t->n_samples - 1].admitted != s.admitted ||
+				    t->samples[t->n_samples - 1].denied != s.denied :
+				    s.admitted || s.denied))
+			a->hooks.tenant_moved(a->hooks.ctx, t->slot);
 		if (t->n_samples == AGENT_RATE_SAMPLES) {
 			memmove(t->samples, t->samples + 1,
 				(AGENT_RATE_SAMPLES - 1) * sizeof(t->samples[0]));

@@ -120,7 +120,8 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 	if (!b)
 		return -ENOMEM;
 	b->slots = calloc(h->max_slots, sizeof(*b->slots));
-	if (!b->slots) {
+	if (!b->slots || wake_init(&b->wake, h->max_slots)) {
+		free(b->slots);
 		free(b);
 		return -ENOMEM;
 	}
@@ -243,6 +244,7 @@ fail:
 	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
+	wake_free(&b->wake);
 	free(b);
 	return err;
 }
@@ -300,6 +302,7 @@ void broker_close(struct broker *b)
 	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
+	wake_free(&b->wake);
 	free(b);
 }
 

@@ -175,6 +175,10 @@ void broker_shutdown(struct broker *b, void (*done)(void *arg), void *arg);
 /* A low-water event from the kernel for a slot. */
 void broker_lowwater(struct broker *b, uint32_t slot);
 
+/* The counters of slot's tenant moved since the last sample (its demand
+ * is looked at from the next check on).  NULL b is fine. */
+void broker_slot_moved(struct broker *b, uint32_t slot);
+
 /* The tenant set changed (through rlctl or from the fleet): tenants new
  * here start on credit, and a changed limit is leased for at once. */
 void broker_tenants_changed(struct broker *b);

@@ -127,6 +127,13 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
  */
 void broker_conns_check(struct broker *b, uint64_t now)
 {
+	bool any = false;
+
+	/* No tenant with a cap, none holding slots or asking: nothing to
+	 * look at until the tenants change (a set of 100,000 without caps
+	 * is not walked every check for nothing). */
+	if (!b->conns_any)
+		return;
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant tv, *t = &tv;
 		struct slot *s;
@@ -135,6 +142,8 @@ void broker_conns_check(struct broker *b, uint64_t now)
 		host_tenant_at(b, i, t);
 		s = &b->slots[t->slot];
 
+		any = any || t->pol->max_conns || s->conn_held || s->conn_inflight ||
+		      strcmp(s->name, t->pol->name) != 0;
 		if (strcmp(s->name, t->pol->name) != 0 || s->conn_inflight)
 			continue;
 		if (!t->pol->max_conns) {
@@ -173,4 +182,5 @@ void broker_conns_check(struct broker *b, uint64_t now)
 			 * in flight now */
 			host_conn_slots(b, t->slot, (int64_t)s->conn_held);
 	}
+	b->conns_any = any;
 }

@@ -32,6 +32,8 @@ static void set_live_agents(struct broker *b, uint64_t n)
 	/* The static fail share follows the fleet's size, and a restarted
 	 * agent finds it in the kernel. */
 	b->h.fleet_agents(b->h.ctx, n);
+	/* and so does every lease cap: the next check looks at them all */
+	b->walk_all = true;
 }
 
 /*

@@ -19,6 +19,7 @@
 #include "cluster_client.h"
 #include "loop.h"
 #include "redis_tls.h"
+#include "wake.h"
 
 #define CHECK_MS		50	/* lease check period */
 #define WARM_LEASES_PER_CHECK	50	/* first leases without demand (1000/s) */
@@ -180,6 +181,14 @@ struct broker {
 	uint64_t lease_count;
 	uint64_t rtt_ns;		/* lease round trip, a moving average */
 	struct slot *slots;		/* h.max_slots */
+	/* The slots a check visits (broker_lease_due()): idle tenants cost
+	 * it nothing.  walk_all: the next check visits every tenant (the
+	 * fleet's size changed, and with it every lease cap). */
+	struct wake wake;
+	bool walk_all;
+	/* some tenant may have a connection cap or hold slots of one: the
+	 * check looks at the caps (broker_conns_check()) */
+	bool conns_any;
 	/* circuit breaker */
 	struct circuit circ;		/* user/lib/circuit.h */
 	bool tokens_expired;
@@ -355,6 +364,7 @@ uint64_t broker_agents_of(const struct broker *b);
 void broker_debt_look(struct broker *b);
 void broker_debt_begin(struct broker *b);
 void broker_lease_all(struct broker *b, uint64_t now);
+void broker_lease_due(struct broker *b, uint64_t now);
 void broker_slot_unwait(struct slot *s);
 int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max);
 void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv);

@@ -215,6 +215,7 @@ static void on_wait(struct loop_timer *tm, void *arg)
 
 	(void)tm;
 	s->wait_timer = NULL;
+	wake_list(&b->wake, s->idx);
 	/* by name, not by walking the set: a fleet at its limit has a timer
 	 * like this for every busy tenant */
 	if (slot_tenant(b, s, &t) && broker_leasing(b))
@@ -246,6 +247,8 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (s->gen == c->gen)
 		s->inflight = false;
+	/* what it does next is the next check's to say */
+	wake_list(&b->wake, c->slot);
 	if (!broker_int_array(r, 3)) {
 		broker_call_failed(b, S_LEASE, r);
 		free(c);
@@ -470,6 +473,7 @@ void broker_on_refund(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (s->gen == c->gen)
 		s->refunding -= c->n < s->refunding ? c->n : s->refunding;
+	wake_list(&b->wake, c->slot);
 	if (!r || r->type != REDIS_REPLY_INTEGER)
 		broker_call_failed(b, S_REFUND, r);
 	else
@@ -778,8 +782,10 @@ static void slots_sync(struct broker *b)
 
 void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p)
 {
-	if (b)
-		slot_sync(b, slot, p);
+	if (!b)
+		return;
+	slot_sync(b, slot, p);
+	wake_list(&b->wake, slot);
 }
 
 /* Degraded for longer than a lease TTL: an outage.  What is left of the
@@ -815,76 +821,164 @@ static void expire_leases(struct broker *b)
 }
 
 /*
- * For each tenant: fetch a lease if its kernel bucket is at or below the
- * low-water mark and it has demand (a low-water event, or its counters
- * moved within the lease TTL; a tenant that never had a lease gets one so
- * that its credit is paid back), or if it owes tokens; give back what sat
- * idle for longer than the lease TTL beyond the credit.
+ * One tenant's look at a check: fetch a lease if its kernel bucket is at or
+ * below the low-water mark and it has demand (a low-water event, or its
+ * counters moved within the lease TTL; a tenant that never had a lease gets
+ * one so that its credit is paid back), or if it owes tokens; give back
+ * what sat idle for longer than the lease TTL beyond the credit.  *warm
+ * counts the paced calls of this check.
  */
-void broker_lease_all(struct broker *b, uint64_t now)
+static void lease_visit(struct broker *b, const struct broker_tenant *t,
+			struct slot *s, uint64_t now, unsigned int *warm)
 {
 	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL;
+	uint64_t count = 0, tokens, keep, cap;
+
+	cap = lease_hold(t->pol, broker_agents_of(b));
+	if (t->n_samples)
+		count = t->last.admitted + t->last.denied;
+	if (count != s->seen_count) {
+		s->seen_count = count;
+		s->last_active_ns = now;
+	}
+	/* A lowered limit (or a grown fleet) shrinks the cap: what a
+	 * host holds beyond it goes back at once rather than being
+	 * spent under the old limit. */
+	tokens = host_tokens(b, t->slot, now);
+	if (tokens + s->refunding > cap) {
+		broker_refund(b, t, tokens + s->refunding - cap);
+		return;
+	}
+	if (s->want_lease || now - s->last_active_ns < ttl_ns) {
+		maybe_lease(b, t, now, !s->last_grant_ns);
+		return;
+	}
+	/* Without demand, the first lease (which pays the credit the
+	 * tenant started on) or one that pays a debt: paced, so that an
+	 * agent given 100,000 tenants at once does not send 100,000
+	 * calls at once.  Demand (a low-water event, recent traffic)
+	 * never waits for this. */
+	if (!s->last_grant_ns || s->debt) {
+		if (!s->inflight && (*warm)++ >= WARM_LEASES_PER_CHECK)
+			return;
+		maybe_lease(b, t, now, !s->last_grant_ns);
+		return;
+	}
+	/* Idle: back to the reserve, so that the first connections
+	 * after a quiet spell are admitted at once, even on every host
+	 * together: what is beyond it goes back, and a host that ran
+	 * dry (a fleet at its limit that went quiet) leases the rest,
+	 * paced like the first leases.  The low-water mark at the
+	 * reserve: the first SYN asks for a lease, and the whole
+	 * reserve covers its round trip. */
+	keep = lease_reserve(t->pol, broker_agents_of(b));
+	if (s->lowwater < keep) {
+		s->lowwater = keep;
+		host_tokens_add(b, t->slot, 0, (int64_t)keep);
+	}
+	if (tokens > keep && now - s->last_grant_ns > ttl_ns) {
+		broker_refund(b, t, tokens - keep);
+	} else if (held_of(b, s) < keep && *warm < WARM_LEASES_PER_CHECK) {
+		unsigned int first, nth;
+
+		if (lease_may_call(b, t, s, now, &first, &nth) &&
+		    lease_call(b, t, s, first, nth, keep - held_of(b, s)) == 0)
+			(*warm)++;
+	}
+}
+
+/*
+ * When the tenant needs its next look (lease_visit()): at every check
+ * while it has demand (within the lease TTL of its counters moving, or a
+ * low-water event) or a call in flight; in its turn while it waits for a
+ * paced lease; at the end of the lease TTL when an idle refund will be
+ * due; else at no time - until an event says otherwise: a low-water event
+ * (broker_lowwater()), its counters moving (broker_slot_moved(), from the
+ * agent's sampling of every counter each second), a reply, its policy, the
+ * fleet's size or Redis's health changing (a walk of every tenant).
+ */
+static void lease_schedule(struct broker *b, const struct broker_tenant *t,
+			   struct slot *s, uint64_t now)
+{
+	uint64_t ttl_ns = b->o.lease_ttl_ms * 1000000ULL, keep;
+
+	if (s->want_lease || s->inflight || now - s->last_active_ns < ttl_ns) {
+		wake_list(&b->wake, s->idx);
+		return;
+	}
+	keep = lease_reserve(t->pol, broker_agents_of(b));
+	if (!s->last_grant_ns || s->debt || held_of(b, s) < keep) {
+		wake_queue(&b->wake, s->idx);
+		return;
+	}
+	wake_at(&b->wake, s->idx, host_tokens(b, s->idx, now) > keep ?
+		s->last_grant_ns + ttl_ns + 1 : 0);
+}
+
+/* Every tenant's look (lease_visit()), and when each needs the next. */
+void broker_lease_all(struct broker *b, uint64_t now)
+{
 	unsigned int warm = 0;
 
+	wake_clear(&b->wake);
+	b->walk_all = false;
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
-		struct broker_tenant tv, *t = &tv;
+		struct broker_tenant t;
 		struct slot *s;
-		uint64_t count = 0, tokens, keep, cap;
 
-		host_tenant_at(b, i, t);
-		s = slot_of(b, t);
-		cap = lease_hold(t->pol, broker_agents_of(b));
-		if (t->n_samples)
-			count = t->last.admitted + t->last.denied;
-		if (count != s->seen_count) {
-			s->seen_count = count;
-			s->last_active_ns = now;
-		}
-		/* A lowered limit (or a grown fleet) shrinks the cap: what a
-		 * host holds beyond it goes back at once rather than being
-		 * spent under the old limit. */
-		tokens = host_tokens(b, t->slot, now);
-		if (tokens + s->refunding > cap) {
-			broker_refund(b, t, tokens + s->refunding - cap);
-			continue;
-		}
-		if (s->want_lease || now - s->last_active_ns < ttl_ns) {
-			maybe_lease(b, t, now, !s->last_grant_ns);
-			continue;
-		}
-		/* Without demand, the first lease (which pays the credit the
-		 * tenant started on) or one that pays a debt: paced, so that an
-		 * agent given 100,000 tenants at once does not send 100,000
-		 * calls at once.  Demand (a low-water event, recent traffic)
-		 * never waits for this. */
-		if (!s->last_grant_ns || s->debt) {
-			if (!s->inflight && warm++ >= WARM_LEASES_PER_CHECK)
-				continue;
-			maybe_lease(b, t, now, !s->last_grant_ns);
-			continue;
-		}
-		/* Idle: back to the reserve, so that the first connections
-		 * after a quiet spell are admitted at once, even on every host
-		 * together: what is beyond it goes back, and a host that ran
-		 * dry (a fleet at its limit that went quiet) leases the rest,
-		 * paced like the first leases.  The low-water mark at the
-		 * reserve: the first SYN asks for a lease, and the whole
-		 * reserve covers its round trip. */
-		keep = lease_reserve(t->pol, broker_agents_of(b));
-		if (s->lowwater < keep) {
-			s->lowwater = keep;
-			host_tokens_add(b, t->slot, 0, (int64_t)keep);
-		}
-		if (tokens > keep && now - s->last_grant_ns > ttl_ns) {
-			broker_refund(b, t, tokens - keep);
-		} else if (held_of(b, s) < keep && warm < WARM_LEASES_PER_CHECK) {
-			unsigned int first, nth;
-
-			if (lease_may_call(b, t, s, now, &first, &nth) &&
-			    lease_call(b, t, s, first, nth, keep - held_of(b, s)) == 0)
-				warm++;
-		}
+		host_tenant_at(b, i, &t);
+		s = slot_of(b, &t);
+		lease_visit(b, &t, s, now, &warm);
+		lease_schedule(b, &t, s, now);
 	}
+}
+
+/* The look of one slot's tenant, if it still has one there. */
+static void lease_visit_slot(struct broker *b, uint32_t idx, uint64_t now,
+			     unsigned int *warm)
+{
+	struct broker_tenant t;
+	struct slot *s = &b->slots[idx];
+
+	if (!slot_tenant(b, s, &t))
+		return;		/* gone: nothing to look at */
+	s = slot_of(b, &t);
+	lease_visit(b, &t, s, now, warm);
+	lease_schedule(b, &t, s, now);
+}
+
+/*
+ * A check's leasing: the looks of the tenants that need one now (listed,
+ * or due by now), then of those waiting for a paced lease, in turn, until
+ * this check's paced calls are made (or each waiting one was looked at
+ * once).  An idle tenant costs nothing here; a walk of every tenant when
+ * something changed them all.
+ */
+void broker_lease_due(struct broker *b, uint64_t now)
+{
+	unsigned int warm = 0;
+	const uint32_t *due;
+	size_t n, waiting;
+	uint32_t idx;
+
+	if (b->walk_all || b->wake.all) {
+		broker_lease_all(b, now);
+		return;
+	}
+	n = wake_take(&b->wake, now, &due);
+	for (size_t i = 0; i < n; i++)
+		lease_visit_slot(b, due[i], now, &warm);
+	waiting = b->wake.q_n;
+	while (warm < WARM_LEASES_PER_CHECK && waiting-- &&
+	       wake_next_queued(&b->wake, &idx))
+		lease_visit_slot(b, idx, now, &warm);
+}
+
+/* The agent's sampling saw the counters of slot's tenant move. */
+void broker_slot_moved(struct broker *b, uint32_t slot)
+{
+	if (b)
+		wake_list(&b->wake, slot);
 }
 
 /*
@@ -966,16 +1060,19 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 	host_fleet_state(b, now, b->circ.open || b->done);
 	breaker_check_timeouts(b, now);
 	broker_script_loads_check(b, now);
-	/* While degraded, and once more after: what the fail policy admitted. */
-	slots_sync(b);
-	if (b->circ.open || b->n_rejoin)
+	/* While degraded, and once more after: what the fail policy
+	 * admitted.  Healthy, the slots are kept in step by the changes
+	 * themselves (broker_slot_ready(), broker_tenants_changed()). */
+	if (b->circ.open || b->n_rejoin) {
+		slots_sync(b);
 		broker_debt_look(b);
+	}
 	/* The time again: the breaker may have opened just now, after now
 	 * was read. */
 	if (b->circ.open && !b->tokens_expired && loop_now_ns() - b->open_since_ns > ttl_ns)
 		expire_leases(b);
 	if (broker_leasing(b))
-		broker_lease_all(b, now);
+		broker_lease_due(b, now);
 	broker_rejoin_end(b);
 	broker_conns_check(b, now);
 }
@@ -989,6 +1086,7 @@ void broker_lowwater(struct broker *b, uint32_t slot)
 		return;
 	slot_of(b, &t)->want_lease = true;
 	slot_of(b, &t)->last_active_ns = loop_now_ns();
+	wake_list(&b->wake, slot);
 	if (broker_leasing(b))
 		maybe_lease(b, &t, loop_now_ns(), true);
 }
@@ -997,6 +1095,7 @@ void broker_tenants_changed(struct broker *b)
 {
 	if (!b)
 		return;
+	b->conns_any = true;
 	slots_sync(b);
 	if (broker_leasing(b))
 		broker_lease_all(b, loop_now_ns());

@@ -259,6 +259,11 @@ static void hook_tenants_changed(void *ctx)
 	broker_tenants_changed(ctx);
 }
 
+static void hook_tenant_moved(void *ctx, uint32_t slot)
+{
+	broker_slot_moved(ctx, slot);
+}
+
 void wire_agent_hooks(struct agent *a, struct broker *b)
 {
 	a->hooks = (struct agent_hooks){
@@ -266,5 +271,6 @@ void wire_agent_hooks(struct agent *a, struct broker *b)
 		.slot_ready = hook_slot_ready,
 		.policy_changed = hook_policy_changed,
 		.tenants_changed = hook_tenants_changed,
+		.tenant_moved = hook_tenant_moved,
 	};
 }
