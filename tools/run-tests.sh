@@ -47,82 +47,152 @@ trap 'rm -rf "$tmp"' EXIT
 # the diagnostics that follow them.  A program that printed none, or that
 # failed other than by a failed test (a crash, a check outside of a test),
 # is a line of its own.
-run_unit() {
+unit_tap() {
 	local n=0 t rc prog line tap failed
-	{
-		for t in "$build"/tests/unit/test_*; do
-			[[ -x $t ]] || continue
-			prog=$(basename "$t")
-			timeout 120 "$t" >"$tmp/out" 2>&1
-			rc=$?
-			tap=0 failed=0
-			while IFS= read -r line; do
-				if [[ $line =~ ^(not )?ok\ [0-9]+\ -\ (.*)$ ]]; then
-					n=$((n + 1)) tap=1
-					[[ -n ${BASH_REMATCH[1]} ]] && failed=1
-					echo "${BASH_REMATCH[1]}ok $n - $prog: ${BASH_REMATCH[2]}"
-				elif [[ $line == "#"* ]]; then
-					echo "$line"
-				fi
-			done <"$tmp/out"
-			case $rc in
-			0) ((tap)) || echo "ok $((n += 1)) - $prog" ;;
-			77) ((tap)) || echo "ok $((n += 1)) - $prog # skip $(tail -n1 "$tmp/out")" ;;
-			*)
-				# exit 1 after a failed test says nothing more
-				((failed && rc == 1)) && continue
-				echo "not ok $((n += 1)) - $prog (exit $rc)"
-				sed 's/^/# /' "$tmp/out" | tail -n 40 ;;
-			esac
-		done
-	} | tally_tap unit
+
+	for t in "$build"/tests/unit/test_*; do
+		[[ -x $t ]] || continue
+		prog=$(basename "$t")
+		timeout 120 "$t" >"$tmp/unit.out" 2>&1
+		rc=$?
+		tap=0 failed=0
+		while IFS= read -r line; do
+			if [[ $line =~ ^(not )?ok\ [0-9]+\ -\ (.*)$ ]]; then
+				n=$((n + 1)) tap=1
+				[[ -n ${BASH_REMATCH[1]} ]] && failed=1
+				echo "${BASH_REMATCH[1]}ok $n - $prog: ${BASH_REMATCH[2]}"
+			elif [[ $line == "#"* ]]; then
+				echo "$line"
+			fi
+		done <"$tmp/unit.out"
+		case $rc in
+		0) ((tap)) || echo "ok $((n += 1)) - $prog" ;;
+		77) ((tap)) || echo "ok $((n += 1)) - $prog # skip $(tail -n1 "$tmp/unit.out")" ;;
+		*)
+			# exit 1 after a failed test says nothing more
+			((failed && rc == 1)) && continue
+			echo "not ok $((n += 1)) - $prog (exit $rc)"
+			sed 's/^/# /' "$tmp/unit.out" | tail -n 40 ;;
+		esac
+	done
 }
 
-run_bpf() {
+bpf_tap() {
+	local rc=0
+
 	if [[ ! -x $build/tests/test_xdp ]]; then
-		echo "not ok 1 - test_xdp was not built" | tally_tap bpf
+		echo "not ok 1 - test_xdp was not built"
 		return
 	fi
-	{ timeout 300 "$build/tests/test_xdp" 2>&1 || echo "# test_xdp exited $?"; } |
-		grep -E '^(ok|not ok|#)' | tally_tap bpf
+	timeout 900 "$build/tests/test_xdp" >"$tmp/bpf.out" 2>&1 || rc=$?
+	grep -E '^(ok|not ok|#)' "$tmp/bpf.out"
+	# killed (the timeout) or failed with no failed test line: the tests
+	# it did not reach would otherwise go unnoticed
+	((rc == 0)) || grep -q '^not ok' "$tmp/bpf.out" ||
+		echo "not ok $(($(grep -c '^ok' "$tmp/bpf.out") + 1)) - test_xdp exited $rc"
 }
 
-run_bats() {
-	local suite=$1 dir=$top/tests/$1 files
-	files=$(ls "$dir"/*.bats 2>/dev/null)
-	if [[ -z $files ]]; then
+# run_item ITEM: runs one piece of work - the unit or bpf suite, a whole lua
+# or pkg suite, or one e2e file - with its TAP left in $tmp/tap/ITEM (slashes
+# made dashes) and its time in $tmp/times.
+run_item() {
+	local item=$1 t0=$SECONDS out f
+	out=$tmp/tap/${item//\//-}
+
+	case $item in
+	unit) unit_tap >"$out" ;;
+	bpf) bpf_tap >"$out" ;;
+	lua | pkg)
+		for f in "$top/tests/$item"/*.bats; do
+			[[ -e $f ]] && bats --tap "$f" 2>&1
+		done >"$out" ;;
+	*) bats --tap "$top/tests/$item" >"$out" 2>&1 ;;
+	esac
+	echo "$((SECONDS - t0)) $item" >>"$tmp/times"
+}
+
+# run_pool JOBS ITEM...: run_item for each ITEM in turn, JOBS at a time.
+run_pool() {
+	local jobs=$1 item
+
+	shift
+	for item in "$@"; do
+		while (($(jobs -pr | wc -l) >= jobs)); do
+			wait -n
+		done
+		run_item "$item" &
+	done
+	wait
+}
+
+# bats_files SUITE: the suite's bats files, largest first.
+bats_files() {
+	local files
+
+	files=$(ls "$top/tests/$1"/*.bats 2>/dev/null) || return 0
+	# shellcheck disable=SC2086
+	ls -S $files
+}
+
+# tally_bats SUITE: one TAP stream of the suite's files, in file order.
+tally_bats() {
+	local suite=$1 f tap
+
+	if [[ -z $(bats_files "$suite") ]]; then
 		echo "[$suite] no tests"
 		echo "0 0 0" >"$tmp/$suite.count"
 		return
 	fi
-	# One bats run per file, timed: the slowest files are listed at the end,
-	# where the suite's time goes.  e2e files run RLGATE_TEST_JOBS at a time
-	# (default 1; each builds its own lab of namespaces, pins and servers, and
-	# asserts counts and bounds, not speed), the largest first; their output
-	# is tallied in file order once all are done.
-	local jobs=1 f
-	[[ $suite == e2e ]] && jobs=${RLGATE_TEST_JOBS:-1}
-	[[ $jobs =~ ^[1-9][0-9]*$ ]] ||
-		{ echo "RLGATE_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
-	mkdir -p "$tmp/$suite"
-	# shellcheck disable=SC2086
-	ls -S $files | xargs -P "$jobs" -I{} bash -c '
-		t0=$SECONDS
-		bats --tap "$1" >"$2/$(basename "$1").tap" 2>&1
-		echo "$((SECONDS - t0)) $3/$(basename "$1")" >>"$4"
-	' _ {} "$tmp/$suite" "$suite" "$tmp/times"
-	for f in $files; do
-		cat "$tmp/$suite/$(basename "$f").tap" 2>/dev/null ||
-			echo "not ok 1 - $(basename "$f") did not run"
-	done | tally_tap "$suite"
+	if [[ $suite != e2e ]]; then
+		tally_tap "$suite" <"$tmp/tap/$suite"
+		return
+	fi
+	for f in "$top/tests/e2e"/*.bats; do
+		tap=$tmp/tap/e2e-$(basename "$f")
+		cat "$tap" 2>/dev/null || echo "not ok 1 - $(basename "$f") did not run"
+	done | tally_tap e2e
 }
+
+# What runs beside what.  Up to RLGATE_TEST_JOBS (default 2) pieces of work
+# run at once: the C and Lua suites, the packaging suite, and the e2e files
+# whose header says "# e2e: parallel" (their checks are states and exact
+# counts, not rates: a busier machine makes them slower, not wrong).  Then
+# the other e2e files, which measure what load over seconds admits, run
+# alone, the largest first, so that no other lab competes with their load
+# for the CPU.  Each e2e file builds its own lab of namespaces, pins and
+# servers, named for its process.
+for s in "${suites[@]}"; do
+	case $s in
+	unit | bpf | lua | pkg | e2e) ;;
+	*) echo "unknown suite '$s' (expected unit, bpf, lua, pkg or e2e)" >&2; exit 2 ;;
+	esac
+done
+jobs=${RLGATE_TEST_JOBS:-2}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] ||
+	{ echo "RLGATE_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
+mkdir -p "$tmp/tap"
+shared=() alone=()
+for s in "${suites[@]}"; do
+	case $s in
+	e2e)
+		for f in $(bats_files e2e); do
+			if grep -q '^# e2e: parallel' "$f"; then
+				shared+=("e2e/$(basename "$f")")
+			else
+				alone+=("e2e/$(basename "$f")")
+			fi
+		done ;;
+	bpf) shared=(bpf "${shared[@]}") ;;	# the longest: first
+	*) shared+=("$s") ;;
+	esac
+done
+run_pool "$jobs" "${shared[@]}"
+run_pool 1 "${alone[@]}"
 
 for s in "${suites[@]}"; do
 	case $s in
-	unit) run_unit ;;
-	bpf) run_bpf ;;
-	lua | pkg | e2e) run_bats "$s" ;;
-	*) echo "unknown suite '$s' (expected unit, bpf, lua, pkg or e2e)" >&2; exit 2 ;;
+	unit | bpf) tally_tap "$s" <"$tmp/tap/$s" ;;
+	*) tally_bats "$s" ;;
 	esac
 	read -r p f k <"$tmp/$s.count"
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k))
@@ -135,7 +205,7 @@ if ((fail)); then
 fi
 if [[ -s $tmp/times ]]; then
 	echo
-	echo "Slowest files (seconds):"
+	echo "Slowest files and suites (seconds):"
 	sort -rn "$tmp/times" | head -n 8 | sed 's/^/  /'
 fi
 echo "$pass passed, $fail failed, $skip skipped"

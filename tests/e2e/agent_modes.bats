@@ -2,6 +2,9 @@
 # The attach modes other than native XDP, for drivers where it cannot run:
 # generic XDP (--mode skb) and tc ingress (--mode tc) enforce the same limit,
 # refuse by drop and by RST, over IPv4 and IPv6, and say how they attached.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

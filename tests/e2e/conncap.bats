@@ -4,6 +4,9 @@
 # client's FIN and the server's (seen on tc egress), a server's reset - and
 # the agent's sweep ending what no packet ends (connections whose socket is
 # gone), against the counts the clients and the server's socket table see.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -8,6 +8,9 @@
 # One network namespace for the file, a veth pair per agent in it, pins
 # under /sys/fs/bpf/<namespace>-*, everything else under BATS_FILE_TMPDIR;
 # processes recorded and killed by PID.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 

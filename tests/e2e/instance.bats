@@ -3,6 +3,9 @@
 # every client no tenant matches, held by the kernel against long-lived
 # connections to nginx, kept across an agent restart (its state file).
 # Two tenants are c1's IPv4 and c1's IPv6 prefixes; c2 matches none.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -3,6 +3,9 @@
 # a server's veth by the minimal test loader, real SYNs from a client host to a
 # real listening server.  A tenant with burst 5 and a negligible refill rate
 # admits exactly 5 connections, then refuses the rest, by drop or by RST.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 

@@ -6,6 +6,9 @@
 # (tests/rlpool).  Clients open connections faster than the limit: at most
 # burst + rate x time get an answer, every other one is reset, none hangs,
 # and the servers log no error.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load preload_helpers

@@ -4,6 +4,9 @@
 # running preloaded server, rlctl stats, status and the metrics name the
 # enforcement point, and the pool keeps limiting while the agent is gone.
 # Fleet mode: an XDP host and a preload host spend from one global limit.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -6,6 +6,9 @@
 # (tests/rlpool --forge) writes the pool's counts as it likes; the agent
 # believes none of it beyond its own ledger: the kernel and Redis never get
 # a token it did not lease, nor a connection slot the processes still fill.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

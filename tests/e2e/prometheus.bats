@@ -8,6 +8,9 @@
 #
 # Prometheus runs inside the lab's Redis host, listening on that namespace's
 # loopback only; it is stopped by PID.  About 40 seconds.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 # shellcheck disable=SC2030,SC2031 # PROM_* are exported for the tests
 

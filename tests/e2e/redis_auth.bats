@@ -2,6 +2,9 @@
 # Fleet mode against a Redis that wants a password: the agent authenticates
 # with --redis-password-file (and --redis-user for an ACL user) and leases;
 # with a wrong password it says so, stays up and runs degraded.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -3,6 +3,9 @@
 # agent's tables; a set of that many tenants is applied in one request,
 # tenants in slots far past the default size limit their clients, a restart
 # adopts them all, and what does not fit is refused naming the option.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
 
 load helpers
 load agent_helpers
