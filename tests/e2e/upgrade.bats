@@ -39,19 +39,28 @@ teardown() {
 	agent_teardown
 }
 
-# old_build N: rlagent and rlctl of layout N's last tree, built in this
-# test's directory; OLD_BUILD is their folder.
+# old_build N: rlagent and rlctl of layout N's last tree; OLD_BUILD is their
+# folder.  Built once per commit under $RLGATE_BUILD/fixtures (a commit's
+# tree never changes; `make clean` removes them) and taken from there by
+# every later test and run; a tree without its "built" mark (a build that
+# failed or was stopped) is built again from scratch.
 old_build() {
-	local commit=${LAYOUT_COMMIT[$1]} src=$BATS_TEST_TMPDIR/layout$1
+	local commit=${LAYOUT_COMMIT[$1]} src
 
 	git -C "$RLGATE_ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
 		skip "not a git checkout: the layout-$1 fixture is built from git history"
 	git -C "$RLGATE_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null ||
 		skip "commit $commit (map layout $1) is not in this clone's history"
-	mkdir -p "$src"
-	git -C "$RLGATE_ROOT" archive "$commit" | tar -x -C "$src" || return 1
-	env -u CFLAGS -u LDFLAGS -u SANITIZE make -s -C "$src" -j2 BUILD=build 		build/rlagent build/rlctl >"$src.log" 2>&1 ||
-		{ echo "couldn't build the layout-$1 fixture:" >&2; tail -n 30 "$src.log" >&2; return 1; }
+	src=$RLGATE_BUILD/fixtures/layout$1-$commit
+	if [[ ! -e $src/built ]]; then
+		rm -rf "$src"
+		mkdir -p "$src"
+		git -C "$RLGATE_ROOT" archive "$commit" | tar -x -C "$src" || return 1
+		env -u CFLAGS -u LDFLAGS -u SANITIZE make -s -C "$src" -j2 BUILD=build \
+			build/rlagent build/rlctl >"$src.log" 2>&1 ||
+			{ echo "couldn't build the layout-$1 fixture:" >&2; tail -n 30 "$src.log" >&2; return 1; }
+		: >"$src/built"
+	fi
 	OLD_BUILD=$src/build
 }
 
