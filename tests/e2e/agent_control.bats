@@ -3,6 +3,10 @@
 # input exits 2 and changes nothing, garbage on the socket neither crashes
 # the agent nor changes the policy, and /metrics serves the per-tenant
 # metrics with the same numbers as rlctl stats.
+#
+# e2e: parallel - one agent, no Redis: what it admits follows the kernel's
+# token bucket and the client's clock, so it may run beside another file
+# (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -2,6 +2,10 @@
 # rlagent enforcing tenant limits set with rlctl on a real interface: the
 # server's veth in a lab, real connections from client hosts, counted on the
 # client side (loadgen) and compared with the agent's own stats.
+#
+# e2e: parallel - one agent, no Redis: what it admits follows the kernel's
+# token bucket and the client's clock, so it may run beside another file
+# (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -2,6 +2,10 @@
 # rlagent's life cycle on a real interface: enforcement outlives the agent
 # (SIGTERM, SIGKILL), a restarted agent adopts the pins, `rlctl detach`
 # removes program and pins, and a missing interface stops it at start.
+#
+# e2e: parallel - one agent, no Redis: what it admits follows the kernel's
+# token bucket and the client's clock, so it may run beside another file
+# (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -5,6 +5,10 @@
 # /64 are one source; a full per-source table evicts nobody, so cycling
 # addresses gains an abuser nothing beyond the overflow bucket, and entries
 # come back once their buckets have refilled.
+#
+# e2e: parallel - one agent, no Redis: what it admits follows the kernel's
+# token bucket and the client's clock, so it may run beside another file
+# (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -13,6 +13,10 @@
 # an operator's old installation did.  Skipped outside a git checkout with
 # that history (a release tarball, a shallow clone).  A layout bump adds the
 # last commit of the layout it replaces, and a test for it.
+#
+# e2e: parallel - one agent, no Redis: what it admits follows the kernel's
+# token bucket and the client's clock, so it may run beside another file
+# (tools/run-tests.sh).
 
 load helpers
 load agent_helpers

@@ -5,6 +5,10 @@
 # at the SYN, the flood locks the client out; verified, the flood costs
 # nothing, the client gets its answers and the server no more connections
 # than the limit allows, with the options its client negotiated.
+#
+# e2e: parallel - one agent, no Redis: what it admits follows the kernel's
+# token bucket and the client's clock, so it may run beside another file
+# (tools/run-tests.sh).
 
 load helpers
 load agent_helpers
