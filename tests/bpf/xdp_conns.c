@@ -42,7 +42,7 @@ static void cinst_close(struct cinst *in)
 		munmap(in->instance, (size_t)sysconf(_SC_PAGESIZE));
 	in->instance = NULL;
 	world_fini(&in->w);
-	rlgate_bpf__destroy(in->skel);
+	rlgate_put(in->skel);
 	in->skel = NULL;
 }
 
@@ -52,22 +52,11 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 {
 	__u32 zero = 0;
 	struct rl_conn_ctl ctl = { .capped = 1 };
-	int err;
 
 	memset(in, 0, sizeof(*in));
-	in->skel = rlgate_bpf__open();
-	if (!in->skel) {
-		diag("couldn't open the rlgate skeleton: %s", strerror(errno));
+	in->skel = rlgate_get(0, RL_DEFAULT_RETRANS_GAP_NS);
+	if (!in->skel)
 		return -1;
-	}
-	in->skel->rodata->retrans_window_ns = 0;
-	err = rlgate_bpf__load(in->skel);
-	if (err) {
-		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
-		rlgate_bpf__destroy(in->skel);
-		in->skel = NULL;
-		return -1;
-	}
 	if (world_init(&in->w, in->skel->obj) ||
 	    rule_add(&in->w, "10.1.0.0/16", 0, 1)) {
 		diag("couldn't set up the maps");

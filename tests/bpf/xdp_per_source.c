@@ -53,23 +53,29 @@ static int ps_open(struct ps_inst *p, const struct ps_row *row)
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	in->skel = rlgate_bpf__open();
-	if (!in->skel) {
-		diag("couldn't open the rlgate skeleton: %s", strerror(errno));
-		return -1;
-	}
-	in->skel->rodata->retrans_window_ns = 0;
-	if (row->table)
+	if (!row->table) {
+		if (inst_open_gap(in, 0, RL_DEFAULT_RETRANS_GAP_NS))
+			return -1;
+	} else {
+		/* a table of its own size: a load of its own */
+		in->skel = rlgate_bpf__open();
+		if (!in->skel) {
+			diag("couldn't open the rlgate skeleton: %s",
+			     strerror(errno));
+			return -1;
+		}
+		in->skel->rodata->retrans_window_ns = 0;
 		bpf_map__set_max_entries(in->skel->maps.sources, row->table);
-	err = rlgate_bpf__load(in->skel);
-	if (!err)
-		err = world_init(&in->w, in->skel->obj);
-	if (err) {
-		diag("couldn't load rlgate: %s", strerror(-err));
-		inst_close(in);
-		return -1;
+		err = rlgate_bpf__load(in->skel);
+		if (!err)
+			err = world_init(&in->w, in->skel->obj);
+		if (err) {
+			diag("couldn't load rlgate: %s", strerror(-err));
+			inst_close(in);
+			return -1;
+		}
+		in->prog_fd = bpf_program__fd(in->skel->progs.xdp_rlgate);
 	}
-	in->prog_fd = bpf_program__fd(in->skel->progs.xdp_rlgate);
 	if (rule_add(&in->w, row->family == 6 ? "2001:db8::/32" : "10.1.0.0/16",
 		     0, 1)) {
 		diag("couldn't add a rule");

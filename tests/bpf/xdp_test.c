@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf.h>
@@ -15,10 +17,208 @@
 
 int test_cpu;
 
+/* Loading rlgate costs the verifier about a second, and most tests start
+ * from a fresh load: a closed instance is kept instead, and the next open of
+ * the same configuration (its read-only data) gets it back with every map as
+ * a load leaves it - arrays zeroed, hashes emptied, the event ring drained.
+ * An instance with a map of a type not handled here is not reused. */
+#define INST_KEPT 4
+
+static struct kept {
+	struct rlgate_bpf *skel;
+	struct ring_buffer *events;	/* to drain the ring */
+	__u64 window_ns, gap_ns;
+	bool busy;
+} kept[INST_KEPT];
+
+static int drop_event(void *ctx, void *data, size_t size)
+{
+	(void)ctx, (void)data, (void)size;
+	return 0;
+}
+
+/* Zeroes entries [0, n) of array map m (per CPU or not), in batches. */
+static int array_zero(struct bpf_map *m, int ncpus)
+{
+	enum bpf_map_type type = bpf_map__type(m);
+	__u32 n = bpf_map__max_entries(m), batch = 1024, i, k, count;
+	size_t vs = bpf_map__value_size(m), len;
+	long page = sysconf(_SC_PAGESIZE);
+	__u32 *keys;
+	void *vals, *p;
+	int fd = bpf_map__fd(m), err = 0;
+
+	if (bpf_map__map_flags(m) & BPF_F_MMAPABLE) {
+		len = ((size_t)n * vs + page - 1) / page * page;
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+		memset(p, 0, len);
+		munmap(p, len);
+		return 0;
+	}
+	if (type == BPF_MAP_TYPE_PERCPU_ARRAY)
+		vs = (vs + 7) / 8 * 8 * ncpus;
+	keys = calloc(batch, sizeof(*keys));
+	vals = calloc(batch, vs);
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n && !err; i += count) {
+		count = n - i < batch ? n - i : batch;
+		for (k = 0; k < count; k++)
+			keys[k] = i + k;
+		if (bpf_map_update_batch(fd, keys, vals, &count, NULL))
+			err = -errno;
+	}
+	free(keys);
+	free(vals);
+	return err;
+}
+
+/* Deletes every entry of hash map m. */
+static int hash_empty(struct bpf_map *m)
+{
+	char key[256];
+	int fd = bpf_map__fd(m);
+
+	if (bpf_map__key_size(m) > sizeof(key))
+		return -E2BIG;
+	while (!bpf_map_get_next_key(fd, NULL, key))
+		if (bpf_map_delete_elem(fd, key))
+			return -errno;
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/* Puts every map of kept instance k back as a fresh load leaves it. */
+static int kept_reset(struct kept *k)
+{
+	struct bpf_map *m;
+	int ncpus = libbpf_num_possible_cpus(), err;
+	__u32 i;
+
+	bpf_object__for_each_map(m, k->skel->obj) {
+		const char *name = bpf_map__name(m);
+
+		if (bpf_map__is_internal(m) && strstr(name, ".rodata"))
+			continue;	/* frozen: the configuration */
+		if (bpf_map__is_internal(m) && !strstr(name, ".bss"))
+			return -ENOTSUP; /* .data: its initial values */
+		switch (bpf_map__type(m)) {
+		case BPF_MAP_TYPE_ARRAY:
+		case BPF_MAP_TYPE_PERCPU_ARRAY:
+			err = array_zero(m, ncpus);
+			break;
+		case BPF_MAP_TYPE_HASH:
+			err = hash_empty(m);
+			break;
+		case BPF_MAP_TYPE_ARRAY_OF_MAPS:
+			err = 0;
+			for (i = 0; i < bpf_map__max_entries(m); i++)
+				if (bpf_map_delete_elem(bpf_map__fd(m), &i) &&
+				    errno != ENOENT)
+					err = -errno;
+			break;
+		case BPF_MAP_TYPE_RINGBUF:
+			err = ring_buffer__consume(k->events);
+			err = err < 0 ? err : 0;
+			break;
+		default:
+			err = -ENOTSUP;
+		}
+		if (err) {
+			diag("couldn't reset map '%s' for reuse: %s", name,
+			     strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* A kept instance of this configuration, reset; NULL when there is none. */
+static struct rlgate_bpf *kept_take(__u64 window_ns, __u64 gap_ns)
+{
+	struct kept *k;
+
+	for (k = kept; k < kept + INST_KEPT; k++) {
+		if (!k->skel || k->busy || k->window_ns != window_ns ||
+		    k->gap_ns != gap_ns)
+			continue;
+		if (kept_reset(k)) {
+			ring_buffer__free(k->events);
+			rlgate_bpf__destroy(k->skel);
+			memset(k, 0, sizeof(*k));
+			return NULL;
+		}
+		k->busy = true;
+		return k->skel;
+	}
+	return NULL;
+}
+
+/* Keeps a new instance in a free place, if there is one. */
+static void kept_add(struct rlgate_bpf *skel, __u64 window_ns, __u64 gap_ns)
+{
+	struct kept *k;
+
+	for (k = kept; k < kept + INST_KEPT; k++) {
+		if (k->skel)
+			continue;
+		k->events = ring_buffer__new(bpf_map__fd(skel->maps.events),
+					     drop_event, NULL, NULL);
+		if (!k->events)
+			return;
+		k->skel = skel;
+		k->window_ns = window_ns;
+		k->gap_ns = gap_ns;
+		k->busy = true;
+		return;
+	}
+}
+
+struct rlgate_bpf *rlgate_get(__u64 retrans_window_ns, __u64 retrans_gap_ns)
+{
+	struct rlgate_bpf *skel = kept_take(retrans_window_ns, retrans_gap_ns);
+	int err;
+
+	if (skel)
+		return skel;
+	skel = rlgate_bpf__open();
+	if (!skel) {
+		diag("couldn't open the rlgate skeleton: %s", strerror(errno));
+		return NULL;
+	}
+	skel->rodata->retrans_window_ns = retrans_window_ns;
+	skel->rodata->retrans_gap_ns = retrans_gap_ns;
+	err = rlgate_bpf__load(skel);
+	if (err) {
+		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
+		rlgate_bpf__destroy(skel);
+		return NULL;
+	}
+	kept_add(skel, retrans_window_ns, retrans_gap_ns);
+	return skel;
+}
+
+void rlgate_put(struct rlgate_bpf *skel)
+{
+	struct kept *k;
+
+	for (k = kept; k < kept + INST_KEPT; k++) {
+		if (k->skel && k->skel == skel) {
+			k->busy = false;
+			return;
+		}
+	}
+	rlgate_bpf__destroy(skel);
+}
+
 void inst_close(struct inst *in)
 {
 	world_fini(&in->w);
-	rlgate_bpf__destroy(in->skel);
+	rlgate_put(in->skel);
 	in->skel = NULL;
 }
 
@@ -28,21 +228,9 @@ int inst_open_gap(struct inst *in, __u64 retrans_window_ns,
 	int err;
 
 	memset(in, 0, sizeof(*in));
-	in->skel = rlgate_bpf__open();
-	if (!in->skel) {
-		err = -errno;
-		diag("couldn't open the rlgate skeleton: %s", strerror(-err));
-		return err;
-	}
-	in->skel->rodata->retrans_window_ns = retrans_window_ns;
-	in->skel->rodata->retrans_gap_ns = retrans_gap_ns;
-	err = rlgate_bpf__load(in->skel);
-	if (err) {
-		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
-		rlgate_bpf__destroy(in->skel);
-		in->skel = NULL;
-		return err;
-	}
+	in->skel = rlgate_get(retrans_window_ns, retrans_gap_ns);
+	if (!in->skel)
+		return -ENOENT;
 	err = world_init(&in->w, in->skel->obj);
 	if (err) {
 		diag("couldn't find rlgate's maps: %s", strerror(-err));

@@ -28,12 +28,20 @@
  * queue's flows are, so a retransmission must run where its SYN did. */
 extern int test_cpu;
 
-/* One freshly loaded copy of rlgate with empty maps. */
+/* One copy of rlgate with empty maps (rlgate_get()). */
 struct inst {
 	struct rlgate_bpf *skel;
 	struct world w;
 	int prog_fd;
 };
+
+/* A loaded rlgate with this retransmission window and gap and every map
+ * empty: a fresh load, or one kept from an instance given back and reset
+ * (loading costs the verifier about a second a test).  NULL on failure,
+ * said with diag(). */
+struct rlgate_bpf *rlgate_get(__u64 retrans_window_ns, __u64 retrans_gap_ns);
+/* Gives back what rlgate_get() returned (or destroys another skeleton). */
+void rlgate_put(struct rlgate_bpf *skel);
 
 /* Loads rlgate with a retransmission window and the least gap before a
  * free repeat (see RL_FLOW_MAX_REPEATS).  0 or -errno, said with diag(). */
