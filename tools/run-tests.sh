@@ -111,28 +111,37 @@ run_item() {
 	echo "$((SECONDS - t0)) $item" >>"$tmp/times"
 }
 
-# run_pool JOBS: run_item for every item of ALONE and SHARED, JOBS at a
-# time, each list in its order, but never two of ALONE at once.
-run_pool() {
-	local jobs=$1 a=0 s=0 pid=
+# running PID...: whether any of the PIDs still runs.
+running() {
+	local p
 
-	while ((a < ${#ALONE[@]} || s < ${#SHARED[@]})); do
+	for p in "$@"; do
+		kill -0 "$p" 2>/dev/null && return 0
+	done
+	return 1
+}
+
+# run_pool JOBS: run_item for every item of BUSY, ALONE and SHARED, JOBS at
+# a time, each list in its order: BUSY first, then one of ALONE at a time
+# once no item of BUSY runs, and SHARED beside them.
+run_pool() {
+	local jobs=$1 b=0 a=0 s=0 alone='' busy=()
+
+	while ((b < ${#BUSY[@]} || a < ${#ALONE[@]} || s < ${#SHARED[@]})); do
 		while (($(jobs -pr | wc -l) >= jobs)); do
 			wait -n
 		done
-		if [[ -z $pid ]] || ! kill -0 "$pid" 2>/dev/null; then
-			pid=
-			if ((a < ${#ALONE[@]})); then
-				run_item "${ALONE[a]}" &
-				pid=$! a=$((a + 1))
-				continue
-			fi
-		fi
-		if ((s < ${#SHARED[@]})); then
+		if ((b < ${#BUSY[@]})); then
+			run_item "${BUSY[b]}" &
+			busy+=($!) b=$((b + 1))
+		elif ((a < ${#ALONE[@]})) && ! running "${busy[@]}" $alone; then
+			run_item "${ALONE[a]}" &
+			alone=$! a=$((a + 1))
+		elif ((s < ${#SHARED[@]})); then
 			run_item "${SHARED[s]}" &
 			s=$((s + 1))
 		else
-			wait -n	# only ALONE left: the one running first
+			wait -n	# what is left waits for what runs
 		fi
 	done
 	wait
@@ -167,12 +176,14 @@ tally_bats() {
 }
 
 # What runs beside what: RLGATE_TEST_JOBS (default 2) pieces of work at
-# once, the largest first.  The e2e files that measure fleet-mode leasing
-# under load (several agents and Redis, deadlines below a second) run one at
-# a time, though beside the rest: the C, Lua and packaging suites, and the
-# e2e files whose header says "# e2e: parallel" (their checks are states and
-# exact counts, or follow one kernel's token bucket).  Each e2e file builds
-# its own lab of namespaces, pins and servers, named for its process.
+# once.  First the C, Lua and packaging suites, the largest first, which
+# keep the CPU busy; then the e2e files that measure fleet-mode leasing
+# under load (several agents and Redis, deadlines below a second), one at a
+# time and never beside those suites.  The e2e files whose header says
+# "# e2e: parallel" (their checks are states and exact counts, or follow one
+# kernel's token bucket) fill the other places meanwhile, the largest
+# first.  Each e2e file builds its own lab of namespaces, pins and servers,
+# named for its process.
 for s in "${suites[@]}"; do
 	case $s in
 	unit | bpf | lua | pkg | e2e) ;;
@@ -183,21 +194,19 @@ jobs=${RLGATE_TEST_JOBS:-2}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] ||
 	{ echo "RLGATE_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
 mkdir -p "$tmp/tap"
-SHARED=() ALONE=()
-for s in "${suites[@]}"; do
-	case $s in
-	e2e)
-		for f in $(bats_files e2e); do
-			if grep -q '^# e2e: parallel' "$f"; then
-				SHARED+=("e2e/$(basename "$f")")
-			else
-				ALONE+=("e2e/$(basename "$f")")
-			fi
-		done ;;
-	bpf) SHARED=(bpf "${SHARED[@]}") ;;	# the longest: first
-	*) SHARED+=("$s") ;;
-	esac
+BUSY=() SHARED=() ALONE=()
+for s in bpf pkg lua unit; do	# their usual order of size
+	[[ " ${suites[*]} " == *" $s "* ]] && BUSY+=("$s")
 done
+if [[ " ${suites[*]} " == *" e2e "* ]]; then
+	for f in $(bats_files e2e); do
+		if grep -q '^# e2e: parallel' "$f"; then
+			SHARED+=("e2e/$(basename "$f")")
+		else
+			ALONE+=("e2e/$(basename "$f")")
+		fi
+	done
+fi
 run_pool "$jobs"
 
 for s in "${suites[@]}"; do
