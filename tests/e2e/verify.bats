@@ -155,7 +155,7 @@ lock_out_then_verify() {
 }
 
 @test "without net.ipv4.tcp_syncookies=2 the agent warns and charges a verifying tenant's SYNs; set to 2, it verifies again within 2 s" {
-	local denied
+	local denied n set=$BATS_TEST_TMPDIR/set.json
 
 	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=1
 	agent_start
@@ -170,6 +170,20 @@ lock_out_then_verify() {
 	FLOOD_PID=
 	denied=$(stat_get web denied)
 	expect_between "forged SYNs refused" "$denied" 900 1000
+	# 200 more in one apply: one more line, not 200 (or a few, should the
+	# machine take more than a tenth of a second to configure them)
+	n=$(grep -c "verify syncookie needs" "$AGENT_LOG")
+	jq -n --arg c1 "$(prefixes c1)" --argjson port "$HTTP_PORT" '{tenants: ([
+		{name: "web", rate: "20/s", burst: 5, match: ($c1 | split(",")),
+		 ports: [$port], verify: "syncookie"}] + [range(200) | {name: "v\(.)",
+		 rate: "10/s", match: ["198.51.100.\(.)/32"], verify: "syncookie"}])}' >"$set"
+	rl apply "$set" >/dev/null
+	jq '.tenants |= .[:1]' "$set" >"$set.web"
+	rl apply "$set.web" >/dev/null
+	expect_between "warnings for 200 more verifying tenants" \
+		"$(($(grep -c "verify syncookie needs" "$AGENT_LOG") - n))" 1 5
+	expect_eq "web's refusals, the tenant unchanged by both applies" \
+		"$(stat_get web denied)" "$denied"
 
 	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=2
 	sleep 2

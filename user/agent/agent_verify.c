@@ -32,7 +32,7 @@ json_t *agent_verify_json(const struct agent *a)
 /*
  * Reads the sysctl while some tenant verifies; when it differs from what
  * the tenants were configured under, configures every verifying tenant
- * again (which logs, per tenant, why it is charged at its SYNs).  Called
+ * again (which logs once for them all why their SYNs are charged).  Called
  * every second.
  */
 void agent_verify_watch(struct agent *a)

@@ -87,6 +87,9 @@ struct kern {
 	/* when it was read (loop_now_ns()); 0: read it again at the next
 	 * verifying tenant */
 	uint64_t syncookies_ns;
+	/* the read (syncookies_ns) the last warning was about: one line for
+	 * the tenants configured under a read, not one per tenant */
+	uint64_t syncookies_warned_ns;
 	/* per-source limits (kern_sources.c) */
 	struct rl_src_conf *src_conf;	/* the mmap'ed `src_conf` map */
 	size_t src_conf_len;

@@ -73,14 +73,20 @@ static const struct policy_tenant *verify_usable(struct kern *k,
 	mode = k->syncookies;
 	if (mode == 2)
 		return t;
-	if (mode < 0)
+	/* the first tenant configured under this read names the rest: a
+	 * start or an apply of 100,000 logs a line, not 100,000 */
+	if (k->syncookies_warned_ns != k->syncookies_ns && mode < 0)
 		log_warn("tenant '%s': couldn't read net.ipv4.tcp_syncookies: %s; "
-			 "its SYNs are charged, not verified", t->name,
-			 strerror(-mode));
-	else
+			 "its SYNs are charged, not verified, as are those of "
+			 "every tenant with verify syncookie (rlctl status)",
+			 t->name, strerror(-mode));
+	else if (k->syncookies_warned_ns != k->syncookies_ns)
 		log_warn("tenant '%s': verify syncookie needs "
 			 "net.ipv4.tcp_syncookies=2 on this host (it is %d); its "
-			 "SYNs are charged, not verified", t->name, mode);
+			 "SYNs are charged, not verified, as are those of every "
+			 "tenant with verify syncookie until it is 2 (rlctl status)",
+			 t->name, mode);
+	k->syncookies_warned_ns = k->syncookies_ns;
 	*copy = *t;
 	copy->verify = POLICY_VERIFY_NONE;
 	return copy;
