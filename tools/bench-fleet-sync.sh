@@ -17,6 +17,11 @@
 #                               until s2 has the last of them
 #   fleet_apply_10k_policy_calls  the policy_get calls of both agents
 #                               for them (s1 reads its own changes back)
+#   fleet_agent_idle_cpu_100k_pct  the CPU time of the busier agent over
+#                               5 s once the fleet is quiet (no traffic,
+#                               Redis serving fewer than 100 commands a
+#                               second: the first leases paid, at 1,000
+#                               a second per agent), in % of one core
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SYNC_CHANGES=M] tools/bench-fleet-sync.sh [BUILD_DIR]  (root)
@@ -80,6 +85,11 @@ redis_served() {
 		awk -F'[=,]' '/^cmdstat_/ { n += $2 } END { print n + 0 }'
 }
 
+# cpu_ticks PID: the user and system time the process has taken.
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
 now_ms() {
 	echo $(($(date +%s%N) / 1000000))
 }
@@ -94,6 +104,7 @@ agent_up() {
 		--state-dir "$work/s$i/state" --pin-dir "/sys/fs/bpf/rlgate-$lab-s$i" \
 		--max-tenants "$tenants" --log-level warn >>"$work/s$i/agent.log" 2>&1 &
 	pids+=($!)
+	agent_pid[i]=$!
 	disown $!	# killed by PID at exit; no job notices
 	for ((n = 0; n < 6000; n++)); do
 		rl "$i" status >/dev/null 2>&1 && return 0
@@ -149,6 +160,7 @@ set_file() {
 "$root/tools/lab.sh" up "$lab" --servers 2 --clients 0 --redis >"$work/lab.log" 2>&1 ||
 	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
 redis_up "$redis_port"
+hz=$(getconf CLK_TCK)
 
 set_file "$work/set.json" 100 0
 agent_up 1
@@ -196,6 +208,24 @@ t5=$(now_ms)
 [[ $(rl 2 --json tenant get t0 | jq -r .rate) == 300/s ]] || die "s2 does not have t0's change"
 apply_policy=$(monitor_stop)
 
+# Idle: once the first leases are paid, at most 300 s.
+for ((n = 0; n < 300; n++)); do
+	c0=$(redis_served)
+	sleep 1
+	(($(redis_served) - c0 < 100)) && break
+done
+((n < 300)) || die "Redis still serves 100 commands a second or more after 300 s"
+idle=0
+for i in 1 2; do
+	u0[i]=$(cpu_ticks "${agent_pid[i]}")
+done
+sleep 5
+for i in 1 2; do
+	pct=$(awk -v d="$(($(cpu_ticks "${agent_pid[i]}") - u0[i]))" -v hz="$hz" \
+		'BEGIN { printf "%.1f", d * 100 / hz / 5 }')
+	awk -v a="$pct" -v b="$idle" 'BEGIN { exit !(a > b) }' && idle=$pct
+done
+
 echo "fleet_sync_tenants $tenants tenants"
 echo "fleet_sync_100k_s $(awk -v m="$((t1 - t0))" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "fleet_sync_redis_calls $sync_redis calls"
@@ -203,3 +233,4 @@ echo "fleet_sync_policy_calls $sync_policy calls"
 echo "fleet_change_ms $((t3 - t2)) ms"
 echo "fleet_apply_10k_s $(awk -v m="$((t5 - t4))" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "fleet_apply_10k_policy_calls $apply_policy calls"
+echo "fleet_agent_idle_cpu_100k_pct $idle %"
