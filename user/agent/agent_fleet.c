@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agent_int.h"
+#include "jsonflat.h"
 #include "log.h"
 
 /* Whether the fleet's version of name is newer than what this agent has:
@@ -35,7 +36,11 @@ static int fleet_parse(const struct agent_fleet_update *u, struct policy_tenant 
 	int e;
 
 	err[0] = '\0';
-	j = json_loads(u->json, 0, &jerr);
+	/* As agents store it (jansson's compact output), read quickly: a
+	 * sync of 100,000 tenants reads as many; anything else in full. */
+	j = jsonflat_load(u->json, strlen(u->json));
+	if (!j)
+		j = json_loads(u->json, 0, &jerr);
 	if (!j) {
 		snprintf(err, POLICY_ERR_MAX, "not JSON: %s", jerr.text);
 		return -1;
