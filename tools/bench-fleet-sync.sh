@@ -7,6 +7,9 @@
 # SYNC_CHANGES of them (default 10,000).  Prints `name value unit` lines:
 #   fleet_sync_tenants          the tenants in the store
 #   fleet_sync_100k_s           the new agent's start until it holds them all
+#   fleet_sync_agent_cpu_s      the CPU time the new agent took meanwhile
+#                               (its start, the reads, the change), which
+#                               the load of the machine does not stretch
 #   fleet_sync_redis_calls      the commands Redis served meanwhile (INFO
 #                               commandstats, every client: both agents'
 #                               heartbeats and leases too)
@@ -179,6 +182,7 @@ t0=$(now_ms)
 agent_up 2
 wait_held 2 "$tenants" 120
 t1=$(now_ms)
+sync_cpu=$(awk -v d="$(cpu_ticks "${agent_pid[2]}")" -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }')
 sync_redis=$(redis_served)
 sync_policy=$(monitor_stop)
 
@@ -228,6 +232,7 @@ done
 
 echo "fleet_sync_tenants $tenants tenants"
 echo "fleet_sync_100k_s $(awk -v m="$((t1 - t0))" 'BEGIN { printf "%.2f", m / 1000 }') s"
+echo "fleet_sync_agent_cpu_s $sync_cpu s"
 echo "fleet_sync_redis_calls $sync_redis calls"
 echo "fleet_sync_policy_calls $sync_policy calls"
 echo "fleet_change_ms $((t3 - t2)) ms"
