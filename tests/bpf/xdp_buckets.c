@@ -3,6 +3,10 @@
  * while ago admits, the cap at its burst, refill in real time, and the
  * precise clock for buckets smaller than a tick of tokens.
  */
+#include <errno.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
 #include "xdp_test.h"
 
 /* Tenant 1 of a small world, burst 5 at one token a second, emptied
@@ -98,6 +102,117 @@ static int scen_fine_clock(const void *arg)
 	return 0;
 }
 
+/*
+ * The common SYN is decided inline in the entry program, every other one by
+ * judge_open() (see judge_syn()); an instance limit that is on but limits
+ * nothing (no cap, no rate) sends every SYN to judge_open() and must change
+ * nothing.  The same SYNs both ways, for a bucket of burst 2: a new flow,
+ * its retransmission (free), a second flow, a third (refused, or admitted
+ * and counted by a shadow tenant), and a SYN no rule matches.
+ */
+struct inline_row {
+	__u32 action, flags;
+	__u32 refused;		/* the third flow's verdict */
+};
+
+#define INLINE_SYNS	5
+
+static int inline_run(const struct inline_row *row, bool instance,
+		      __u32 v[INLINE_SYNS], struct rl_stats *st,
+		      __u64 cnt[RL_CNT_MAX])
+{
+	static const struct { __u16 sport; __u32 seq; } syns[] = {
+		{ 1000, 1 }, { 1000, 1 }, { 1001, 2 }, { 1002, 3 },
+	};
+	struct rl_tenant on = { .mode = RL_MODE_STANDALONE };
+	struct pkt other = { V4, SYN, .src = "192.0.2.1", .sport = 1003 };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	struct inst in;
+	__u32 zero = 0;
+	int i, len, err = -1;
+
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	tenant_standalone(&in.w.tenants[1], row->action, row->flags, SEC_NS,
+			  2);
+	if (instance && bpf_map_update_elem(bpf_map__fd(in.skel->maps.instance),
+					    &zero, &on, 0)) {
+		diag("couldn't write the instance: %s", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < (int)ARRAY_SIZE(syns); i++)
+		if (send_syn(&in, syns[i].sport, syns[i].seq, &v[i]))
+			goto out;
+	len = pkt_build(&other, buf, NULL);
+	if (xdp_run(in.prog_fd, buf, len, out, sizeof(out), 1, &r)) {
+		diag("couldn't run the unmatched SYN");
+		goto out;
+	}
+	v[i] = r.retval;
+	tenant_stats_sum(&in.w, 1, st);
+	counters_sum(&in.w, cnt);
+	err = 0;
+out:
+	inst_close(&in);
+	return err;
+}
+
+static int scen_inline(const void *arg)
+{
+	const struct inline_row *row = arg;
+	const __u32 want[INLINE_SYNS] = { XDP_PASS, XDP_PASS, XDP_PASS,
+					  row->refused, XDP_PASS };
+	__u64 cnt[2][RL_CNT_MAX];
+	__u32 v[2][INLINE_SYNS];
+	struct rl_stats st[2];
+	int k, i;
+
+	for (k = 0; k < 2; k++)
+		if (inline_run(row, k, v[k], &st[k], cnt[k]))
+			return -1;
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < INLINE_SYNS; i++)
+			CHECK(v[k][i] == want[i], "instance %s: SYN %d: verdict "
+			      "%u, want %u", k ? "on" : "off", i, v[k][i],
+			      want[i]);
+	CHECK(!memcmp(&st[0], &st[1], sizeof(st[0])), "the tenant's stats "
+	      "differ: admitted %llu/%llu denied %llu/%llu retransmits "
+	      "%llu/%llu shadow_denied %llu/%llu rst_sent %llu/%llu",
+	      (unsigned long long)st[0].admitted,
+	      (unsigned long long)st[1].admitted,
+	      (unsigned long long)st[0].denied,
+	      (unsigned long long)st[1].denied,
+	      (unsigned long long)st[0].retransmits,
+	      (unsigned long long)st[1].retransmits,
+	      (unsigned long long)st[0].shadow_denied,
+	      (unsigned long long)st[1].shadow_denied,
+	      (unsigned long long)st[0].rst_sent,
+	      (unsigned long long)st[1].rst_sent);
+	CHECK(st[0].admitted == 3 + !!(row->flags & RL_F_SHADOW) &&
+	      st[0].retransmits == 1,
+	      "admitted %llu (retransmits %llu), want %d (1)",
+	      (unsigned long long)st[0].admitted,
+	      (unsigned long long)st[0].retransmits,
+	      3 + !!(row->flags & RL_F_SHADOW));
+	for (i = 0; i < RL_CNT_MAX; i++)
+		CHECK(cnt[0][i] == cnt[1][i], "counter %d: %llu with the "
+		      "instance off, %llu on", i,
+		      (unsigned long long)cnt[0][i],
+		      (unsigned long long)cnt[1][i]);
+	CHECK(cnt[0][RL_CNT_SYN] == INLINE_SYNS && cnt[0][RL_CNT_NOMATCH] == 1,
+	      "SYNs counted %llu, unmatched %llu, want %d and 1",
+	      (unsigned long long)cnt[0][RL_CNT_SYN],
+	      (unsigned long long)cnt[0][RL_CNT_NOMATCH], INLINE_SYNS);
+	return 0;
+}
+
+static const struct inline_row inline_drop = { RL_ACT_DROP, 0, XDP_DROP };
+static const struct inline_row inline_rst = { RL_ACT_RST, 0, XDP_TX };
+static const struct inline_row inline_shadow = {
+	RL_ACT_RST, RL_F_SHADOW, XDP_PASS,
+};
+
 static const struct scenario scenarios[] = {
 	{ "standalone bucket emptied 3 intervals ago admits exactly 3 SYNs",
 	  scen_refill, &emptied_3_ago },
@@ -109,6 +224,12 @@ static const struct scenario scenarios[] = {
 	  scen_refill_realtime, NULL },
 	{ "a bucket smaller than a tick of tokens keeps its rate (precise clock)",
 	  scen_fine_clock, NULL },
+	{ "a dropping tenant's SYNs: the inline path decides as judge_open() "
+	  "does", scen_inline, &inline_drop },
+	{ "a RST tenant's SYNs: the inline path decides as judge_open() does",
+	  scen_inline, &inline_rst },
+	{ "a shadow tenant's SYNs: the inline path decides as judge_open() "
+	  "does", scen_inline, &inline_shadow },
 };
 
 void bucket_tests(void)
