@@ -48,11 +48,11 @@ LIBS_BPF := -lbpf -lelf -lz
 LIBS_ALL := $(LIBS_BPF) -luring -lhiredis -lssl -lcrypto -ljansson -lm
 
 # --- BPF ---------------------------------------------------------------------
-BPF_SRCS := $(wildcard bpf/*.bpf.c) $(wildcard tests/bpf/*.bpf.c)
+BPF_SRCS := $(wildcard bpf/*.bpf.c) $(wildcard tests/bpf/*.bpf.c) $(wildcard tools/synflood/*.bpf.c)
 BPF_OBJS := $(addprefix $(BUILD)/,$(notdir $(BPF_SRCS:.bpf.c=.bpf.o)))
 SKELS := $(BPF_OBJS:.bpf.o=.skel.h)
 
-vpath %.bpf.c bpf tests/bpf
+vpath %.bpf.c bpf tests/bpf tools/synflood
 .SECONDARY: $(BPF_OBJS)
 
 # Test programs may #include the shipped one: every object depends on it.
@@ -72,7 +72,7 @@ LUA_SRCS := $(sort $(wildcard lua/*.lua))
 RLCTL_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/rlctl/*.c))
 LOADGEN_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/loadgen/*.c))
 FLEETSIM_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/fleet-sim/*.c))
-SYNFLOOD_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/synflood/*.c))
+SYNFLOOD_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard tools/synflood/*.c)))
 PRELOAD_SRCS := $(wildcard user/preload/*.c)
 XDPTEST_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out %.bpf.c,$(wildcard tests/bpf/*.c)))
 LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/e2e/loader/*.c))

@@ -28,6 +28,7 @@ static void (*const suites[])(void) = {
 	per_source_tests,
 	million_tests,
 	fuzz_tests,
+	synflood_tests,
 };
 
 int main(int argc, char **argv)

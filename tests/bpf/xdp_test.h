@@ -132,5 +132,6 @@ void verify_tests(void);	/* xdp_verify.c */
 void per_source_tests(void);	/* xdp_per_source.c */
 void million_tests(void);	/* xdp_million.c */
 void fuzz_tests(void);		/* xdp_fuzz.c */
+void synflood_tests(void);	/* xdp_synflood.c */
 
 #endif /* RL_TEST_XDP_TEST_H */

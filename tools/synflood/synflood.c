@@ -2,13 +2,17 @@
 /* synflood: sends TCP SYNs from spoofed IPv4 sources inside one prefix to one
  * address and port, as fast as the machine allows (or at a given rate),
  * through an AF_PACKET socket that bypasses the qdisc, in batches of
- * sendmmsg().  For rlgate's SYN-flood benchmark, in its own lab only. */
+ * sendmmsg(), or with --xdp as XDP frames that an XDP program built in the
+ * kernel redirects out of the interface (BPF_PROG_RUN's live frames, see
+ * synflood.bpf.c).  For rlgate's SYN-flood benchmark, in its own lab only. */
 #include <errno.h>
 #include <limits.h>
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <linux/if_packet.h>
 #include <sched.h>
 #include <signal.h>
@@ -25,9 +29,15 @@
 
 #include "csum.h"
 #include "opts.h"
+#include "synflood.skel.h"
 
 #define MAX_BATCH	1024
 #define FRAME_LEN	(14 + 20 + 24)	/* Ethernet, IPv4, TCP with MSS */
+#define XDP_BATCH_MAX	256		/* the kernel's cap on a live-frame batch */
+/* Each BPF_PROG_RUN in live-frame mode sets up and tears down a page pool,
+ * which waits for an RCU grace period: tens of milliseconds on a busy
+ * machine.  So each call is sized to last about this long. */
+#define XDP_RUN_S	0.1
 
 struct cfg {
 	const char *iface;
@@ -40,6 +50,7 @@ struct cfg {
 	unsigned int batch;
 	int cpu;
 	bool json;
+	bool xdp;
 };
 
 #define CFG(field)	OPT_AT(struct cfg, field)
@@ -52,10 +63,16 @@ static const struct opts_spec spec = {
 "Sends TCP SYNs (with an MSS option) from every address of the prefix --src\n"
 "in turn, each with its own source port and sequence number, to --dst,\n"
 "framed for --dst-mac, out of interface IF through an AF_PACKET socket that\n"
-"bypasses the qdisc, --batch frames per sendmmsg().  Stops after --count\n"
-"frames, --duration seconds or SIGINT/SIGTERM, whichever comes first, and\n"
-"reports the frames the interface took, the time, the packets per second and\n"
-"its own CPU time (with the kernel's work done in its context).  Never\n"
+"bypasses the qdisc, --batch frames per sendmmsg().  With --xdp, the frames\n"
+"are XDP frames instead: an XDP program run by BPF_PROG_RUN in live-frame\n"
+"mode rewrites one template SYN's source, port and sequence number (both\n"
+"checksums updated) and redirects it out of IF, --batch frames (at most 256)\n"
+"per flush, so a veth's peer receives it as a NIC's driver would, in its XDP\n"
+"path before any socket buffer exists.  Stops after --count frames,\n"
+"--duration seconds or SIGINT/SIGTERM, whichever comes first, and reports\n"
+"the frames the interface took (with --xdp, the frames redirected to it: the\n"
+"receiver's counters say which it took), the time, the packets per second\n"
+"and its own CPU time (with the kernel's work done in its context).  Never\n"
 "answers anything: the SYN-ACKs go nowhere.\n",
 	.epilog = "Exit status: 0 done, 1 failure, 2 bad arguments.\n",
 	.opts = (const struct opt[]){
@@ -85,6 +102,9 @@ static const struct opts_spec spec = {
 		{ "cpu", 0, OPT_U64, CFG(cpu), .arg = "N", .min = 0,
 		  .max = CPU_SETSIZE - 1, .def_doc = "any",
 		  .expect = "a CPU number", .help = "pin the sender to CPU N" },
+		{ "xdp", 'x', OPT_FLAG, CFG(xdp),
+		  .help = "send XDP frames (BPF_PROG_RUN live frames) rather "
+			  "than through a packet socket" },
 		{ "json", 'j', OPT_FLAG, CFG(json),
 		  .help = "print only JSON on stdout" },
 		{ "help", 'h', OPT_HELP, .help = "this help" },
@@ -273,6 +293,55 @@ static int open_socket(const char *iface)
 	return fd;
 }
 
+/* The XDP sender, loaded for the prefix of f and interface iface; its
+ * program's descriptor or -errno, *skel to destroy at the end. */
+static int xdp_open(const char *iface, const struct flood *f,
+		    struct synflood_bpf **skel)
+{
+	unsigned int ifindex = if_nametoindex(iface);
+	int err;
+
+	if (!ifindex) {
+		err = errno;
+		fprintf(stderr, "Error: couldn't find interface on '%s': %s\n",
+			iface, strerror(err));
+		return -err;
+	}
+	*skel = synflood_bpf__open();
+	if (!*skel) {
+		err = errno;
+		fprintf(stderr, "Error: couldn't open the XDP sender on '%s': %s\n",
+			iface, strerror(err));
+		return -err;
+	}
+	(*skel)->rodata->src_base = f->src_base;
+	(*skel)->rodata->src_hosts = f->src_hosts;
+	(*skel)->rodata->out_ifindex = ifindex;
+	err = synflood_bpf__load(*skel);
+	if (err) {
+		fprintf(stderr, "Error: couldn't load the XDP sender on '%s': %s\n",
+			iface, strerror(-err));
+		return err;
+	}
+	return bpf_program__fd((*skel)->progs.xdp_flood);
+}
+
+/* n frames from the template through the XDP sender, batch of them per
+ * flush to the interface: 0 or -errno.  The kernel says nothing of frames
+ * the interface refused: its peer's counters do. */
+static int xdp_send(int prog_fd, const uint8_t *tmpl, unsigned int n,
+		    unsigned int batch)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts,
+		.data_in = tmpl,
+		.data_size_in = FRAME_LEN,
+		.repeat = n,
+		.flags = BPF_F_TEST_XDP_LIVE_FRAMES,
+		.batch_size = batch);
+
+	return bpf_prog_test_run_opts(prog_fd, &opts) ? -errno : 0;
+}
+
 static double tv_s(struct timeval tv)
 {
 	return tv.tv_sec + tv.tv_usec / 1e6;
@@ -283,15 +352,18 @@ int main(int argc, char **argv)
 	static uint8_t frames[MAX_BATCH][FRAME_LEN];
 	static struct mmsghdr msgs[MAX_BATCH];
 	static struct iovec iov[MAX_BATCH];
+	struct synflood_bpf *skel = NULL;
+	uint8_t tmpl[FRAME_LEN];
 	struct cfg c = { .cpu = -1 };
 	struct opts_result args;
 	struct flood f = { 0 };
 	uint64_t sent = 0, full = 0, want;
+	double xdp_pps = 100000;	/* frames a second a call sends */
 	double t0, t1, deadline;
 	struct timespec cpu;
 	struct rusage ru;
 	unsigned int i, n;
-	int fd, r, ret;
+	int fd = -1, prog_fd = -1, r, ret;
 
 	ret = opts_parse(&spec, argc, argv, &c, &args);
 	if (ret == OPTS_HELP) {
@@ -303,6 +375,9 @@ int main(int argc, char **argv)
 	if (args.n_rest)
 		fail_usage("unexpected argument '%s'", args.rest[0]);
 	parse_args(&c, &f);
+	if (c.xdp && c.batch > XDP_BATCH_MAX)
+		fail_usage("invalid --batch '%u' with --xdp: expected 1 to %d",
+			   c.batch, XDP_BATCH_MAX);
 	if (opts_given(&args, "cpu")) {
 		cpu_set_t set;
 
@@ -314,9 +389,19 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	fd = open_socket(c.iface);
-	if (fd < 0)
-		return 1;
+	if (c.xdp) {
+		/* frame 0 is the template; the program numbers its own */
+		build(&f, tmpl);
+		prog_fd = xdp_open(c.iface, &f, &skel);
+		if (prog_fd < 0) {
+			synflood_bpf__destroy(skel);
+			return 1;
+		}
+	} else {
+		fd = open_socket(c.iface);
+		if (fd < 0)
+			return 1;
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 
@@ -333,6 +418,14 @@ int main(int argc, char **argv)
 		if (t1 >= deadline)
 			break;
 		n = c.batch;
+		if (c.xdp) {
+			double s = deadline - t1 < XDP_RUN_S ?
+				   deadline - t1 : XDP_RUN_S;
+
+			n = (unsigned int)(xdp_pps * s) / c.batch * c.batch;
+			if (n < c.batch)
+				n = c.batch;
+		}
 		if (c.count && c.count - sent < n)
 			n = (unsigned int)(c.count - sent);
 		if (c.rate > 0) {
@@ -346,6 +439,22 @@ int main(int argc, char **argv)
 			}
 			if (want - sent < n)
 				n = (unsigned int)(want - sent);
+		}
+		if (c.xdp) {
+			r = xdp_send(prog_fd, tmpl, n, c.batch);
+			if (now_s() > t1)
+				xdp_pps = n / (now_s() - t1);
+			if (r == -EINTR)
+				break;
+			if (r < 0) {
+				fprintf(stderr, "Error: couldn't run the XDP "
+					"sender on '%s': %s\n", c.iface,
+					strerror(-r));
+				synflood_bpf__destroy(skel);
+				return 1;
+			}
+			sent += n;
+			continue;
 		}
 		for (i = 0; i < n; i++)
 			build(&f, frames[i]);
@@ -367,17 +476,19 @@ int main(int argc, char **argv)
 		sent += (uint64_t)r;
 	}
 	t1 = now_s();
-	close(fd);
+	if (fd >= 0)
+		close(fd);
+	synflood_bpf__destroy(skel);
 	getrusage(RUSAGE_SELF, &ru);
 	/* The time on CPU, which also holds the softirq work the kernel did
 	 * in this process's context (a veth delivers to its peer there). */
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
 	if (c.json)
-		printf("{\"sent\":%llu,\"elapsed_s\":%.3f,\"pps\":%.0f,"
+		printf("{\"mode\":\"%s\",\"sent\":%llu,\"elapsed_s\":%.3f,\"pps\":%.0f,"
 		       "\"device_full\":%llu,\"utime_s\":%.3f,\"stime_s\":%.3f,"
 		       "\"cpu_s\":%.3f}\n",
-		       (unsigned long long)sent, t1 - t0,
-		       t1 > t0 ? sent / (t1 - t0) : 0,
+		       c.xdp ? "xdp" : "packet", (unsigned long long)sent,
+		       t1 - t0, t1 > t0 ? sent / (t1 - t0) : 0,
 		       (unsigned long long)full, tv_s(ru.ru_utime),
 		       tv_s(ru.ru_stime), cpu.tv_sec + cpu.tv_nsec / 1e9);
 	else
