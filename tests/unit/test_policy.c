@@ -1107,6 +1107,81 @@ static void test_per_source(void)
 	json_decref(j);
 }
 
+/* policy_tenant_text() writes, byte for byte, what jansson makes of
+ * policy_tenant_to_json() with sorted keys, for tenants with every optional
+ * field on or off (and the agent's ids or not), up to the longest tenant. */
+static void test_text(void)
+{
+	static const char *const pfx[] = {
+		"192.0.2.0/24", "10.0.0.0/8", "2001:db8::/32", "0.0.0.0/0",
+		"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fff0/124", "::/0",
+	};
+	static char buf[POLICY_TEXT_MAX];
+	unsigned int seed = 4242;
+	struct policy_tenant t;
+
+	for (int round = 0; round < 2000; round++) {
+		struct policy_text_ids ids = { rand_r(&seed) % 2,
+					       (uint64_t)rand_r(&seed),
+					       (uint64_t)rand_r(&seed) << 20 };
+		bool big = round % 100 == 0;
+		json_t *j;
+		char *want;
+		size_t len;
+
+		make(&t, round % 2 ? "a.b-c_9" : "t", "10/s", pfx[round % 6], NULL);
+		while (big && t.n_match < POLICY_MAX_PREFIXES) {
+			struct policy_prefix *p = &t.match[t.n_match++];
+
+			p->family = AF_INET6;
+			p->len = 128;
+			memset(p->addr, 0xff, sizeof(p->addr));
+			p->addr[15] = (uint8_t)t.n_match;
+		}
+		if (big)
+			memset(t.name, 'n', POLICY_NAME_MAX);
+		for (unsigned int k = 0; k < POLICY_MAX_PORTS; k++)
+			if (big || rand_r(&seed) % 4 == 0)
+				t.ports[t.n_ports++] = (uint16_t)(big ? 65535 - k : 1 + k);
+		t.rate = (struct policy_rate){ 1 + (uint64_t)rand_r(&seed), rand_r(&seed) % 2 ? 60 : 1 };
+		t.burst = big ? POLICY_BURST_MAX : 1 + (uint64_t)rand_r(&seed);
+		t.action = rand_r(&seed) % 2 ? POLICY_ACT_RST : POLICY_ACT_DROP;
+		t.shadow = rand_r(&seed) % 2;
+		t.overshoot = big || rand_r(&seed) % 2 ? POLICY_BURST_MAX : 0;
+		t.fail = (enum policy_fail)(rand_r(&seed) % 3);
+		t.direction = rand_r(&seed) % 2 ? POLICY_DIR_OUT : POLICY_DIR_IN;
+		t.max_conns = big || rand_r(&seed) % 2 ? POLICY_CONNS_MAX : 0;
+		t.verify = rand_r(&seed) % 2 ? POLICY_VERIFY_SYNCOOKIE : POLICY_VERIFY_NONE;
+		t.shards = big ? POLICY_SHARDS_MAX : rand_r(&seed) % 3;
+		if (big || rand_r(&seed) % 2) {
+			t.src_rate = (struct policy_rate){ 5, 3600 };
+			t.src_burst = POLICY_BURST_MAX;
+			t.src_len4 = 24;
+			t.src_len6 = 128;
+		}
+		if (big)
+			ids = (struct policy_text_ids){ true, UINT32_MAX, UINT64_MAX };
+		j = policy_tenant_to_json(&t);
+		if (ids.has_ids) {
+			json_object_set_new(j, "id", json_integer((json_int_t)ids.id));
+			json_object_set_new(j, "version",
+					    json_integer((json_int_t)ids.version));
+		}
+		want = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+		len = policy_tenant_text(&t, &ids, buf);
+		/* jansson prints a version past INT64_MAX negative */
+		if (ids.version > INT64_MAX) {
+			CHECK(strstr(buf, "\"version\":18446744073709551615}") &&
+			      len < POLICY_TEXT_MAX - 1, "round %d: %s", round, buf);
+		} else {
+			CHECK(want && len == strlen(want) && !strcmp(buf, want),
+			      "round %d: wrote\n%s\nwant\n%s", round, buf, want);
+		}
+		free(want);
+		json_decref(j);
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_name);
@@ -1123,6 +1198,7 @@ int main(void)
 	CHECK_RUN(test_set_against_reference);
 	CHECK_RUN(test_set_large);
 	CHECK_RUN(test_json);
+	CHECK_RUN(test_text);
 	CHECK_RUN(test_direction);
 	CHECK_RUN(test_overshoot);
 	CHECK_RUN(test_max_conns);

@@ -52,9 +52,9 @@ static uint64_t pol_hash(const struct policy_tenant *p)
 static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 {
 	uint64_t h;
+	char buf[POLICY_TEXT_MAX], *text;
 	struct agent_text *c;
-	json_t *j;
-	char *text;
+	size_t len;
 
 	if (!a->texts) {
 		a->texts = calloc(a->kern.max_tenants, sizeof(*a->texts));
@@ -68,11 +68,12 @@ static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
 	h = pol_hash(&t->pol);
 	if (c->text && c->version == t->version && c->pol_hash == h)
 		return c->text;
-	j = agent_tenant_json(t);
-	text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	json_decref(j);
+	len = policy_tenant_text(&t->pol, &(struct policy_text_ids){
+					true, t->slot, t->version }, buf);
+	text = malloc(len + 1);
 	if (!text)
 		return NULL;
+	memcpy(text, buf, len + 1);
 	free(c->text);
 	c->text = text;
 	c->pol_hash = h;

@@ -176,8 +176,7 @@ int ctl_client_recv_line(struct ctl_client *c, char **line)
 
 int ctl_client_request(struct ctl_client *c, json_t *req, json_t **reply)
 {
-	json_error_t jerr;
-	char *out, *line;
+	char *out;
 	int ret;
 
 	*reply = NULL;
@@ -188,6 +187,16 @@ int ctl_client_request(struct ctl_client *c, json_t *req, json_t **reply)
 	free(out);
 	if (ret < 0)
 		return ret;
+	return ctl_client_reply(c, reply);
+}
+
+int ctl_client_reply(struct ctl_client *c, json_t **reply)
+{
+	json_error_t jerr;
+	char *line;
+	int ret;
+
+	*reply = NULL;
 	ret = ctl_client_recv_line(c, &line);
 	if (ret < 0)
 		return ret;

@@ -41,6 +41,10 @@ int ctl_client_recv_line(struct ctl_client *c, char **line);
  * true or false (the caller decides); -EPROTO if it is not a JSON object. */
 int ctl_client_request(struct ctl_client *c, json_t *req, json_t **reply);
 
+/* The second half of ctl_client_request: the reply to a request sent with
+ * ctl_client_send_line. */
+int ctl_client_reply(struct ctl_client *c, json_t **reply);
+
 void ctl_client_close(struct ctl_client *c);
 
 #endif /* RL_CTL_CLIENT_H */

@@ -206,6 +206,23 @@ const char *policy_action_name(enum policy_action a);
  * "action":"drop"|"rst","shadow":bool}, and each optional field when it is
  * not its default.  from_json validates the tenant. */
 json_t *policy_tenant_to_json(const struct policy_tenant *t);
+
+/* Room for the longest text policy_tenant_text() writes. */
+#define POLICY_TEXT_MAX		8192
+
+/* Integer fields a tenant's text may carry besides its policy (the
+ * agent's "id" and "version"); has_ids false leaves them out. */
+struct policy_text_ids {
+	bool has_ids;
+	uint64_t id, version;
+};
+
+/* The text json_dumps(JSON_COMPACT | JSON_SORT_KEYS) makes of
+ * policy_tenant_to_json(t) (with ids, if any, added), written straight into
+ * buf (at least POLICY_TEXT_MAX bytes) for sets too large to build as
+ * objects first.  Returns the length, the text NUL-terminated. */
+size_t policy_tenant_text(const struct policy_tenant *t,
+			  const struct policy_text_ids *ids, char *buf);
 int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err);
 
 #endif /* RL_POLICY_H */

@@ -4,6 +4,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "policy_int.h"
@@ -59,6 +60,79 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 fail:
 	json_decref(j);
 	return NULL;
+}
+
+/* A cursor writing into a buffer of POLICY_TEXT_MAX bytes, which the
+ * longest tenant cannot fill (64 prefixes of at most 49 bytes, 16 ports). */
+struct text {
+	char *p;
+	const char *end;
+};
+
+static void put(struct text *x, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(struct text *x, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(x->p, (size_t)(x->end - x->p), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		x->p = n < x->end - x->p ? x->p + n : (char *)x->end - 1;
+}
+
+size_t policy_tenant_text(const struct policy_tenant *t,
+			  const struct policy_text_ids *ids, char *buf)
+{
+	struct text x = { buf, buf + POLICY_TEXT_MAX };
+	char rb[INET6_ADDRSTRLEN + 8];
+
+	/* the keys in sorted order, each optional one only when
+	 * policy_tenant_to_json() has it */
+	put(&x, "{\"action\":\"%s\",\"burst\":%llu", policy_action_name(t->action),
+	    (unsigned long long)t->burst);
+	if (t->direction != POLICY_DIR_IN)
+		put(&x, ",\"direction\":\"%s\"", policy_direction_name(t->direction));
+	put(&x, ",\"fail\":\"%s\"", policy_fail_name(t->fail));
+	if (ids && ids->has_ids)
+		put(&x, ",\"id\":%llu", (unsigned long long)ids->id);
+	put(&x, ",\"match\":[");
+	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
+		policy_format_prefix(&t->match[i], rb, sizeof(rb));
+		put(&x, "%s\"%s\"", i ? "," : "", rb);
+	}
+	put(&x, "]");
+	if (t->max_conns)
+		put(&x, ",\"max_conns\":%llu", (unsigned long long)t->max_conns);
+	/* names are of A-Z a-z 0-9 _ . - only: nothing to escape */
+	put(&x, ",\"name\":\"%.*s\"", (int)strnlen(t->name, sizeof(t->name)),
+	    t->name);
+	if (t->overshoot)
+		put(&x, ",\"overshoot\":%llu", (unsigned long long)t->overshoot);
+	if (t->src_rate.count) {
+		policy_format_rate(&t->src_rate, rb, sizeof(rb));
+		put(&x, ",\"per_source\":\"%s\",\"per_source_burst\":%llu", rb,
+		    (unsigned long long)t->src_burst);
+	}
+	put(&x, ",\"ports\":[");
+	for (unsigned int i = 0; i < t->n_ports && i < POLICY_MAX_PORTS; i++)
+		put(&x, "%s%u", i ? "," : "", t->ports[i]);
+	policy_format_rate(&t->rate, rb, sizeof(rb));
+	put(&x, "],\"rate\":\"%s\",\"shadow\":%s", rb,
+	    t->shadow ? "true" : "false");
+	if (t->shards > 1)
+		put(&x, ",\"shards\":%llu", (unsigned long long)t->shards);
+	if (t->src_rate.count)
+		put(&x, ",\"source_mask\":\"/%u,/%u\"", t->src_len4, t->src_len6);
+	if (t->verify != POLICY_VERIFY_NONE)
+		put(&x, ",\"verify\":\"%s\"", policy_verify_name(t->verify));
+	if (ids && ids->has_ids)
+		put(&x, ",\"version\":%llu", (unsigned long long)ids->version);
+	put(&x, "}");
+	return (size_t)(x.p - buf);
 }
 
 /* Fields the agent adds to what it returns; accepted (and ignored) on input

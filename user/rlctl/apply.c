@@ -93,6 +93,36 @@ static json_t *load_file(const char *file)
 	return j;
 }
 
+/* The apply request for ts, written as text: a million prefixes made into
+ * JSON objects first would take seconds.  NULL when out of memory. */
+static char *request_text(const struct policy_tenant *ts, size_t n)
+{
+	static const char head[] = "{\"cmd\":\"apply\",\"tenants\":[";
+	size_t len = sizeof(head) - 1, cap = 1 << 20;
+	char *buf = malloc(cap), *p;
+
+	if (!buf)
+		return NULL;
+	memcpy(buf, head, len);
+	for (size_t i = 0; i < n; i++) {
+		/* room for this tenant, a comma and the closing "]}" */
+		if (len + POLICY_TEXT_MAX + 4 > cap) {
+			cap *= 2;
+			p = realloc(buf, cap);
+			if (!p) {
+				free(buf);
+				return NULL;
+			}
+			buf = p;
+		}
+		if (i)
+			buf[len++] = ',';
+		len += policy_tenant_text(&ts[i], NULL, buf + len);
+	}
+	memcpy(buf + len, "]}", 3);
+	return buf;
+}
+
 int cmd_apply(int argc, char **argv)
 {
 	struct apply_args args = { 0 };
@@ -100,8 +130,9 @@ int cmd_apply(int argc, char **argv)
 	struct problems p = { 0 };
 	struct opts_result res;
 	size_t *orig = NULL, n = 0, i;
-	json_t *doc = NULL, *arr, *req = NULL, *out, *item, *reply = NULL;
+	json_t *doc = NULL, *arr, *item, *reply = NULL;
 	const char *file, *key;
+	char *line = NULL;
 	char err[POLICY_ERR_MAX];
 	int ret;
 
@@ -179,12 +210,23 @@ int cmd_apply(int argc, char **argv)
 		ret = RLCTL_EXIT_OK;
 		goto out;
 	}
-	out = json_array();
-	req = json_pack("{s:s, s:o}", "cmd", "apply", "tenants", out);
-	for (i = 0; req && i < n; i++)
-		json_array_append_new(out, policy_tenant_to_json(&ts[i]));
-	ret = rlctl_call(req, &reply);
-	req = NULL;
+	line = request_text(ts, n);
+	if (!line) {
+		rlctl_error("out of memory");
+		ret = RLCTL_EXIT_FAIL;
+		goto out;
+	}
+	ret = rlctl_send(line);
+	if (ret != RLCTL_EXIT_OK)
+		goto out;
+	/* freed while the agent applies, not after */
+	free(line);
+	line = NULL;
+	json_decref(doc);
+	doc = NULL;
+	free(ts);
+	ts = NULL;
+	ret = rlctl_reply(&reply);
 	if (ret != RLCTL_EXIT_OK)
 		goto out;
 	if (rlctl.json) {
@@ -198,8 +240,8 @@ int cmd_apply(int argc, char **argv)
 		       json_integer_value(json_object_get(reply, "removed")));
 	}
 out:
+	free(line);
 	json_decref(reply);
-	json_decref(req);
 	json_decref(p.list);
 	json_decref(doc);
 	free(ts);

@@ -151,6 +151,32 @@ void rlctl_print_json(json_t *v)
 	json_decref(v);
 }
 
+/* Connects to the agent unless connected: 0, or the exit code after
+ * saying why not. */
+static int connect_agent(void)
+{
+	int ret;
+
+	if (rlctl.connected)
+		return RLCTL_EXIT_OK;
+	ret = ctl_client_connect(&rlctl.client, rlctl.socket, rlctl.timeout_ms);
+	if (ret < 0) {
+		rlctl_error("%s", rlctl.client.err);
+		ctl_client_close(&rlctl.client);
+		return RLCTL_EXIT_FAIL;
+	}
+	rlctl.connected = true;
+	return RLCTL_EXIT_OK;
+}
+
+/* After a failed exchange: says why, and drops the connection. */
+static int exchange_failed(void)
+{
+	rlctl_error("%s", rlctl.client.err);
+	rlctl_disconnect();
+	return RLCTL_EXIT_FAIL;
+}
+
 int rlctl_request(json_t *req, json_t **reply)
 {
 	int ret;
@@ -160,25 +186,24 @@ int rlctl_request(json_t *req, json_t **reply)
 		rlctl_error("out of memory");
 		return RLCTL_EXIT_FAIL;
 	}
-	if (!rlctl.connected) {
-		ret = ctl_client_connect(&rlctl.client, rlctl.socket,
-					 rlctl.timeout_ms);
-		if (ret < 0) {
-			json_decref(req);
-			rlctl_error("%s", rlctl.client.err);
-			ctl_client_close(&rlctl.client);
-			return RLCTL_EXIT_FAIL;
-		}
-		rlctl.connected = true;
+	ret = connect_agent();
+	if (ret != RLCTL_EXIT_OK) {
+		json_decref(req);
+		return ret;
 	}
 	ret = ctl_client_request(&rlctl.client, req, reply);
 	json_decref(req);
-	if (ret < 0) {
-		rlctl_error("%s", rlctl.client.err);
-		rlctl_disconnect();
-		return RLCTL_EXIT_FAIL;
-	}
-	return RLCTL_EXIT_OK;
+	return ret < 0 ? exchange_failed() : RLCTL_EXIT_OK;
+}
+
+int rlctl_send(const char *line)
+{
+	int ret = connect_agent();
+
+	if (ret != RLCTL_EXIT_OK)
+		return ret;
+	return ctl_client_send_line(&rlctl.client, line) < 0 ?
+	       exchange_failed() : RLCTL_EXIT_OK;
 }
 
 int rlctl_refused(json_t *reply)
@@ -195,16 +220,12 @@ int rlctl_refused(json_t *reply)
 	return code == CTL_OK ? RLCTL_EXIT_FAIL : ctl_code_exit(code);
 }
 
-int rlctl_call(json_t *req, json_t **reply)
+/* A reply received: 0 with it in *reply (or dropped), or the exit code
+ * of a refusal, said. */
+static int answered(json_t *rep, json_t **reply)
 {
-	json_t *rep;
 	int ret;
 
-	if (reply)
-		*reply = NULL;
-	ret = rlctl_request(req, &rep);
-	if (ret != RLCTL_EXIT_OK)
-		return ret;
 	if (!json_is_true(json_object_get(rep, "ok"))) {
 		ret = rlctl_refused(rep);
 		json_decref(rep);
@@ -216,6 +237,30 @@ int rlctl_call(json_t *req, json_t **reply)
 	else
 		json_decref(rep);
 	return RLCTL_EXIT_OK;
+}
+
+int rlctl_call(json_t *req, json_t **reply)
+{
+	json_t *rep;
+	int ret;
+
+	if (reply)
+		*reply = NULL;
+	ret = rlctl_request(req, &rep);
+	if (ret != RLCTL_EXIT_OK)
+		return ret;
+	return answered(rep, reply);
+}
+
+int rlctl_reply(json_t **reply)
+{
+	json_t *rep;
+
+	if (reply)
+		*reply = NULL;
+	if (ctl_client_reply(&rlctl.client, &rep) < 0)
+		return exchange_failed();
+	return answered(rep, reply);
 }
 
 int rlctl_call_get(json_t *req, const char *key, bool array, json_t **reply,

@@ -67,6 +67,13 @@ int rlctl_call_get(json_t *req, const char *key, bool array, json_t **reply,
  * for callers to whom a refusal is an answer, like tenant.get on a name
  * that may not exist yet. */
 int rlctl_request(json_t *req, json_t **reply);
+/* rlctl_call in two halves, for a request already written as one line of
+ * JSON text: rlctl_send sends it (connecting first if needed), rlctl_reply
+ * waits for the reply as rlctl_call does.  In between the caller can free
+ * what it no longer needs while the agent works.  Each returns 0 or the
+ * exit code after saying what was wrong. */
+int rlctl_send(const char *line);
+int rlctl_reply(json_t **reply);
 /* The exit code and message for a reply with "ok":false (printed). */
 int rlctl_refused(json_t *reply);
 void rlctl_disconnect(void);
