@@ -142,19 +142,61 @@ static bool same_rules(const struct agent_tenant *old, size_t n_old,
 	return same;
 }
 
-/* Makes the kernel hold exactly `ts` where it held `old`: tenants first
- * (so no rule points at an unconfigured slot), rules next, then the slots
- * nobody uses any more (their rules are gone by then). */
-int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
-		     size_t n_old, const struct agent_tenant *ts, size_t n)
+/* The bindings of ts[0..n) for the rule compiler; NULL when out of memory. */
+static struct kern_binding *bindings_of(const struct agent_tenant *ts, size_t n)
 {
-	struct slot_map was, is;
+	struct kern_binding *bs = calloc(n ? n : 1, sizeof(*bs));
+
+	for (size_t i = 0; bs && i < n; i++)
+		bs[i] = (struct kern_binding){ ts[i].slot, &ts[i].pol };
+	return bs;
+}
+
+/* The rules ts needs where old is in force, compiled into r; none
+ * (r->compiled false) when those in force are right for it already.  0 or
+ * -errno, -ENOSPC when they do not fit (a->kern.rules_err says why). */
+static int rules_prepare(struct agent *a, const struct agent_tenant *old,
+			 size_t n_old, const struct agent_tenant *ts, size_t n,
+			 struct kern_rules *r)
+{
 	struct kern_binding *bs;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (a->rules_synced && same_rules(old, n_old, ts, n, a->kern.max_tenants))
+		return 0;
+	bs = bindings_of(ts, n);
+	if (!bs) {
+		snprintf(a->kern.rules_err, sizeof(a->kern.rules_err),
+			 "out of memory");
+		return -ENOMEM;
+	}
+	err = kern_rules_compile(&a->kern, bs, n, r);
+	free(bs);
+	return err;
+}
+
+/* Makes the kernel hold exactly `ts` where it held `old`: tenants first
+ * (so no rule points at an unconfigured slot), rules next (those of `pre`,
+ * consumed here, when the caller compiled them already), then the slots
+ * nobody uses any more (their rules are gone by then). */
+static int kern_apply(struct agent *a, const struct agent_tenant *old,
+		      size_t n_old, const struct agent_tenant *ts, size_t n,
+		      struct kern_rules *pre)
+{
+	struct kern_rules own, *r = pre ? pre : &own;
+	struct slot_map was, is;
 	int err = 0;
 
-	bs = calloc(n ? n : 1, sizeof(*bs));
-	if (!bs)
-		return -ENOMEM;
+	if (!pre) {
+		err = rules_prepare(a, old, n_old, ts, n, &own);
+		if (err) {
+			/* after a failure the kernel's rules are not known to
+			 * be either set's: the next change compiles them */
+			a->rules_synced = false;
+			return err;
+		}
+	}
 	slots_of(old, n_old, &was);
 	slots_of(ts, n, &is);
 	for (size_t i = 0; i < n; i++) {
@@ -164,14 +206,9 @@ int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
 		kern_tenant_configure(&a->kern, ts[i].slot, &ts[i].pol, fresh);
 		if (a->hooks.slot_ready)
 			a->hooks.slot_ready(a->hooks.ctx, ts[i].slot, &ts[i].pol);
-		bs[i].slot = ts[i].slot;
-		bs[i].t = &ts[i].pol;
 	}
-	if (!a->rules_synced || !same_rules(old, n_old, ts, n,
-						   a->kern.max_tenants)) {
-		err = kern_rules_sync(&a->kern, bs, n);
-		/* after a failure the kernel's rules are not known to be
-		 * either set's: the next change compiles them in any case */
+	if (r->compiled) {
+		err = kern_rules_publish(&a->kern, r);
 		a->rules_synced = !err;
 	}
 	if (!err)
@@ -188,8 +225,13 @@ int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
 		kern_conn_gate(&a->kern, capped);
 		kern_verify_gate(&a->kern, verifying);
 	}
-	free(bs);
 	return err;
+}
+
+int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
+		     size_t n_old, const struct agent_tenant *ts, size_t n)
+{
+	return kern_apply(a, old, n_old, ts, n, NULL);
 }
 
 /*
@@ -204,6 +246,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 			     size_t n, char *err)
 {
 	struct agent_tomb *tombs;
+	struct kern_rules rules;
 	size_t n_tombs = 0;
 	struct name_index was;
 	struct slot_map used;
@@ -257,21 +300,31 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		next[i].n_samples = 0;
 	}
 
+	/* Rules that do not fit are refused before the state file or the
+	 * kernel is touched: nothing to put back then. */
+	e = rules_prepare(a, a->tenants, a->n_tenants, next, n, &rules);
+	if (e) {
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "%s", a->kern.rules_err);
+		return e == -ENOSPC ? AGENT_INVALID : AGENT_INTERNAL;
+	}
 	tombs = agent_next_tombs(a, next, n, &n_tombs);
 	if (!tombs) {
+		kern_rules_free(&rules);
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
 	e = agent_save_policy(a, next, n, tombs, n_tombs, a->policy_version + 1);
 	if (e) {
+		kern_rules_free(&rules);
 		free(next);
 		free(tombs);
 		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
 			 "'%s': %s", a->opts.state_dir, strerror(-e));
 		return AGENT_INTERNAL;
 	}
-	e = agent_kern_apply(a, a->tenants, a->n_tenants, next, n);
+	e = kern_apply(a, a->tenants, a->n_tenants, next, n, &rules);
 	if (e) {
 		enum agent_code code = AGENT_INTERNAL;
 
@@ -427,11 +480,9 @@ static int rules_follow(struct agent *a, const struct policy_tenant *was,
 		    a->kern.preload ? -EAGAIN : 0;
 	if (!e)
 		return 0;
-	bs = calloc(a->n_tenants + 1, sizeof(*bs));
+	bs = bindings_of(a->tenants, a->n_tenants);
 	if (!bs)
 		return -ENOMEM;
-	for (size_t i = 0; i < a->n_tenants; i++)
-		bs[i] = (struct kern_binding){ a->tenants[i].slot, &a->tenants[i].pol };
 	e = kern_rules_sync(&a->kern, bs, a->n_tenants);
 	a->rules_synced = !e;
 	free(bs);

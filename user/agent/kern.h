@@ -253,6 +253,22 @@ bool kern_slot_live(const struct kern *k, uint32_t slot);
  * rules do not fit the classifier. */
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n);
 
+/* kern_rules_sync in two steps, so that rules which do not fit are refused
+ * before anything else of a change is done: kern_rules_compile builds the
+ * images of bs[0..n) into r (0, or -errno as kern_rules_sync, r then
+ * empty); kern_rules_publish switches the kernel to them and frees r (0 or
+ * -errno as kern_rules_sync); kern_rules_free drops r unpublished. */
+struct kern_rules {
+	struct rl_cls_image in, out;	/* out: only with a preload pool */
+	size_t n_in, n_out;		/* the rules in each */
+	bool compiled;
+};
+
+int kern_rules_compile(struct kern *k, const struct kern_binding *bs, size_t n,
+		       struct kern_rules *r);
+int kern_rules_publish(struct kern *k, struct kern_rules *r);
+void kern_rules_free(struct kern_rules *r);
+
 /* Makes the kernel's rules answer as `rule` says over the prefixes of
  * ps[0..n) (rl_cls_map_edit), in one switch.  0; -EAGAIN when they must be
  * compiled whole instead (a port row, a preload pool, too much to

@@ -659,49 +659,66 @@ static int compile_dir(struct kern *k, const struct kern_binding *bs, size_t n,
 	return err;
 }
 
-int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
+int kern_rules_compile(struct kern *k, const struct kern_binding *bs, size_t n,
+		       struct kern_rules *r)
 {
-	struct rl_cls_image img, out = { 0 };
-	char *msg = k->rules_err;
-	size_t msg_len = sizeof(k->rules_err), n_rules, n_out = 0;
 	int err;
 
+	memset(r, 0, sizeof(*r));
 	/* Outbound tenants only ever apply in preloaded programs: the kernel
 	 * judges SYNs by their source, so their rules never reach it. */
-	err = compile_dir(k, bs, n, POLICY_DIR_IN, &img, &n_rules);
+	err = compile_dir(k, bs, n, POLICY_DIR_IN, &r->in, &r->n_in);
+	if (!err && k->preload)
+		err = compile_dir(k, bs, n, POLICY_DIR_OUT, &r->out, &r->n_out);
 	if (err)
-		return err;
-	if (k->preload) {
-		err = compile_dir(k, bs, n, POLICY_DIR_OUT, &out, &n_out);
-		if (err) {
-			rl_cls_image_free(&img);
-			return err;
-		}
-	}
-	err = rl_cls_publish(&k->cls, &img);
+		kern_rules_free(r);
+	else
+		r->compiled = true;
+	return err;
+}
+
+void kern_rules_free(struct kern_rules *r)
+{
+	rl_cls_image_free(&r->out);
+	rl_cls_image_free(&r->in);
+	memset(r, 0, sizeof(*r));
+}
+
+int kern_rules_publish(struct kern *k, struct kern_rules *r)
+{
+	int err;
+
+	err = rl_cls_publish(&k->cls, &r->in);
 	if (err) {
-		snprintf(msg, msg_len, "couldn't publish the rules: %s",
-			 strerror(-err));
+		snprintf(k->rules_err, sizeof(k->rules_err), "couldn't publish "
+			 "the rules: %s", strerror(-err));
 		log_error("couldn't publish rules on '%s/cls': %s", k->pin_dir,
 			  strerror(-err));
 	}
 	else {
-		k->cls_used = img.n_groups;
+		k->cls_used = r->in.n_groups;
 		log_debug("published %zu rules (%u tables, %u port columns, %u "
-			  "port rows)", n_rules, img.n_groups, img.n_columns,
-			  img.n_rows);
+			  "port rows)", r->n_in, r->in.n_groups, r->in.n_columns,
+			  r->in.n_rows);
 		/* The pool has the kernel's size, so it takes whatever the
 		 * kernel took; a failure is logged there. */
 		if (k->preload) {
-			preload_rules(k->preload, RL_POOL_IN, &img, n_rules);
-			preload_rules(k->preload, RL_POOL_OUT, &out, n_out);
+			preload_rules(k->preload, RL_POOL_IN, &r->in, r->n_in);
+			preload_rules(k->preload, RL_POOL_OUT, &r->out, r->n_out);
 			log_debug("published %zu outbound rules to the preload "
-				  "pool", n_out);
+				  "pool", r->n_out);
 		}
 	}
-	rl_cls_image_free(&out);
-	rl_cls_image_free(&img);
+	kern_rules_free(r);
 	return err;
+}
+
+int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n)
+{
+	struct kern_rules r;
+	int err = kern_rules_compile(k, bs, n, &r);
+
+	return err ? err : kern_rules_publish(k, &r);
 }
 
 int kern_rules_edit(struct kern *k, const struct rl_cls_rule *ps, size_t n,
