@@ -365,3 +365,40 @@ metric_tenants() {
 	grep -Eq "^memory: +kernel maps [0-9.]+ MiB \\($((want / 2)) bytes per tenant\\), agent [0-9.]+ MiB resident \\([0-9]+ bytes per tenant\\)$" <<<"$text" ||
 		{ echo "no memory line in rlctl status" >&2; return 1; }
 }
+
+@test "an apply request in rlctl's compact form gets the same answer as the same request in another layout: bad tenants, conflicts, escapes, duplicate keys, trailing bytes; a good one applies" {
+	local t1 t2 esc dup req spaced a b k
+
+	agent_start
+	t1='{"action":"drop","burst":5,"fail":"static","match":["192.0.2.64/28"],"name":"a1","ports":[80],"rate":"5/s","shadow":false}'
+	t2='{"action":"drop","burst":5,"fail":"static","match":["192.0.2.64/28"],"name":"a2","ports":[80,443],"rate":"5/s","shadow":false}'
+	esc='{"burst":5,"match":["192.0.2.80/28"],"name":"a\u0033","rate":"5/s"}'
+	dup='{"burst":5,"match":["192.0.2.96/28"],"name":"a4","name":"a5","rate":"5/s"}'
+	local sets=(
+		"$t1,${t1/5\/s/-5\/s}"
+		"$t1,$t2"
+		"$t1,${t2/\"a2\"/\"a1\"}"
+		"$t1,$dup"
+		"${t1/192.0.2.64\/28/192.0.2.65\/28}"
+		"$t1,{\"name\":\"x\"}"
+		"$t1,$esc"
+	)
+	for k in "${!sets[@]}"; do
+		req="{\"cmd\":\"apply\",\"tenants\":[${sets[k]}]}"
+		spaced="{ \"cmd\": \"apply\", \"tenants\": [${sets[k]}] }"
+		rl tenant del a1 >/dev/null 2>&1 || true
+		rl tenant del a3 >/dev/null 2>&1 || true
+		a=$(printf '%s\n' "$req" | timeout 10 nc -U -q 2 "$CTL" | jq -c 'del(.added)')
+		rl tenant del a1 >/dev/null 2>&1 || true
+		rl tenant del a3 >/dev/null 2>&1 || true
+		b=$(printf '%s\n' "$spaced" | timeout 10 nc -U -q 2 "$CTL" | jq -c 'del(.added)')
+		echo "set $k: $a / $b"
+		[[ -n $a ]] || { echo "set $k: no reply" >&2; return 1; }
+		expect_eq "set $k: the compact form's reply" "$a" "$b"
+	done
+	# the last set is valid (a3 written with an escape) and applied
+	expect_eq "tenants after the last set" "$(rl --json tenant list | jq -c '[.[].name] | sort')" '["a1","a3"]'
+	# bytes after the closing brace make it no request at all
+	a=$(printf '%s\n' "{\"cmd\":\"apply\",\"tenants\":[$t1]}x" | timeout 10 nc -U -q 2 "$CTL" | jq -c .code)
+	expect_eq "reply to trailing bytes" "$a" '"invalid"'
+}

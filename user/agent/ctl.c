@@ -28,6 +28,7 @@ struct ctl_client {
 	struct ctl *ctl;
 	char *in;		/* CTL_LINE_MAX bytes */
 	size_t in_len;
+	size_t scanned;		/* in[0..scanned) holds no newline */
 	char *out;
 	size_t out_len, out_cap;
 	bool closing;		/* close once out is flushed */
@@ -110,9 +111,14 @@ static void handle_line(struct ctl_client *cl, const char *line, size_t len)
 }
 
 /* Whether a whole request waits in the input buffer. */
-static bool line_pending(const struct ctl_client *cl)
+static bool line_pending(struct ctl_client *cl)
 {
-	return memchr(cl->in, '\n', cl->in_len) != NULL;
+	/* a request of megabytes comes in many reads: each is searched
+	 * once, not the whole request again after every one */
+	if (memchr(cl->in + cl->scanned, '\n', cl->in_len - cl->scanned))
+		return true;
+	cl->scanned = cl->in_len;
+	return false;
 }
 
 /* Writes what the socket takes now.  Sets closing if the client is gone. */
@@ -149,11 +155,11 @@ static void send_some(struct ctl_client *cl)
 static bool process_input(struct ctl_client *cl)
 {
 	uint64_t start = loop_now_ns();
-	size_t pos = 0;
-	char *nl;
+	size_t pos = 0, from = cl->scanned;
+	char *nl = NULL;
 
 	while (!cl->closing &&
-	       (nl = memchr(cl->in + pos, '\n', cl->in_len - pos))) {
+	       (nl = memchr(cl->in + from, '\n', cl->in_len - from))) {
 		size_t len = (size_t)(nl - (cl->in + pos));
 
 		if (pos > 0 && loop_now_ns() - start >= CTL_SLICE_NS)
@@ -169,9 +175,11 @@ static bool process_input(struct ctl_client *cl)
 		}
 		handle_line(cl, cl->in + pos, len);
 		pos += len + 1;
+		from = pos;
 	}
 	memmove(cl->in, cl->in + pos, cl->in_len - pos);
 	cl->in_len -= pos;
+	cl->scanned = nl || cl->closing ? 0 : cl->in_len;
 	if (cl->in_len == CTL_LINE_MAX && !line_pending(cl)) {
 		char msg[96];
 
@@ -179,7 +187,7 @@ static bool process_input(struct ctl_client *cl)
 			 "the connection", CTL_LINE_MAX);
 		reply(cl, ctl_error(AGENT_INVALID, msg));
 		cl->closing = true;
-		cl->in_len = 0;
+		cl->in_len = cl->scanned = 0;
 	}
 	return true;
 }
@@ -258,7 +266,7 @@ static void on_client(struct server_client *sc, unsigned int events)
 			/* Peer gone: answers still queued may be read after
 			 * a half-close, so flush before closing. */
 			cl->closing = true;
-			cl->in_len = 0;
+			cl->in_len = cl->scanned = 0;
 		}
 	}
 	if (!process_input(cl) || !flush(cl))

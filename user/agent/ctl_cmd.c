@@ -16,6 +16,7 @@
 #include "broker.h"
 #include "ctl_cmd.h"
 #include "ctl_sources.h"
+#include "jsonflat.h"
 #include "log.h"
 #include "mem.h"
 #include "preload.h"
@@ -329,14 +330,31 @@ static json_t *cmd_tenant_del(struct ctl_call *call, const json_t *req)
 	return json_pack("{s:b}", "ok", 1);
 }
 
+/* Applies ts[0..n) (freed here) and answers. */
+static json_t *apply_tenants(struct ctl_call *call, struct policy_tenant *ts,
+			     size_t n)
+{
+	char err[POLICY_ERR_MAX];
+	unsigned int counts[3] = { 0 };
+	enum agent_code c;
+	json_t *r;
+
+	c = agent_apply(call->a, ts, n, counts, err);
+	free(ts);
+	if (c != AGENT_OK)
+		return ctl_error(c, err);
+	log_info("policy applied: %u added, %u updated, %u removed", counts[0],
+		 counts[1], counts[2]);
+	r = json_pack("{s:b,s:i,s:i,s:i}", "ok", 1, "added", counts[0],
+		      "updated", counts[1], "removed", counts[2]);
+	return r;
+}
+
 static json_t *cmd_apply(struct ctl_call *call, const json_t *req)
 {
 	json_t *arr = json_object_get(req, "tenants"), *item;
 	char err[POLICY_ERR_MAX], msg[POLICY_ERR_MAX + 32];
 	struct policy_tenant *ts;
-	unsigned int counts[3] = { 0 };
-	enum agent_code c;
-	json_t *r;
 	size_t i;
 
 	if (!json_is_array(arr))
@@ -347,23 +365,69 @@ static json_t *cmd_apply(struct ctl_call *call, const json_t *req)
 		return ctl_error(AGENT_INTERNAL, "out of memory");
 	json_array_foreach(arr, i, item) {
 		if (tenant_arg(item, &ts[i], err)) {
+			free(ts);
 			snprintf(msg, sizeof(msg), "tenant #%zu: %s", i, err);
-			r = ctl_error(AGENT_INVALID, msg);
-			goto cleanup;
+			return ctl_error(AGENT_INVALID, msg);
 		}
 	}
-	c = agent_apply(call->a, ts, json_array_size(arr), counts, err);
-	if (c != AGENT_OK) {
-		r = ctl_error(c, err);
-		goto cleanup;
+	return apply_tenants(call, ts, json_array_size(arr));
+}
+
+/*
+ * The tenants of an apply request as rlctl writes it,
+ * {"cmd":"apply","tenants":[T,...]} with every T a flat object
+ * (jsonflat.h), decoded one at a time: a tree of the whole request, a
+ * million prefixes, takes seconds to build and to free.  NULL when the line
+ * is of another form or a tenant is not valid: the line is then read whole
+ * like any other request, and answered the same.
+ */
+static struct policy_tenant *flat_apply(const char *line, size_t len,
+					size_t *n_out)
+{
+	static const char head[] = "{\"cmd\":\"apply\",\"tenants\":[";
+	const char *p = line + sizeof(head) - 1, *end = line + len, *q;
+	struct policy_tenant *ts;
+	size_t cap = 0, n = 0;
+	bool in_str = false;
+
+	if (len < sizeof(head) + 2 || memcmp(line, head, sizeof(head) - 1) ||
+	    memcmp(end - 2, "]}", 2) || *p != '{')
+		return NULL;
+	/* every tenant starts with a brace: room enough */
+	for (q = p; (q = memchr(q, '{', (size_t)(end - q))); q++)
+		cap++;
+	ts = calloc(cap, sizeof(*ts));
+	if (!ts)
+		return NULL;
+	while (p < end - 2) {
+		json_t *j;
+		int r;
+
+		/* a flat object ends at its first brace outside a string;
+		 * jsonflat_load turns down whatever else is in it */
+		for (q = p + 1; q < end - 2 && (in_str || *q != '}'); q++)
+			if (*q == '"')
+				in_str = !in_str;
+		j = q < end - 2 && n < cap ? jsonflat_load(p, (size_t)(q - p) + 1) :
+		    NULL;
+		if (!j)
+			break;
+		json_object_del(j, "id");
+		r = policy_tenant_from_json(j, &ts[n++], NULL);
+		json_decref(j);
+		if (r)
+			break;
+		p = q + 1;
+		if (p == end - 2) {
+			*n_out = n;
+			return ts;
+		}
+		if (*p != ',' || p[1] != '{')
+			break;
+		p++;
 	}
-	log_info("policy applied: %u added, %u updated, %u removed", counts[0],
-		 counts[1], counts[2]);
-	r = json_pack("{s:b,s:i,s:i,s:i}", "ok", 1, "added", counts[0],
-		      "updated", counts[1], "removed", counts[2]);
-cleanup:
 	free(ts);
-	return r;
+	return NULL;
 }
 
 /* Counters a stats reply adds by case, each a uint64_t at its offset in
@@ -654,10 +718,17 @@ static const struct {
 
 json_t *ctl_answer(struct ctl_call *call, const char *line, size_t len)
 {
+	struct policy_tenant *ts;
 	json_error_t jerr;
 	json_t *req, *cmd, *r;
 	char msg[256];
+	size_t n;
 
+	ts = flat_apply(line, len, &n);
+	if (ts) {
+		log_debug("control: apply");
+		return apply_tenants(call, ts, n);
+	}
 	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!req || !json_is_object(req)) {
 		snprintf(msg, sizeof(msg), "request is not a JSON object%s%s",
