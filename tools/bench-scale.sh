@@ -9,6 +9,9 @@
 # Prints `name value unit` lines:
 #   scale_tenants          the tenants loaded
 #   ctl_apply_100k_s       `rlctl apply` of the whole set to an empty agent
+#   ctl_apply_100k_cpu_ms  the CPU time (user and system) rlctl and the
+#                          agent spent on it: the wall time grows with the
+#                          load, this does not
 #   ctl_tenant_set_ms      `rlctl tenant set --rate` of one of them (median)
 #   ctl_tenant_del_ms      `rlctl tenant del` of one of them (median)
 #   ctl_tenant_add_ms      `rlctl tenant set` of a new tenant (median)
@@ -69,8 +72,13 @@ jq -n --argjson n "$tenants" --argjson m "$prefixes" '{tenants: [range($n) as $i
 mkdir -p "$work/state" && chmod 700 "$work/state"
 start_agent
 wait_agent "$agent" "$work/rlagent.log"
-apply=$(ms rl apply "$work/set.json") ||
-	{ tail -5 "$work/rlagent.log" >&2; die "rlctl apply of $tenants tenants failed"; }
+cpu0=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
+TIMEFORMAT='%3U %3S'
+{ time apply=$(ms rl apply "$work/set.json"); } 2>"$work/apply.time" ||
+	{ tail -5 "$work/rlagent.log" "$work/apply.time" >&2; die "rlctl apply of $tenants tenants failed"; }
+cpu1=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
+apply_cpu=$(awk -v d="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+	'{ printf "%d", ($1 + $2) * 1000 + d * 1000 / hz }' "$work/apply.time")
 [[ $(count) == "$tenants" ]] || die "the agent did not load $tenants tenants"
 
 set=()
@@ -129,6 +137,7 @@ done
 
 echo "scale_tenants $tenants tenants"
 echo "ctl_apply_100k_s $(awk -v m="$apply" 'BEGIN { printf "%.2f", m / 1000 }') s"
+echo "ctl_apply_100k_cpu_ms $apply_cpu ms"
 echo "ctl_tenant_set_ms $(median "${set[@]}") ms"
 echo "ctl_tenant_del_ms $(median "${del[@]}") ms"
 echo "ctl_tenant_add_ms $(median "${add[@]}") ms"
