@@ -249,8 +249,11 @@ struct syn_info {
 	__u8 has_port;		/* flow.sport and flow.dport were readable */
 	__u8 fragment;		/* part of a fragmented datagram: never a RST */
 	__u8 tcp_flags;		/* P_SYN, P_END, P_ACK: the TCP flags byte */
-	__u8 _pad;
+	__u8 classified;	/* cls holds classify()'s answer */
 	__be32 ack_seq;		/* P_ACK: the acknowledgement number */
+	__s32 cls;		/* set by judge_syn() when it passes the SYN
+				 * on to judge_open(), which then need not
+				 * walk the classifier again */
 };
 
 /* What the parser reads from the TCP header once it knows the packet is
@@ -1571,7 +1574,7 @@ __noinline int judge_open(struct syn_info *si)
 	else if (si->kind != P_ACK)
 		return V_PASS;
 
-	id = classify(si);
+	id = si->classified ? si->cls : classify(si);
 	if (id < 0) {
 		if (si->kind == P_ACK)
 			return V_PASS;
@@ -1691,7 +1694,8 @@ refuse:
  * the instance limit is off.  A call costs its return, and where the kernel
  * guards returns (AMD's Safe RET) every return is mispredicted on purpose:
  * about 10 ns, as much as the rest of an admission.  Decides exactly as
- * judge_open() would; -1, having changed nothing, for every other SYN.
+ * judge_open() would; -1 for every other SYN, having changed nothing but
+ * si->cls, the classifier's answer, which judge_open() then takes.
  * Kept to what those SYNs need: the verifier walks it once per shape of
  * header chain the parser can leave.
  */
@@ -1704,9 +1708,9 @@ static __always_inline int judge_syn(struct syn_info *si)
 	__u64 now;
 	int id;
 
-	if (instance_on())
-		return -1;
 	id = classify(si);
+	if (instance_on())
+		goto pass_on;
 	if (id < 0) {
 		count(RL_CNT_SYN);
 		count(RL_CNT_NOMATCH);
@@ -1724,7 +1728,7 @@ static __always_inline int judge_syn(struct syn_info *si)
 	flags = READ_ONCE(t->flags);
 	if (t->mode != RL_MODE_STANDALONE ||
 	    (flags & (RL_F_VERIFY | RL_F_CONNCAP | RL_F_PERSOURCE)))
-		return -1;
+		goto pass_on;
 
 	count(RL_CNT_SYN);
 	now = bpf_ktime_get_coarse_ns();
@@ -1737,6 +1741,11 @@ static __always_inline int judge_syn(struct syn_info *si)
 		return open_admit(si, st, slot, now);
 	}
 	return open_refuse(si, t, st, key);
+
+pass_on:
+	si->cls = id;
+	si->classified = 1;
+	return -1;
 }
 
 /*
