@@ -66,8 +66,9 @@ rlagent_start() {
 	local host=$1 sock=$2 log=$5 n rc iface=()
 
 	[[ -n ${RLAGENT_IFACE-eth0} ]] && iface=(--iface "${RLAGENT_IFACE-eth0}")
-	nsenter --net="/run/netns/$(lab_ns "$host")" "$RLGATE_BUILD/rlagent" "${iface[@]}" \
-		--control "$sock" --state-dir "$3" --pin-dir "$4" --metrics "$METRICS_ADDR" \
+	# at nice -10, as the systemd unit runs it (Nice=-10)
+	nice -n -10 nsenter --net="/run/netns/$(lab_ns "$host")" "$RLGATE_BUILD/rlagent" \
+		"${iface[@]}" --control "$sock" --state-dir "$3" --pin-dir "$4" --metrics "$METRICS_ADDR" \
 		"${@:6}" >>"$log" 2>&1 3>&- &
 	RLAGENT_PID=$!
 	for ((n = 0; n < 100; n++)); do
