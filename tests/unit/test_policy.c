@@ -1115,6 +1115,7 @@ static void test_text(void)
 	static const char *const pfx[] = {
 		"192.0.2.0/24", "10.0.0.0/8", "2001:db8::/32", "0.0.0.0/0",
 		"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fff0/124", "::/0",
+		"255.255.255.255/32", "100.64.0.0/10",
 	};
 	static char buf[POLICY_TEXT_MAX];
 	unsigned int seed = 4242;
@@ -1129,7 +1130,11 @@ static void test_text(void)
 		char *want;
 		size_t len;
 
-		make(&t, round % 2 ? "a.b-c_9" : "t", "10/s", pfx[round % 6], NULL);
+		make(&t, round % 2 ? "a.b-c_9" : "t", "10/s", pfx[round % 8], NULL);
+		/* a second prefix, to be written after a comma */
+		if (round % 3 == 0 &&
+		    policy_parse_prefix(pfx[(round + 1) % 8], &t.match[t.n_match], NULL) == 0)
+			t.n_match++;
 		while (big && t.n_match < POLICY_MAX_PREFIXES) {
 			struct policy_prefix *p = &t.match[t.n_match++];
 
