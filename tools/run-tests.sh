@@ -111,12 +111,14 @@ run_item() {
 	echo "$((SECONDS - t0)) $item" >>"$tmp/times"
 }
 
-# running PID...: whether any of the PIDs still runs.
+# running PID...: whether any of the PIDs is a job of this shell that still
+# runs (not merely a process with that number: numbers are reused).
 running() {
-	local p
+	local p live
 
+	live=" $(jobs -pr | tr '\n' ' ')"
 	for p in "$@"; do
-		kill -0 "$p" 2>/dev/null && return 0
+		[[ $live == *" $p "* ]] && return 0
 	done
 	return 1
 }
