@@ -184,8 +184,10 @@ tally_bats() {
 # time and never beside those suites.  The e2e files whose header says
 # "# e2e: parallel" (their checks are states and exact counts, or follow one
 # kernel's token bucket) fill the other places meanwhile, the largest
-# first.  Each e2e file builds its own lab of namespaces, pins and servers,
-# named for its process.
+# first.  Last, with nothing beside them, the files whose header says
+# "# e2e: solo" (they time the load generator itself).  Each e2e file
+# builds its own lab of namespaces, pins and servers, named for its
+# process.
 for s in "${suites[@]}"; do
 	case $s in
 	unit | bpf | lua | pkg | e2e) ;;
@@ -196,7 +198,7 @@ jobs=${RLGATE_TEST_JOBS:-2}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] ||
 	{ echo "RLGATE_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
 mkdir -p "$tmp/tap"
-BUSY=() SHARED=() ALONE=()
+BUSY=() SHARED=() ALONE=() SOLO=()
 for s in bpf pkg lua unit; do	# their usual order of size
 	[[ " ${suites[*]} " == *" $s "* ]] && BUSY+=("$s")
 done
@@ -204,12 +206,17 @@ if [[ " ${suites[*]} " == *" e2e "* ]]; then
 	for f in $(bats_files e2e); do
 		if grep -q '^# e2e: parallel' "$f"; then
 			SHARED+=("e2e/$(basename "$f")")
+		elif grep -q '^# e2e: solo' "$f"; then
+			SOLO+=("e2e/$(basename "$f")")
 		else
 			ALONE+=("e2e/$(basename "$f")")
 		fi
 	done
 fi
 run_pool "$jobs"
+for f in "${SOLO[@]}"; do
+	run_item "$f"
+done
 
 for s in "${suites[@]}"; do
 	case $s in

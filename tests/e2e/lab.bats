@@ -2,6 +2,9 @@
 # Tests of the test bench itself: the netns lab (tools/lab.sh) and the load
 # generator (build/loadgen).  Every other e2e suite trusts both; if these
 # fail, fix them first.
+#
+# e2e: solo - it times the load generator itself (attempts on schedule, not
+# one skipped), so nothing else runs beside it (tools/run-tests.sh).
 
 load helpers
 

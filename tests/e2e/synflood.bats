@@ -2,6 +2,9 @@
 # The SYN-flood generator of the peer benchmark (build/synflood): it sends
 # the SYNs it says it sent, from the prefix it was given, with checksums the
 # server's kernel accepts.  The benchmark's packets/s figures rest on this.
+#
+# e2e: solo - it times the load generator itself (attempts on schedule, not
+# one skipped), so nothing else runs beside it (tools/run-tests.sh).
 
 load helpers
 
