@@ -386,30 +386,34 @@ static struct policy_tenant *flat_apply(const char *line, size_t len,
 {
 	static const char head[] = "{\"cmd\":\"apply\",\"tenants\":[";
 	const char *p = line + sizeof(head) - 1, *end = line + len, *q;
-	struct policy_tenant *ts;
+	struct policy_tenant *ts = NULL, *grown;
 	size_t cap = 0, n = 0;
 	bool in_str = false;
 
 	if (len < sizeof(head) + 2 || memcmp(line, head, sizeof(head) - 1) ||
 	    memcmp(end - 2, "]}", 2) || *p != '{')
 		return NULL;
-	/* every tenant starts with a brace: room enough */
-	for (q = p; (q = memchr(q, '{', (size_t)(end - q))); q++)
-		cap++;
-	ts = calloc(cap, sizeof(*ts));
-	if (!ts)
-		return NULL;
 	while (p < end - 2) {
 		json_t *j;
 		int r;
+
+		/* grown with the tenants read, not sized from the line's
+		 * braces: a line of braces in strings asks for nothing */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = reallocarray(ts, cap, sizeof(*ts));
+			if (!grown)
+				break;
+			ts = grown;
+		}
+		memset(&ts[n], 0, sizeof(ts[n]));
 
 		/* a flat object ends at its first brace outside a string;
 		 * jsonflat_load turns down whatever else is in it */
 		for (q = p + 1; q < end - 2 && (in_str || *q != '}'); q++)
 			if (*q == '"')
 				in_str = !in_str;
-		j = q < end - 2 && n < cap ? jsonflat_load(p, (size_t)(q - p) + 1) :
-		    NULL;
+		j = q < end - 2 ? jsonflat_load(p, (size_t)(q - p) + 1) : NULL;
 		if (!j)
 			break;
 		json_object_del(j, "id");
