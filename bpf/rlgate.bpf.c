@@ -1558,7 +1558,7 @@ __noinline int judge_open(struct syn_info *si)
 	struct rl_tenant *in, *held = NULL, *iheld = NULL;
 	struct rl_flow_slot *slot = NULL;
 	struct rl_conn_stats *cs = NULL;
-	bool opens, tcap, icap, reserved = false;
+	bool opens, tcap, icap, reserved = false, overdrawn = false;
 	struct rl_tenant *t;
 	struct rl_stats *st;
 	struct rl_flow ck;
@@ -1653,9 +1653,7 @@ __noinline int judge_open(struct syn_info *si)
 			    fleet_degraded(now))) {
 			ok = take_failed(t, st, now);
 		} else if (!ok && (od = READ_ONCE(t->overdraft)) > 0) {
-			ok = take_leased(t, key, st, now, od);
-			if (ok)
-				count(RL_CNT_OVERDRAWN);
+			ok = overdrawn = take_leased(t, key, st, now, od);
 		}
 	}
 
@@ -1681,8 +1679,13 @@ __noinline int judge_open(struct syn_info *si)
 			ok = false;
 		}
 	}
-	if (ok)
+	if (ok) {
+		/* counted as admitted on the overdraft only once nothing
+		 * after the bucket refused it */
+		if (overdrawn)
+			count(RL_CNT_OVERDRAWN);
 		return open_admit(si, st, slot, now);
+	}
 refuse:
 	return open_refuse(si, t, st, key);
 }
