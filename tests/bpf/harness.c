@@ -187,6 +187,28 @@ int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
 	return percpu_get(w, w->flow_cache_fd, idx, cpu, out, sizeof(*out));
 }
 
+int flow_slot_age_cpu(struct world *w, __u32 idx, int cpu, __u64 ns)
+{
+	struct rl_flow_slot *v = calloc(w->ncpus, sizeof(*v));
+	int err = 0;
+
+	if (!v)
+		return -ENOMEM;
+	if (cpu < 0 || cpu >= w->ncpus)
+		err = -EINVAL;
+	else if (bpf_map_lookup_elem(w->flow_cache_fd, &idx, v))
+		err = -errno;
+	else if (v[cpu].seen_ns < ns)
+		err = -ERANGE;
+	if (!err) {
+		v[cpu].seen_ns -= ns;
+		if (bpf_map_update_elem(w->flow_cache_fd, &idx, v, BPF_EXIST))
+			err = -errno;
+	}
+	free(v);
+	return err;
+}
+
 void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)
 {
 	struct rl_stats one = { 0 };

@@ -61,6 +61,10 @@ int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
 /* Slot idx of `flow_cache_cpu` as CPU cpu holds it.  0 or -errno. */
 int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
 		  struct rl_flow_slot *out);
+/* Moves the time slot idx of CPU cpu was last seen (seen_ns) ns back, as
+ * if that long had passed since: a window tested without waiting it out.
+ * 0 or -errno (-ERANGE: the slot was seen less than ns after boot). */
+int flow_slot_age_cpu(struct world *w, __u32 idx, int cpu, __u64 ns);
 void counters_sum(struct world *w, __u64 out[RL_CNT_MAX]);
 
 /* One test run.  *out_len is the buffer size on entry and the length of the

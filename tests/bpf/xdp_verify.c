@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Verification (RL_F_VERIFY): a verifying tenant's SYNs pass uncharged,
  * whatever its bucket holds; the ACK that returns a valid SYN cookie is
- * charged once, its first data segment and a retransmission free, and gets
- * the tenant's action over the limit (a RST the client's open connection
- * takes); ACKs that return no cookie pass uncharged.  Cookies come from the
- * kernel's own generator (cookie.bpf.c), as the server's kernel makes them.
+ * charged once, its first data segment and a retransmission free (within
+ * the retransmission window of the copy before), and gets the tenant's
+ * action over the limit (a RST the client's open connection takes); ACKs
+ * that return no cookie pass uncharged.  Cookies come from the kernel's own
+ * generator (cookie.bpf.c), as the server's kernel makes them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,14 +33,15 @@ static void vinst_close(struct vinst *v)
 	inst_close(&v->in);
 }
 
-static int vinst_open(struct vinst *v, __u32 action, __u32 flags,
-		      __u64 burst)
+static int vinst_open_gap(struct vinst *v, __u64 gap_ns, __u32 action,
+			  __u32 flags, __u64 burst)
 {
 	memset(v, 0, sizeof(*v));
-	if (small_world(&v->in, RL_DEFAULT_RETRANS_WINDOW_NS))
+	if (inst_open_gap(&v->in, RL_DEFAULT_RETRANS_WINDOW_NS, gap_ns))
 		return -1;
-	if (rule_add(&v->in.w, "2001:db8:1::/48", 0, 1)) {
-		diag("couldn't add the IPv6 rule");
+	if (rule_add(&v->in.w, "10.1.0.0/16", 0, 1) ||
+	    rule_add(&v->in.w, "2001:db8:1::/48", 0, 1)) {
+		diag("couldn't add the rules");
 		inst_close(&v->in);
 		return -1;
 	}
@@ -55,6 +57,13 @@ static int vinst_open(struct vinst *v, __u32 action, __u32 flags,
 			  3600ull * SEC_NS, burst);
 	v->in.skel->bss->verify_tenants = 1;
 	return 0;
+}
+
+/* Most scenarios send copies back to back: no gap, as for SYNs. */
+static int vinst_open(struct vinst *v, __u32 action, __u32 flags,
+		      __u64 burst)
+{
+	return vinst_open_gap(v, 0, action, flags, burst);
 }
 
 /* The segment of flow (family, sport) with these flags, numbers and
@@ -219,6 +228,77 @@ static int scen_copies(const void *arg)
 	send_seg(&v, 4, TH_ACK, 1001, 6001, cookie + 1, 0, &verdict, NULL, NULL);
 	EXPECT_STATS(&v.in.w, 1, "admitted=7 retransmits=3");
 	CHECK(v.t->tat != 0, "no token spent");
+	vinst_close(&v);
+	return 0;
+}
+
+/* The retransmission window of a charged handshake ACK's copies, with the
+ * shipped window and gap (RL_DEFAULT_RETRANS_*), the bucket empty after
+ * the handshakes: a copy right after the ACK is free (no gap as for SYNs:
+ * the data follows at once); one just inside the window of the previous
+ * copy is free, however long after the ACK itself; one a whole window
+ * after is charged (refused, counted as a charged repeat).  The flow's
+ * slot is aged in place instead of waiting the window out. */
+static int scen_copy_window(const void *arg)
+{
+	const __u64 window = RL_DEFAULT_RETRANS_WINDOW_NS;
+	struct rl_flow_slot slot;
+	struct rl_flow f;
+	struct vinst v;
+	__u32 verdict = ~0u, cookie, idx[3];
+	int i;
+
+	(void)arg;
+	_Static_assert(RL_DEFAULT_RETRANS_WINDOW_NS > 2 * SEC_NS &&
+		       RL_DEFAULT_RETRANS_GAP_NS > 0,
+		       "the scenario ages by the window less a second and "
+		       "checks that ACK copies need no gap");
+	if (vinst_open_gap(&v, RL_DEFAULT_RETRANS_GAP_NS, RL_ACT_DROP, 0, 3))
+		return -1;
+	for (i = 0; i < 3; i++) {
+		CHECK(handshake(&v, 4, 1000 + i, 5000 + i) == XDP_PASS,
+		      "handshake %d refused with a bucket of 3", i);
+		syn_flow(1000 + i, 5000 + i, &f);
+		idx[i] = rl_flow_hash(&f, RL_FLOW_BITS);
+		CHECK(!flow_slot_cpu(&v.in.w, idx[i], test_cpu, &slot) &&
+		      !memcmp(&slot.flow, &f, sizeof(f)), "slot %u of CPU %d "
+		      "does not hold handshake %d's flow", idx[i], test_cpu, i);
+	}
+	CHECK(idx[0] != idx[1] && idx[1] != idx[2] && idx[0] != idx[2],
+	      "two of the flows share a slot");
+
+	/* right after the ACK, sooner than retrans_gap_ns: free */
+	cookie = cookie_for(&v, 4, 1000, 5000);
+	send_seg(&v, 4, TH_ACK | TH_PSH, 1000, 5001, cookie + 1, 100, &verdict,
+		 NULL, NULL);
+	CHECK(verdict == XDP_PASS, "a copy right after the ACK: verdict %u, "
+	      "want XDP_PASS (free)", verdict);
+
+	/* a second short of the window, twice: each copy within the window
+	 * of the one before it, the second well past a window after the ACK */
+	cookie = cookie_for(&v, 4, 1001, 5001);
+	for (i = 0; i < 2; i++) {
+		CHECK(!flow_slot_age_cpu(&v.in.w, idx[1], test_cpu,
+					 window - SEC_NS), "couldn't age slot %u",
+		      idx[1]);
+		send_seg(&v, 4, TH_ACK | TH_PSH, 1001, 5002, cookie + 1, 100,
+			 &verdict, NULL, NULL);
+		CHECK(verdict == XDP_PASS, "copy %d a second inside the window: "
+		      "verdict %u, want XDP_PASS (free)", i, verdict);
+	}
+
+	/* a whole window after the ACK: charged, and no token left */
+	cookie = cookie_for(&v, 4, 1002, 5002);
+	CHECK(!flow_slot_age_cpu(&v.in.w, idx[2], test_cpu, window),
+	      "couldn't age slot %u", idx[2]);
+	send_seg(&v, 4, TH_ACK | TH_PSH, 1002, 5003, cookie + 1, 100, &verdict,
+		 NULL, NULL);
+	CHECK(verdict == XDP_DROP, "a copy a window after the ACK: verdict %u, "
+	      "want XDP_DROP (charged, the bucket empty)", verdict);
+
+	EXPECT_STATS(&v.in.w, 1, "admitted=6 retransmits=3 denied=1");
+	CHECK(counter(&v, RL_CNT_REPEAT_CHARGED) == 1, "%llu copies charged, "
+	      "want 1", (unsigned long long)counter(&v, RL_CNT_REPEAT_CHARGED));
 	vinst_close(&v);
 	return 0;
 }
@@ -395,6 +475,7 @@ static const struct scenario verify_scenarios[] = {
 	{ "verify: SYNs free, cookie ACKs charged (IPv6)", scen_charged_at_ack, &v6 },
 	{ "verify: ACKs without a cookie pass uncharged", scen_no_cookie, NULL },
 	{ "verify: data after the ACK is free twice, not after a FIN", scen_copies, NULL },
+	{ "verify: a copy of a charged ACK is free within the window of the one before, with no gap; one a window later is charged", scen_copy_window, NULL },
 	{ "verify: over the limit, RST at the client's next sequence (IPv4)", scen_rst, &v4 },
 	{ "verify: over the limit, RST at the client's next sequence (IPv6)", scen_rst, &v6 },
 	{ "verify: a handshake completed by a FIN with data is charged, and reset over the limit", scen_fin, NULL },
