@@ -36,76 +36,72 @@ while read -r name value u; do
 	unit[$name]=$u
 done <<<"$out"
 
-# figure            target on its ratio to the floor (empty: none)
-rows=(
-	"xdp_pass_floor_ns  -"
-	"xdp_nonsyn_ns      1.3"
-	"xdp_syn_admit_ns   4.0"
-	"xdp_syn_deny_ns    3.0"
-	"xdp_syn_nomatch_ns 2.0"
-	"xdp_nonsyn_caps_ns 1.3"
-	"xdp_fin_ns         -"
-	"xdp_fin_caps_ns    -"
-	"xdp_syn_retrans_ns -"
-	"xdp_ref_ktime_ns   -"
-	"xdp_ref_cas_ns     -"
-	"xdp_ref_irreducible_ns -"
-	"xdp_verify_syn_ns  -"
-	"xdp_cookie_gen_ns  -"
-	"xdp_verify_ack_charged_ns -"
-	"xdp_verify_ack_open_ns -"
-	"xdp_verify_ack_other_ns -"
-	"xdp_syn_admit_per_source_ns -"
-)
+# judge HEADING SUFFIX BASE ROW...: a table of figures against their
+# targets, each ROW "name target" (target -: none).  A figure's ratio is the
+# one the benchmark printed as name_SUFFIX; where it printed none, the
+# figure's ratio to the figure BASE (BASE itself: 1.00), or an error where
+# BASE is -.  Exits 1 when a figure or a ratio it needs is missing.
+judge() {
+	local heading=$1 suffix=$2 base=$3 row name target ratio shown result
 
-printf '%-22s %10s %8s %8s  %s\n' figure ns ratio target result
-for row in "${rows[@]}"; do
-	read -r name target <<<"$row"
-	if [[ -z ${val[$name]:-} ]]; then
-		echo "Error: the benchmark printed no $name" >&2
-		exit 1
-	fi
-	ratio=${val[${name}_ratio]:-}
-	if [[ $name == xdp_pass_floor_ns ]]; then
-		ratio=1.00
-	elif [[ -z $ratio ]]; then
-		ratio=$(awk -v a="${val[$name]}" -v b="${val[xdp_pass_floor_ns]}" \
-			'BEGIN { printf "%.2f", a / b }')
-	fi
-	if [[ $target == - ]]; then
-		result=-
-		shown=-
-	else
-		shown="<=${target}x"
-		result=$(awk -v r="$ratio" -v t="$target" \
-			'BEGIN { print (r <= t) ? "PASS" : "MISS" }')
-	fi
-	printf '%-22s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
-		"$shown" "$result"
-done
-echo
+	shift 3
+	printf '%-22s %10s %8s %8s  %s\n' figure ns "$heading" target result
+	for row; do
+		read -r name target <<<"$row"
+		if [[ -z ${val[$name]:-} ]]; then
+			echo "Error: the benchmark printed no $name" >&2
+			exit 1
+		fi
+		ratio=${val[${name}_$suffix]:-}
+		if [[ $name == "$base" ]]; then
+			ratio=1.00
+		elif [[ -z $ratio && $base != - ]]; then
+			ratio=$(awk -v a="${val[$name]}" -v b="${val[$base]}" \
+				'BEGIN { printf "%.2f", a / b }')
+		elif [[ -z $ratio ]]; then
+			echo "Error: the benchmark printed no ${name}_$suffix" >&2
+			exit 1
+		fi
+		shown=- result=-
+		if [[ $target != - ]]; then
+			shown="<=${target}x"
+			result=$(awk -v r="$ratio" -v t="$target" \
+				'BEGIN { print (r <= t) ? "PASS" : "MISS" }')
+		fi
+		printf '%-22s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
+			"$shown" "$result"
+	done
+	echo
+}
+
+# figure            target on its ratio to the floor (-: none)
+judge ratio ratio xdp_pass_floor_ns \
+	"xdp_pass_floor_ns  -" \
+	"xdp_nonsyn_ns      1.3" \
+	"xdp_syn_admit_ns   4.0" \
+	"xdp_syn_deny_ns    3.0" \
+	"xdp_syn_nomatch_ns 2.0" \
+	"xdp_nonsyn_caps_ns 1.3" \
+	"xdp_fin_ns         -" \
+	"xdp_fin_caps_ns    -" \
+	"xdp_syn_retrans_ns -" \
+	"xdp_ref_ktime_ns   -" \
+	"xdp_ref_cas_ns     -" \
+	"xdp_ref_irreducible_ns -" \
+	"xdp_verify_syn_ns  -" \
+	"xdp_cookie_gen_ns  -" \
+	"xdp_verify_ack_charged_ns -" \
+	"xdp_verify_ack_open_ns -" \
+	"xdp_verify_ack_other_ns -" \
+	"xdp_syn_admit_per_source_ns -"
 
 # The SYN figures against the least an admitted SYN can cost
 # (xdp_ref_irreducible: parse, classify, coarse clock, one CAS, one slot).
-printf '%-22s %10s %8s %8s  %s\n' figure ns "/ref" target result
-for row in "xdp_syn_admit_ns 1.25" "xdp_syn_deny_ns -" "xdp_syn_nomatch_ns -" \
-	"xdp_syn_retrans_ns -"; do
-	read -r name target <<<"$row"
-	ratio=${val[${name}_ref_ratio]:-}
-	if [[ -z $ratio ]]; then
-		echo "Error: the benchmark printed no ${name}_ref_ratio" >&2
-		exit 1
-	fi
-	shown=- result=-
-	if [[ $target != - ]]; then
-		shown="<=${target}x"
-		result=$(awk -v r="$ratio" -v t="$target" \
-			'BEGIN { print (r <= t) ? "PASS" : "MISS" }')
-	fi
-	printf '%-22s %10s %7sx %8s  %s\n' "$name" "${val[$name]}" "$ratio" \
-		"$shown" "$result"
-done
-echo
+judge /ref ref_ratio - \
+	"xdp_syn_admit_ns 1.25" \
+	"xdp_syn_deny_ns -" \
+	"xdp_syn_nomatch_ns -" \
+	"xdp_syn_retrans_ns -"
 
 # A per-source limit against the plain admit path, measured in the same
 # rounds (bench_per_source.c).
