@@ -116,20 +116,35 @@ teardown_file() { redis_stop; }
 }
 
 @test "3/s leased one at a time for ~1.5 s of real time: burst + floor(3 x elapsed), within 1" {
+	# The bucket holds 2 and the test takes a token every 20 ms, so it is
+	# normally below one token after each call.  A stall of the test itself
+	# (a loaded machine) longer than 1/3 s lets it reach the burst, and the
+	# refill past that is rightly lost: no count can hold across it.  A call
+	# that finds the bucket full (granted + remaining = burst; refill() sets
+	# frac to 0 there) sees the state a new bucket starts in, so the count
+	# starts again from that call; every clamp is seen so.  Between two
+	# such calls nothing is lost or minted: granted + remaining at the last
+	# call is exactly burst + floor(3 x elapsed), remaining at most 1.
 	k=$(bucket)
-	total=0
+	total=0 restarts=0 rem=0
 	while :; do
-		read -r g _ _ <<<"$(lease "$k" 3 1 2 1 1)"
-		total=$((total + g))
-		# the Redis times of the first and of the latest call
+		read -r g rem _ <<<"$(lease "$k" 3 1 2 1 1)"
+		# the Redis time of the latest call
 		stop=$(field "$k" ts)
-		start=${start:-$stop}
+		if ((g + rem == 2)); then
+			# the first call (a bucket created full), or a stall
+			[[ -n ${start:-} ]] && restarts=$((restarts + 1))
+			start=$stop total=0
+		fi
+		total=$((total + g))
 		((stop < start + 1500000)) || break
+		((restarts < 20)) || break
 		sleep 0.02
 	done
-	# The bucket is created full at the first call.
 	max=$((2 + (stop - start) * 3 / 1000000))
-	echo "granted $total, at most $max"
+	echo "granted $total and $rem left over $(((stop - start) / 1000)) ms, at most $max; counted afresh $restarts times after a stall"
+	((stop >= start + 1500000))
+	((total + rem == max))
 	((total <= max && total >= max - 1))
 }
 
