@@ -275,6 +275,39 @@ EOF
 	[[ $output == *"invalid --limit '0'"* ]] || { echo "$output" >&2; return 1; }
 }
 
+@test "rlctl tenant list: by name in text and --json, with --name and --limit, whatever the order of creations, deletions and an apply" {
+	local i n=16
+
+	agent_start
+	# created out of order; deleting the first-created ones reshuffles
+	# the agent's own array (the last tenant moves into a deleted place)
+	for i in m d x b q a k; do
+		rl tenant set "t-$i" --rate 5/s --match "198.51.100.$((n++))/32"
+	done
+	rl tenant del t-m
+	rl tenant del t-x
+	rl tenant set t-c --rate 5/s --match 198.51.100.100/32
+	expect_eq "--json" "$(rl --json tenant list | jq -c '[.[].name]')" \
+		'["t-a","t-b","t-c","t-d","t-k","t-q"]'
+	expect_eq "text" "$(rl tenant list | awk 'NR > 1 { print $1 }' | paste -sd,)" \
+		t-a,t-b,t-c,t-d,t-k,t-q
+	expect_eq "--json --limit 3" "$(rl --json tenant list --limit 3 | jq -c '[.[].name]')" \
+		'["t-a","t-b","t-c"]'
+	expect_eq "text --limit 2" "$(rl tenant list --limit 2 | awk 'NR > 1 { print $1 }' | paste -sd,)" \
+		t-a,t-b
+	expect_eq "--json --name 't-[c-z]' --limit 2" \
+		"$(rl --json tenant list --name 't-[c-z]' --limit 2 | jq -c '[.[].name]')" '["t-c","t-d"]'
+	expect_eq "raw tenant.list with limit" \
+		"$(echo '{"cmd":"tenant.list","limit":2}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.tenants[].name]')" \
+		'["t-a","t-b"]'
+	# an apply of the same tenants in another order lists the same
+	rl --json tenant list | jq '{tenants: reverse}' >"$BATS_TEST_TMPDIR/policy.json"
+	rl apply "$BATS_TEST_TMPDIR/policy.json"
+	rl tenant del t-a
+	expect_eq "--json after a reversed apply and a deletion" "$(rl --json tenant list | jq -c '[.[].name]')" \
+		'["t-b","t-c","t-d","t-k","t-q"]'
+}
+
 @test "rlctl stats --name GLOB --top N: the matching tenants, the busiest first (not by name), at most N" {
 	agent_start
 	rl tenant set zz-busy --rate 100/s --burst 100 --match "$(prefixes c1)"

@@ -289,28 +289,51 @@ static json_t *count_arg(const json_t *req, const char *key, size_t *n)
 	return NULL;
 }
 
-/* Only the tenants whose name matches are encoded, and at most "limit" of
- * them: a list of a few among 100,000 costs a few. */
+/* A tenant's name and place in the set, to list them by name. */
+struct named {
+	const char *name;
+	size_t i;
+};
+
+static int named_cmp(const void *pa, const void *pb)
+{
+	const struct named *a = pa, *b = pb;
+
+	return strcmp(a->name, b->name);
+}
+
+/* The tenants by name (strcmp order), not in the set's own order, which a
+ * deletion, an apply or a restart reshuffles: a list, and the first
+ * "limit" of it, stay the same while the tenants do.  Only the tenants
+ * whose name matches are encoded, and at most "limit" of them: a list of a
+ * few among 100,000 costs a few. */
 static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
+	struct named *ns;
 	const char *glob;
 	json_t *arr, *r;
-	size_t limit;
+	size_t limit, n = 0;
 
 	r = match_arg(req, &glob);
 	if (!r)
 		r = count_arg(req, "limit", &limit);
 	if (r)
 		return r;
+	ns = malloc((a->n_tenants + 1) * sizeof(*ns));
+	if (!ns)
+		return ctl_error(AGENT_INTERNAL, "out of memory");
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (!glob || fnmatch(glob, a->tenants[i].pol.name, 0) == 0)
+			ns[n++] = (struct named){ a->tenants[i].pol.name, i };
+	if (n)
+		qsort(ns, n, sizeof(*ns), named_cmp);
+	if (limit && n > limit)
+		n = limit;
 	arr = json_array();
-	for (size_t i = 0; i < a->n_tenants; i++) {
-		if (glob && fnmatch(glob, a->tenants[i].pol.name, 0) != 0)
-			continue;
-		if (limit && json_array_size(arr) >= limit)
-			break;
-		json_array_append_new(arr, tenant_json(a, &a->tenants[i]));
-	}
+	for (size_t k = 0; k < n; k++)
+		json_array_append_new(arr, tenant_json(a, &a->tenants[ns[k].i]));
+	free(ns);
 	return json_pack("{s:b,s:o}", "ok", 1, "tenants", arr);
 }
 

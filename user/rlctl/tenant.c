@@ -171,16 +171,16 @@ struct list_args {
 static const struct opts_spec list_spec = {
 	RLCTL_CMD("tenant list"),
 	.doc =
-"Show every tenant, or those whose name matches --name.  With --json, an\n"
-"array of tenant objects (name, rate, burst, match, ports, action, shadow,\n"
-"id).\n",
+"Show every tenant, or those whose name matches --name, by name (byte\n"
+"order).  With --json, an array of tenant objects (name, rate, burst,\n"
+"match, ports, action, shadow, id), in the same order.\n",
 	.opts = (const struct opt[]){
 		{ "name", 0, OPT_STRING, OPT_AT(struct list_args, name),
 		  .arg = "GLOB", .min = 1, .max = 256,
 		  .help = "only tenants whose name matches the shell pattern GLOB" },
 		{ "limit", 0, OPT_U64, OPT_AT(struct list_args, limit),
 		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
-		  .help = "at most the first N of them" },
+		  .help = "at most the first N of them by name" },
 		{ .kind = OPT_END },
 	},
 };
