@@ -167,6 +167,52 @@ static void test_topup(void)
 		      (unsigned long long)rows[i].want);
 }
 
+/* What a lease call asks for: the top-up with the debt and the overdraft
+ * on top, within lease.lua's largest want; 0 only when there is nothing at
+ * all to ask, which settles a first lease (lease_ask()). */
+static void test_ask(void)
+{
+	static const struct {
+		const char *what;
+		uint64_t topup, debt, overdrawn, want;
+	} rows[] = {
+		{ "at the cap, owing nothing: nothing", 0, 0, 0, 0 },
+		{ "a top-up alone", 7, 0, 0, 7 },
+		{ "at the cap, the credit to pay", 0, 5, 0, 5 },
+		{ "at the cap, the overdraft to pay", 0, 0, 3, 3 },
+		{ "all three", 7, 5, 3, 15 },
+		{ "beyond the largest want", POLICY_BURST_MAX, 1, 0, POLICY_BURST_MAX },
+		{ "sums that would wrap", UINT64_MAX, UINT64_MAX, UINT64_MAX,
+		  POLICY_BURST_MAX },
+	};
+	struct policy_tenant t = tenant(3000, 1, 300, 0, POLICY_FAIL_STATIC);
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		CHECK(lease_ask(rows[i].topup, rows[i].debt, rows[i].overdrawn) ==
+		      rows[i].want, "%s: ask(%llu, %llu, %llu) = %llu, want %llu",
+		      rows[i].what, (unsigned long long)rows[i].topup,
+		      (unsigned long long)rows[i].debt,
+		      (unsigned long long)rows[i].overdrawn,
+		      (unsigned long long)lease_ask(rows[i].topup, rows[i].debt,
+						    rows[i].overdrawn),
+		      (unsigned long long)rows[i].want);
+
+	/* Tokens adopted after a restart, as many as the host may hold: the
+	 * first lease asks for nothing, whatever its size, and so settles.
+	 * A new tenant started on credit asks for at least the credit. */
+	for (uint64_t agents = 1; agents <= 8; agents++) {
+		uint64_t hold = lease_hold(&t, agents), credit = lease_credit(&t, agents);
+
+		CHECK(lease_ask(lease_topup(hold, hold, hold), 0, 0) == 0,
+		      "%llu agents: a full hold of %llu asks for something",
+		      (unsigned long long)agents, (unsigned long long)hold);
+		CHECK(lease_ask(lease_topup(hold, credit, hold), credit, 0) >= credit &&
+		      credit > 0, "%llu agents: a first lease on a credit of %llu "
+		      "asks for less", (unsigned long long)agents,
+		      (unsigned long long)credit);
+	}
+}
+
 static void test_plan(void)
 {
 	static const struct {
@@ -434,6 +480,7 @@ int main(void)
 	CHECK_RUN(test_limits);
 	CHECK_RUN(test_static_debt_covers_the_kernel);
 	CHECK_RUN(test_topup);
+	CHECK_RUN(test_ask);
 	CHECK_RUN(test_plan);
 	CHECK_RUN(test_plan_within_cap);
 	CHECK_RUN(test_lead);

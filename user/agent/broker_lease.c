@@ -403,19 +403,25 @@ static void maybe_lease(struct broker *b, const struct broker_tenant *t,
 
 /* Sends a lease for n tokens of t plus the debt and what the kernel
  * overdrew (the grant pays both first), from sub-bucket first (place nth of
- * this agent's order) on.  0, or -errno when nothing went out. */
+ * this agent's order) on.  0, or -errno when nothing went out (-EALREADY:
+ * nothing to ask; a first lease is then settled as granted, lease_ask()). */
 static int lease_call(struct broker *b, const struct broker_tenant *t,
 		      struct slot *s, unsigned int first, unsigned int nth,
 		      uint64_t n)
 {
 	struct call *c;
 
-	n += s->debt + host_overdrawn(b, t->slot);
-	if (!n)
-		return -EINVAL;
-	/* lease.lua's largest want; the bucket never holds more anyway */
-	if (n > POLICY_BURST_MAX)
-		n = POLICY_BURST_MAX;
+	n = lease_ask(n, s->debt, host_overdrawn(b, t->slot));
+	if (!n) {
+		/* The host holds its cap and owes nothing (the kernel's
+		 * tokens adopted after a restart): granted as far as the
+		 * pacing of first leases and the idle refund go, or the
+		 * tenant would wait in the queue of first leases, looked at
+		 * every check, for a lease that never goes out. */
+		if (!s->last_grant_ns)
+			s->last_grant_ns = loop_now_ns();
+		return -EALREADY;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

@@ -126,6 +126,11 @@ uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size)
 	return held >= cap ? 0 : min_u64(size, cap - held);
 }
 
+uint64_t lease_ask(uint64_t topup, uint64_t debt, uint64_t overdrawn)
+{
+	return min_u64(sat_add(sat_add(topup, debt), overdrawn), POLICY_BURST_MAX);
+}
+
 void lease_plan(const struct lease_in *in, struct lease_plan *out)
 {
 	const struct policy_tenant *t = in->t;

@@ -117,6 +117,17 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out);
  * cap - held), 0 when the host already holds its cap. */
 uint64_t lease_topup(uint64_t cap, uint64_t held, uint64_t size);
 
+/* What a lease call asks for: the top-up, plus the debt and what the kernel
+ * overdrew (the grant pays those first), at most POLICY_BURST_MAX (the
+ * largest want lease.lua takes; no bucket holds more).  0: nothing to ask,
+ * the host holds all it may and owes nothing.  A tenant's first lease that
+ * would ask for nothing (tokens the agent adopted from its last run, up to
+ * the cap) counts as granted: it is settled, not asked again at every
+ * check, and its idle tokens beyond the reserve go back after a lease TTL
+ * as a leased tenant's do.  Nothing is added to what the host holds, so
+ * the overshoot bound is unchanged. */
+uint64_t lease_ask(uint64_t topup, uint64_t debt, uint64_t overdrawn);
+
 /* A lease's lead time (how long it takes to arrive, with margin) for a
  * smoothed round trip of rtt_ns: the round trip and half of it again for
  * jitter, on top of LEASE_LEAD_MIN_MS (the loop, the kernel's low-water
