@@ -846,3 +846,36 @@ slow_link_start() {
 	expect_eq "connections refused (RST) on the client" "$(jq .total.refused "$out")" 0
 	expect_eq "connections timed out on the client" "$(jq .total.timed_out "$out")" 0
 }
+
+@test "an agent back on its pins holding all it may of an idle tenant asks for no first lease, and gives back what is beyond its reserve a lease TTL later" {
+	local n live hold reserve tokens
+
+	# 400 a burst: an idle host keeps a reserve of all it may hold
+	# (lease_hold(): 75 of a cap of 100 with 4 agents)
+	fleet_tenant_set 1 adopted --rate 400/s --burst 400 --match "$(client_prefix c2)"
+	fleet_agent_wipe 4
+	fleet_agent_start 4 --expected-agents 4
+	disown "$RLAGENT_PID"
+	fleet_wait_tenant adopted 2 4 >/dev/null
+	fleet_wait_stat 4 adopted leases 1 3	# its credit paid back
+	fleet_agent_stop 4 KILL
+	# While it is away, a burst of 20 in an overshoot budget of 200: the
+	# host may hold 38 (a cap of 50), and keeps a reserve of 5 when idle.
+	# Back on its pins it holds 75, gives back the 37 beyond 38 at once,
+	# and then has nothing to ask for: its first lease is settled.
+	fleet_tenant_set 1 adopted --rate 200/s --burst 20 --overshoot 200 \
+		--match "$(client_prefix c2)"
+	fleet_agent_start 4 --expected-agents 4
+	disown "$RLAGENT_PID"
+	for ((n = 0; n < 100; n++)); do
+		live=$(rls 4 --json status | jq .live_agents)
+		hold=$((200 / live - 200 / live / 4)) reserve=$((20 / live))
+		((reserve < hold)) || reserve=$hold
+		tokens=$(fleet_stat 4 adopted tokens)
+		[[ $tokens == "$reserve" ]] && break
+		sleep 0.1
+	done
+	echo "s4 after the restart: $(rls 4 --json stats adopted | jq -c '.[0] | {tokens, leases, tokens_refunded}'), $live live agents"
+	expect_eq "s4's tokens within 10 s of the restart" "$tokens" "$reserve"
+	expect_eq "s4's leases since the restart" "$(fleet_stat 4 adopted leases)" 0
+}
