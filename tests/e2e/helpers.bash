@@ -270,8 +270,9 @@ expect_between() {
 }
 
 # expect_offered N [JSON]: the load generator issued N attempts, less what a
-# loaded machine made it skip (at most 1%, reported as `skipped`): the
-# offered load is what the test meant, whatever the machine's speed.
+# machine that kept it behind for a whole timeout after the duration made it
+# give up (at most 1%, reported as `skipped`; a sender merely late at the end
+# catches up): the offered load is what the test meant.
 expect_offered() {
 	local attempts skipped
 

@@ -111,8 +111,9 @@ teardown() {
 @test "loadgen makes exactly rate x duration attempts, split by weight, on schedule" {
 	run_loadgen_json c1 --rate 2000 --duration 2 \
 		"$(lab_target s1 8080 4)@3" "$(lab_target s1 8080 6)@1"
-	# every slot of the schedule is made or, when a loaded machine put the
-	# sender behind, counted as skipped (never sent late in a burst)
+	# every slot of the schedule is made, late ones caught up, or, when a
+	# machine too loaded for 2,000 connections a second left the sender
+	# behind by more than a timeout at the end, counted as skipped
 	local skipped
 	skipped=$(json_get .skipped)
 	expect_between skipped "$skipped" 0 40

@@ -264,8 +264,14 @@ static void engine_free(struct engine *e)
 
 /* Runs the whole load: attempt k is due at start + k / rate (an absolute
  * schedule, so a late wake-up is caught up rather than shifting every later
- * attempt).  No attempt starts after the duration; the run ends when the
- * last one has finished, and in any case by duration + timeout + 1 s. */
+ * attempt).  Every attempt is due within the duration, and one due at its
+ * very end is caught up like any other: a loaded machine that wakes the
+ * sender a few milliseconds after its last slot still makes the
+ * round(rate x duration) attempts asked for.  Only a sender still behind a
+ * timeout after the duration (stopped that long, or held back by
+ * max_inflight) gives up the rest, counted as skipped.  The run ends when
+ * the last attempt has finished, and in any case by duration + 2 x timeout
+ * + 1 s. */
 int client_run(const struct lg_client_opts *o, struct lg_target *t, size_t n,
 	       struct lg_client_result *res)
 {
@@ -283,7 +289,8 @@ int client_run(const struct lg_client_opts *o, struct lg_target *t, size_t n,
 		goto out;
 
 	t0 = now_ns();
-	send_end = t0 + (uint64_t)(o->duration_s * 1e9);
+	/* the last slot is due before the duration; late ones until then */
+	send_end = t0 + (uint64_t)(o->duration_s * 1e9) + timeout_ns;
 	hard_end = send_end + timeout_ns + 1000000000ull;
 
 	for (;;) {
