@@ -3,9 +3,10 @@
 
 conn_client.py HOST PORT CONTROL: reads commands from the fifo CONTROL, one
 a line, and answers each with a JSON line on stdout:
-  open N [MS] tries N new connections one after the other (1 s timeout
-              each, MS milliseconds apart), keeps those that connect, and
-              reports how many connected, were refused (RST) or timed out
+  open N [MS] tries N new connections one after the other (0.5 s
+              timeout each, MS milliseconds apart), keeps those that
+              connect, and reports how many connected, were refused (RST)
+              or timed out
   close N     closes N of the connections held (a FIN each), oldest first
   count       how many are held
   quit        closes everything and exits
@@ -14,6 +15,15 @@ import json
 import socket
 import sys
 import time
+
+# Half the kernel's initial SYN timeout (1 s, when it sends the SYN again):
+# a SYN the limiter dropped is judged, and counted, again when it comes
+# back, so a client that waited the full second raced its own kernel and,
+# woken late on a busy machine, had its one attempt refused twice.  Closing
+# the socket at 0.5 s cancels the retransmission with half a second to
+# spare; a handshake the limiter lets through completes in the kernel,
+# long before, whether or not this process is running.
+CONNECT_TIMEOUT_S = 0.5
 
 
 def main():
@@ -34,7 +44,7 @@ def main():
                     if i and gap:
                         time.sleep(gap)
                     s = socket.socket(family, socket.SOCK_STREAM)
-                    s.settimeout(1.0)
+                    s.settimeout(CONNECT_TIMEOUT_S)
                     try:
                         s.connect((host, port))
                         held.append(s)
