@@ -767,20 +767,28 @@ static __always_inline bool take_failed(struct rl_tenant *t, struct rl_stats *st
 }
 
 /* Leased bucket: user space adds whole tokens, the kernel spends them,
- * down to -overdraft (0: to the last token).  fetch-and-add never loses or
- * mints a token: a failed take is put back.  While it is out, a concurrent
- * SYN may see one token fewer than there is and be refused; it is never
- * admitted beyond the floor. */
+ * down to floor (0: to the last token; -overdraft: into the overdraft).
+ * The count is read before anything is written: a bucket at its floor is
+ * refused without a locked instruction on the tenant's line, which the
+ * CPUs would otherwise pass back and forth under a flood.
+ * fetch-and-add never loses or mints a token: a take that finds the floor
+ * after all is put back.  While it is out, a concurrent SYN may see one
+ * token fewer than there is and be refused; it is never admitted beyond the
+ * floor. */
 static __always_inline bool take_leased(struct rl_tenant *t, __u32 id,
 					struct rl_stats *st, __u64 now,
-					__s64 overdraft)
+					__s64 floor)
 {
-	__s64 old = __sync_fetch_and_add(&t->tokens, -1);
-	__s64 left = old - 1;
+	__s64 old = READ_ONCE(t->tokens);
+	__s64 left = old;
 
-	if (old <= -overdraft) {
-		__sync_fetch_and_add(&t->tokens, 1);
-		left = old;
+	if (old > floor) {
+		old = __sync_fetch_and_add(&t->tokens, -1);
+		left = old - 1;
+		if (old <= floor) {
+			__sync_fetch_and_add(&t->tokens, 1);
+			left = old;
+		}
 	}
 	/* Once per refill cycle: user space re-arms after adding tokens. */
 	if (left <= t->lowwater && READ_ONCE(t->lowwater_armed) &&
@@ -800,7 +808,7 @@ static __always_inline bool take_leased(struct rl_tenant *t, __u32 id,
 			WRITE_ONCE(t->lowwater_armed, 1);
 		}
 	}
-	return old > -overdraft;
+	return old > floor;
 }
 
 /* The retransmission check: struct rl_flow is six 64-bit words. */
@@ -1653,7 +1661,7 @@ __noinline int judge_open(struct syn_info *si)
 			    fleet_degraded(now))) {
 			ok = take_failed(t, st, now);
 		} else if (!ok && (od = READ_ONCE(t->overdraft)) > 0) {
-			ok = overdrawn = take_leased(t, key, st, now, od);
+			ok = overdrawn = take_leased(t, key, st, now, -od);
 		}
 	}
 
@@ -1691,14 +1699,34 @@ refuse:
 }
 
 /*
+ * Whether a leased tenant's bucket refuses a SYN whatever floor applies:
+ * its count at or below zero and at or below the overdraft's floor, with no
+ * low-water event to send and the tenant not degraded (flags: the SYN's one
+ * read of them).  The fleet's own degraded state, which needs the clock, is
+ * the caller's to check.  One read of each word and no write: what every
+ * SYN of a flood on a spent lease meets.
+ */
+static __always_inline bool leased_dry(const struct rl_tenant *t, __u32 flags)
+{
+	__s64 tokens = READ_ONCE(t->tokens);
+	__s64 od = READ_ONCE(t->overdraft);
+
+	if (tokens > 0 || (od > 0 && tokens > -od) || (flags & RL_F_DEGRADED))
+		return false;
+	return !(tokens <= t->lowwater && READ_ONCE(t->lowwater_armed));
+}
+
+/*
  * The SYNs a host sees most, decided inline in the entry program rather
  * than by a call into judge_open(): those of a standalone tenant without
- * verification, caps or per-source limits, and those no rule matches, while
- * the instance limit is off.  A call costs its return, and where the kernel
- * guards returns (AMD's Safe RET) every return is mispredicted on purpose:
- * about 10 ns, as much as the rest of an admission.  Decides exactly as
- * judge_open() would; -1 for every other SYN, having changed nothing but
- * si->cls, the classifier's answer, which judge_open() then takes.
+ * verification, caps or per-source limits, those of such a leased tenant
+ * whose bucket is spent to its floor (a flood's), and those no rule
+ * matches, while the instance limit is off.  A call costs its return, and
+ * where the kernel guards returns (AMD's Safe RET) every return is
+ * mispredicted on purpose: about 10 ns, as much as the rest of an
+ * admission.  Decides exactly as judge_open() would; -1 for every other
+ * SYN, having changed nothing but si->cls, the classifier's answer, which
+ * judge_open() then takes.
  * Kept to what those SYNs need: the verifier walks it once per shape of
  * header chain the parser can leave.
  */
@@ -1708,6 +1736,7 @@ static __always_inline int judge_syn(struct syn_info *si)
 	struct rl_tenant *t;
 	struct rl_stats *st;
 	__u32 key, flags;
+	bool leased;
 	__u64 now;
 	int id;
 
@@ -1729,15 +1758,20 @@ static __always_inline int judge_syn(struct syn_info *si)
 	/* One read of the flags: a SYN judged here sees one version of
 	 * them, as a SYN judged a moment earlier or later would. */
 	flags = READ_ONCE(t->flags);
-	if (t->mode != RL_MODE_STANDALONE ||
-	    (flags & (RL_F_VERIFY | RL_F_CONNCAP | RL_F_PERSOURCE)))
+	leased = t->mode == RL_MODE_LEASED;
+	if ((!leased && t->mode != RL_MODE_STANDALONE) ||
+	    (flags & (RL_F_VERIFY | RL_F_CONNCAP | RL_F_PERSOURCE)) ||
+	    (leased && !leased_dry(t, flags)))
 		goto pass_on;
 
-	count(RL_CNT_SYN);
 	now = bpf_ktime_get_coarse_ns();
+	/* a degraded fleet's spent lease is the fail policy's to judge */
+	if (leased && fleet_degraded(now))
+		goto pass_on;
+	count(RL_CNT_SYN);
 	if (open_repeat(si, st, now, &slot))
 		return V_PASS;
-	if (take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now))
+	if (!leased && take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now))
 		return open_admit(si, st, slot, now);
 	if (flags & RL_F_SHADOW) {
 		st->shadow_denied++;

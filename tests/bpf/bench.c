@@ -24,12 +24,15 @@
 
 #define T_ADMIT		1	/* never denies */
 #define T_DENY		2	/* always denies, drop */
+#define T_DENY_LEASED	3	/* leased, spent to its overdraft: denies */
 #define T_BACKGROUND	100	/* the 1,000 background rules' tenants */
 
 static const struct pkt syn_admit = { .family = 4, .flags = TH_SYN,
 				      .src = "10.1.0.10", .seq = 1 };
 static const struct pkt syn_deny = { .family = 4, .flags = TH_SYN,
 				     .src = "10.2.0.10" };
+static const struct pkt syn_deny_leased = { .family = 4, .flags = TH_SYN,
+					    .src = "10.3.0.10" };
 static const struct pkt syn_nomatch = { .family = 4, .flags = TH_SYN,
 					.src = "192.0.2.1" };
 static const struct pkt ack = { .family = 4, .flags = TH_ACK,
@@ -90,9 +93,15 @@ static int load_rules(struct world *w)
 	tenant_standalone(&w->tenants[T_DENY], RL_ACT_DROP, 0, RL_NSEC_PER_SEC,
 			  1);
 	w->tenants[T_DENY].tat = now_ns() + 1000000 * RL_NSEC_PER_SEC;
+	/* a fleet tenant under a flood: its lease and overdraft spent, the
+	 * low-water event sent (disarmed until the next lease) */
+	tenant_leased(&w->tenants[T_DENY_LEASED], RL_ACT_DROP, -5, 0, false);
+	w->tenants[T_DENY_LEASED].overdraft = 5;
 	err = rule_add(w, "10.1.0.0/16", 0, T_ADMIT);
 	if (!err)
 		err = rule_add(w, "10.2.0.0/16", 0, T_DENY);
+	if (!err)
+		err = rule_add(w, "10.3.0.0/16", 0, T_DENY_LEASED);
 	w->rules_batch = false;
 	return err ? err : rules_publish(w);
 }
@@ -218,11 +227,12 @@ static int expect_path(const char *what, __u64 on_path, __u64 elsewhere,
 	return 0;
 }
 
-enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_NOMATCH, F_NONSYN_CAPS, F_FIN,
+enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_DENY_LEASED, F_NOMATCH, F_NONSYN_CAPS, F_FIN,
        F_FIN_CAPS, F_RETRANS, F_KTIME, F_CAS, F_REF, F_MAX };
 
 /* The SYN figures, which are also read against the irreducible reference. */
-static const int syn_figures[] = { F_ADMIT, F_DENY, F_NOMATCH, F_RETRANS };
+static const int syn_figures[] = { F_ADMIT, F_DENY, F_DENY_LEASED, F_NOMATCH,
+				   F_RETRANS };
 
 /* Opens the gate of connection caps in one copy's maps (conn_ctl): as on a
  * host where some tenant has a cap. */
@@ -296,6 +306,9 @@ int bench_main(int argc, char **argv)
 		.prog_fd = bpf_program__fd(bb->progs.xdp_bench_admit), .pkt = &syn_admit };
 	f[F_DENY] = (struct figure){ .name = "xdp_syn_deny_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_deny };
+	f[F_DENY_LEASED] = (struct figure){ .name = "xdp_syn_deny_leased_ns",
+		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate),
+		.pkt = &syn_deny_leased };
 	f[F_NOMATCH] = (struct figure){ .name = "xdp_syn_nomatch_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_nomatch };
 	f[F_NONSYN_CAPS] = (struct figure){ .name = "xdp_nonsyn_caps_ns",
@@ -330,6 +343,11 @@ int bench_main(int argc, char **argv)
 		goto cleanup;
 	tenant_stats_sum(&wr, T_DENY, &s);
 	if (expect_path("xdp_syn_deny", s.denied, s.admitted, total))
+		goto cleanup;
+	tenant_stats_sum(&wr, T_DENY_LEASED, &s);
+	if (expect_path("xdp_syn_deny_leased", s.denied, s.admitted, total) ||
+	    expect_path("xdp_syn_deny_leased's bucket",
+			wr.tenants[T_DENY_LEASED].tokens == -5, 0, 1))
 		goto cleanup;
 	tenant_stats_sum(&wr, T_ADMIT, &s);
 	if (expect_path("xdp_syn_retrans", s.retransmits, s.denied, total))

@@ -106,27 +106,38 @@ static int scen_fine_clock(const void *arg)
  * The common SYN is decided inline in the entry program, every other one by
  * judge_open() (see judge_syn()); an instance limit that is on but limits
  * nothing (no cap, no rate) sends every SYN to judge_open() and must change
- * nothing.  The same SYNs both ways, for a bucket of burst 2: a new flow,
- * its retransmission (free), a second flow, a third (refused, or admitted
- * and counted by a shadow tenant), and a SYN no rule matches.
+ * nothing.  The same SYNs both ways: a new flow, its retransmission (free),
+ * a second flow, a third (refused, or admitted by a shadow tenant, the
+ * overdraft or the fail policy), the second flow's retransmission (free
+ * however empty the bucket), and a SYN no rule matches.  Standalone buckets
+ * of burst 2, and leased ones of 2 tokens or less: spent to the floor, a
+ * leased tenant's SYN is decided inline too, unless an event is to be sent
+ * or the fleet is degraded.
  */
-struct inline_row {
-	__u32 action, flags;
-	__u32 refused;		/* the third flow's verdict */
-};
+#define INLINE_SYNS	6
 
-#define INLINE_SYNS	5
+struct inline_row {
+	__u32 mode, action, flags;
+	/* leased: tokens, overdraft, low-water mark and whether armed, the
+	 * fail policy, and whether the agent's heartbeat is stale */
+	__s64 tokens, overdraft, lowwater;
+	bool armed;
+	__u32 fail;
+	bool stale;
+	__u32 want[INLINE_SYNS];
+};
 
 static int inline_run(const struct inline_row *row, bool instance,
 		      __u32 v[INLINE_SYNS], struct rl_stats *st,
-		      __u64 cnt[RL_CNT_MAX])
+		      __u64 cnt[RL_CNT_MAX], __s64 *tokens)
 {
 	static const struct { __u16 sport; __u32 seq; } syns[] = {
-		{ 1000, 1 }, { 1000, 1 }, { 1001, 2 }, { 1002, 3 },
+		{ 1000, 1 }, { 1000, 1 }, { 1001, 2 }, { 1002, 3 }, { 1001, 2 },
 	};
 	struct rl_tenant on = { .mode = RL_MODE_STANDALONE };
 	struct pkt other = { V4, SYN, .src = "192.0.2.1", .sport = 1003 };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct rl_tenant *t;
 	struct run_result r;
 	struct inst in;
 	__u32 zero = 0;
@@ -134,8 +145,21 @@ static int inline_run(const struct inline_row *row, bool instance,
 
 	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
 		return -1;
-	tenant_standalone(&in.w.tenants[1], row->action, row->flags, SEC_NS,
-			  2);
+	t = &in.w.tenants[1];
+	if (row->mode == RL_MODE_LEASED) {
+		tenant_leased(t, row->action, row->tokens, row->lowwater,
+			      row->armed);
+		t->flags = row->flags;
+		t->overdraft = row->overdraft;
+		tenant_fail(t, row->fail, 1, SEC_NS);
+	} else {
+		tenant_standalone(t, row->action, row->flags, SEC_NS, 2);
+	}
+	if (row->stale &&
+	    agent_state_set(&in.w, now_ns() - 10 * SEC_NS, SEC_NS, 0)) {
+		diag("couldn't write the agent's state");
+		goto out;
+	}
 	if (instance && bpf_map_update_elem(bpf_map__fd(in.skel->maps.instance),
 					    &zero, &on, 0)) {
 		diag("couldn't write the instance: %s", strerror(errno));
@@ -152,6 +176,7 @@ static int inline_run(const struct inline_row *row, bool instance,
 	v[i] = r.retval;
 	tenant_stats_sum(&in.w, 1, st);
 	counters_sum(&in.w, cnt);
+	*tokens = t->tokens;
 	err = 0;
 out:
 	inst_close(&in);
@@ -161,24 +186,26 @@ out:
 static int scen_inline(const void *arg)
 {
 	const struct inline_row *row = arg;
-	const __u32 want[INLINE_SYNS] = { XDP_PASS, XDP_PASS, XDP_PASS,
-					  row->refused, XDP_PASS };
 	__u64 cnt[2][RL_CNT_MAX];
 	__u32 v[2][INLINE_SYNS];
 	struct rl_stats st[2];
-	int k, i;
+	__s64 tokens[2];
+	int k, i, passed = 0;
 
 	for (k = 0; k < 2; k++)
-		if (inline_run(row, k, v[k], &st[k], cnt[k]))
+		if (inline_run(row, k, v[k], &st[k], cnt[k], &tokens[k]))
 			return -1;
 	for (k = 0; k < 2; k++)
 		for (i = 0; i < INLINE_SYNS; i++)
-			CHECK(v[k][i] == want[i], "instance %s: SYN %d: verdict "
-			      "%u, want %u", k ? "on" : "off", i, v[k][i],
-			      want[i]);
+			CHECK(v[k][i] == row->want[i], "instance %s: SYN %d: "
+			      "verdict %u, want %u", k ? "on" : "off", i,
+			      v[k][i], row->want[i]);
+	for (i = 0; i < INLINE_SYNS - 1; i++)
+		passed += row->want[i] == XDP_PASS;
 	CHECK(!memcmp(&st[0], &st[1], sizeof(st[0])), "the tenant's stats "
 	      "differ: admitted %llu/%llu denied %llu/%llu retransmits "
-	      "%llu/%llu shadow_denied %llu/%llu rst_sent %llu/%llu",
+	      "%llu/%llu shadow_denied %llu/%llu rst_sent %llu/%llu "
+	      "degraded %llu/%llu lowwater_events %llu/%llu",
 	      (unsigned long long)st[0].admitted,
 	      (unsigned long long)st[1].admitted,
 	      (unsigned long long)st[0].denied,
@@ -188,13 +215,19 @@ static int scen_inline(const void *arg)
 	      (unsigned long long)st[0].shadow_denied,
 	      (unsigned long long)st[1].shadow_denied,
 	      (unsigned long long)st[0].rst_sent,
-	      (unsigned long long)st[1].rst_sent);
-	CHECK(st[0].admitted == 3 + !!(row->flags & RL_F_SHADOW) &&
-	      st[0].retransmits == 1,
-	      "admitted %llu (retransmits %llu), want %d (1)",
+	      (unsigned long long)st[1].rst_sent,
+	      (unsigned long long)st[0].degraded,
+	      (unsigned long long)st[1].degraded,
+	      (unsigned long long)st[0].lowwater_events,
+	      (unsigned long long)st[1].lowwater_events);
+	CHECK(st[0].admitted == (__u64)passed &&
+	      st[0].denied == (__u64)(INLINE_SYNS - 1 - passed),
+	      "admitted %llu, denied %llu, want %d and %d",
 	      (unsigned long long)st[0].admitted,
-	      (unsigned long long)st[0].retransmits,
-	      3 + !!(row->flags & RL_F_SHADOW));
+	      (unsigned long long)st[0].denied, passed,
+	      INLINE_SYNS - 1 - passed);
+	CHECK(tokens[0] == tokens[1], "tokens left %lld with the instance "
+	      "off, %lld on", (long long)tokens[0], (long long)tokens[1]);
 	for (i = 0; i < RL_CNT_MAX; i++)
 		CHECK(cnt[0][i] == cnt[1][i], "counter %d: %llu with the "
 		      "instance off, %llu on", i,
@@ -207,11 +240,57 @@ static int scen_inline(const void *arg)
 	return 0;
 }
 
-static const struct inline_row inline_drop = { RL_ACT_DROP, 0, XDP_DROP };
-static const struct inline_row inline_rst = { RL_ACT_RST, 0, XDP_TX };
-static const struct inline_row inline_shadow = {
-	RL_ACT_RST, RL_F_SHADOW, XDP_PASS,
+#define P	XDP_PASS
+#define D	XDP_DROP
+#define R	XDP_TX
+
+static const struct inline_row inline_drop = {
+	RL_MODE_STANDALONE, RL_ACT_DROP, 0, .want = { P, P, P, D, P, P },
 };
+static const struct inline_row inline_rst = {
+	RL_MODE_STANDALONE, RL_ACT_RST, 0, .want = { P, P, P, R, P, P },
+};
+static const struct inline_row inline_shadow = {
+	RL_MODE_STANDALONE, RL_ACT_RST, RL_F_SHADOW,
+	.want = { P, P, P, P, P, P },
+};
+static const struct inline_row inline_leased_drop = {
+	RL_MODE_LEASED, RL_ACT_DROP, 0, .tokens = 2, .lowwater = -1,
+	.want = { P, P, P, D, P, P },
+};
+static const struct inline_row inline_leased_rst = {
+	RL_MODE_LEASED, RL_ACT_RST, 0, .tokens = 2, .lowwater = -1,
+	.want = { P, P, P, R, P, P },
+};
+static const struct inline_row inline_leased_shadow = {
+	RL_MODE_LEASED, RL_ACT_DROP, RL_F_SHADOW, .tokens = 2, .lowwater = -1,
+	.want = { P, P, P, P, P, P },
+};
+static const struct inline_row inline_leased_overdraft = {
+	RL_MODE_LEASED, RL_ACT_DROP, 0, .tokens = 1, .overdraft = 1,
+	.lowwater = -5, .want = { P, P, P, D, P, P },
+};
+static const struct inline_row inline_leased_lowwater = {
+	RL_MODE_LEASED, RL_ACT_DROP, 0, .tokens = 0, .lowwater = 0,
+	.armed = true, .want = { D, D, D, D, D, P },
+};
+static const struct inline_row inline_leased_degraded = {
+	RL_MODE_LEASED, RL_ACT_DROP, RL_F_DEGRADED, .tokens = 2,
+	.lowwater = -1, .fail = RL_FAIL_ALLOW, .want = { P, P, P, P, P, P },
+};
+static const struct inline_row inline_leased_stale_allow = {
+	RL_MODE_LEASED, RL_ACT_DROP, 0, .tokens = 2, .lowwater = -1,
+	.fail = RL_FAIL_ALLOW, .stale = true, .want = { P, P, P, P, P, P },
+};
+static const struct inline_row inline_leased_stale = {
+	RL_MODE_LEASED, RL_ACT_DROP, 0, .tokens = 2, .overdraft = 3,
+	.lowwater = -1, .fail = RL_FAIL_DENY, .stale = true,
+	.want = { P, P, P, D, P, P },
+};
+
+#undef P
+#undef D
+#undef R
 
 static const struct scenario scenarios[] = {
 	{ "standalone bucket emptied 3 intervals ago admits exactly 3 SYNs",
@@ -230,6 +309,20 @@ static const struct scenario scenarios[] = {
 	  scen_inline, &inline_rst },
 	{ "a shadow tenant's SYNs: the inline path decides as judge_open() "
 	  "does", scen_inline, &inline_shadow },
+	{ "a leased tenant's SYNs past its last token: decided inline as "
+	  "judge_open() does", scen_inline, &inline_leased_drop },
+	{ "... a RST tenant", scen_inline, &inline_leased_rst },
+	{ "... a shadow tenant", scen_inline, &inline_leased_shadow },
+	{ "... past the overdraft (one token, overdraft 1)", scen_inline,
+	  &inline_leased_overdraft },
+	{ "... at zero with the low-water event armed (sent once)",
+	  scen_inline, &inline_leased_lowwater },
+	{ "... degraded, fail allow (the fail policy admits)", scen_inline,
+	  &inline_leased_degraded },
+	{ "... the agent's heartbeat stale, fail allow (the fail policy "
+	  "admits)", scen_inline, &inline_leased_stale_allow },
+	{ "... the agent's heartbeat stale, fail deny (no overdraft while "
+	  "degraded)", scen_inline, &inline_leased_stale },
 };
 
 void bucket_tests(void)
