@@ -81,6 +81,7 @@ judge ratio ratio xdp_pass_floor_ns \
 	"xdp_syn_admit_ns   4.0" \
 	"xdp_syn_deny_ns    3.0" \
 	"xdp_syn_deny_leased_ns 3.0" \
+	"xdp_syn_deny_flood_ns -" \
 	"xdp_syn_nomatch_ns 2.0" \
 	"xdp_nonsyn_caps_ns 1.3" \
 	"xdp_fin_ns         -" \
@@ -102,6 +103,7 @@ judge /ref ref_ratio - \
 	"xdp_syn_admit_ns 1.25" \
 	"xdp_syn_deny_ns -" \
 	"xdp_syn_deny_leased_ns -" \
+	"xdp_syn_deny_flood_ns -" \
 	"xdp_syn_nomatch_ns -" \
 	"xdp_syn_retrans_ns -"
 

@@ -227,12 +227,13 @@ static int expect_path(const char *what, __u64 on_path, __u64 elsewhere,
 	return 0;
 }
 
-enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_DENY_LEASED, F_NOMATCH, F_NONSYN_CAPS, F_FIN,
+enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_DENY_LEASED, F_DENY_FLOOD,
+       F_NOMATCH, F_NONSYN_CAPS, F_FIN,
        F_FIN_CAPS, F_RETRANS, F_KTIME, F_CAS, F_REF, F_MAX };
 
 /* The SYN figures, which are also read against the irreducible reference. */
-static const int syn_figures[] = { F_ADMIT, F_DENY, F_DENY_LEASED, F_NOMATCH,
-				   F_RETRANS };
+static const int syn_figures[] = { F_ADMIT, F_DENY, F_DENY_LEASED,
+				   F_DENY_FLOOD, F_NOMATCH, F_RETRANS };
 
 /* Opens the gate of connection caps in one copy's maps (conn_ctl): as on a
  * host where some tenant has a cap. */
@@ -309,6 +310,12 @@ int bench_main(int argc, char **argv)
 	f[F_DENY_LEASED] = (struct figure){ .name = "xdp_syn_deny_leased_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate),
 		.pkt = &syn_deny_leased };
+	/* the same, a new flow each time (the benchmark's copy bumps the
+	 * ISN): a flood's SYNs, each looking up a slot of the flow cache
+	 * that none of them was admitted to */
+	f[F_DENY_FLOOD] = (struct figure){ .name = "xdp_syn_deny_flood_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_bench_admit),
+		.pkt = &syn_deny_leased };
 	f[F_NOMATCH] = (struct figure){ .name = "xdp_syn_nomatch_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_nomatch };
 	f[F_NONSYN_CAPS] = (struct figure){ .name = "xdp_nonsyn_caps_ns",
@@ -348,6 +355,11 @@ int bench_main(int argc, char **argv)
 	if (expect_path("xdp_syn_deny_leased", s.denied, s.admitted, total) ||
 	    expect_path("xdp_syn_deny_leased's bucket",
 			wr.tenants[T_DENY_LEASED].tokens == -5, 0, 1))
+		goto cleanup;
+	tenant_stats_sum(&wb, T_DENY_LEASED, &s);
+	if (expect_path("xdp_syn_deny_flood", s.denied, s.admitted, total) ||
+	    expect_path("xdp_syn_deny_flood's bucket",
+			wb.tenants[T_DENY_LEASED].tokens == -5, 0, 1))
 		goto cleanup;
 	tenant_stats_sum(&wr, T_ADMIT, &s);
 	if (expect_path("xdp_syn_retrans", s.retransmits, s.denied, total))
