@@ -21,8 +21,10 @@
 # Prints `name value unit` lines, then the table; writes the per-second
 # series and the plots (gnuplot, SVG) under BUILD_DIR/bench/.  Exits 1 when
 # the benchmark could not run; the figures themselves are results.
-#   tools/bench-peers.sh [BUILD_DIR]   (root; PEERS_BENCH_SECONDS, default 10,
-#                                       PEERS_FLOOD_SECONDS, default 5)
+#   tools/bench-peers.sh [--flood] [BUILD_DIR]
+#                                      (root; PEERS_BENCH_SECONDS, default 10,
+#                                       PEERS_FLOOD_SECONDS, default 5;
+#                                       --flood: the SYN flood alone)
 #   tools/bench-peers.sh --table FILE  the table from saved `name value unit` lines
 set -uo pipefail
 
@@ -120,6 +122,11 @@ if [[ ${1:-} == --table ]]; then
 	exit 0
 fi
 
+fleet=1
+if [[ ${1:-} == --flood ]]; then
+	fleet=0
+	shift
+fi
 build=${1:-build}
 [[ $build == /* ]] || build=$PWD/$build
 secs=${PEERS_BENCH_SECONDS:-10}
@@ -385,16 +392,18 @@ scenarios() {
 	echo "under $res" >>"$work/fleet-$c"
 }
 
-echo "# peers: 3 hosts (nginx), limit $rate/s burst $burst for $legit_net, $secs s per load:" \
-	"skewed 90/5/5 at $((rate * 3 / 2))/s, even at $((rate * 3))/s, skewed at $((rate * 3 / 4))/s" >&2
-share=$(((rate + 2) / 3))
-nft_limit "$share" $(((burst + 2) / 3)) || die "couldn't load the nftables static share"
-scenarios nft_share "$port" nft_counts || die "the nftables static-share loads did not run"
-nft_clear
-nft_limit "$rate" "$burst" || die "couldn't load the nftables full limit"
-scenarios nft_full "$port" nft_counts || die "the nftables full-limit loads did not run"
-nft_clear
-scenarios haproxy "$hport" haproxy_counts || die "the HAProxy loads did not run"
+if ((fleet)); then
+	echo "# peers: 3 hosts (nginx), limit $rate/s burst $burst for $legit_net, $secs s per load:" \
+		"skewed 90/5/5 at $((rate * 3 / 2))/s, even at $((rate * 3))/s, skewed at $((rate * 3 / 4))/s" >&2
+	share=$(((rate + 2) / 3))
+	nft_limit "$share" $(((burst + 2) / 3)) || die "couldn't load the nftables static share"
+	scenarios nft_share "$port" nft_counts || die "the nftables static-share loads did not run"
+	nft_clear
+	nft_limit "$rate" "$burst" || die "couldn't load the nftables full limit"
+	scenarios nft_full "$port" nft_counts || die "the nftables full-limit loads did not run"
+	nft_clear
+	scenarios haproxy "$hport" haproxy_counts || die "the HAProxy loads did not run"
+fi
 
 # --- SYN flood -------------------------------------------------------------------
 
@@ -597,11 +606,13 @@ tenant() {
 	sleep 2	# every agent's first lease has idled back
 }
 
-tenant peers --rate "$rate/s" --burst "$burst" --match "$legit_net" --action rst ||
-	die "couldn't set the fleet tenant"
-scenarios rlgate "$port" rlgate_counts peers || die "the rlgate loads did not run"
-bound=$(rl 1 --json stats peers | jq -r '.[0].overshoot_bound')
-rl 1 tenant del peers >/dev/null
+if ((fleet)); then
+	tenant peers --rate "$rate/s" --burst "$burst" --match "$legit_net" --action rst ||
+		die "couldn't set the fleet tenant"
+	scenarios rlgate "$port" rlgate_counts peers || die "the rlgate loads did not run"
+	bound=$(rl 1 --json stats peers | jq -r '.[0].overshoot_bound')
+	rl 1 tenant del peers >/dev/null
+fi
 tenant legit --rate 100000/s --match "$legit_net" --action rst &&
 	tenant flood --rate "$rate/s" --burst "$burst" --match "$flood_net" --action drop ||
 	die "couldn't set the flood's tenants"
@@ -628,6 +639,7 @@ flood xdp_rlgate_verify || die "the verified rlgate XDP-frame flood did not run"
 lim=$((rate * secs + burst))
 {
 	for c in rlgate nft_share nft_full haproxy; do
+		((fleet)) || break
 		while read -r s a d f e; do
 			awk -v c="$c" -v s="$s" -v a="$a" -v d="$d" -v f="$f" -v e="$e" -v r="$rate" -v b="$burst" 'BEGIN {
 				printf "peers_%s_accuracy_%s %.3f ratio\n", c, s, a / (r * e + b)
@@ -636,7 +648,8 @@ lim=$((rate * secs + burst))
 			}'
 		done <"$work/fleet-$c"
 	done
-	awk -v b="$bound" -v l="$lim" 'BEGIN { printf "peers_rlgate_accuracy_bound %.3f ratio\n", 1 + b / l }'
+	((fleet)) &&
+		awk -v b="$bound" -v l="$lim" 'BEGIN { printf "peers_rlgate_accuracy_bound %.3f ratio\n", 1 + b / l }'
 	for m in "" xdp_; do
 	# the lab's cost per SYN sent: as XDP frames the veth refuses them
 	# all (eth0 counts only the odd frame of the lab's own)
@@ -673,7 +686,11 @@ lim=$((rate * secs + burst))
 cat "$work/figures"
 echo
 table <"$work/figures"
-cp "$work/figures" "$out/peers-figures.txt"
+if ((fleet)); then
+	cp "$work/figures" "$out/peers-figures.txt"
+else
+	cp "$work/figures" "$out/peers-flood-figures.txt"
+fi
 
 # --- plots -----------------------------------------------------------------------
 
@@ -682,6 +699,7 @@ plot() {
 }
 
 for s in skewed even under; do
+	((fleet)) || break
 	plot <<EOF || die "couldn't plot the $s load"
 set terminal svg size 720,400 dynamic font "sans,11" noenhanced
 set output "$out/peers-fleet-$s.svg"
@@ -697,11 +715,11 @@ plot $rate with lines dashtype 2 lc rgb "black" title "limit", \
   "$out/peers-haproxy_$s.dat" using 1:2 with linespoints title "haproxy peers"
 EOF
 done
-awk '$1 ~ /^peers_.*_accuracy_(skewed|even)$/ { split($1, p, "_accuracy_"); sub("^peers_", "", p[1]); v[p[1], p[2]] = $2; c[p[1]] = 1 }
+((fleet)) && awk '$1 ~ /^peers_.*_accuracy_(skewed|even)$/ { split($1, p, "_accuracy_"); sub("^peers_", "", p[1]); v[p[1], p[2]] = $2; c[p[1]] = 1 }
      END { n = split("rlgate nft_share nft_full haproxy", o, " ")
 	   for (i = 1; i <= n; i++) print o[i], v[o[i], "skewed"], v[o[i], "even"] }' \
 	"$work/figures" >"$out/peers-accuracy.dat"
-plot <<EOF || die "couldn't plot the accuracy"
+((fleet)) && { plot || die "couldn't plot the accuracy"; } <<EOF
 set terminal svg size 720,400 dynamic font "sans,11" noenhanced
 set output "$out/peers-accuracy.svg"
 set title "admitted / (rate x T + burst), 3 hosts, limit $rate/s burst $burst"
@@ -731,5 +749,9 @@ plot "$out/peers-flood_none_base.dat" using 1:2 with lines dashtype 2 title "no 
   "$out/peers-flood_rlgate_verify.dat" using 1:2 with linespoints title "rlgate verify, same tenant"
 EOF
 echo
-echo "plots: $out/peers-accuracy.svg $out/peers-fleet-{skewed,even,under}.svg $out/peers-flood.svg"
+if ((fleet)); then
+	echo "plots: $out/peers-accuracy.svg $out/peers-fleet-{skewed,even,under}.svg $out/peers-flood.svg"
+else
+	echo "plot: $out/peers-flood.svg"
+fi
 exit 0
