@@ -127,13 +127,16 @@ int rule_add(struct world *w, const char *cidr, __u16 port, __u32 tenant)
 {
 	struct policy_tenant t = { .n_ports = port ? 1 : 0 };
 	char err[POLICY_ERR_MAX];
+	int e;
 
 	if (policy_parse_prefixes(cidr, &t, err)) {
 		fprintf(stderr, "rule_add: %s\n", err);
 		return -EINVAL;
 	}
 	t.ports[0] = port;
-	if (rl_cls_rules_add(&w->rules, &w->n_rules, &w->cap_rules, &t, tenant))
+	e = rl_cls_rules_add(&w->rules, &w->n_rules, &w->cap_rules, &t, tenant);
+	policy_tenant_free(&t);
+	if (e)
 		return -ENOMEM;
 	return w->rules_batch ? 0 : rules_publish(w);
 }

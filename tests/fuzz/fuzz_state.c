@@ -155,12 +155,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t version = 0, version2 = 0;
 	json_error_t jerr;
 	json_t *doc, *again, *head;
+	struct pfx_store p1 = { 0 }, p2 = { 0 };
 	char *text = NULL;
 	size_t len = 0;
 
 	/* Line by line first, as a start reads it. */
 	if (parse_lines((const char *)data, size, RL_MAX_TENANTS, &ts2, &n2,
-			&version2, &head) == 0)
+			&version2, &head, &p2) == 0)
 		json_decref(head);
 	else
 		ts2 = NULL;
@@ -168,20 +169,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	doc = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
 	if (!doc) {
 		assert(!ts2);
+		pfx_store_free(&p2);
 		return 0;
 	}
 	err[0] = '\0';
-	if (parse_doc(doc, RL_MAX_TENANTS, &ts, &n, &version, err)) {
+	if (parse_doc(doc, RL_MAX_TENANTS, &ts, &n, &version, &p1, err)) {
 		/* Refused: the message must say why. */
 		assert(err[0] != '\0');
 		assert(!ts2);
 		json_decref(doc);
+		pfx_store_free(&p1);
+		pfx_store_free(&p2);
 		return 0;
 	}
 	json_decref(doc);
 	if (ts2)
 		same_tenants(ts, n, version, ts2, n2, version2);
 	free(ts2);
+	pfx_store_free(&p2);
 	ts2 = NULL;
 
 	for (size_t i = 0; i < n; i++) {
@@ -193,19 +198,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(agent_save_policy(&writer, ts, n, NULL, 0, version) == 0);
 	assert(state_load(writer_dir, AGENT_POLICY_FILE, &again, err,
 			  sizeof(err)) == 0);
-	assert(parse_doc(again, RL_MAX_TENANTS, &ts2, &n2, &version2, err) == 0);
+	assert(parse_doc(again, RL_MAX_TENANTS, &ts2, &n2, &version2, &p2,
+			 err) == 0);
 	same_tenants(ts, n, version, ts2, n2, version2);
 	json_decref(again);
 	free(ts2);
+	pfx_store_free(&p2);
 	/* the writer's layout is the one a start reads line by line */
 	assert(state_read(writer_dir, AGENT_POLICY_FILE, &text, &len, err,
 			  sizeof(err)) == 0);
 	assert(parse_lines(text, len, RL_MAX_TENANTS, &ts2, &n2, &version2,
-			   &head) == 0);
+			   &head, &p2) == 0);
 	json_decref(head);
 	free(text);
 	same_tenants(ts, n, version, ts2, n2, version2);
 	free(ts);
 	free(ts2);
+	pfx_store_free(&p1);
+	pfx_store_free(&p2);
 	return 0;
 }

@@ -30,30 +30,39 @@ static uint32_t rnd(void)
 
 /* Tenant number k: one IPv4 /24 and one IPv6 /48 of its own; every third
  * names port 443 on the IPv4 one's rule too. */
+static struct agent a;
+
 static void tenant_of(uint32_t k, uint32_t slot, uint64_t cap,
 		      struct agent_tenant *t)
 {
+	struct policy_prefix m[2] = { 0 };
+
 	memset(t, 0, sizeof(*t));
 	snprintf(t->pol.name, sizeof(t->pol.name), "t%u", k);
+	m[0].family = AF_INET;
+	m[0].addr[0] = 10;
+	m[0].addr[1] = (uint8_t)(k >> 8);
+	m[0].addr[2] = (uint8_t)k;
+	m[0].len = 24;
+	m[1].family = AF_INET6;
+	m[1].addr[0] = 0x20;
+	m[1].addr[1] = 0x01;
+	m[1].addr[4] = (uint8_t)(k >> 8);
+	m[1].addr[5] = (uint8_t)k;
+	m[1].len = 48;
+	/* in the set's store, as the agent keeps them */
+	t->pol.match = m;
 	t->pol.n_match = 2;
-	t->pol.match[0].family = AF_INET;
-	t->pol.match[0].addr[0] = 10;
-	t->pol.match[0].addr[1] = (uint8_t)(k >> 8);
-	t->pol.match[0].addr[2] = (uint8_t)k;
-	t->pol.match[0].len = 24;
-	t->pol.match[1].family = AF_INET6;
-	t->pol.match[1].addr[0] = 0x20;
-	t->pol.match[1].addr[1] = 0x01;
-	t->pol.match[1].addr[4] = (uint8_t)(k >> 8);
-	t->pol.match[1].addr[5] = (uint8_t)k;
-	t->pol.match[1].len = 48;
+	if (pfx_store_put(&a.prefixes, &t->pol)) {
+		printf("FAIL: out of memory\n");
+		exit(1);
+	}
 	t->pol.n_ports = k % 3 == 0;
 	t->pol.ports[0] = 443;
 	t->pol.max_conns = cap;
 	t->slot = slot;
 }
 
-static struct agent a;
 static uint32_t number[MAX];	/* per position: the tenant's k */
 
 /* Every tenant of the set found where it is: by name, by its slot, by its
@@ -189,5 +198,6 @@ int main(void)
 	CHECK_RUN(test_conflicts);
 	agent_index_free(&a);
 	free(a.tenants);
+	pfx_store_free(&a.prefixes);
 	return check_exit();
 }

@@ -9,7 +9,51 @@
 #include "policy.h"
 #include "check.h"
 
+/* The tests' tenants keep their prefixes in rooms of POLICY_MAX_PREFIXES,
+ * kept until the end: they copy tenants by value and add prefixes in
+ * place. */
+static struct policy_prefix **rooms;
+static size_t n_rooms;
 
+static struct policy_prefix *room(void)
+{
+	struct policy_prefix *r = calloc(POLICY_MAX_PREFIXES, sizeof(*r)), **grown;
+
+	grown = realloc(rooms, (n_rooms + 1) * sizeof(*rooms));
+	if (!r || !grown) {
+		printf("FAIL: out of memory\n");
+		exit(1);
+	}
+	rooms = grown;
+	return rooms[n_rooms++] = r;
+}
+
+/* t's prefixes (a parser's) moved into a room. */
+static void own(struct policy_tenant *t)
+{
+	struct policy_prefix *r = room();
+	unsigned int n = t->n_match;
+
+	memcpy(r, t->match, n * sizeof(*r));
+	policy_tenant_free(t);
+	t->match = r;
+	t->n_match = n;
+}
+
+/* *u = *t, with prefixes of its own to change. */
+static void twin(struct policy_tenant *u, const struct policy_tenant *t)
+{
+	*u = *t;
+	u->match = room();
+	memcpy(u->match, t->match, t->n_match * sizeof(*u->match));
+}
+
+static void rooms_free(void)
+{
+	for (size_t i = 0; i < n_rooms; i++)
+		free(rooms[i]);
+	free(rooms);
+}
 
 static void test_name(void)
 {
@@ -77,6 +121,7 @@ static void test_overshoot(void)
 	char err[POLICY_ERR_MAX];
 	json_t *j, *bad;
 
+	t.match = room();
 	t.n_match = 1;
 	policy_parse_prefix("192.0.2.0/24", &t.match[0], err);
 	CHECK(policy_overshoot_budget(&t) == 100, "default budget of 200/s burst "
@@ -96,6 +141,7 @@ static void test_overshoot(void)
 	memset(&t, 0, sizeof(t));
 	CHECK(policy_tenant_from_json(j, &t, err) == 0 && t.overshoot == 7,
 	      "overshoot lost in a JSON round trip: %s", err);
+	policy_tenant_free(&t);
 	bad = json_deep_copy(j);
 	json_object_set_new(bad, "overshoot", json_integer(-1));
 	CHECK(policy_tenant_from_json(bad, &t, err) == -EINVAL &&
@@ -294,6 +340,33 @@ static void test_prefix_list(void)
 	snprintf(list + off, sizeof(list) - off, ",11.0.0.0/8");
 	CHECK(policy_parse_prefixes(list, &t, err) == -EINVAL &&
 	      strstr(err, "at most 64"), "65 prefixes: %s", err);
+	CHECK(t.n_match == POLICY_MAX_PREFIXES && t.match[63].addr[1] == 63,
+	      "a failed parse changed the prefixes");
+	policy_tenant_free(&t);
+	CHECK(!t.match && !t.n_match, "freed prefixes left behind");
+	policy_tenant_free(&t);
+}
+
+/* A copy has prefixes of its own; a tenant's prefixes replaced, or set to
+ * none. */
+static void test_prefix_copy(void)
+{
+	struct policy_tenant t = { 0 }, u;
+	char err[POLICY_ERR_MAX];
+
+	CHECK(policy_parse_prefixes("192.0.2.0/24,2001:db8::/32", &t, err) == 0,
+	      "parse: %s", err);
+	CHECK(policy_tenant_copy(&u, &t) == 0 && u.n_match == 2 &&
+	      u.match != t.match && !memcmp(u.match, t.match, 2 * sizeof(*u.match)),
+	      "copy");
+	u.match[0].len = 25;
+	CHECK(t.match[0].len == 24, "a copy's change reached the original");
+	CHECK(policy_set_prefixes(&u, t.match + 1, 1) == 0 && u.n_match == 1 &&
+	      u.match[0].family == AF_INET6, "set one prefix");
+	CHECK(policy_set_prefixes(&u, NULL, 0) == 0 && !u.match && !u.n_match,
+	      "set none");
+	policy_tenant_free(&u);
+	policy_tenant_free(&t);
 }
 
 static void test_ports(void)
@@ -360,6 +433,7 @@ static void make(struct policy_tenant *t, const char *name, const char *rate,
 		printf("FAIL: fixture %s: %s\n", name, err);
 		exit(1);
 	}
+	own(t);
 	t->burst = policy_default_burst(&t->rate);
 }
 
@@ -384,15 +458,15 @@ static void test_validate(void)
 	u = t; u.n_match = 0;
 	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "prefix"),
 	      "no prefix accepted");
-	u = t; u.match[0].addr[3] = 1;
+	twin(&u, &t); u.match[0].addr[3] = 1;
 	CHECK(policy_validate(&u, err) == -EINVAL, "host bits accepted");
-	u = t; u.match[0].len = 33;
+	twin(&u, &t); u.match[0].len = 33;
 	CHECK(policy_validate(&u, err) == -EINVAL, "/33 accepted");
-	u = t; u.match[0].family = 99;
+	twin(&u, &t); u.match[0].family = 99;
 	CHECK(policy_validate(&u, err) == -EINVAL, "family 99 accepted");
-	u = t; u.match[0].addr[8] = 1;
+	twin(&u, &t); u.match[0].addr[8] = 1;
 	CHECK(policy_validate(&u, err) == -EINVAL, "IPv4 junk past 4 bytes");
-	u = t; u.match[1] = u.match[0]; u.n_match = 2;
+	twin(&u, &t); u.match[1] = u.match[0]; u.n_match = 2;
 	CHECK(policy_validate(&u, err) == -EINVAL && strstr(err, "duplicate"),
 	      "duplicate prefix accepted");
 	u = t; u.ports[1] = 80;
@@ -457,6 +531,7 @@ static void test_max_conns(void)
 	CHECK(policy_tenant_from_json(j, &ts[1], err) == 0 &&
 	      ts[1].max_conns == 50, "max_conns lost in a JSON round trip: %s",
 	      err);
+	policy_tenant_free(&ts[1]);
 	bad = json_deep_copy(j);
 	json_object_set_new(bad, "max_conns", json_integer(POLICY_CONNS_MAX + 1));
 	CHECK(policy_tenant_from_json(bad, &ts[1], err) == -EINVAL &&
@@ -468,6 +543,7 @@ static void test_max_conns(void)
 	json_object_set_new(j, "conns", json_integer(12));
 	CHECK(policy_tenant_from_json(j, &ts[1], err) == 0, "conns refused: %s",
 	      err);
+	policy_tenant_free(&ts[1]);
 	json_decref(bad);
 	json_decref(j);
 
@@ -520,6 +596,7 @@ static void test_verify(void)
 	CHECK(policy_tenant_from_json(j, &back, err) == 0 &&
 	      back.verify == POLICY_VERIFY_SYNCOOKIE,
 	      "verify lost in a JSON round trip: %s", err);
+	policy_tenant_free(&back);
 	json_object_set_new(j, "verify", json_string("always"));
 	CHECK(policy_tenant_from_json(j, &back, err) == -EINVAL &&
 	      strstr(err, "always"), "verify 'always' accepted: %s", err);
@@ -547,6 +624,7 @@ static void test_shards(void)
 	j = policy_tenant_to_json(&t);
 	CHECK(policy_tenant_from_json(j, &back, err) == 0 && back.shards == 3,
 	      "shards lost in a JSON round trip: %s", err);
+	policy_tenant_free(&back);
 	bad = json_deep_copy(j);
 	json_object_set_new(bad, "shards", json_integer(POLICY_SHARDS_MAX + 1));
 	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL &&
@@ -783,6 +861,7 @@ static void test_set_large(void)
 	}
 	for (size_t i = 0; i < RL_TEST_TENANTS; i++) {
 		snprintf(ts[i].name, sizeof(ts[i].name), "t%zu", i);
+		ts[i].match = room();
 		ts[i].rate = (struct policy_rate){ 100, 1 };
 		ts[i].burst = 100;
 		for (unsigned int x = 0; x < POLICY_MAX_PREFIXES; x++) {
@@ -944,6 +1023,7 @@ static void test_direction(void)
 	free(str);
 	CHECK(policy_tenant_from_json(j, &u, err) == 0 &&
 	      u.direction == POLICY_DIR_OUT, "round trip: %s", err);
+	policy_tenant_free(&u);
 	json_decref(j);
 	make(&ts[1], "up", "5/s", "192.0.2.0/24", "443");
 	j = policy_tenant_to_json(&ts[1]);
@@ -976,6 +1056,11 @@ static void test_json(void)
 	      "to_json gave %s", s);
 	free(s);
 	CHECK(policy_tenant_from_json(j, &u, err) == 0, "from_json: %s", err);
+	CHECK(u.n_match == t.n_match &&
+	      !memcmp(u.match, t.match, t.n_match * sizeof(*t.match)),
+	      "round trip changed the prefixes");
+	own(&u);
+	u.match = t.match;
 	CHECK(memcmp(&t, &u, sizeof(t)) == 0, "round trip changed the tenant");
 	json_decref(j);
 
@@ -985,12 +1070,14 @@ static void test_json(void)
 	CHECK(policy_tenant_from_json(j, &u, err) == 0 && u.burst == 20 &&
 	      u.n_ports == 0 && u.action == POLICY_ACT_DROP && !u.shadow &&
 	      u.match[0].len == 32, "defaults: %s", err);
+	policy_tenant_free(&u);
 	json_decref(j);
 
 	/* the agent's read-only id is accepted, so list output can be applied */
 	j = json_loads("{\"name\":\"x\",\"rate\":\"20/s\",\"match\":[\"10.0.0.1\"],"
 		       "\"id\":3,\"ports\":[],\"burst\":null}", 0, &jerr);
 	CHECK(policy_tenant_from_json(j, &u, err) == 0, "with id: %s", err);
+	policy_tenant_free(&u);
 	json_decref(j);
 
 	static const struct {
@@ -1072,12 +1159,14 @@ static void test_per_source(void)
 	CHECK(policy_tenant_from_json(j, &u, err) == 0 && u.src_rate.count == 5 &&
 	      u.src_rate.period_s == 1 && u.src_burst == 12 && u.src_len4 == 32 &&
 	      u.src_len6 == 64, "per-source lost in a JSON round trip: %s", err);
+	policy_tenant_free(&u);
 	json_object_del(j, "per_source_burst");
 	json_object_del(j, "source_mask");
 	CHECK(policy_tenant_from_json(j, &u, err) == 0 && u.src_burst == 5 &&
 	      u.src_len4 == 32 && u.src_len6 == 64,
 	      "per-source defaults from JSON: burst %llu /%u,/%u",
 	      (unsigned long long)u.src_burst, u.src_len4, u.src_len6);
+	policy_tenant_free(&u);
 	json_object_set_new(j, "source_mask", json_string("/33,/64"));
 	CHECK(policy_tenant_from_json(j, &u, err) == -EINVAL &&
 	      strstr(err, "/33,/64"), "bad mask from JSON accepted: %s", err);
@@ -1195,6 +1284,7 @@ int main(void)
 	CHECK_RUN(test_burst);
 	CHECK_RUN(test_prefix);
 	CHECK_RUN(test_prefix_list);
+	CHECK_RUN(test_prefix_copy);
 	CHECK_RUN(test_ports);
 	CHECK_RUN(test_action);
 	CHECK_RUN(test_validate);
@@ -1213,5 +1303,6 @@ int main(void)
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);
 	CHECK_RUN(test_clean_utf8);
+	rooms_free();
 	return check_exit();
 }

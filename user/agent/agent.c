@@ -57,8 +57,44 @@ void agent_free(struct agent *a)
 			free(a->texts[i].text);
 	free(a->texts);
 	free(a->tenants);
+	pfx_store_free(&a->prefixes);
 	free(a->tombs);
 	agent_index_free(a);
+}
+
+int agent_prefixes_of(struct agent_tenant *ts, size_t n, struct pfx_store *s)
+{
+	size_t total = 0;
+
+	memset(s, 0, sizeof(*s));
+	for (size_t i = 0; i < n; i++)
+		total += ts[i].pol.n_match;
+	/* room for them all first: the puts cannot fail halfway */
+	if (pfx_store_reserve(s, total))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		pfx_store_put(s, &ts[i].pol);
+	return 0;
+}
+
+/* Below this many prefixes no longer held, a store is not worth copying. */
+#define PREFIXES_SLACK	(64 * 1024)
+
+void agent_prefixes_tidy(struct agent *a)
+{
+	struct pfx_store s;
+	size_t live = 0;
+
+	if (a->prefixes.n <= 2 * a->prefixes_live + PREFIXES_SLACK)
+		return;
+	for (size_t i = 0; i < a->n_tenants; i++)
+		live += a->tenants[i].pol.n_match;
+	a->prefixes_live = live;
+	if (a->prefixes.n <= 2 * live + PREFIXES_SLACK ||
+	    agent_prefixes_of(a->tenants, a->n_tenants, &s))
+		return;
+	pfx_store_free(&a->prefixes);
+	a->prefixes = s;
 }
 
 static int name_entry_cmp(const void *pa, const void *pb)
@@ -247,6 +283,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 {
 	struct agent_tomb *tombs;
 	struct kern_rules rules;
+	struct pfx_store prefixes;
 	size_t n_tombs = 0;
 	struct name_index was;
 	struct slot_map used;
@@ -260,10 +297,18 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		 * finds is bad input */
 		return e == -EEXIST ? AGENT_CONFLICT : AGENT_INVALID;
 	}
+	/* The new set's prefixes, its own from here: those of next may be
+	 * the caller's. */
+	if (agent_prefixes_of(next, n, &prefixes)) {
+		free(next);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return AGENT_INTERNAL;
+	}
 
 	/* Kept tenants first, so that the search for free slots below sees
 	 * every slot that stays in use. */
 	if (agent_index_tenants(a->tenants, a->n_tenants, &was)) {
+		pfx_store_free(&prefixes);
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
@@ -290,6 +335,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		       (slot_in(&used, slot) || kern_slot_live(&a->kern, slot)))
 			slot++;
 		if (slot >= a->kern.max_tenants) {
+			pfx_store_free(&prefixes);
 			free(next);
 			snprintf(err, POLICY_ERR_MAX, "no free tenant slot (at "
 				 "most %u tenants, --max-tenants)",
@@ -304,6 +350,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 	 * kernel is touched: nothing to put back then. */
 	e = rules_prepare(a, a->tenants, a->n_tenants, next, n, &rules);
 	if (e) {
+		pfx_store_free(&prefixes);
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "%s", a->kern.rules_err);
 		return e == -ENOSPC ? AGENT_INVALID : AGENT_INTERNAL;
@@ -311,6 +358,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 	tombs = agent_next_tombs(a, next, n, &n_tombs);
 	if (!tombs) {
 		kern_rules_free(&rules);
+		pfx_store_free(&prefixes);
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
@@ -318,6 +366,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 	e = agent_save_policy(a, next, n, tombs, n_tombs, a->policy_version + 1);
 	if (e) {
 		kern_rules_free(&rules);
+		pfx_store_free(&prefixes);
 		free(next);
 		free(tombs);
 		snprintf(err, POLICY_ERR_MAX, "couldn't write the state file in "
@@ -339,6 +388,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		agent_kern_apply(a, next, n, a->tenants, a->n_tenants);
 		agent_save_policy(a, a->tenants, a->n_tenants, a->tombs,
 				  a->n_tombs, a->policy_version);
+		pfx_store_free(&prefixes);
 		free(next);
 		free(tombs);
 		return code;
@@ -350,9 +400,12 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		a->hooks.policy_changed(a->hooks.ctx, a->tenants, a->n_tenants,
 					next, n);
 	free(a->tenants);
+	pfx_store_free(&a->prefixes);
 	a->tenants = next;
 	a->n_tenants = n;
 	a->cap_tenants = n;
+	a->prefixes = prefixes;
+	a->prefixes_live = prefixes.n;
 	if (agent_index_build(a))
 		log_warn("couldn't index %zu tenants: out of memory; every "
 			 "change rebuilds the set", n);
@@ -410,6 +463,7 @@ static void changed_one(struct agent *a, const struct agent_tenant *was,
 	a->policy_version++;
 	if (a->hooks.tenants_changed)
 		a->hooks.tenants_changed(a->hooks.ctx);
+	agent_prefixes_tidy(a);
 }
 
 /*
@@ -431,6 +485,7 @@ static int tenant_set_in_place(struct agent *a, struct agent_tenant *cur,
 	    t->max_conns > cur->pol.max_conns)
 		return -1;
 	cur->pol = *t;
+	cur->pol.match = was.pol.match;	/* the same prefixes, in the store */
 	cur->version = change_version(a, t->name, was.version);
 	if (a->ix)
 		agent_index_recap(a, &was.pol, t);
@@ -563,9 +618,11 @@ static int tomb_add(struct agent *a, const char *name, uint64_t version)
 	return 0;
 }
 
-int agent_table_put(struct agent *a, const struct agent_tenant *t, char *err)
+int agent_table_put(struct agent *a, const struct agent_tenant *given,
+		    char *err)
 {
-	struct agent_tenant *cur = agent_find(a, t->pol.name);
+	struct agent_tenant *cur = agent_find(a, given->pol.name), copy = *given;
+	const struct agent_tenant *t = &copy;
 	uint64_t caps = agent_index_caps(a, NULL, NULL) + t->pol.max_conns -
 			(cur ? cur->pol.max_conns : 0);
 
@@ -587,6 +644,10 @@ int agent_table_put(struct agent *a, const struct agent_tenant *t, char *err)
 				 "%u, not %u", t->pol.name, cur->slot, t->slot);
 			return -EINVAL;
 		}
+		if (pfx_store_put(&a->prefixes, &copy.pol)) {
+			snprintf(err, POLICY_ERR_MAX, "out of memory");
+			return -ENOMEM;
+		}
 		agent_index_drop(a, i);
 		*cur = *t;
 		return agent_index_put(a, i);
@@ -598,7 +659,7 @@ int agent_table_put(struct agent *a, const struct agent_tenant *t, char *err)
 			 t->slot, a->kern.max_tenants);
 		return -EINVAL;
 	}
-	if (table_append(a, t)) {
+	if (pfx_store_put(&a->prefixes, &copy.pol) || table_append(a, t)) {
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return -ENOMEM;
 	}

@@ -19,6 +19,7 @@
 
 #include "kern.h"
 #include "loop.h"
+#include "pfxstore.h"
 #include "policy.h"
 #include "ctl_proto.h"
 
@@ -56,7 +57,7 @@ struct agent_sample {
 };
 
 struct agent_tenant {
-	struct policy_tenant pol;
+	struct policy_tenant pol;	/* its prefixes in a->prefixes */
 	uint32_t slot;
 	uint64_t version;	/* of this tenant's policy, for the fleet store */
 	struct agent_sample samples[AGENT_RATE_SAMPLES];
@@ -129,6 +130,12 @@ struct agent {
 	struct agent_tenant *tenants;
 	size_t n_tenants;
 	size_t cap_tenants;	/* allocated in tenants */
+	/* The prefixes of tenants (and of copies of them made during a
+	 * change): a list each, never freed on its own.  A change of the
+	 * whole set puts the new set's in a new store; after changes in
+	 * place, agent_prefixes_tidy() drops those no tenant holds. */
+	struct pfx_store prefixes;
+	size_t prefixes_live;	/* of them in use when last counted */
 	/* Names, claims and slots to positions in tenants (agent_index.c);
 	 * NULL when it could not be built: changes then rebuild the set. */
 	struct agent_index *ix;
@@ -151,8 +158,7 @@ struct agent {
 };
 
 /* One tenant's line of the state file, and what it was made from: a hash
- * of the policy's bytes (not a copy of them, 1.3 KiB a tenant) and its
- * version. */
+ * of the policy and its prefixes (not a copy of them) and its version. */
 struct agent_text {
 	uint64_t pol_hash;
 	uint64_t version;

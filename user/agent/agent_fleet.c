@@ -295,7 +295,7 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 			want--;
 	}
 out:
-	free(pol);
+	policy_tenants_free(pol, n);
 	free(use);
 	free(in);
 	free(at);

@@ -103,6 +103,14 @@ int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
 enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 			     size_t n, char *err);
 
+/* The prefixes of ts[0..n) put into a new store, *s, and ts pointed at
+ * them.  0, or -ENOMEM (ts unchanged, s empty). */
+int agent_prefixes_of(struct agent_tenant *ts, size_t n, struct pfx_store *s);
+
+/* Drops the prefixes no tenant of a->tenants holds, once they are most
+ * of a->prefixes: no copy of a tenant made before may be used after. */
+void agent_prefixes_tidy(struct agent *a);
+
 /* A copy of the tenant set with room for extra more.  NULL when out of
  * memory. */
 struct agent_tenant *agent_copy_set(const struct agent *a, size_t extra);
@@ -114,7 +122,8 @@ bool agent_same_claims(const struct policy_tenant *x,
 /* The set's changes of one tenant, on the tables alone (the array, its
  * indexes, the tombstones), for agent.c and the journal's replay:
  * agent_table_put adds t at its slot, or replaces its namesake (same
- * slot), after the checks a set would make (its claims, the caps):
+ * slot), after the checks a set would make (its claims, the caps), with
+ * a copy of t's prefixes in a->prefixes (t's stay the caller's):
  * 0, -EEXIST (a conflict), -EINVAL, -ENOMEM, with err.
  * agent_table_del removes name with a tombstone at version: 0, -ENOENT,
  * -ENOMEM. */

@@ -37,16 +37,15 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-/* The policy's bytes but the prefixes past n_match (which may be stale). */
+/* The policy's bytes, its prefixes' rather than where they are. */
 static uint64_t pol_hash(const struct policy_tenant *p)
 {
-	size_t m = offsetof(struct policy_tenant, match);
-	size_t used = (p->n_match < POLICY_MAX_PREFIXES ? p->n_match :
-		       POLICY_MAX_PREFIXES) * sizeof(p->match[0]);
-	size_t after = m + sizeof(p->match);
-	uint64_t h = hash_bytes(0xcbf29ce484222325ULL, p, m + used);
+	struct policy_tenant q = *p;
+	uint64_t h;
 
-	return hash_bytes(h, (const char *)p + after, sizeof(*p) - after);
+	q.match = NULL;
+	h = hash_bytes(0xcbf29ce484222325ULL, &q, sizeof(q));
+	return hash_bytes(h, p->match, p->n_match * sizeof(p->match[0]));
 }
 
 static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
@@ -267,6 +266,7 @@ static int replay_line(struct agent *a, const char *line, size_t len,
 	}
 	*version = (uint64_t)json_integer_value(v);
 out:
+	policy_tenant_free(&nt.pol);
 	json_decref(j);
 	return e;
 }
@@ -343,10 +343,12 @@ static int parse_head(const json_t *doc, uint64_t *version, json_t **arr,
  * policy_tenant_from_json accepts and leaves alone.  0, or -EINVAL with
  * the problem in err. */
 static int parse_tenant(const json_t *item, size_t i, uint32_t max,
-			struct agent_tenant *t, struct slot_map *used, char *err)
+			struct agent_tenant *t, struct slot_map *used,
+			struct pfx_store *prefixes, char *err)
 {
 	char terr[POLICY_ERR_MAX];
 	json_t *v = json_object_get(item, "id");
+	struct policy_tenant own;
 	json_int_t id;
 
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
@@ -363,6 +365,13 @@ static int parse_tenant(const json_t *item, size_t i, uint32_t max,
 		snprintf(err, POLICY_ERR_MAX, "tenant %zu: %.200s", i, terr);
 		return -EINVAL;
 	}
+	own = t->pol;
+	if (pfx_store_put(prefixes, &t->pol)) {
+		policy_tenant_free(&own);
+		snprintf(err, POLICY_ERR_MAX, "out of memory");
+		return -ENOMEM;
+	}
+	policy_tenant_free(&own);
 	if (slot_in(used, (uint32_t)id)) {
 		snprintf(err, POLICY_ERR_MAX, "tenant %zu: slot %lld used twice",
 			 i, (long long)id);
@@ -376,7 +385,8 @@ static int parse_tenant(const json_t *item, size_t i, uint32_t max,
 /* Turns the state document into tenants with slots.  0, or -EINVAL with
  * the problem in err. */
 static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
-		     size_t *n_out, uint64_t *version, char *err)
+		     size_t *n_out, uint64_t *version, struct pfx_store *prefixes,
+		     char *err)
 {
 	struct agent_tenant *ts = NULL;
 	struct slot_map *used;
@@ -401,7 +411,7 @@ static int parse_doc(json_t *doc, uint32_t max, struct agent_tenant **out,
 		goto cleanup;
 	}
 	json_array_foreach(arr, i, item)
-		if ((e = parse_tenant(item, i, max, &ts[i], used, err)))
+		if ((e = parse_tenant(item, i, max, &ts[i], used, prefixes, err)))
 			goto cleanup;
 	e = policy_validate_set_at(&ts->pol, sizeof(*ts), n, err) ? -EINVAL : 0;
 	if (!e) {
@@ -430,7 +440,7 @@ cleanup:
  */
 static int parse_lines(const char *text, size_t len, uint32_t max,
 		       struct agent_tenant **out, size_t *n_out,
-		       uint64_t *version, json_t **head)
+		       uint64_t *version, json_t **head, struct pfx_store *prefixes)
 {
 	static const char open_tenants[] = "\"tenants\":[", close[] = "]}";
 	const size_t n_open = sizeof(open_tenants) - 1, n_close = sizeof(close) - 1;
@@ -487,7 +497,7 @@ static int parse_lines(const char *text, size_t len, uint32_t max,
 		if (!item)
 			item = json_loadb(p, l, JSON_REJECT_DUPLICATES, NULL);
 		r = !json_is_object(item) ||
-		    parse_tenant(item, i, max, &ts[i], used, err);
+		    parse_tenant(item, i, max, &ts[i], used, prefixes, err);
 		json_decref(item);
 		if (r)
 			goto cleanup;
@@ -561,6 +571,7 @@ struct agent_policy_read {
 	char err[POLICY_ERR_MAX + STATE_ERR_MAX];
 	struct agent_tenant *ts;
 	size_t n;
+	struct pfx_store prefixes;	/* of ts */
 	uint64_t version;
 	struct agent_tomb *tombs;
 	size_t n_tombs;
@@ -583,11 +594,13 @@ static void read_policy(struct agent_policy_read *r)
 		r->e = e;
 		return;
 	}
-	if (parse_lines(text, len, r->max, &r->ts, &r->n, &r->version, &doc)) {
+	if (parse_lines(text, len, r->max, &r->ts, &r->n, &r->version, &doc,
+			&r->prefixes)) {
+		pfx_store_free(&r->prefixes);
 		e = state_parse(text, len, &doc, r->err, sizeof(r->err));
 		if (!e)
 			e = parse_doc(doc, r->max, &r->ts, &r->n, &r->version,
-				      r->err);
+				      &r->prefixes, r->err);
 	}
 	free(text);
 	if (!e) {
@@ -598,6 +611,8 @@ static void read_policy(struct agent_policy_read *r)
 			r->n = 0;
 		}
 	}
+	if (e)
+		pfx_store_free(&r->prefixes);
 	json_decref(doc);
 	if (e == -ENOMEM)
 		snprintf(r->err, sizeof(r->err), "out of memory");
@@ -653,6 +668,7 @@ static void read_free(struct agent_policy_read *r)
 	if (!r)
 		return;
 	free(r->ts);
+	pfx_store_free(&r->prefixes);
 	free(r->tombs);
 	free(r);
 }
@@ -698,6 +714,10 @@ int agent_policy_start(struct agent *a)
 	version = r->version;
 	a->tombs = r->tombs;
 	a->n_tombs = r->n_tombs;
+	pfx_store_free(&a->prefixes);
+	a->prefixes = r->prefixes;
+	a->prefixes_live = r->prefixes.n;
+	memset(&r->prefixes, 0, sizeof(r->prefixes));
 	r->ts = NULL;
 	r->tombs = NULL;
 	if (e == -EBADMSG) {
@@ -765,5 +785,6 @@ int agent_policy_start(struct agent *a)
 		a->journal_bytes = AGENT_JOURNAL_MAX;
 	}
 	agent_prune_tombs(a);
+	agent_prefixes_tidy(a);
 	return 0;
 }

@@ -204,6 +204,7 @@ static json_t *cmd_tenant_set(struct ctl_call *call, const json_t *req)
 	if (tenant_arg(json_object_get(req, "tenant"), &t, err))
 		return ctl_error(AGENT_INVALID, err);
 	c = agent_tenant_set(a, &t, err);
+	policy_tenant_free(&t);
 	if (c != AGENT_OK)
 		return ctl_error(c, err);
 	log_info("tenant %s set (slot %u)", t.name, agent_find(a, t.name)->slot);
@@ -363,7 +364,7 @@ static json_t *apply_tenants(struct ctl_call *call, struct policy_tenant *ts,
 	json_t *r;
 
 	c = agent_apply(call->a, ts, n, counts, err);
-	free(ts);
+	policy_tenants_free(ts, n);
 	if (c != AGENT_OK)
 		return ctl_error(c, err);
 	log_info("policy applied: %u added, %u updated, %u removed", counts[0],
@@ -388,7 +389,7 @@ static json_t *cmd_apply(struct ctl_call *call, const json_t *req)
 		return ctl_error(AGENT_INTERNAL, "out of memory");
 	json_array_foreach(arr, i, item) {
 		if (tenant_arg(item, &ts[i], err)) {
-			free(ts);
+			policy_tenants_free(ts, i);
 			snprintf(msg, sizeof(msg), "tenant #%zu: %s", i, err);
 			return ctl_error(AGENT_INVALID, msg);
 		}
@@ -453,7 +454,7 @@ static struct policy_tenant *flat_apply(const char *line, size_t len,
 			break;
 		p++;
 	}
-	free(ts);
+	policy_tenants_free(ts, n);
 	return NULL;
 }
 

@@ -6,8 +6,11 @@
  * validation in policy_check.c, the JSON form in policy_json.c.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "policy.h"
 
@@ -30,6 +33,45 @@ void policy_clean_utf8(char *s)
 		}
 		p += n;
 	}
+}
+
+int policy_set_prefixes(struct policy_tenant *t, const struct policy_prefix *p,
+			unsigned int n)
+{
+	struct policy_prefix *m = NULL;
+
+	if (n) {
+		m = malloc(n * sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		memcpy(m, p, n * sizeof(*m));
+	}
+	free(t->match);
+	t->match = m;
+	t->n_match = n;
+	return 0;
+}
+
+void policy_tenant_free(struct policy_tenant *t)
+{
+	free(t->match);
+	t->match = NULL;
+	t->n_match = 0;
+}
+
+int policy_tenant_copy(struct policy_tenant *dst, const struct policy_tenant *src)
+{
+	*dst = *src;
+	dst->match = NULL;
+	dst->n_match = 0;
+	return policy_set_prefixes(dst, src->match, src->n_match);
+}
+
+void policy_tenants_free(struct policy_tenant *ts, size_t n)
+{
+	for (size_t i = 0; ts && i < n; i++)
+		policy_tenant_free(&ts[i]);
+	free(ts);
 }
 
 const char *policy_direction_name(enum policy_direction d)

@@ -61,7 +61,7 @@ struct policy_rate {
 	uint64_t period_s;	/* 1, 60 or 3600 */
 };
 
-/* 18 bytes, no padding: a tenant holds POLICY_MAX_PREFIXES of them. */
+/* 18 bytes, no padding: a tenant holds up to POLICY_MAX_PREFIXES of them. */
 struct policy_prefix {
 	uint8_t addr[16];	/* network byte order, host bits zero */
 	uint8_t len;		/* prefix length */
@@ -72,7 +72,13 @@ struct policy_tenant {
 	char name[POLICY_NAME_MAX + 1];
 	struct policy_rate rate;
 	uint64_t burst;
-	struct policy_prefix match[POLICY_MAX_PREFIXES];
+	/* n_match prefixes, out of line: a tenant may have
+	 * POLICY_MAX_PREFIXES, most have a few, and a host holds 100,000
+	 * tenants.  A copy of the struct shares them with the original.
+	 * What the parsers below fill is allocated for the tenant alone and
+	 * freed by policy_tenant_free(); the agent keeps its tenants' in a
+	 * store of its own (user/lib/pfxstore.h). */
+	struct policy_prefix *match;
 	unsigned int n_match;
 	uint16_t ports[POLICY_MAX_PORTS];	/* host order; none = any port */
 	unsigned int n_ports;
@@ -105,7 +111,10 @@ struct policy_tenant {
 #define POLICY_SRC_LEN6		64
 
 /* Parsers for one rlctl argument each.  0 on success; -EINVAL with a message
- * in err (naming the value and what would be accepted) otherwise. */
+ * in err (naming the value and what would be accepted) otherwise.
+ * policy_parse_prefixes replaces t's prefixes with a list of its own
+ * (freeing the one it had: see policy_tenant_free); a bad list leaves
+ * them as they were. */
 int policy_parse_name(const char *s, char *out, char *err);
 int policy_parse_rate(const char *s, struct policy_rate *out, char *err);
 int policy_parse_burst(const char *s, uint64_t *out, char *err);
@@ -127,6 +136,19 @@ int policy_parse_direction(const char *s, enum policy_direction *out, char *err)
 const char *policy_direction_name(enum policy_direction d);
 int policy_parse_verify(const char *s, enum policy_verify *out, char *err);
 const char *policy_verify_name(enum policy_verify v);
+
+/* t's prefixes replaced by a copy of p[0..n) allocated for t alone (the
+ * list it had freed; n 0: none).  0, or -ENOMEM with t unchanged. */
+int policy_set_prefixes(struct policy_tenant *t, const struct policy_prefix *p,
+			unsigned int n);
+/* Frees the prefixes allocated for t (by the parsers, policy_set_prefixes
+ * or policy_tenant_copy) and leaves it none; t may be all zero. */
+void policy_tenant_free(struct policy_tenant *t);
+/* *dst = *src with prefixes of dst's own (dst's are not freed first).
+ * 0, or -ENOMEM with dst holding none. */
+int policy_tenant_copy(struct policy_tenant *dst, const struct policy_tenant *src);
+/* Frees the prefixes of ts[0..n), as policy_tenant_free, then ts. */
+void policy_tenants_free(struct policy_tenant *ts, size_t n);
 
 /* Replaces, in place, every byte of s that is not part of a whole UTF-8
  * character with '?': error messages quote user input, cut to a length, and
@@ -204,7 +226,8 @@ const char *policy_action_name(enum policy_action a);
 
 /* JSON form: {"name","rate":"100/s","burst","match":[...],"ports":[...],
  * "action":"drop"|"rst","shadow":bool}, and each optional field when it is
- * not its default.  from_json validates the tenant. */
+ * not its default.  from_json validates the tenant; on success t's
+ * prefixes are its own (policy_tenant_free), on failure t holds none. */
 json_t *policy_tenant_to_json(const struct policy_tenant *t);
 
 /* Room for the longest text policy_tenant_text() writes. */

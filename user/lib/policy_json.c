@@ -266,13 +266,17 @@ static int count_field(const json_t *j, const char *key, json_int_t lo,
 	return 0;
 }
 
-int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
+/* from_json's work, the prefixes read into match (room for
+ * POLICY_MAX_PREFIXES) and left for the caller to give t. */
+static int tenant_from_json(const json_t *j, struct policy_tenant *t,
+			    struct policy_prefix *match, char *err)
 {
 	const json_t *v, *item;
 	const char *key;
 	size_t i;
 
 	memset(t, 0, sizeof(*t));
+	t->match = match;
 	if (!json_is_object(j))
 		return fail(err, "a tenant must be a JSON object");
 	json_object_foreach((json_t *)j, key, v)
@@ -374,4 +378,18 @@ int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
 			return -EINVAL;
 	}
 	return policy_validate(t, err);
+}
+
+int policy_tenant_from_json(const json_t *j, struct policy_tenant *t, char *err)
+{
+	struct policy_prefix match[POLICY_MAX_PREFIXES];
+	unsigned int n;
+	int e = tenant_from_json(j, t, match, err);
+
+	n = e ? 0 : t->n_match;
+	t->match = NULL;
+	t->n_match = 0;
+	if (!e && policy_set_prefixes(t, match, n))
+		e = fail(err, "out of memory");
+	return e;
 }

@@ -193,23 +193,25 @@ bad:
 		    "198.51.100.7)", s);
 }
 
-/* A comma list being parsed into a scratch copy of the tenant, which is
- * kept only if every item is good: a bad list leaves the tenant as it was. */
+/* A comma list being parsed into scratch room, which is kept only if
+ * every item is good: a bad list leaves the tenant as it was. */
 struct item_list {
 	const char *text;		/* the whole list, for messages */
-	struct policy_tenant t;
+	struct policy_prefix match[POLICY_MAX_PREFIXES];
+	unsigned int n_match;
+	uint16_t ports[POLICY_MAX_PORTS];
+	unsigned int n_ports;
 };
 
 typedef int (*item_fn)(const char *item, struct item_list *l, char *err);
 
 /*
  * Calls fn on each item of l's text, in order, on a scratch copy of the
- * text, and stops at the first error fn returns; on success copies the
- * scratch tenant to out.  Items may be empty ("80,,443", a trailing comma):
- * fn reports them rather than have them silently skipped.
+ * text, and stops at the first error fn returns.  Items may be empty
+ * ("80,,443", a trailing comma): fn reports them rather than have them
+ * silently skipped.
  */
-static int each_item(struct item_list *l, item_fn fn,
-		     struct policy_tenant *out, char *err)
+static int each_item(struct item_list *l, item_fn fn, char *err)
 {
 	char *copy = strdup(l->text), *cur = copy;
 	int ret = 0;
@@ -225,15 +227,13 @@ static int each_item(struct item_list *l, item_fn fn,
 		ret = fn(item, l, err);
 	}
 	free(copy);
-	if (!ret)
-		*out = l->t;
 	return ret;
 }
 
 static int prefix_item(const char *item, struct item_list *l, char *err)
 {
-	struct policy_prefix *v = l->t.match;
-	unsigned int n = l->t.n_match;
+	struct policy_prefix *v = l->match;
+	unsigned int n = l->n_match;
 
 	if (*item == '\0')
 		return fail(err, "invalid prefix list '" ECHO "': empty item; "
@@ -252,21 +252,24 @@ static int prefix_item(const char *item, struct item_list *l, char *err)
 				    l->text);
 		}
 	}
-	l->t.n_match++;
+	l->n_match++;
 	return 0;
 }
 
 int policy_parse_prefixes(const char *list, struct policy_tenant *t, char *err)
 {
-	struct item_list l = { .text = list, .t = *t };
+	struct item_list l = { .text = list };
 
-	l.t.n_match = 0;
-	return each_item(&l, prefix_item, t, err);
+	if (each_item(&l, prefix_item, err))
+		return -EINVAL;
+	if (policy_set_prefixes(t, l.match, l.n_match))
+		return fail(err, "out of memory");
+	return 0;
 }
 
 static int port_item(const char *item, struct item_list *l, char *err)
 {
-	unsigned int n = l->t.n_ports;
+	unsigned int n = l->n_ports;
 	uint64_t v;
 
 	if (parse_u64n(item, strlen(item), 65535, &v) < 0 || v == 0)
@@ -276,19 +279,22 @@ static int port_item(const char *item, struct item_list *l, char *err)
 		return fail(err, "too many ports in '" ECHO "': at most %d per "
 			    "tenant", l->text, POLICY_MAX_PORTS);
 	for (unsigned int j = 0; j < n; j++)
-		if (l->t.ports[j] == v)
+		if (l->ports[j] == v)
 			return fail(err, "duplicate port %" PRIu64 " in '" ECHO
 				    "'", v, l->text);
-	l->t.ports[l->t.n_ports++] = (uint16_t)v;
+	l->ports[l->n_ports++] = (uint16_t)v;
 	return 0;
 }
 
 int policy_parse_ports(const char *list, struct policy_tenant *t, char *err)
 {
-	struct item_list l = { .text = list, .t = *t };
+	struct item_list l = { .text = list };
 
-	l.t.n_ports = 0;
-	return each_item(&l, port_item, t, err);
+	if (each_item(&l, port_item, err))
+		return -EINVAL;
+	memcpy(t->ports, l.ports, sizeof(t->ports));
+	t->n_ports = l.n_ports;
+	return 0;
 }
 
 int policy_parse_action(const char *s, enum policy_action *out, char *err)

@@ -224,7 +224,7 @@ int cmd_apply(int argc, char **argv)
 	line = NULL;
 	json_decref(doc);
 	doc = NULL;
-	free(ts);
+	policy_tenants_free(ts, n);
 	ts = NULL;
 	ret = rlctl_reply(&reply);
 	if (ret != RLCTL_EXIT_OK)
@@ -244,7 +244,7 @@ out:
 	json_decref(reply);
 	json_decref(p.list);
 	json_decref(doc);
-	free(ts);
+	policy_tenants_free(ts, n);
 	free(orig);
 	return ret;
 }

@@ -368,6 +368,7 @@ static int tenant_set(int argc, char **argv)
 	reply = NULL;
 	/* the same command line again, onto the tenant it changes */
 	opts_free(&set_spec, &a);
+	policy_tenant_free(&a.t);
 	memset(&a, 0, sizeof(a));
 	a.t = t;
 	if (opts_parse(&set_spec, argc, argv, &a, &res) < 0)
@@ -396,6 +397,7 @@ static int tenant_set(int argc, char **argv)
 out:
 	json_decref(reply);
 	opts_free(&set_spec, &a);
+	policy_tenant_free(&a.t);
 	return ret;
 }
 
