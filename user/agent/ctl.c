@@ -289,6 +289,9 @@ static void client_close(struct server_client *sc)
 
 	free(cl->in);
 	free(cl->out);
+	/* the pieces a long reply was built from sat below it in the heap */
+	if (cl->out_cap >= CTL_TRIM_BYTES)
+		malloc_trim(0);
 }
 
 /* Waiting for a request is not stalling; a line half-read or replies
