@@ -547,7 +547,7 @@ static void batch_done(struct broker *b, struct read_batch *rb)
 	bool sync;
 
 	if (!rb->lost && wait) {
-		if (b->cc)	/* read in slot order: back in name order */
+		if (b->cc && rb->n)	/* read in slot order: back in name order */
 			qsort(rb->u, rb->n, sizeof(*rb->u), update_cmp);
 		b->h.fleet_apply(b->h.ctx, rb->u, rb->n, wait);
 		/* Not read (an error reply): read again with the waiting ones. */
@@ -714,7 +714,8 @@ static void policy_read(struct broker *b, bool sync)
 		loop_timer_cancel(b->want_timer);
 		b->want_timer = NULL;
 	}
-	qsort(b->want, b->n_want, sizeof(*b->want), name_cmp);
+	if (b->n_want)	/* b->want may be NULL then */
+		qsort(b->want, b->n_want, sizeof(*b->want), name_cmp);
 	for (size_t i = 0; i < b->n_want; i++)
 		if (!n || strcmp(b->want[n - 1], b->want[i]) != 0)
 			memmove(b->want[n++], b->want[i], sizeof(*b->want));
