@@ -498,7 +498,7 @@ flood() {
 # (synflood --xdp) and reuses the legitimate load alone of the same round's
 # socket-frame row.  Writes the figures to $work/flood-NAME.
 flood_once() {
-	local name=$1 base="0 0 1" under="0 0 1" acc="" fj k0 k1 r0 r1 mode=()
+	local name=$1 base="0 0 1" under="0 0 1" acc="" fj k0 k1 r0 r1 mode=() j0 judged=-
 
 	[[ $name == xdp_* ]] && mode=(--xdp)
 	if [[ -z ${2:-} ]]; then
@@ -516,8 +516,10 @@ flood_once() {
 	local fp=$!
 	pids+=("$fp")
 	sleep 0.5
+	[[ $name == *rlgate && $client == legit ]] && j0=$(legit_judged)
 	if [[ -z ${2:-} ]]; then
 		under=$("$client" "flood_$name") || return 1
+		[[ -n ${j0:-} ]] && judged=$(($(legit_judged) - j0))
 		[[ $client == legit_http ]] && acc=$(cat "$work/accepted")
 	fi
 	wait "$fp" || { cat "$work/flood.json" >&2; return 1; }
@@ -527,7 +529,14 @@ flood_once() {
 	# the flood's CPU time: the sender's, with the kernel's receive work
 	# done in its context, and what ksoftirqd took over
 	echo "$base $under $(jq -r '"\(.sent) \(.pps) \(.cpu_s) \(.elapsed_s)"' <<<"$fj") $((r1 - r0))" \
-		"$(awk -v a="$k0" -v b="$k1" 'BEGIN { printf "%.3f", b - a }')" $acc >"$work/flood-$name"
+		"$(awk -v a="$k0" -v b="$k1" 'BEGIN { printf "%.3f", b - a }')" "$judged" $acc >"$work/flood-$name"
+}
+
+# legit_judged: the SYNs of the client's tenant rlgate has judged on s1
+# (admitted and refused), under the flood the client's SYNs that reached
+# it: the others were lost before any filter ran.
+legit_judged() {
+	rl 1 --json stats legit 2>/dev/null | jq -r '.[0] | .admitted + .denied'
 }
 
 # xdp_pass NAME [alone [MAC]]: the XDP-frame flood NAME with the pass-only
@@ -653,21 +662,28 @@ lim=$((rate * secs + burst))
 	for m in "" xdp_; do
 	# the lab's cost per SYN sent: as XDP frames the veth refuses them
 	# all (eth0 counts only the odd frame of the lab's own)
-	read -r _ _ _ _ _ _ sent pps cpu _ rx ks <"$work/flood-${m}lab"
+	read -r _ _ _ _ _ _ sent pps cpu _ rx ks _ <"$work/flood-${m}lab"
 	send=$(awk -v c="$cpu" -v k="$ks" -v s="$sent" 'BEGIN { printf "%.3f", (c + k) / (s / 1e6) }')
 	echo "peers_flood_${m}lab_pps $pps packets/s"
 	echo "peers_flood_${m}lab_cpu_total_s_per_msyn $send s"
 	for c in none nft hashlimit floor rlgate rlgate_same rlgate_verify; do
 		c=$m$c
-		read -r bc ba be uc ua ue sent pps cpu el rx ks acc <"$work/flood-$c"
+		read -r bc ba be uc ua ue sent pps cpu el rx ks judged acc <"$work/flood-$c"
 		awk -v c="$c" -v bc="$bc" -v ba="$ba" -v be="$be" -v uc="$uc" -v ua="$ua" -v ue="$ue" \
 			-v sent="$sent" -v pps="$pps" -v cpu="$cpu" -v el="$el" -v rx="$rx" -v ks="$ks" \
-			-v send="$send" -v acc="$acc" 'BEGIN {
+			-v send="$send" -v acc="$acc" -v judged="$judged" 'BEGIN {
 			printf "peers_flood_%s_pps %.0f packets/s\n", c, pps
 			printf "peers_flood_%s_rx_pps %.0f packets/s\n", c, rx / el
 			if (c !~ /floor$/) {
 				printf "peers_flood_%s_legit_rate_ratio %.3f ratio\n", c, (uc / ue) / (bc / be)
 				printf "peers_flood_%s_legit_success_ratio %.3f ratio\n", c, (uc / ua) / (bc / ba)
+			}
+			if (judged != "-") {
+				printf "peers_flood_%s_legit_attempts %d conns\n", c, ua
+				printf "peers_flood_%s_legit_connected %d conns\n", c, uc
+				printf "peers_flood_%s_legit_judged %d conns\n", c, judged
+				if (judged > 0)
+					printf "peers_flood_%s_legit_judged_ok_ratio %.3f ratio\n", c, uc / judged
 			}
 			if (acc != "") {
 				printf "peers_flood_%s_legit_answered %d requests\n", c, uc
