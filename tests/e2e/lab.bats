@@ -128,6 +128,23 @@ teardown() {
 		"$(json_get .total.attempts)"
 }
 
+@test "loadgen --times writes each attempt's start, in order, on the clock of every namespace (fleet_limit.bats replays it)" {
+	local times=$BATS_TEST_TMPDIR/times before after
+
+	before=$(python3 -c 'import time; print(time.monotonic_ns())')
+	run_loadgen_json c1 --rate 400 --duration 0.5 --times "$times" "$(lab_target s1 8080 4)"
+	after=$(python3 -c 'import time; print(time.monotonic_ns())')
+	expect_eq "lines" "$(wc -l <"$times")" "$(json_get .total.attempts)"
+	expect_eq "lines out of order" "$(sort -n -c "$times" 2>&1 | wc -l)" 0
+	# CLOCK_MONOTONIC: what a process outside the lab reads around the run
+	expect_between "first start" "$(head -1 "$times")" "$before" "$after"
+	expect_between "last start" "$(tail -1 "$times")" "$(head -1 "$times")" "$after"
+
+	run "$LOADGEN" --rate 10 --duration 0.1 --times /nonexistent/dir/t 192.0.2.11:8080
+	[ "$status" -eq 1 ]
+	[[ $output == *"'/nonexistent/dir/t'"* ]]
+}
+
 @test "loadgen --serve accepts what clients connect (server-side count for e2e tests)" {
 	serve_start s2 8081
 	run_loadgen_json c1 --rate 500 --duration 1 "$(lab_target s2 8081 4)" "$(lab_target s2 8081 6)"

@@ -2,6 +2,7 @@
  * attempts paced on an absolute schedule, each one classified by how it
  * ended (connected, refused, timed out, other error) and closed at once. */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -167,6 +168,8 @@ static void launch(struct engine *e)
 	int fd, err;
 
 	t->c.attempts++;
+	if (e->o->times)
+		fprintf(e->o->times, "%" PRIu64 "\n", now);
 	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		count_result(t, errno, 0);

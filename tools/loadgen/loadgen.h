@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 /* A label holds "[IPv6%scope]:port" at most. */
@@ -44,6 +45,7 @@ struct lg_client_opts {
 	unsigned int max_inflight;
 	bool have_bind;
 	struct lg_addr bind;
+	FILE *times;		/* NULL, or where each attempt's start goes */
 };
 
 struct lg_client_result {

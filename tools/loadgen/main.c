@@ -61,6 +61,7 @@ static int parse_listen(const char *s, void *dest, char *err, size_t len)
 struct cli {
 	struct lg_client_opts client;
 	const char *bind;
+	const char *times;
 	struct listen_list listen;
 	int backlog;
 	bool json;
@@ -102,6 +103,10 @@ static const struct opts_spec spec = {
 			  "wait" },
 		{ "bind", 'b', OPT_STRING, CLI(bind), .arg = "ADDR",
 		  .help = "source address for every connection" },
+		{ "times", 0, OPT_STRING, CLI(times), .arg = "FILE",
+		  .help = "write when each attempt started to FILE, one a line: "
+			  "CLOCK_MONOTONIC nanoseconds, the same clock in every "
+			  "network namespace, so runs side by side can be merged" },
 		{ "json", 'j', OPT_FLAG, CLI(json),
 		  .help = "print only JSON on stdout" },
 		{ "serve", 's', OPT_CUSTOM, CLI(listen), .arg = "ADDR:PORT",
@@ -268,7 +273,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if (c.times) {
+		o.times = fopen(c.times, "we");
+		if (!o.times) {
+			snprintf(msg, sizeof(msg), "couldn't open --times file '%.256s': %s",
+				 c.times, strerror(errno));
+			fail_run(msg);
+			return 1;
+		}
+	}
 	ret = client_run(&o, targets, n, &res);
+	if (o.times && (ferror(o.times) | fclose(o.times)) && !ret) {
+		snprintf(msg, sizeof(msg), "couldn't write --times file '%.256s': %s",
+			 c.times, strerror(errno ? errno : EIO));
+		fail_run(msg);
+		return 1;
+	}
 	if (ret) {
 		snprintf(msg, sizeof(msg), "couldn't run the load on 'loadgen': %s",
 			 strerror(-ret));
