@@ -52,16 +52,19 @@ struct agent_opts {
 
 #define AGENT_TOMB_TTL_MS	(7ULL * 24 * 3600 * 1000)	/* a week */
 
+/* A tenant's counters at one of the agent's samples (a->sample_ns). */
 struct agent_sample {
-	uint64_t t_ns, admitted, denied;
+	uint64_t admitted, denied;
 };
 
 struct agent_tenant {
 	struct policy_tenant pol;	/* its prefixes in a->prefixes */
-	uint32_t slot;
 	uint64_t version;	/* of this tenant's policy, for the fleet store */
+	/* valid samples, oldest first: those of the last n_samples times
+	 * in a->sample_ns (agent_sample_ns()) */
 	struct agent_sample samples[AGENT_RATE_SAMPLES];
-	unsigned int n_samples;		/* valid samples, oldest first */
+	uint32_t slot;
+	unsigned int n_samples;
 };
 
 /* A tenant deleted here, remembered with the version of its deletion so
@@ -136,6 +139,10 @@ struct agent {
 	 * place, agent_prefixes_tidy() drops those no tenant holds. */
 	struct pfx_store prefixes;
 	size_t prefixes_live;	/* of them in use when last counted */
+	/* When the tenants' counters were sampled, oldest first: every
+	 * tenant is sampled at once, so the times are kept once. */
+	uint64_t sample_ns[AGENT_RATE_SAMPLES];
+	unsigned int n_sample_ns;
 	/* Names, claims and slots to positions in tenants (agent_index.c);
 	 * NULL when it could not be built: changes then rebuild the set. */
 	struct agent_index *ix;
@@ -279,13 +286,20 @@ void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 
 /* Every slot's counters (kern_tenant_stats()) up to the highest slot in
  * use, read a few thousand slots per system call, in *n of them; NULL when
- * they could not be read.  The array is the agent's, valid until the next
- * call. */
-const struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n);
+ * they could not be read.  The array is the caller's to free: 64 bytes a
+ * slot, not worth keeping between the reads a second apart. */
+struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n);
+
+/* When t's sample k (0: its oldest) was taken. */
+static inline uint64_t agent_sample_ns(const struct agent *a,
+				       const struct agent_tenant *t, unsigned int k)
+{
+	return a->sample_ns[a->n_sample_ns - t->n_samples + k];
+}
 
 /* A tenant's admit and deny rates over its samples (0 before two). */
-void agent_tenant_rates(const struct agent_tenant *t, double *admit,
-			double *deny);
+void agent_tenant_rates(const struct agent *a, const struct agent_tenant *t,
+			double *admit, double *deny);
 
 /* Called every second: samples every tenant's counters for the rates. */
 void agent_sample(struct agent *a);

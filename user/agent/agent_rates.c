@@ -8,25 +8,21 @@
 
 #include "agent.h"
 
-const struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n_out)
+struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n_out)
 {
-	static struct rl_stats *buf;
-	static uint32_t cap;
+	struct rl_stats *buf;
 	uint32_t n = 0;
 
 	for (size_t i = 0; i < a->n_tenants; i++)
 		if (a->tenants[i].slot < a->kern.max_tenants && a->tenants[i].slot >= n)
 			n = a->tenants[i].slot + 1;
-	if (n > cap) {
-		struct rl_stats *p = realloc(buf, (size_t)n * sizeof(*buf));
-
-		if (!p)
-			return NULL;
-		buf = p;
-		cap = n;
-	}
-	if (!n || kern_tenant_stats_all(&a->kern, n, buf))
+	if (!n)
 		return NULL;
+	buf = malloc((size_t)n * sizeof(*buf));
+	if (!buf || kern_tenant_stats_all(&a->kern, n, buf)) {
+		free(buf);
+		return NULL;
+	}
 	*n_out = n;
 	return buf;
 }
@@ -35,16 +31,25 @@ void agent_sample(struct agent *a)
 {
 	uint64_t now = loop_now_ns();
 	uint32_t n_all = 0;
-	const struct rl_stats *all = agent_stats_all(a, &n_all);
+	struct rl_stats *all = agent_stats_all(a, &n_all);
 
+	if (a->n_sample_ns == AGENT_RATE_SAMPLES) {
+		memmove(a->sample_ns, a->sample_ns + 1,
+			(AGENT_RATE_SAMPLES - 1) * sizeof(a->sample_ns[0]));
+		a->n_sample_ns--;
+	}
+	a->sample_ns[a->n_sample_ns++] = now;
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		struct agent_tenant *t = &a->tenants[i];
 		struct rl_stats s;
 
-		if (all && t->slot < n_all)
+		if (all && t->slot < n_all) {
 			s = all[t->slot];
-		else if (kern_tenant_stats(&a->kern, t->slot, &s))
+		} else if (kern_tenant_stats(&a->kern, t->slot, &s)) {
+			/* its samples are of the latest times, one each */
+			t->n_samples = 0;
 			continue;
+		}
 		if (a->hooks.tenant_moved &&
 		    (t->n_samples ? t->samples[t->n_samples - 1].admitted != s.admitted ||
 				    t->samples[t->n_samples - 1].denied != s.denied :
@@ -56,9 +61,10 @@ void agent_sample(struct agent *a)
 			t->n_samples--;
 		}
 		t->samples[t->n_samples++] = (struct agent_sample){
-			.t_ns = now, .admitted = s.admitted, .denied = s.denied,
+			.admitted = s.admitted, .denied = s.denied,
 		};
 	}
+	free(all);
 }
 
 void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
@@ -108,17 +114,18 @@ void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 		out->src_denied = ss.denied;
 		out->src_overflow = ss.overflow;
 	}
-	agent_tenant_rates(t, &out->admit_rate, &out->deny_rate);
+	agent_tenant_rates(a, t, &out->admit_rate, &out->deny_rate);
 }
 
-void agent_tenant_rates(const struct agent_tenant *t, double *admit,
-			double *deny)
+void agent_tenant_rates(const struct agent *a, const struct agent_tenant *t,
+			double *admit, double *deny)
 {
 	*admit = *deny = 0;
 	if (t->n_samples >= 2) {
 		const struct agent_sample *o = &t->samples[0];
 		const struct agent_sample *l = &t->samples[t->n_samples - 1];
-		double dt = (double)(l->t_ns - o->t_ns) / 1e9;
+		double dt = (double)(agent_sample_ns(a, t, t->n_samples - 1) -
+				     agent_sample_ns(a, t, 0)) / 1e9;
 
 		/* Counters only grow, but a slot reset on re-creation could
 		 * make them fall: no negative rates. */

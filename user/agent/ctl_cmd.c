@@ -603,7 +603,7 @@ static json_t *stats_matching(struct agent *a, const json_t *req)
 
 		if (glob && fnmatch(glob, a->tenants[i].pol.name, 0) != 0)
 			continue;
-		agent_tenant_rates(&a->tenants[i], &ad, &de);
+		agent_tenant_rates(a, &a->tenants[i], &ad, &de);
 		b[n++] = (struct busy){ ad + de, a->tenants[i].pol.name, i };
 	}
 	if (n)

@@ -503,12 +503,13 @@ static int render(struct metrics *mt, char **buf, size_t *len)
 	{
 		/* every tenant's counters in a few system calls, not one each */
 		uint32_t n_all = 0;
-		const struct rl_stats *all = agent_stats_all(a, &n_all);
+		struct rl_stats *all = agent_stats_all(a, &n_all);
 
 		for (size_t i = 0; i < a->n_tenants; i++)
 			agent_tenant_stats_from(a, &a->tenants[i],
 						all && a->tenants[i].slot < n_all ?
 						&all[a->tenants[i].slot] : NULL, &st[i]);
+		free(all);
 	}
 	if (pick_tenants(mt, st, keep)) {
 		free(st);

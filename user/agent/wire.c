@@ -98,20 +98,26 @@ static uint64_t host_fleet_agents(void *ctx, uint64_t n)
 	return n;
 }
 
-static void view_of(const struct agent_tenant *t, struct broker_tenant *out)
+/* What the broker sees of t; its samples only with the agent they were
+ * taken by (a NULL: none, for a set the broker only publishes). */
+static void view_of(const struct agent *a, const struct agent_tenant *t,
+		    struct broker_tenant *out)
 {
 	out->pol = &t->pol;
 	out->slot = t->slot;
 	out->version = t->version;
-	out->n_samples = t->n_samples;
+	out->n_samples = a ? t->n_samples : 0;
 	memset(&out->first, 0, sizeof(out->first));
 	memset(&out->last, 0, sizeof(out->last));
-	if (t->n_samples) {
+	if (out->n_samples) {
+		unsigned int n = t->n_samples;
 		const struct agent_sample *f = &t->samples[0];
-		const struct agent_sample *l = &t->samples[t->n_samples - 1];
+		const struct agent_sample *l = &t->samples[n - 1];
 
-		out->first = (struct lease_sample){ f->t_ns, f->admitted, f->denied };
-		out->last = (struct lease_sample){ l->t_ns, l->admitted, l->denied };
+		out->first = (struct lease_sample){ agent_sample_ns(a, t, 0),
+						    f->admitted, f->denied };
+		out->last = (struct lease_sample){ agent_sample_ns(a, t, n - 1),
+						   l->admitted, l->denied };
 	}
 }
 
@@ -126,7 +132,7 @@ static void host_tenant_at(void *ctx, size_t i, struct broker_tenant *out)
 {
 	struct agent *a = ctx;
 
-	view_of(&a->tenants[i], out);
+	view_of(a, &a->tenants[i], out);
 }
 
 static bool host_tenant_find(void *ctx, const char *name, struct broker_tenant *out)
@@ -134,7 +140,7 @@ static bool host_tenant_find(void *ctx, const char *name, struct broker_tenant *
 	const struct agent_tenant *t = agent_find(ctx, name);
 
 	if (t)
-		view_of(t, out);
+		view_of(ctx, t, out);
 	return t != NULL;
 }
 
@@ -230,12 +236,13 @@ static void hook_slot_ready(void *ctx, uint32_t slot, const struct policy_tenant
 	broker_slot_ready(ctx, slot, p);
 }
 
+/* The sets of a change, for the broker to publish: no samples. */
 static struct broker_tenant *views_of(const struct agent_tenant *ts, size_t n)
 {
 	struct broker_tenant *v = calloc(n ? n : 1, sizeof(*v));
 
 	for (size_t i = 0; v && i < n; i++)
-		view_of(&ts[i], &v[i]);
+		view_of(NULL, &ts[i], &v[i]);
 	return v;
 }
 
