@@ -58,17 +58,16 @@ struct conn {
 
 struct hot_ledger;
 
-/* Lease state of one kernel slot. */
+/* Lease state of one kernel slot.  One for every slot (--max-tenants):
+ * the flags are kept together at the end, not each padded to 8 bytes. */
 struct slot {
 	char name[POLICY_NAME_MAX + 1];	/* "" while unused */
 	uint64_t gen;			/* bumped when the slot changes tenant */
-	bool inflight;
 	uint64_t sent_ns;
 	uint64_t wait_until_ns;		/* Redis advised to wait */
 	uint64_t last_grant_ns;
 	uint64_t last_active_ns;	/* last time the tenant's counters moved */
 	uint64_t seen_count;		/* admitted + denied at that time */
-	bool want_lease;		/* a low-water event asked for one */
 	uint64_t lease;			/* current lease size */
 	uint64_t lowwater;		/* prefetch when the kernel holds this few */
 	uint64_t chunk;			/* when Redis is short: come back for this */
@@ -78,33 +77,38 @@ struct slot {
 	uint64_t debt;			/* tokens admitted without a lease */
 	uint64_t static_debt;		/* ...of those, by the static fail share */
 	int64_t fail_seen;		/* fail_count() at the last look */
-	bool fail_seen_ok;
 	uint64_t meter_ns, meter_count;	/* demand at the last lease sizing */
 	uint64_t sized_ns;		/* when the sizes above were set */
-	bool scarce;			/* the last reply left less than a chunk */
 	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
-	/* Redis Cluster: the tenant's shard is out of reach (the kernel's
-	 * RL_F_DEGRADED), since when, and past the lease TTL (an outage) */
-	bool shard_down, shard_expired;
+	/* Redis Cluster: since when the tenant's shard is out of reach
+	 * (shard_down below) */
 	uint64_t shard_down_ns;
+	/* connection caps: the slots held of the fleet's cap (slots.lua),
+	 * when the holding was last renewed (conn_inflight below: a call in
+	 * flight) */
+	uint64_t conn_held;
+	uint64_t conn_renewed_ns;
+	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
+	/* a hot tenant (--shards): where the tokens the kernel holds came
+	 * from (NULL: unsplit, or nothing leased yet), and how many
+	 * sub-buckets the state above is about */
+	struct hot_ledger *ledger;
+	unsigned int shards;
+	uint32_t idx;
+	struct broker *b;
+	struct broker_tenant_stats st;
+	bool inflight;
+	bool want_lease;		/* a low-water event asked for one */
+	bool fail_seen_ok;
+	bool scarce;			/* the last reply left less than a chunk */
+	/* Redis Cluster: the tenant's shard is out of reach (the kernel's
+	 * RL_F_DEGRADED), and past the lease TTL (an outage) */
+	bool shard_down, shard_expired;
 	/* Redis (or the shard) is back, but the kernel holds no token of
 	 * the tenant: it keeps its fail policy (RL_F_DEGRADED) until the
 	 * first lease is answered (broker_rejoin_begin()) */
 	bool rejoin;
-	/* connection caps: the slots held of the fleet's cap (slots.lua),
-	 * a call in flight, when the holding was last renewed */
-	uint64_t conn_held;
 	bool conn_inflight;
-	uint64_t conn_renewed_ns;
-	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
-	/* a hot tenant (--shards): how many sub-buckets the state above is
-	 * about, and where the tokens the kernel holds came from (NULL:
-	 * unsplit, or nothing leased yet) */
-	unsigned int shards;
-	struct hot_ledger *ledger;
-	struct broker *b;
-	uint32_t idx;
-	struct broker_tenant_stats st;
 };
 
 /* Redis Cluster: the breaker of one master (a cc node), as the breaker of
