@@ -275,18 +275,23 @@ EOF
 	[[ $output == *"invalid --limit '0'"* ]] || { echo "$output" >&2; return 1; }
 }
 
-@test "rlctl tenant list: by name in text and --json, with --name and --limit, whatever the order of creations, deletions and an apply" {
+# tenants_out_of_order: tenants t-a t-b t-c t-d t-k t-q, created out of
+# order; deleting the first-created ones reshuffles the agent's own array
+# (the last tenant moves into a deleted place).
+tenants_out_of_order() {
 	local i n=16
 
-	agent_start
-	# created out of order; deleting the first-created ones reshuffles
-	# the agent's own array (the last tenant moves into a deleted place)
 	for i in m d x b q a k; do
 		rl tenant set "t-$i" --rate 5/s --match "198.51.100.$((n++))/32"
 	done
 	rl tenant del t-m
 	rl tenant del t-x
 	rl tenant set t-c --rate 5/s --match 198.51.100.100/32
+}
+
+@test "rlctl tenant list: by name in text and --json, with --name and --limit, whatever the order of creations, deletions and an apply" {
+	agent_start
+	tenants_out_of_order
 	expect_eq "--json" "$(rl --json tenant list | jq -c '[.[].name]')" \
 		'["t-a","t-b","t-c","t-d","t-k","t-q"]'
 	expect_eq "text" "$(rl tenant list | awk 'NR > 1 { print $1 }' | paste -sd,)" \
@@ -306,6 +311,71 @@ EOF
 	rl tenant del t-a
 	expect_eq "--json after a reversed apply and a deletion" "$(rl --json tenant list | jq -c '[.[].name]')" \
 		'["t-b","t-c","t-d","t-k","t-q"]'
+}
+
+@test "rlctl tenant list --after NAME --limit N pages through 40 tenants by name: each once, in order, across a deletion between pages; a bad --after exits 2" {
+	local i page names="" last="" want
+
+	agent_start
+	# created in an order that is not the names' order
+	jq -n '{tenants: [range(40) | (. * 17 % 40) as $k |
+		{name: "p-\($k | tostring | if length < 2 then "0" + . else . end)",
+		 rate: "5/s", match: ["10.9.\($k).0/24"]}]}' >"$BATS_TEST_TMPDIR/policy.json"
+	rl apply "$BATS_TEST_TMPDIR/policy.json"
+	for ((i = 0; i < 20; i++)); do
+		page=$(rl --json tenant list --limit 7 ${last:+--after "$last"} | jq -r '.[].name')
+		[[ -n $page ]] || break
+		names+="$page"$'\n'
+		last=$(tail -n1 <<<"$page")
+		# between pages: one listed already goes, one not listed yet
+		# goes (and is never listed), and the array reshuffles
+		if ((i == 1)); then
+			rl tenant del p-03
+			rl tenant del p-30
+		fi
+	done
+	want=$(seq -f 'p-%02g' 0 39 | grep -vx p-30)
+	expect_eq "every tenant once, by name, over $i pages" "$(sed '/^$/d' <<<"$names")" "$want"
+	expect_eq "pages of 7 for 39 names" "$i" 6
+	expect_eq "text --after p-36" "$(rl tenant list --after p-36 | awk 'NR > 1 { print $1 }' | paste -sd,)" \
+		p-37,p-38,p-39
+	expect_eq "--after the last name" "$(rl tenant list --after p-39)" "no tenants"
+	expect_eq "--after a name no tenant has, with --name" \
+		"$(rl --json tenant list --after p-1 --name 'p-1*' --limit 2 | jq -c '[.[].name]')" '["p-10","p-11"]'
+	expect_eq "raw tenant.list with after and limit" \
+		"$(echo '{"cmd":"tenant.list","after":"p-20","limit":2}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.tenants[].name]')" \
+		'["p-21","p-22"]'
+	run "$RLGATE_BUILD/rlctl" --socket "$CTL" tenant list --after 'p 1'
+	expect_eq "exit status of --after 'p 1'" "$status" 2
+	[[ $output == *"Error: invalid tenant name 'p 1'"* ]] || { echo "$output" >&2; return 1; }
+	expect_eq "raw tenant.list with a bad after" \
+		"$(echo '{"cmd":"tenant.list","after":"p 1"}' | timeout 5 nc -U -q 1 "$CTL" | jq -r '[.code, (.error | contains("p 1"))] | @tsv')" \
+		$'invalid\ttrue'
+	expect_eq "raw tenant.list with an after not a string" \
+		"$(echo '{"cmd":"tenant.list","after":5}' | timeout 5 nc -U -q 1 "$CTL" | jq -r .code)" invalid
+}
+
+@test "rlctl stats: by name whatever the creations and deletions, --after NAME --limit N a page of it; --top with --limit exits 2" {
+	local out rc=0
+
+	agent_start
+	tenants_out_of_order
+	expect_eq "--json" "$(rl --json stats | jq -c '[.[].tenant]')" \
+		'["t-a","t-b","t-c","t-d","t-k","t-q"]'
+	expect_eq "text" "$(rl stats | awk 'NR > 1 && /^t-/ { print $1 }' | paste -sd,)" \
+		t-a,t-b,t-c,t-d,t-k,t-q
+	expect_eq "--json --after t-b --limit 3" \
+		"$(rl --json stats --after t-b --limit 3 | jq -c '[.[].tenant]')" '["t-c","t-d","t-k"]'
+	expect_eq "--json --name 't-[a-c]' --after t-a" \
+		"$(rl --json stats --name 't-[a-c]' --after t-a | jq -c '[.[].tenant]')" '["t-b","t-c"]'
+	expect_eq "raw stats with after and limit" \
+		"$(echo '{"cmd":"stats","after":"t-k","limit":5}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" \
+		'["t-q"]'
+	expect_eq "raw stats with top and limit" \
+		"$(echo '{"cmd":"stats","top":1,"limit":1}' | timeout 5 nc -U -q 1 "$CTL" | jq -r .code)" invalid
+	out=$(rl stats --top 1 --limit 2 2>&1) || rc=$?
+	expect_eq "exit status of --top 1 --limit 2" "$rc" 2
+	[[ $out == *"--top and --limit"* ]] || { echo "$out" >&2; return 1; }
 }
 
 @test "rlctl stats --name GLOB --top N: the matching tenants, the busiest first (not by name), at most N" {

@@ -720,6 +720,10 @@ static void test_filters_in_request(void)
 	free_result(&r);
 	r = RUN("tenant", "list");
 	free_result(&r);
+	r = RUN("tenant", "list", "--after", "api", "--limit", "5");
+	free_result(&r);
+	r = RUN("stats", "--after", "api", "--limit", "4");
+	free_result(&r);
 	reqs = requests();
 	CHECK(request_is(reqs, 0, "{\"cmd\":\"tenant.list\",\"match\":\"w*\","
 			 "\"limit\":2}"), "tenant list --name --limit request");
@@ -729,6 +733,10 @@ static void test_filters_in_request(void)
 			 "\"top\":1}"), "top --name --top request");
 	CHECK(request_is(reqs, 3, "{\"cmd\":\"tenant.list\"}"),
 	      "tenant list request without filters");
+	CHECK(request_is(reqs, 4, "{\"cmd\":\"tenant.list\",\"after\":\"api\","
+			 "\"limit\":5}"), "tenant list --after --limit request");
+	CHECK(request_is(reqs, 5, "{\"cmd\":\"stats\",\"after\":\"api\","
+			 "\"limit\":4}"), "stats --after --limit request");
 	json_decref(reqs);
 	stop_fake();
 }

@@ -290,6 +290,40 @@ static json_t *count_arg(const json_t *req, const char *key, size_t *n)
 	return NULL;
 }
 
+/* Which tenants a list or stats request asks for: the request's "match"
+ * (NULL: every name) and "after" (NULL: from the first name). */
+struct selection {
+	const char *glob;
+	const char *after;
+};
+
+/* The request's "match" and "after" into *sel.  NULL, or the error to
+ * reply. */
+static json_t *selection_arg(const json_t *req, struct selection *sel)
+{
+	json_t *v = json_object_get(req, "after"), *r;
+	char name[POLICY_NAME_MAX + 1], err[POLICY_ERR_MAX], msg[POLICY_ERR_MAX + 32];
+
+	sel->after = NULL;
+	r = match_arg(req, &sel->glob);
+	if (r || !v || json_is_null(v))
+		return r;
+	if (!json_is_string(v))
+		return ctl_error(AGENT_INVALID, "field 'after' is not a string");
+	if (policy_parse_name(json_string_value(v), name, err) < 0) {
+		snprintf(msg, sizeof(msg), "field 'after': %s", err);
+		return ctl_error(AGENT_INVALID, msg);
+	}
+	sel->after = json_string_value(v);
+	return NULL;
+}
+
+static bool selected(const struct selection *sel, const char *name)
+{
+	return (!sel->glob || fnmatch(sel->glob, name, 0) == 0) &&
+	       (!sel->after || strcmp(name, sel->after) > 0);
+}
+
 /* A tenant's name and place in the set, to list them by name. */
 struct named {
 	const char *name;
@@ -303,29 +337,25 @@ static int named_cmp(const void *pa, const void *pb)
 	return strcmp(a->name, b->name);
 }
 
-/* The tenants by name (strcmp order), not in the set's own order, which a
- * deletion, an apply or a restart reshuffles: a list, and the first
- * "limit" of it, stay the same while the tenants do.  Only the tenants
- * whose name matches are encoded, and at most "limit" of them: a list of a
- * few among 100,000 costs a few. */
-static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
+/* The selected tenants by name (strcmp order), not in the set's own
+ * order, which a deletion, an apply or a restart reshuffles: a list, and
+ * the first "limit" of it after a name, stay the same while the tenants
+ * do, so that "after" the last name of one page is the next page.  Only
+ * the first "limit" (0: all) are encoded, each by encode: a page of a few
+ * among 100,000 costs a few.  The array, or the error to reply. */
+static json_t *page_by_name(struct agent *a, const struct selection *sel,
+			    size_t limit,
+			    json_t *(*encode)(struct agent *,
+					      const struct agent_tenant *))
 {
-	struct agent *a = call->a;
-	struct named *ns;
-	const char *glob;
-	json_t *arr, *r;
-	size_t limit, n = 0;
+	struct named *ns = malloc((a->n_tenants + 1) * sizeof(*ns));
+	json_t *arr;
+	size_t n = 0;
 
-	r = match_arg(req, &glob);
-	if (!r)
-		r = count_arg(req, "limit", &limit);
-	if (r)
-		return r;
-	ns = malloc((a->n_tenants + 1) * sizeof(*ns));
 	if (!ns)
 		return ctl_error(AGENT_INTERNAL, "out of memory");
 	for (size_t i = 0; i < a->n_tenants; i++)
-		if (!glob || fnmatch(glob, a->tenants[i].pol.name, 0) == 0)
+		if (selected(sel, a->tenants[i].pol.name))
 			ns[n++] = (struct named){ a->tenants[i].pol.name, i };
 	if (n)
 		qsort(ns, n, sizeof(*ns), named_cmp);
@@ -333,8 +363,25 @@ static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
 		n = limit;
 	arr = json_array();
 	for (size_t k = 0; k < n; k++)
-		json_array_append_new(arr, tenant_json(a, &a->tenants[ns[k].i]));
+		json_array_append_new(arr, encode(a, &a->tenants[ns[k].i]));
 	free(ns);
+	return arr;
+}
+
+static json_t *cmd_tenant_list(struct ctl_call *call, const json_t *req)
+{
+	struct selection sel;
+	json_t *arr, *r;
+	size_t limit;
+
+	r = selection_arg(req, &sel);
+	if (!r)
+		r = count_arg(req, "limit", &limit);
+	if (r)
+		return r;
+	arr = page_by_name(call->a, &sel, limit, tenant_json);
+	if (!json_is_array(arr))
+		return arr;
 	return json_pack("{s:b,s:o}", "ok", 1, "tenants", arr);
 }
 
@@ -571,43 +618,43 @@ static int busy_cmp(const void *pa, const void *pb)
 	return strcmp(a->name, b->name);
 }
 
-/* The stats of the tenants whose name matches the request's "match", or
- * with "top" N only the N busiest of them, busiest first: only those are
- * read from the kernel and encoded.  The array, or the error to reply. */
+/* The stats of the tenants the request selects ("match", "after"): by
+ * name, the first "limit" of them, or with "top" N only the N busiest of
+ * them, busiest first.  Only those are read from the kernel and encoded.
+ * The array, or the error to reply. */
 static json_t *stats_matching(struct agent *a, const json_t *req)
 {
+	struct selection sel;
 	struct busy *b = NULL;
-	const char *glob;
 	json_t *arr, *r;
-	size_t top, n = 0;
+	size_t top, limit, n = 0;
 
-	r = match_arg(req, &glob);
+	r = selection_arg(req, &sel);
 	if (!r)
 		r = count_arg(req, "top", &top);
+	if (!r)
+		r = count_arg(req, "limit", &limit);
+	if (!r && top && limit)
+		r = ctl_error(AGENT_INVALID, "fields 'top' and 'limit' exclude "
+			      "each other: the busiest or the first by name");
 	if (r)
 		return r;
-	arr = json_array();
-	if (!top) {
-		for (size_t i = 0; i < a->n_tenants; i++)
-			if (!glob || fnmatch(glob, a->tenants[i].pol.name, 0) == 0)
-				json_array_append_new(arr, stats_json(a, &a->tenants[i]));
-		return arr;
-	}
+	if (!top)
+		return page_by_name(a, &sel, limit, stats_json);
 	b = malloc((a->n_tenants + 1) * sizeof(*b));
-	if (!b) {
-		json_decref(arr);
+	if (!b)
 		return ctl_error(AGENT_INTERNAL, "out of memory");
-	}
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		double ad, de;
 
-		if (glob && fnmatch(glob, a->tenants[i].pol.name, 0) != 0)
+		if (!selected(&sel, a->tenants[i].pol.name))
 			continue;
 		agent_tenant_rates(a, &a->tenants[i], &ad, &de);
 		b[n++] = (struct busy){ ad + de, a->tenants[i].pol.name, i };
 	}
 	if (n)
 		qsort(b, n, sizeof(*b), busy_cmp);
+	arr = json_array();
 	for (size_t k = 0; k < n && k < top; k++)
 		json_array_append_new(arr, stats_json(a, &a->tenants[b[k].i]));
 	free(b);

@@ -106,15 +106,17 @@ int rlctl_usage_error(const char *cmd, const char *fmt, ...)
 	return RLCTL_EXIT_USAGE;
 }
 
-void rlctl_keep(json_t *arr, const char *key, const char *glob, uint64_t limit)
+void rlctl_keep(json_t *arr, const char *key, const char *glob,
+		const char *after, uint64_t limit)
 {
 	size_t i = 0, kept = 0;
 
 	while (i < json_array_size(arr)) {
 		const char *name = json_string_value(json_object_get(
-					json_array_get(arr, i), key));
+					json_array_get(arr, i), key)) ?: "";
 
-		if ((glob && fnmatch(glob, name ? name : "", 0) != 0) ||
+		if ((glob && fnmatch(glob, name, 0) != 0) ||
+		    (after && after[0] && strcmp(name, after) <= 0) ||
 		    (limit && kept >= limit)) {
 			json_array_remove(arr, i);
 			continue;
@@ -122,6 +124,15 @@ void rlctl_keep(json_t *arr, const char *key, const char *glob, uint64_t limit)
 		kept++;
 		i++;
 	}
+}
+
+void rlctl_page_request(json_t *req, const char *after, uint64_t limit)
+{
+	if (req && after[0])
+		json_object_set_new(req, "after", json_string(after));
+	if (req && limit)
+		json_object_set_new(req, "limit", json_integer((json_int_t)
+				    (limit > INT64_MAX ? 0 : limit)));
 }
 
 int rlctl_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,

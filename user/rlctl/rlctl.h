@@ -100,9 +100,15 @@ int cmd_detach(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 /* Keeps in the array of objects arr those whose string key matches the
- * shell pattern glob (all when NULL), at most limit of them (all when 0),
- * in their order: tenant list --name/--limit, stats --name/--top. */
-void rlctl_keep(json_t *arr, const char *key, const char *glob, uint64_t limit);
+ * shell pattern glob (all when NULL) and sorts after `after` (all when
+ * NULL or empty), at most limit of them (all when 0), in their order:
+ * tenant list and stats --name/--after/--limit, stats --top. */
+void rlctl_keep(json_t *arr, const char *key, const char *glob,
+		const char *after, uint64_t limit);
+
+/* Sets req's "after" (when after is not empty) and "limit" (when not 0):
+ * a page of tenant list or stats, by name. */
+void rlctl_page_request(json_t *req, const char *after, uint64_t limit);
 
 /* Table output of the stats array, shared by `stats` and `top`. */
 void rlctl_print_stats_table(json_t *stats, bool sort_by_rate);

@@ -28,6 +28,8 @@ static const struct opts_spec status_spec = {
 struct stats_args {
 	char name[POLICY_NAME_MAX + 1];
 	char *glob;
+	char after[POLICY_NAME_MAX + 1];
+	uint64_t limit;
 	uint64_t top;
 	uint64_t sources;
 };
@@ -37,14 +39,23 @@ static const struct opts_spec stats_spec = {
 	.doc =
 "Per-tenant counters: connections admitted, denied, would-deny (shadow\n"
 "mode), retransmitted SYNs not charged again, tokens left, and admit and\n"
-"deny rates per second over the last few seconds.  NAME limits the output\n"
-"to one tenant, --name to those whose name matches, --top to the busiest.\n",
+"deny rates per second over the last few seconds, by tenant name (byte\n"
+"order).  NAME limits the output to one tenant, --name to those whose\n"
+"name matches, --after and --limit to a page of them, --top to the\n"
+"busiest.\n",
 	.opts = (const struct opt[]){
 		{ "NAME", 0, OPT_CUSTOM, OPT_POS | OPT_OPTIONAL,
 		  OPT_AT(struct stats_args, name), .parse = policy_opt_name },
 		{ "name", 0, OPT_STRING, OPT_AT(struct stats_args, glob),
 		  .arg = "GLOB", .min = 1, .max = 256,
 		  .help = "only tenants whose name matches the shell pattern GLOB" },
+		{ "after", 0, OPT_CUSTOM, OPT_AT(struct stats_args, after),
+		  .arg = "NAME", .parse = policy_opt_name,
+		  .help = "only tenants whose name sorts after NAME (byte order): "
+			  "the last NAME of one page gives the next" },
+		{ "limit", 0, OPT_U64, OPT_AT(struct stats_args, limit),
+		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
+		  .help = "at most the first N of them by name" },
 		{ "top", 0, OPT_U64, OPT_AT(struct stats_args, top),
 		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
 		  .help = "only the N busiest (admit and deny rates), busiest first" },
@@ -469,16 +480,20 @@ int cmd_stats(int argc, char **argv)
 	ret = rlctl_parse(&stats_spec, argc, argv, &args, &res);
 	if (ret != RLCTL_CONTINUE)
 		return ret;
+	if (args.top && args.limit)
+		return rlctl_usage_error("stats", "--top and --limit exclude each "
+					 "other: the busiest, or the first by name");
 	req = stats_request(args.glob, args.top);
-	if (args.name[0])
+	if (req && args.name[0])
 		json_object_set_new(req, "name", json_string(args.name));
+	rlctl_page_request(req, args.after, args.limit);
 	ret = rlctl_call_get(req, "stats", true, &reply, &stats);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
-	rlctl_keep(stats, "tenant", args.glob, 0);
+	rlctl_keep(stats, "tenant", args.glob, args.after, args.limit);
 	if (args.top) {
 		sort_busiest(stats);
-		rlctl_keep(stats, "tenant", NULL, args.top);
+		rlctl_keep(stats, "tenant", NULL, NULL, args.top);
 	}
 	if (rlctl.json)
 		rlctl_print_json(json_incref(stats));
@@ -598,10 +613,10 @@ int cmd_top(int argc, char **argv)
 		if (ret != RLCTL_EXIT_OK)
 			break;
 		/* an older agent sends every tenant */
-		rlctl_keep(stats, "tenant", args.glob, 0);
+		rlctl_keep(stats, "tenant", args.glob, NULL, 0);
 		if (args.top) {
 			sort_busiest(stats);
-			rlctl_keep(stats, "tenant", NULL, args.top);
+			rlctl_keep(stats, "tenant", NULL, NULL, args.top);
 		}
 		if (any_per_source(stats) &&
 		    rlctl_sources(NULL, TOP_SOURCES, &sreply, &sources))

@@ -165,6 +165,7 @@ static const struct opts_spec get_spec = {
 
 struct list_args {
 	char *name;
+	char after[POLICY_NAME_MAX + 1];
 	uint64_t limit;
 };
 
@@ -172,12 +173,16 @@ static const struct opts_spec list_spec = {
 	RLCTL_CMD("tenant list"),
 	.doc =
 "Show every tenant, or those whose name matches --name, by name (byte\n"
-"order).  With --json, an array of tenant objects (name, rate, burst,\n"
-"match, ports, action, shadow, id), in the same order.\n",
+"order).  --after and --limit page through them: --after the last name\n"
+"of one page gives the next.  With --json, an array of tenant objects\n"
+"(name, rate, burst, match, ports, action, shadow, id), in the same order.\n",
 	.opts = (const struct opt[]){
 		{ "name", 0, OPT_STRING, OPT_AT(struct list_args, name),
 		  .arg = "GLOB", .min = 1, .max = 256,
 		  .help = "only tenants whose name matches the shell pattern GLOB" },
+		{ "after", 0, OPT_CUSTOM, OPT_AT(struct list_args, after),
+		  .arg = "NAME", .parse = policy_opt_name,
+		  .help = "only tenants whose name sorts after NAME (byte order)" },
 		{ "limit", 0, OPT_U64, OPT_AT(struct list_args, limit),
 		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
 		  .help = "at most the first N of them by name" },
@@ -439,13 +444,11 @@ static int tenant_list(int argc, char **argv)
 	req = json_pack("{s:s}", "cmd", "tenant.list");
 	if (req && args.name)
 		json_object_set_new(req, "match", json_string(args.name));
-	if (req && args.limit)
-		json_object_set_new(req, "limit", json_integer((json_int_t)
-				    (args.limit > INT64_MAX ? 0 : args.limit)));
+	rlctl_page_request(req, args.after, args.limit);
 	ret = rlctl_call_get(req, "tenants", true, &reply, &ts);
 	if (ret != RLCTL_EXIT_OK)
 		return ret;
-	rlctl_keep(ts, "name", args.name, args.limit);
+	rlctl_keep(ts, "name", args.name, args.after, args.limit);
 	if (rlctl.json) {
 		rlctl_print_json(json_incref(ts));
 		json_decref(reply);
