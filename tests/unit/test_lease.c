@@ -267,11 +267,12 @@ static void test_plan(void)
 		  225, 150, 150 },
 		{ "3000/s, even 95%, TTL 100 ms", 3000, 300, 3, 1000, 0, 100, 20,
 		  100, 50, 90 },
-		/* a Redis 200 ms away (a lead of 320 ms): the low-water mark
-		 * covers more than a round trip of traffic (40), and a lease
-		 * what a round trip spends, within the 94 it may hold */
+		/* a Redis 200 ms away (a lead of 320 ms, 64 tokens): lease
+		 * and low-water mark share the 94 it may hold, half each; a
+		 * lease of a bare round trip of traffic (40) would fall short
+		 * whenever a lease came later than the measured round trip */
 		{ "1000/s burst 100 on 4 hosts, one at 200/s, 320 ms lead", 1000, 100, 4,
-		  200, 0, 1000, 320, 40, 54, 40 },
+		  200, 0, 1000, 320, 47, 47, 47 },
 		/* ...and a hold (9 of a cap of 12) smaller than a lead of
 		 * traffic: the
 		 * low-water mark no longer takes all of it but 1, leaving

@@ -24,21 +24,18 @@ static double ceil_tokens(double x)
 	return ceil(x - 1e-9);
 }
 
-/* The round trip a lead time was made of (lease_lead_ms()), in seconds. */
-static double lead_rtt_s(uint64_t lead_ms)
-{
-	return lead_ms > LEASE_LEAD_MIN_MS ?
-		       (double)(lead_ms - LEASE_LEAD_MIN_MS) / 1.5 / 1000.0 : 0;
-}
-
 /* The least lease a cap too small for both the lease and the low-water mark
  * still leaves: half the cap (rounded up), but no more than the biggest
- * lease (max) nor than `trip` tokens, what the host spends in a round trip
- * (a lease that outlasts its own round trip needs no more).  A host holds at
- * most its cap, lease on its way included, so it gets at most a cap per
- * round trip: a low-water mark that took nearly all of it would leave leases
- * of a token or two per round trip, whereas half and half gets at least half
- * of what any split can. */
+ * lease (max) nor than `trip` tokens, what the host spends in a lead (a
+ * lease that lasts as long as the next one may take to arrive needs no
+ * more).  Not a bare round trip of traffic: a host gets one lease per
+ * round trip and a bit, so such leases fall short of its demand by
+ * whatever the loop, a busy CPU or the network adds to the measured round
+ * trip, and it runs dry a little with every lease; the lead's margin is
+ * what covers those.  A host holds at most its cap, lease on its way
+ * included, so it gets at most a cap per round trip: a low-water mark that
+ * took nearly all of it would leave leases of a token or two per round
+ * trip, whereas half and half gets at least half of what any split can. */
 static double lease_keep(uint64_t cap, uint64_t max, double trip)
 {
 	double keep = (double)(cap - cap / 2);
@@ -161,8 +158,7 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 		 * round trip. */
 		w = ceil_tokens((h < r ? h : r) * lead);
 		l = (double)max;
-		fit_cap(cap, lease_keep(cap, max, (h < r ? h : r) *
-						  lead_rtt_s(in->lead_ms)),
+		fit_cap(cap, lease_keep(cap, max, (h < r ? h : r) * lead),
 			&l, &w);
 		out->size = l < 1 ? 1 : (uint64_t)l;
 		out->lowwater = w < 0 ? 0 : (uint64_t)w;
@@ -186,8 +182,7 @@ void lease_plan(const struct lease_in *in, struct lease_plan *out)
 		l = (double)max;
 	/* A cap the low-water mark would take nearly all of still leaves the
 	 * lease its share (within a TTL of traffic). */
-	keep = lease_keep(cap, max, h * fmin(lead_rtt_s(in->lead_ms),
-					     (double)in->ttl_ms / 1000.0));
+	keep = lease_keep(cap, max, h * fmin(lead, (double)in->ttl_ms / 1000.0));
 	if (l < keep)
 		l = keep;
 	chunk = l;

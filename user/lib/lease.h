@@ -103,8 +103,8 @@ struct lease_plan {
  * (fewer calls: one per L admissions, and whatever sits unused for a TTL
  * goes back anyway), but at least the credit where the cap has room.
  * W takes the cap first, but a cap too small for both (a far Redis's long
- * lead) leaves L at least half of it, or a round trip of traffic where that
- * is less: a host gets about half a cap per round trip, not a token.
+ * lead) leaves L at least half of it, or a lead of traffic where that is
+ * less: a host gets about half a cap per round trip, not a token.
  * A host whose own demand exceeds r, or that refuses LEASE_SATURATED of it,
  * is at the limit: the biggest leases and chunks (fewest calls) and a
  * low-water mark of the lead alone.  Unknown demand: the credit, so that a
