@@ -118,26 +118,34 @@ total() {
 	same_sample
 }
 
-@test "a change of one tenant among 100,000 on s1 reaches s2 within 1 s, in one policy_get call" {
-	local mon=$BATS_TEST_TMPDIR/monitor t0 n
+# How fast is make bench's to say (fleet_change_ms, against its 1 s target):
+# this test holds what makes it fast, a change carried on its own (one
+# policy_get call an agent), never a read of the whole store.
+@test "a change of one tenant among 100,000 on s1 reaches s2 on its own, in one policy_get call" {
+	local mon=$BATS_TEST_TMPDIR/monitor t0 n reached=no
 
 	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
 	monitor_start "$mon"
 	t0=$(now_ms)
 	rls 1 tenant set "t$((N / 3))" --rate 250/s >/dev/null
-	for ((n = 0; n < 200; n++)); do
-		[[ $(rls 2 --json tenant get "t$((N / 3))" | jq -r .rate) == 250/s ]] && break
+	for ((n = 0; n < 1000; n++)); do
+		if [[ $(rls 2 --json tenant get "t$((N / 3))" | jq -r .rate) == 250/s ]]; then
+			reached=yes
+			break
+		fi
 		sleep 0.01
 	done
-	echo "reached s2 after $(($(now_ms) - t0)) ms"
-	expect_between "ms until s2 has it" "$(($(now_ms) - t0))" 0 1000
+	echo "reached s2: $reached, after $(($(now_ms) - t0)) ms"
+	expect_eq "the change on s2" "$reached" yes
 	# changed in place on s2, with the store's version (not one of its own)
 	expect_eq "its version on s2" "$(rls 2 --json tenant get "t$((N / 3))" | jq .version)" \
 		"$(rls 1 --json tenant get "t$((N / 3))" | jq .version)"
 	sleep 0.2
 	kill "$MONITOR_PID"
-	# s1 reads its own change back too: one call each
+	# s1 reads its own change back too: one call each, and no page of the
+	# store's whole list
 	expect_between "policy_get calls" "$(monitor_calls "$mon" policy_get)" 1 2
+	expect_eq "SSCAN pages" "$(monitor_calls "$mon" SSCAN)" 0
 }
 
 @test "c1t and c2t (on s1 in slots past 4,095) limit clients across both hosts under load; s2 SIGKILLed under load and started again keeps every tenant and the limits" {
