@@ -156,13 +156,50 @@ for name in ctl_tenant_list_ms ctl_tenant_set_ms ctl_tenant_set_match_ms; do
 		-v b="${val[ctl_tenant_list_ms]}" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 done
 echo
-# The control plane at scale: 100,000 tenants (tools/bench-scale.sh).
-"$(dirname "$0")/bench-scale.sh" "$build" || exit 1
-echo
-# A fleet of two at scale: a new agent reads 100,000 tenants from the store
-# (tools/bench-fleet-sync.sh).
-"$(dirname "$0")/bench-fleet-sync.sh" "$build" || exit 1
-echo
+# The control plane at scale: 100,000 tenants (tools/bench-scale.sh), then
+# a fleet of two at scale, a new agent reading 100,000 tenants from the
+# store (tools/bench-fleet-sync.sh); each script's lines as they come, then
+# the figures against the most each may be.
+scale=$(mktemp)
+trap 'rm -f "$scale"' EXIT
+for script in bench-scale.sh bench-fleet-sync.sh; do
+	"$(dirname "$0")/$script" "$build" | tee -a "$scale"
+	((PIPESTATUS[0] == 0)) || exit 1
+	echo
+done
+unset val unit
+declare -A val unit
+while read -r name value u; do
+	[[ -n $name ]] || continue
+	val[$name]=$value
+	unit[$name]=$u
+done <"$scale"
+# at_most ROW...: each ROW "name most", the figure against the most it may
+# be, in its own unit.  Exits 1 when a figure is missing.
+at_most() {
+	local row name most
+
+	printf '%-30s %12s %12s  %s\n' figure value target result
+	for row; do
+		read -r name most <<<"$row"
+		if [[ -z ${val[$name]:-} ]]; then
+			echo "Error: the benchmark printed no $name" >&2
+			exit 1
+		fi
+		printf '%-30s %12s %12s  %s\n' "$name" "${val[$name]} ${unit[$name]}" \
+			"<=$most ${unit[$name]}" "$(awk -v v="${val[$name]}" -v m="$most" \
+			'BEGIN { print (v <= m) ? "PASS" : "MISS" }')"
+	done
+	echo
+}
+at_most \
+	"ctl_tenant_set_ms 50" \
+	"ctl_apply_100k_s 5" \
+	"agent_restart_100k_ms 2000" \
+	"bytes_per_tenant_kernel 1024" \
+	"bytes_per_tenant_agent 1024" \
+	"fleet_sync_100k_s 10" \
+	"fleet_change_ms 1000"
 "$(dirname "$0")/bench-preload.sh" "$build" || exit 1
 echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
