@@ -799,9 +799,10 @@ slow_link_start() {
 	lim=$(calc "100 * 7 + 20")
 	echo "over: admitted $admitted in 7 s at 200/s (limit x T + burst = $lim, overshoot bound $bound)"
 	# over's cap on s4 (12) is smaller than a lead (320 ms) of its rate:
-	# the lease keeps half of it, 6 tokens per 200 ms round trip, 0.3 of the
-	# rate; at least half of that, where a low-water mark of all the cap
-	# but one token leaves one token per round trip (about 0.06)
+	# of the 9 it may hold (a quarter of the cap is the overdraft's) the
+	# lease keeps half, 5 tokens per 200 ms round trip, 0.25 of the rate;
+	# at least 0.15, where a low-water mark of all the cap but one token
+	# leaves one token per round trip (about 0.06)
 	expect_between "over admitted (0.15 x limit x T .. limit x T + burst + bound)" \
 		"$admitted" "$(calc "0.15 * 100 * 7")" $((lim + bound))
 }
