@@ -29,8 +29,10 @@ struct ctl_client {
 	char *in;		/* CTL_LINE_MAX bytes */
 	size_t in_len;
 	size_t scanned;		/* in[0..scanned) holds no newline */
+	/* Replies not yet sent: out[out_off .. out_off + out_len).  Sent
+	 * bytes are left in front until queue() needs the room. */
 	char *out;
-	size_t out_len, out_cap;
+	size_t out_off, out_len, out_cap;
 	bool closing;		/* close once out is flushed */
 	bool exit_after;	/* stop the agent once out is flushed */
 };
@@ -51,11 +53,20 @@ static void client_free(struct ctl_client *cl)
 
 static int queue(struct ctl_client *cl, const char *data, size_t len)
 {
-	if (cl->out_len + len > cl->out_cap) {
+	/* A reply of megabytes goes out in many sends: moving the rest to
+	 * the front after each would copy it over and over.  The sent bytes
+	 * are dropped when the end is reached, and only once there are at
+	 * least as many of them as there are bytes to move. */
+	if (cl->out_off + cl->out_len + len > cl->out_cap &&
+	    cl->out_off && cl->out_off >= cl->out_len) {
+		memmove(cl->out, cl->out + cl->out_off, cl->out_len);
+		cl->out_off = 0;
+	}
+	if (cl->out_off + cl->out_len + len > cl->out_cap) {
 		size_t cap = cl->out_cap ? cl->out_cap : 4096;
 		char *p;
 
-		while (cap < cl->out_len + len)
+		while (cap < cl->out_off + cl->out_len + len)
 			cap *= 2;
 		p = realloc(cl->out, cap);
 		if (!p)
@@ -63,7 +74,7 @@ static int queue(struct ctl_client *cl, const char *data, size_t len)
 		cl->out = p;
 		cl->out_cap = cap;
 	}
-	memcpy(cl->out + cl->out_len, data, len);
+	memcpy(cl->out + cl->out_off + cl->out_len, data, len);
 	cl->out_len += len;
 	return 0;
 }
@@ -125,7 +136,8 @@ static bool line_pending(struct ctl_client *cl)
 static void send_some(struct ctl_client *cl)
 {
 	while (cl->out_len > 0) {
-		ssize_t n = send(cl->sc.fd, cl->out, cl->out_len, MSG_NOSIGNAL);
+		ssize_t n = send(cl->sc.fd, cl->out + cl->out_off, cl->out_len,
+				 MSG_NOSIGNAL);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -133,15 +145,16 @@ static void send_some(struct ctl_client *cl)
 			if (errno != EAGAIN) {
 				log_debug("control client write failed: %s",
 					  strerror(errno));
-				cl->out_len = 0;
+				cl->out_off = cl->out_len = 0;
 				cl->closing = true;
 			}
 			return;
 		}
-		memmove(cl->out, cl->out + n, cl->out_len - (size_t)n);
+		cl->out_off += (size_t)n;
 		cl->out_len -= (size_t)n;
 		cl->sc.last_ns = loop_now_ns();
 	}
+	cl->out_off = 0;
 }
 
 /*
