@@ -25,6 +25,9 @@
 #                               Redis serving fewer than 100 commands a
 #                               second: the first leases paid, at 1,000
 #                               a second per agent), in % of one core
+#   fleet_agent_outage_cpu_100k_pct  the same once Redis is stopped: the
+#                               busier agent over 5 s, from 1 s after both
+#                               say they are degraded, in % of one core
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SYNC_CHANGES=M] tools/bench-fleet-sync.sh [BUILD_DIR]  (root)
@@ -163,6 +166,7 @@ set_file() {
 "$root/tools/lab.sh" up "$lab" --servers 2 --clients 0 --redis >"$work/lab.log" 2>&1 ||
 	{ cat "$work/lab.log" >&2; die "couldn't build the lab"; }
 redis_up "$redis_port"
+redis_pid=${pids[-1]}
 hz=$(getconf CLK_TCK)
 
 set_file "$work/set.json" 100 0
@@ -230,6 +234,27 @@ for i in 1 2; do
 	awk -v a="$pct" -v b="$idle" 'BEGIN { exit !(a > b) }' && idle=$pct
 done
 
+# Redis stopped: the agents degraded, their checks still every 50 ms.
+kill -KILL "$redis_pid"
+for i in 1 2; do
+	for ((n = 0; n < 500; n++)); do
+		[[ $(rl "$i" --json status | jq -r .broker) == degraded ]] && break
+		sleep 0.02
+	done
+	((n < 500)) || die "s$i is not degraded 10 s after Redis stopped"
+done
+sleep 1
+for i in 1 2; do
+	u0[i]=$(cpu_ticks "${agent_pid[i]}")
+done
+sleep 5
+outage=0
+for i in 1 2; do
+	pct=$(awk -v d="$(($(cpu_ticks "${agent_pid[i]}") - u0[i]))" -v hz="$hz" \
+		'BEGIN { printf "%.1f", d * 100 / hz / 5 }')
+	awk -v a="$pct" -v b="$outage" 'BEGIN { exit !(a > b) }' && outage=$pct
+done
+
 echo "fleet_sync_tenants $tenants tenants"
 echo "fleet_sync_100k_s $(awk -v m="$((t1 - t0))" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "fleet_sync_agent_cpu_s $sync_cpu s"
@@ -239,3 +264,4 @@ echo "fleet_change_ms $((t3 - t2)) ms"
 echo "fleet_apply_10k_s $(awk -v m="$((t5 - t4))" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "fleet_apply_10k_policy_calls $apply_policy calls"
 echo "fleet_agent_idle_cpu_100k_pct $idle %"
+echo "fleet_agent_outage_cpu_100k_pct $outage %"

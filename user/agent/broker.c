@@ -244,6 +244,7 @@ fail:
 	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
+	free(b->debt_moved);
 	wake_free(&b->wake);
 	free(b);
 	return err;
@@ -302,6 +303,7 @@ void broker_close(struct broker *b)
 	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
+	free(b->debt_moved);
 	wake_free(&b->wake);
 	free(b);
 }

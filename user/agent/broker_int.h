@@ -190,6 +190,14 @@ struct broker {
 	 * fleet's size changed, and with it every lease cap). */
 	struct wake wake;
 	bool walk_all;
+	/* While degraded or rejoining: the slots whose counters the agent's
+	 * sampling saw move since the last check, whose fail-policy
+	 * admissions that check counts (broker_debt_look_moved()); the rest
+	 * admitted nothing.  debt_all: a slot could not be listed (out of
+	 * memory), and the check counts every one. */
+	uint32_t *debt_moved;
+	size_t n_debt_moved, cap_debt_moved;
+	bool debt_all;
 	/* some tenant may have a connection cap or hold slots of one: the
 	 * check looks at the caps (broker_conns_check()) */
 	bool conns_any;
@@ -366,6 +374,7 @@ bool broker_sentinel_waiting(const struct broker *b);
 /* broker_lease.c */
 uint64_t broker_agents_of(const struct broker *b);
 void broker_debt_look(struct broker *b);
+void broker_debt_look_moved(struct broker *b);
 void broker_debt_begin(struct broker *b);
 void broker_lease_all(struct broker *b, uint64_t now);
 void broker_lease_due(struct broker *b, uint64_t now);

@@ -617,7 +617,8 @@ static void count_static_debt(struct broker *b, const struct policy_tenant *p,
 	s->st.static_charged += add;
 }
 
-/* Brings every tenant's count of fail-policy admissions up to date. */
+/* Brings every tenant's count of fail-policy admissions up to date: one
+ * read of the kernel's counters each. */
 void broker_debt_look(struct broker *b)
 {
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
@@ -628,8 +629,58 @@ void broker_debt_look(struct broker *b)
 	}
 }
 
+static struct slot *slot_of(struct broker *b, const struct broker_tenant *t);
+
+/*
+ * A check's look while degraded: the counts of the tenants whose counters
+ * moved since the last one, not of every tenant every 50 ms.  A fail-policy
+ * admission or refusal moves them (admitted or denied); what one admits
+ * after the agent's last sampling is counted by the looks at every tenant
+ * that matter: before its leases are dropped (expire_tenant()), and before
+ * the leases go out again (breaker_success(), rejoin_done()).
+ */
+void broker_debt_look_moved(struct broker *b)
+{
+	size_t n = b->n_debt_moved;
+
+	b->n_debt_moved = 0;
+	if (b->debt_all) {
+		b->debt_all = false;
+		broker_debt_look(b);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct broker_tenant t;
+		struct slot *s = &b->slots[b->debt_moved[i]];
+
+		if (slot_tenant(b, s, &t))
+			count_static_debt(b, t.pol, slot_of(b, &t));
+	}
+}
+
+/* Lists slot for the next check's look (broker_debt_look_moved()); the
+ * agent's sampling tells of each slot once a second at most, and each
+ * check empties the list. */
+static void debt_moved_add(struct broker *b, uint32_t slot)
+{
+	if (b->n_debt_moved == b->cap_debt_moved) {
+		size_t cap = b->cap_debt_moved ? 2 * b->cap_debt_moved : 1024;
+		uint32_t *p = reallocarray(b->debt_moved, cap, sizeof(*p));
+
+		if (!p) {
+			b->debt_all = true;
+			return;
+		}
+		b->debt_moved = p;
+		b->cap_debt_moved = cap;
+	}
+	b->debt_moved[b->n_debt_moved++] = slot;
+}
+
 void broker_debt_begin(struct broker *b)
 {
+	b->n_debt_moved = 0;
+	b->debt_all = false;
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant t;
 
@@ -679,8 +730,6 @@ static void rejoin_start(struct broker *b, struct slot *s)
 	broker_slot_unwait(s);
 	rejoin_set(b, s, true);
 }
-
-static struct slot *slot_of(struct broker *b, const struct broker_tenant *t);
 
 /* Redis is back: before the kernel is told the fleet is healthy, and before
  * the leases go out (broker_rejoin_end() after them). */
@@ -983,8 +1032,11 @@ void broker_lease_due(struct broker *b, uint64_t now)
 /* The agent's sampling saw the counters of slot's tenant move. */
 void broker_slot_moved(struct broker *b, uint32_t slot)
 {
-	if (b)
-		wake_list(&b->wake, slot);
+	if (!b)
+		return;
+	wake_list(&b->wake, slot);
+	if (!b->cc && (b->circ.open || b->n_rejoin))
+		debt_moved_add(b, slot);
 }
 
 /*
@@ -1066,13 +1118,12 @@ void broker_on_check(struct loop_timer *tm, void *arg)
 	host_fleet_state(b, now, b->circ.open || b->done);
 	breaker_check_timeouts(b, now);
 	broker_script_loads_check(b, now);
-	/* While degraded, and once more after: what the fail policy
-	 * admitted.  Healthy, the slots are kept in step by the changes
-	 * themselves (broker_slot_ready(), broker_tenants_changed()). */
-	if (b->circ.open || b->n_rejoin) {
-		slots_sync(b);
-		broker_debt_look(b);
-	}
+	/* While degraded, and while rejoining: what the fail policy
+	 * admitted, for the tenants that moved.  The slots are kept in step
+	 * by the changes themselves (broker_slot_ready(),
+	 * broker_tenants_changed()). */
+	if (b->circ.open || b->n_rejoin)
+		broker_debt_look_moved(b);
 	/* The time again: the breaker may have opened just now, after now
 	 * was read. */
 	if (b->circ.open && !b->tokens_expired && loop_now_ns() - b->open_since_ns > ttl_ns)
