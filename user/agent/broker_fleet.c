@@ -3,6 +3,7 @@
  * heartbeat, its fleet size, agent-id clashes) and the policy store (changes
  * published, read back in batches, applied through the agent). */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,12 +540,15 @@ static void reseed(struct broker *b, const struct read_batch *rb)
 	}
 }
 
+/* A batch of at least this many policies gives the heap back after it. */
+#define FLEET_TRIM_TENANTS	10000
+
 /* Every call of the batch answered: applied as one change; then the next
  * batch, of what was announced meanwhile. */
 static void batch_done(struct broker *b, struct read_batch *rb)
 {
 	bool *wait = calloc(rb->n ? rb->n : 1, sizeof(*wait));
-	bool sync;
+	bool sync, trim;
 
 	if (!rb->lost && wait) {
 		if (b->cc && rb->n)	/* read in slot order: back in name order */
@@ -560,7 +564,12 @@ static void batch_done(struct broker *b, struct read_batch *rb)
 		b->sync_again = !rb->lost;
 	}
 	free(wait);
+	trim = rb->n >= FLEET_TRIM_TENANTS;
 	read_batch_free(rb);
+	/* the policies of a join or a big apply elsewhere, read, decoded and
+	 * gone in small pieces: their pages back to the system */
+	if (trim)
+		malloc_trim(0);
 	b->reading = false;
 	sync = b->read_sync;
 	if (sync || (b->n_want && !b->want_timer))
@@ -732,6 +741,12 @@ static void policy_read(struct broker *b, bool sync)
 	b->reading = true;
 	for (size_t i = 0; i < n; i++)
 		memcpy(rb->u[i].name, b->want[i], sizeof(rb->u[i].name));
+	/* a sync's or a big apply's names: not kept until the next one */
+	if (b->cap_want >= FLEET_TRIM_TENANTS) {
+		free(b->want);
+		b->want = NULL;
+		b->cap_want = 0;
+	}
 	if (b->cc && n && batch_by_slot(rb)) {
 		read_batch_free(rb);
 		b->reading = false;
@@ -792,7 +807,10 @@ static void on_scan(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	for (size_t i = 0; i < b->n_scan; i++)
 		want_policy(b, b->scan[i]);
-	b->n_scan = 0;
+	/* only a sync's: not kept (64 bytes a tenant of the store) */
+	free(b->scan);
+	b->scan = NULL;
+	b->n_scan = b->cap_scan = 0;
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant t;
 
