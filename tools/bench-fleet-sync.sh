@@ -25,6 +25,10 @@
 #                               Redis serving fewer than 100 commands a
 #                               second: the first leases paid, at 1,000
 #                               a second per agent), in % of one core
+#   fleet_bytes_per_tenant_agent  the joined agent's resident memory /
+#                               tenants (rlctl status), once quiet: its
+#                               lease state for each tenant on top of
+#                               what a standalone agent holds
 #   fleet_agent_outage_cpu_100k_pct  the same once Redis is stopped: the
 #                               busier agent over 5 s, from 1 s after both
 #                               say they are degraded, in % of one core
@@ -234,6 +238,10 @@ for i in 1 2; do
 	awk -v a="$pct" -v b="$idle" 'BEGIN { exit !(a > b) }' && idle=$pct
 done
 
+# The joined agent's memory, every tenant held and the fleet quiet.
+rss=$(rl 2 --json status | jq -e .memory.agent_rss_bytes) ||
+	die "rlctl status on s2 gave no memory"
+
 # Redis stopped: the agents degraded, their checks still every 50 ms.
 kill -KILL "$redis_pid"
 for i in 1 2; do
@@ -264,4 +272,5 @@ echo "fleet_change_ms $((t3 - t2)) ms"
 echo "fleet_apply_10k_s $(awk -v m="$((t5 - t4))" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "fleet_apply_10k_policy_calls $apply_policy calls"
 echo "fleet_agent_idle_cpu_100k_pct $idle %"
+echo "fleet_bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "fleet_agent_outage_cpu_100k_pct $outage %"

@@ -198,6 +198,7 @@ at_most \
 	"agent_restart_100k_ms 2000" \
 	"bytes_per_tenant_kernel 1024" \
 	"bytes_per_tenant_agent 1024" \
+	"fleet_bytes_per_tenant_agent 1024" \
 	"fleet_sync_100k_s 10" \
 	"fleet_change_ms 1000"
 "$(dirname "$0")/bench-preload.sh" "$build" || exit 1
