@@ -191,6 +191,13 @@ bool rl_pool_has_rules(const struct rl_pool *p, enum rl_pool_dir dir)
 	       (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) & 1);
 }
 
+/* The heartbeat's protocol: the agent stores heartbeat_ns, then stale_ns
+ * with release (rl_pool_heartbeat); here stale_ns is loaded with acquire
+ * first.  A stale_ns of this agent's therefore comes with a heartbeat at
+ * least as new as the one stored before it: never the agent's first
+ * stale_ns with the zero (or a dead agent's) heartbeat of before, which
+ * would read as a dead agent for a moment.  degraded is a flag that
+ * publishes nothing: relaxed. */
 bool rl_pool_degraded(const struct rl_pool *p, uint64_t now)
 {
 	const struct rl_agent_state *a = &p->hdr->agent;
@@ -198,13 +205,18 @@ bool rl_pool_degraded(const struct rl_pool *p, uint64_t now)
 
 	if (__atomic_load_n(&a->degraded, __ATOMIC_RELAXED))
 		return true;
-	hb = __atomic_load_n(&a->heartbeat_ns, __ATOMIC_ACQUIRE);
-	stale = __atomic_load_n(&a->stale_ns, __ATOMIC_RELAXED);
-	return stale && now > hb && now - hb > stale;
+	stale = __atomic_load_n(&a->stale_ns, __ATOMIC_ACQUIRE);
+	if (!stale)
+		return false;
+	hb = __atomic_load_n(&a->heartbeat_ns, __ATOMIC_RELAXED);
+	return now > hb && now - hb > stale;
 }
 
 /* The kernel's take_gcra(): one compare-and-swap on the theoretical
- * arrival time admits. */
+ * arrival time admits.  Relaxed: tat is a counter of its own that
+ * publishes nothing, and every change of it is a read-modify-write of the
+ * one word (or the agent's compare-and-swap, rl_slot_configure), so none is
+ * lost whatever the order other memory is seen in. */
 static bool take_gcra(__u64 *tatp, uint64_t interval, uint64_t tol,
 		      uint64_t now)
 {
@@ -231,7 +243,13 @@ static bool take_gcra(__u64 *tatp, uint64_t interval, uint64_t tol,
  * process took a token (or the agent changed the count) meanwhile: some
  * take always gets through.  The low-water "event" is the flag itself: the
  * agent looks at lowwater_armed of every leased tenant often (there is no
- * ring buffer to wake it from here). */
+ * ring buffer to wake it from here).
+ * Relaxed throughout: the count is one word that every side changes only
+ * by read-modify-writes (the agent's adds and compare-and-swaps,
+ * rl_slot_tokens_add, rl_ledger_trim), which never lose one another
+ * whatever the CPU, and no other memory is published through it.  The
+ * flag says only "spent down to the mark": the agent acts on the count it
+ * reads itself, never on memory written before the flag. */
 static bool take_leased(struct rl_tenant *t)
 {
 	__s64 old = __atomic_load_n(&t->tokens, __ATOMIC_RELAXED), left;
@@ -250,16 +268,21 @@ static bool take_leased(struct rl_tenant *t)
 	return old > 0;
 }
 
+/* The fail policy's verdict.  rl_slot_fail stores the static share (its
+ * interval and burst) before the policy, with release: loaded here with
+ * acquire first, the policy comes with a share at least as new. */
 static bool take_failed(struct rl_tenant *t, uint64_t now)
 {
-	uint64_t iv = __atomic_load_n(&t->fail_interval_ns, __ATOMIC_RELAXED);
+	uint32_t fail = __atomic_load_n(&t->fail, __ATOMIC_ACQUIRE);
+	uint64_t iv;
 
-	switch (__atomic_load_n(&t->fail, __ATOMIC_ACQUIRE)) {
+	switch (fail) {
 	case RL_FAIL_ALLOW:
 		return true;
 	case RL_FAIL_DENY:
 		return false;
 	default:
+		iv = __atomic_load_n(&t->fail_interval_ns, __ATOMIC_RELAXED);
 		return take_gcra(&t->fail_tat, iv,
 				 iv * __atomic_load_n(&t->fail_burst,
 						      __ATOMIC_RELAXED), now);
@@ -283,6 +306,8 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 		return RL_POOL_PASS;
 	t = &p->tenants[slot];
 	st = &p->stats[slot];
+	/* rl_slot_configure stores the mode last, with release: a tenant
+	 * seen live comes with the configuration written before it */
 	mode = __atomic_load_n(&t->mode, __ATOMIC_ACQUIRE);
 	if (mode == RL_MODE_STANDALONE) {
 		ok = take_gcra(&t->tat, __atomic_load_n(&t->interval_ns,
@@ -317,8 +342,10 @@ static int64_t conn_limit(const struct rl_pool *p, const struct rl_tenant *t,
 {
 	if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED ||
 	    !((flags & RL_F_DEGRADED) || rl_pool_degraded(p, now)))
-		return __atomic_load_n(&t->conn_slots, __ATOMIC_ACQUIRE);
-	switch (__atomic_load_n(&t->fail, __ATOMIC_RELAXED)) {
+		/* sequentially consistent: see rl_pool_conn_open */
+		return __atomic_load_n(&t->conn_slots, __ATOMIC_SEQ_CST);
+	/* the policy before its share, as take_failed() */
+	switch (__atomic_load_n(&t->fail, __ATOMIC_ACQUIRE)) {
 	case RL_FAIL_ALLOW:
 		return RL_CONN_NO_CAP;
 	case RL_FAIL_DENY:
@@ -344,7 +371,14 @@ enum rl_pool_verdict rl_pool_conn_open(struct rl_pool *p, uint32_t slot,
 	/* the epoch before the reservation: a new tenant in the slot since
 	 * makes the give-back a no-op, never a loss to the new one */
 	*epoch = __atomic_load_n(&t->conn_epoch, __ATOMIC_ACQUIRE);
-	if (__atomic_fetch_add(&t->conns, 1, __ATOMIC_ACQ_REL) <
+	/* The reservation, then the slots: the other half of rl_share_store's
+	 * store of lowered slots, then its load of the count.  Each side a
+	 * store then a load of the other's word, so both are sequentially
+	 * consistent: either the agent sees this reservation or this sees
+	 * the lowered slots, never neither (which acquire and release allow,
+	 * in the C model and on ARM64 with ldapr).  No dearer than acq_rel:
+	 * a locked add and a plain load on x86, ldaddal and ldar on ARM64. */
+	if (__atomic_fetch_add(&t->conns, 1, __ATOMIC_SEQ_CST) <
 	    conn_limit(p, t, flags, now))
 		return RL_POOL_ADMIT;
 	if (flags & RL_F_SHADOW) {

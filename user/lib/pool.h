@@ -78,6 +78,21 @@ enum rl_pool_dir {
  * active half and takes the count again: if it grew by more than one, the
  * half it walked may have been rewritten under it, and it walks again.
  * (The half in use is only ever written two switches later.)
+ *
+ * The orderings, which hold on weakly ordered CPUs (ARM64) as on x86:
+ *   writer  seq += 1 (relaxed); release fence; the half's groups,
+ *           groups/columns/rules[next] (relaxed atomic stores);
+ *           active = next (release); seq += 1 (release)
+ *   reader  s1 = seq (acquire); act = active (acquire); groups[act] and
+ *           the walk (relaxed atomic loads); acquire fence;
+ *           s2 = seq (relaxed); the walk stands if s2 - s1 <= 1
+ * The release fence keeps the odd count ahead of every store into the
+ * half; the acquire fence keeps every load of the walk ahead of the second
+ * look: a walk that read a store of a change begun after s1 finds s2
+ * moved by two or more.  The acquire load of `active` sees what the
+ * writer stored into the half before naming it.  The half's entries are
+ * atomics on both sides: a torn entry is never read, only a stale one,
+ * which the count then refuses.
  */
 struct rl_pool_cls {
 	__u32 seq;
@@ -135,6 +150,32 @@ _Static_assert(sizeof(struct rl_pool_proc) == 64, "rl_pool_proc: a cache line");
 #define RL_POOL_P_ACCEPT	(1U << 1)	/* accepted through the library */
 #define RL_POOL_P_CONNECT	(1U << 2)	/* connected to an outbound
 						 * tenant through it */
+
+/*
+ * How the rest of the pool is shared (the agent writes, the processes
+ * read and spend; every word both sides touch is read and written with
+ * __atomic builtins, so no access is torn and none is a data race):
+ *   tenant slots  rl_slot_configure stores the configuration, then the
+ *                 mode with release; readers load the mode with acquire
+ *                 first (rl_pool_take, rl_pool_conn_open).  The fail
+ *                 policy likewise: its static share, then `fail` with
+ *                 release, loaded with acquire before the share.
+ *   buckets       tat, tokens, fail_tat, conns and the stats are counters
+ *                 changed only by read-modify-writes of their own word:
+ *                 relaxed, nothing else is published through them.
+ *   low water     lowwater_armed is a flag about the count (spent down to
+ *                 the mark) and publishes nothing: relaxed.
+ *   slots         a reservation (an add to conns, then a load of
+ *                 conn_slots) against the agent's lowering (a store of
+ *                 conn_slots, then a load of conns): sequentially
+ *                 consistent on both sides (rl_share_store).
+ *   heartbeat     heartbeat_ns, then stale_ns with release; readers load
+ *                 stale_ns with acquire first (rl_pool_degraded).
+ *   processes     a slot is claimed by a compare-and-swap of its pid, its
+ *                 other fields stored after: a reader may see a new pid
+ *                 with the last process's figures for a moment (display
+ *                 only).
+ */
 
 /* A mapped pool, as either side holds it. */
 struct rl_pool {

@@ -142,7 +142,11 @@ int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
 		return -ENOSPC;
 	next = (__atomic_load_n(&c->active, __ATOMIC_RELAXED) & 1) ^ 1;
 	dst = p->cls[dir & 1] + (size_t)next * half;
-	/* odd: readers that walk across this will walk again */
+	/* Odd: readers that walk across this will walk again.  The fence
+	 * keeps the count's change before every store into the half below
+	 * (a release fence orders the stores before it ahead of the stores
+	 * after it, which a release store alone does not): a reader whose
+	 * walk read any of them finds the count moved on its second look. */
 	__atomic_fetch_add(&c->seq, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	for (uint32_t g = 0; g < img->n_groups; g++)
@@ -153,7 +157,10 @@ int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
 	__atomic_store_n(&c->columns[next], img->n_columns, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->rules[next], n_rules > UINT32_MAX ? UINT32_MAX :
 			 (uint32_t)n_rules, __ATOMIC_RELAXED);
+	/* what the half holds, published by the switch: a reader that loads
+	 * `active` with acquire and finds it sees all of the above */
 	__atomic_store_n(&c->active, next, __ATOMIC_RELEASE);
+	/* even again, after everything of this change */
 	__atomic_fetch_add(&c->seq, 1, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&p->hdr->generation, 1, __ATOMIC_RELEASE);
 	return 0;
@@ -164,9 +171,11 @@ void rl_pool_heartbeat(struct rl_pool *p, uint64_t now_ns, uint64_t stale_ns,
 {
 	struct rl_agent_state *a = &p->hdr->agent;
 
-	__atomic_store_n(&a->stale_ns, stale_ns, __ATOMIC_RELAXED);
+	/* the heartbeat before stale_ns, which readers load first (see
+	 * rl_pool_degraded) */
+	__atomic_store_n(&a->heartbeat_ns, now_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->stale_ns, stale_ns, __ATOMIC_RELEASE);
 	__atomic_store_n(&a->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&a->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
 }
 
 void rl_pool_tenant_stats(const struct rl_pool *p, uint32_t slot,
@@ -177,6 +186,23 @@ void rl_pool_tenant_stats(const struct rl_pool *p, uint32_t slot,
 
 	for (size_t i = 0; i < sizeof(*out) / sizeof(__u64); i++)
 		o[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+}
+
+/* A copy of a process slot while its process writes it: word by word,
+ * each atomic (a memcpy would race with those stores).  A slot claimed at
+ * that moment may mix the old process's figures with the new pid: they
+ * are for display, and the next look has them right. */
+static void proc_copy(struct rl_pool_proc *o, const struct rl_pool_proc *s)
+{
+	o->pid = __atomic_load_n(&s->pid, __ATOMIC_RELAXED);
+	o->flags = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
+	o->start_ns = __atomic_load_n(&s->start_ns, __ATOMIC_RELAXED);
+	o->seen_ns = __atomic_load_n(&s->seen_ns, __ATOMIC_RELAXED);
+	o->admitted = __atomic_load_n(&s->admitted, __ATOMIC_RELAXED);
+	o->denied = __atomic_load_n(&s->denied, __ATOMIC_RELAXED);
+	for (size_t c = 0; c < sizeof(o->comm); c++)
+		o->comm[c] = __atomic_load_n(&s->comm[c], __ATOMIC_RELAXED);
+	o->pidns = __atomic_load_n(&s->pidns, __ATOMIC_RELAXED);
 }
 
 size_t rl_pool_procs(struct rl_pool *p, uint64_t pidns,
@@ -199,7 +225,7 @@ size_t rl_pool_procs(struct rl_pool *p, uint64_t pidns,
 			continue;
 		}
 		if (n < max)
-			memcpy(&out[n], s, sizeof(*s));
+			proc_copy(&out[n], s);
 		n++;
 	}
 	return n;

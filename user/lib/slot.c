@@ -32,8 +32,10 @@ void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
 	/* The reader multiplies the two: policy_fail_share keeps the product
 	 * within 64 bits however many agents Redis reports. */
 	policy_fail_share(t, fail_agents, &interval, &burst);
-	rt->fail_interval_ns = interval;
-	rt->fail_burst = burst;
+	/* the share before the policy, stored with release: a reader that
+	 * loads the policy with acquire gets a share at least as new */
+	__atomic_store_n(&rt->fail_interval_ns, interval, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt->fail_burst, burst, __ATOMIC_RELAXED);
 	__atomic_store_n(&rt->conn_fail_slots,
 			 (int64_t)policy_conn_fail_share(t, fail_agents),
 			 __ATOMIC_RELEASE);
@@ -97,23 +99,32 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		      !leased;
 
 	if (fresh) {
-		/* Out of service while the bucket is reset: nothing spends
-		 * from a half-reset slot.  Nothing of the slot's last tenant
-		 * stays: its bucket, its leased tokens, and its static fail
-		 * share (a deleted 1/h tenant's share, spent, would refuse
-		 * its successor for an hour while degraded). */
+		/* Out of service while the bucket is reset: a reader that
+		 * loads the mode from here on spends nothing until the new
+		 * tenant's mode is stored (one that loaded it a moment before
+		 * may still decide one connection on the slot as it changes,
+		 * as a CPU of the kernel may).  Nothing of the slot's last
+		 * tenant stays: its bucket, its leased tokens, and its static
+		 * fail share (a deleted 1/h tenant's share, spent, would
+		 * refuse its successor for an hour while degraded). */
 		__atomic_store_n(&rt->mode, RL_MODE_NONE, __ATOMIC_RELEASE);
 		__atomic_store_n(&rt->tat, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&rt->tokens, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
-		rt->lowwater_armed = 0;
+		__atomic_store_n(&rt->lowwater_armed, 0, __ATOMIC_RELAXED);
 	}
-	rt->action = t->action == POLICY_ACT_RST ? RL_ACT_RST : RL_ACT_DROP;
+	/* Readers load these while they are written: atomic stores, never
+	 * torn, relaxed (the mode's release store below publishes them to a
+	 * reader that finds the slot live; a reader of a live slot being
+	 * changed may combine an old and a new field once, as the kernel
+	 * may). */
+	__atomic_store_n(&rt->action, t->action == POLICY_ACT_RST ? RL_ACT_RST :
+			 RL_ACT_DROP, __ATOMIC_RELAXED);
 	rl_slot_conns(rt, t, fresh, leased || shared);
-	rt->interval_ns = interval;
-	rt->burst = t->burst;
+	__atomic_store_n(&rt->interval_ns, interval, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt->burst, t->burst, __ATOMIC_RELAXED);
 	/* policy_validate keeps burst x interval within 64 bits */
-	rt->tolerance_ns = t->burst * interval;
+	__atomic_store_n(&rt->tolerance_ns, t->burst * interval, __ATOMIC_RELAXED);
 	rl_slot_fail(rt, t, fail_agents);
 	if (!fresh && changed)
 		/* The static share of new limits starts full, as a new
@@ -142,7 +153,7 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 						      __ATOMIC_ACQ_REL,
 						      __ATOMIC_ACQUIRE));
 	}
-	rt->lowwater = 0;
+	__atomic_store_n(&rt->lowwater, 0, __ATOMIC_RELAXED);
 	if (leased && rt->mode != RL_MODE_LEASED)
 		/* Tokens a standalone bucket held were never leased: a leased
 		 * slot starts empty and arms its first low-water event. */

@@ -84,9 +84,12 @@ int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, int64_t pool_slots
  * more than the first leaves free, so that the two never admit more than n
  * together even while one reserves a place at that moment (what it has in
  * flight after the lowering counts up to its old slots: past them it is
- * CPUs refusing, or a count forged in the pool, never places taken).  The
- * readers' reservation is an atomic add before they read the slots, a full
- * barrier, as is the store here before the count is read again.
+ * CPUs refusing, or a count forged in the pool, never places taken).  Each
+ * side stores its word, then loads the other's: the readers' reservation
+ * is a sequentially consistent add before their sequentially consistent
+ * load of the slots (the kernel's __sync add is a full barrier), as the
+ * store of the lowered slots here is before the count is read again, so
+ * that one of the two always sees the other's.
  */
 void rl_share_store(struct rl_tenant *kt, struct rl_tenant *pt, int64_t n,
 		    int64_t pn);
