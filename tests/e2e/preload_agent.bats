@@ -641,6 +641,40 @@ shared_cap() {
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
 }
 
+@test "standalone at both points, the agent killed: once its heartbeat is stale, each capped tenant's fail policy decides in the pool - static keeps the pool's part of the cap (the kernel keeps the rest), allow lifts the cap, deny admits nothing new" {
+	local pin=/sys/fs/bpf/rlgate-$LAB-a name port fail ps
+
+	lab_up --servers 1 --clients 1
+	PIN_DIRS+=("$pin")
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	rlagent_start s1 "$BATS_TEST_TMPDIR/a.sock" "$BATS_TEST_TMPDIR/a.state" \
+		"$pin" "$BATS_TEST_TMPDIR/a.log" --preload-pool "$POOL" \
+		--heartbeat-stale 500
+	AGENT_PIDS+=("$RLAGENT_PID")
+	# one tenant per local port of s1's loopback, each capped at 3
+	for name in keep:8081:static open:8082:allow shut:8083:deny; do
+		IFS=: read -r name port fail <<<"$name"
+		rla a tenant set "$name" --rate 1000/s --burst 1000 --max-conns 3 \
+			--match 127.0.0.0/8 --port "$port" --fail "$fail" >/dev/null
+		preloaded s1 "$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 "$port"
+		wait_listen s1 "$port"
+	done
+	# idle: the kernel holds part of each cap, the pool the rest
+	ps=$(point_stat a keep preload conn_slots)
+	expect_between "the pool's part of keep's cap" "$ps" 1 2
+	expect_eq "the pool's part of open's cap" "$(point_stat a open preload conn_slots)" "$ps"
+	expect_eq "the pool's part of shut's cap" "$(point_stat a shut preload conn_slots)" "$ps"
+	proc_stop "${AGENT_PIDS[0]}" KILL
+	sleep 1
+	hold_conns k s1 127.0.0.1 8081 3
+	expect_held "$ps" $((3 - ps))
+	hold_conns o s1 127.0.0.1 8082 5
+	expect_held 5 0
+	hold_conns d s1 127.0.0.1 8083 2
+	expect_held 0 2
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
 @test "fleet at both points (XDP and the pool), cap 3: the host holds a free slot for each point, below the cap neither is refused, and the two never hold more than 3" {
 	lab_up --servers 1 --clients 1 --redis
 	FLEET_DIR=$BATS_TEST_TMPDIR/fleet

@@ -226,6 +226,59 @@ static int cls(struct rl_pool *r, int family, const char *a, uint16_t port)
 	return cls_dir(r, RL_POOL_IN, family, a, port);
 }
 
+/* Places in flight of n tries at now (each kept). */
+static int opens(struct rl_pool *p, uint32_t slot, int n, uint64_t now)
+{
+	uint32_t epoch;
+	int ok = 0;
+
+	for (int i = 0; i < n; i++)
+		ok += rl_pool_conn_open(p, slot, now, &epoch) == RL_POOL_ADMIT;
+	return ok;
+}
+
+/* A standalone cap shared with the kernel: the pool's part while the agent
+ * lives; once its heartbeat is stale, the fail policy - static keeps the
+ * part, allow lifts the cap, deny admits nothing new.  A cap the pool holds
+ * alone needs no agent. */
+static void test_shared_cap_dead_agent(void)
+{
+	struct policy_tenant t = tenant("1000/s", 1000);
+	uint64_t now = T0;
+
+	t.max_conns = 3;
+	rl_pool_heartbeat(w, now, 500 * MS, false);
+	rl_pool_points(w, 2);
+	rl_pool_tenant_set(w, 9, &t, true, false, 1, now);
+	/* the agent's split: one place here, two at the kernel */
+	__atomic_store_n(&w->tenants[9].conn_slots, 1, __ATOMIC_RELAXED);
+	CHECK(opens(r, 9, 3, now + 100 * MS) == 1, "alive: the pool's part of 1");
+	now += 501 * MS;
+	CHECK(opens(r, 9, 3, now) == 0,
+	      "stale, fail static: the part it holds, no more");
+	__atomic_store_n(&w->tenants[9].conns, 0, __ATOMIC_RELAXED);
+	CHECK(opens(r, 9, 3, now) == 1, "static: the part again once free");
+	t.fail = POLICY_FAIL_ALLOW;
+	rl_pool_tenant_set(w, 9, &t, false, false, 1, now);
+	__atomic_store_n(&w->tenants[9].conn_slots, 1, __ATOMIC_RELAXED);
+	CHECK(opens(r, 9, 5, now) == 5, "fail allow: no cap");
+	t.fail = POLICY_FAIL_DENY;
+	rl_pool_tenant_set(w, 9, &t, false, false, 1, now);
+	__atomic_store_n(&w->tenants[9].conns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->tenants[9].conn_slots, 1, __ATOMIC_RELAXED);
+	CHECK(opens(r, 9, 3, now) == 0, "fail deny: nothing new");
+	rl_pool_heartbeat(w, now, 500 * MS, false);
+	CHECK(opens(r, 9, 3, now) == 1, "the agent back: its split again");
+	/* the pool alone holds the cap: a silent agent changes nothing */
+	rl_pool_points(w, 1);
+	__atomic_store_n(&w->tenants[9].conns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->tenants[9].conn_slots, 3, __ATOMIC_RELAXED);
+	CHECK(opens(r, 9, 4, now + 10 * RL_NSEC_PER_SEC) == 3,
+	      "one point, stale: the whole cap, fail deny or not");
+	rl_pool_points(w, 0);
+	rl_pool_heartbeat(w, now, 0, false);
+	rl_pool_tenant_clear(w, 9);
+}
 
 static void test_classify(void)
 {
@@ -664,6 +717,7 @@ int main(void)
 	if (!CHECK_RUN(test_create)) {
 		CHECK_RUN(test_standalone);
 		CHECK_RUN(test_leased);
+		CHECK_RUN(test_shared_cap_dead_agent);
 		CHECK_RUN(test_classify);
 		CHECK_RUN(test_procs);
 		CHECK_RUN(test_adopt);

@@ -164,8 +164,8 @@ static const struct opt options[] = {
 		  "failures in a row degrade the fleet" },
 	{ "heartbeat-stale", 0, OPT_U64, CLI(broker.stale_ms), .arg = "MS",
 	  .min = 100, .max = 3600000, .def = "2000", .expect = "milliseconds",
-	  .help = "the kernel applies the fail policies when this agent has "
-		  "been silent this long" },
+	  .help = "the kernel (and the preload pool) applies the fail "
+		  "policies when this agent has been silent this long" },
 	{ "expected-agents", 0, OPT_U64, CLI(broker.expected_agents),
 	  .arg = "N", .min = 1, .max = 100000, .expect = "a count",
 	  .def_doc = "what the agent before knew, else 1",
@@ -282,7 +282,9 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
 		*pool_gid = g->gr_gid;
 	}
 	for (size_t i = 0; !c->broker.redis && fleet_only[i]; i++)
-		if (opts_given(&res, fleet_only[i]))
+		/* standalone, the pool's heartbeat has the same deadline */
+		if (opts_given(&res, fleet_only[i]) &&
+		    !(c->preload_pool && !strcmp(fleet_only[i], "heartbeat-stale")))
 			return usage_error("invalid options: --%s needs --redis",
 					   fleet_only[i]);
 	for (size_t i = 0; !c->broker.tls && tls_only[i]; i++)
@@ -319,10 +321,6 @@ static void on_tick(struct loop_timer *t, void *arg)
 	uint64_t now = loop_now_ns();
 
 	(void)t;
-	/* Fleet mode's heartbeat goes with its checks (kern_fleet_state);
-	 * standalone, preloaded processes only see that the agent lives. */
-	if (a->kern.preload && !a->broker)
-		preload_heartbeat(a->kern.preload, now, 0, false);
 	agent_sample(a);
 	agent_prune_tombs(a);
 	agent_verify_watch(a);
@@ -341,12 +339,16 @@ static void on_tick(struct loop_timer *t, void *arg)
 }
 
 /* Standalone, with the kernel and the pool both enforcing: each capped
- * tenant's cap shared again by what each point has in flight and wants. */
+ * tenant's cap shared again by what each point has in flight and wants.
+ * The pool's heartbeat goes with it (fleet mode's goes with its checks,
+ * kern_fleet_state): once it is stale, a cap shared with the kernel is
+ * no longer moved, and the fail policies decide in the pool. */
 static void on_share(struct loop_timer *t, void *arg)
 {
 	struct agent *a = arg;
 
 	(void)t;
+	preload_alive(a->kern.preload, loop_now_ns(), kern_conn_points(&a->kern));
 	if (kern_conn_points(&a->kern) != 2)
 		return;
 	for (size_t i = 0; i < a->n_tenants; i++)
@@ -472,6 +474,9 @@ int main(int argc, char **argv)
 					     pool_gid, a.kern.cls.half,
 					     a.kern.max_tenants))
 		goto cleanup;
+	if (a.kern.preload)
+		a.kern.preload->stale_ns = (bo.stale_ms ? bo.stale_ms : 2000) *
+					   1000000ULL;
 	a.kern.ifaces_planned = a.opts.n_ifaces;
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a

@@ -247,6 +247,12 @@ void preload_heartbeat(struct preload *p, uint64_t now_ns, uint64_t stale_ns,
 	rl_pool_heartbeat(&p->pool, now_ns, stale_ns, degraded);
 }
 
+void preload_alive(struct preload *p, uint64_t now_ns, unsigned int points)
+{
+	rl_pool_points(&p->pool, points);
+	rl_pool_heartbeat(&p->pool, now_ns, p->stale_ns, false);
+}
+
 void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out)
 {
 	rl_pool_tenant_stats(&p->pool, slot, out);

@@ -44,6 +44,9 @@ struct preload {
 	/* per slot, connections in flight the last complete check found the
 	 * processes holding; -1 when it could not tell */
 	int64_t *conns_found;
+	/* standalone: how long the heartbeat may be silent before the caps
+	 * shared with the kernel fall to the fail policies (rl_pool_hdr) */
+	uint64_t stale_ns;
 };
 
 /* Makes or adopts the pool at path (mode 0660, group gid unless -1) with
@@ -68,9 +71,13 @@ void preload_changed(struct preload *p);
 int preload_rules(struct preload *p, enum rl_pool_dir dir,
 		  const struct rl_cls_image *img, size_t n_rules);
 
-/* The agent's heartbeat (stale_ns 0: standalone, never stale). */
+/* The agent's heartbeat (stale_ns 0: never stale). */
 void preload_heartbeat(struct preload *p, uint64_t now_ns, uint64_t stale_ns,
 		       bool degraded);
+
+/* Standalone, every share: the heartbeat, stale after p->stale_ns, and
+ * how many points share the caps (kern_conn_points()). */
+void preload_alive(struct preload *p, uint64_t now_ns, unsigned int points);
 
 /* The counts of the preloaded processes for slot. */
 void preload_stats(const struct preload *p, uint32_t slot, struct rl_stats *out);

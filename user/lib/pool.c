@@ -333,25 +333,43 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 	return ok ? RL_POOL_ADMIT : RL_POOL_REFUSE;
 }
 
-/* What a capped tenant may have in flight now, as the kernel's
+/*
+ * What a capped tenant may have in flight now, as the kernel's
  * conn_limit(): the slots the agent set, or while a leased tenant's agent
  * is degraded or silent, its fail policy (the static share set in advance,
- * no cap, or nothing new). */
+ * no cap, or nothing new).
+ * Standalone, the cap is the pool's alone and needs no agent, unless the
+ * agent shares it with the kernel (points == 2): then the pool's slots are
+ * the part the agent last gave it, moved to wherever connections wait only
+ * while the agent lives.  Once its heartbeat is stale that split would
+ * stay as it was, refusing here what the kernel's idle part could take:
+ * the fail policy decides instead - static keeps the pool's part (the
+ * kernel keeps the rest: never more than the cap between them), allow
+ * lifts the cap, deny admits nothing new.
+ */
 static int64_t conn_limit(const struct rl_pool *p, const struct rl_tenant *t,
 			  uint32_t flags, uint64_t now)
 {
-	if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED ||
-	    !((flags & RL_F_DEGRADED) || rl_pool_degraded(p, now)))
-		/* sequentially consistent: see rl_pool_conn_open */
-		return __atomic_load_n(&t->conn_slots, __ATOMIC_SEQ_CST);
-	/* the policy before its share, as take_failed() */
-	switch (__atomic_load_n(&t->fail, __ATOMIC_ACQUIRE)) {
+	uint32_t mode = __atomic_load_n(&t->mode, __ATOMIC_ACQUIRE);
+	bool failing;
+
+	if (mode == RL_MODE_LEASED)
+		failing = (flags & RL_F_DEGRADED) || rl_pool_degraded(p, now);
+	else
+		failing = __atomic_load_n(&p->hdr->points, __ATOMIC_RELAXED) == 2 &&
+			  rl_pool_degraded(p, now);
+	switch (failing ? __atomic_load_n(&t->fail, __ATOMIC_ACQUIRE) :
+			  RL_FAIL_STATIC) {
 	case RL_FAIL_ALLOW:
 		return RL_CONN_NO_CAP;
 	case RL_FAIL_DENY:
 		return 0;
 	default:
-		return __atomic_load_n(&t->conn_fail_slots, __ATOMIC_RELAXED);
+		if (failing && mode == RL_MODE_LEASED)
+			return __atomic_load_n(&t->conn_fail_slots,
+					       __ATOMIC_RELAXED);
+		/* sequentially consistent: see rl_pool_conn_open */
+		return __atomic_load_n(&t->conn_slots, __ATOMIC_SEQ_CST);
 	}
 }
 

@@ -109,14 +109,20 @@ struct rl_pool_hdr {
 	__u32 max_tenants;	/* slots in tenants and stats */
 	__u32 cls_half;		/* classifier groups per half */
 	__u32 max_procs;	/* slots in procs */
-	__u32 _pad0;
+	/* Standalone: 2 while the agent shares each capped tenant's cap
+	 * between the kernel and the pool (XDP attached too), so that the
+	 * pool's conn_slots are its part, which only a live agent moves;
+	 * else 0 or 1.  (Padding that was zero before: no new layout.) */
+	__u32 points;
 	__u64 off_tenants, off_stats, off_procs;
 	__u64 off_cls[2];	/* by enum rl_pool_dir */
 	struct rl_pool_cls cls[2];
 	__u64 generation;	/* bumped on every change of rules or tenants */
 	/* The agent's heartbeat on CLOCK_MONOTONIC (the kernel's clock), as in
 	 * the kernel's `agent_state`: leased tenants apply their fail policy
-	 * once it is older than stale_ns, or while degraded is set. */
+	 * once it is older than stale_ns, or while degraded is set, and so do
+	 * the connection caps a standalone agent shares with the kernel
+	 * (points).  stale_ns 0: never stale (an agent of before). */
 	struct rl_agent_state agent;
 	__u32 agent_pid;	/* the agent that last wrote the pool */
 	__u32 procs_full;	/* processes that found the table full */
@@ -241,7 +247,9 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
  * The connection cap of tenant slot `slot` at now_ns, as the kernel's for a
  * SYN: a place in flight reserved below conn_slots (or, leased while the
  * agent is degraded or silent, the fail policy's limit: conn_fail_slots,
- * none, or nothing new) (RL_POOL_ADMIT, *epoch set: give
+ * none, or nothing new; standalone with the cap shared with the kernel
+ * while the agent is silent: the part the pool holds, none, or nothing
+ * new) (RL_POOL_ADMIT, *epoch set: give
  * it back with rl_pool_conn_close), none at the cap (RL_POOL_REFUSE, counted
  * denied), or RL_POOL_PASS for a tenant without a cap.  A shadow tenant
  * reserves past the cap (counted shadow_denied).  Asked before the bucket;

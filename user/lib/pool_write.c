@@ -178,6 +178,11 @@ void rl_pool_heartbeat(struct rl_pool *p, uint64_t now_ns, uint64_t stale_ns,
 	__atomic_store_n(&a->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
 }
 
+void rl_pool_points(struct rl_pool *p, unsigned int points)
+{
+	__atomic_store_n(&p->hdr->points, points, __ATOMIC_RELAXED);
+}
+
 void rl_pool_tenant_stats(const struct rl_pool *p, uint32_t slot,
 			  struct rl_stats *out)
 {

@@ -47,6 +47,10 @@ int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
 void rl_pool_heartbeat(struct rl_pool *p, uint64_t now_ns, uint64_t stale_ns,
 		       bool degraded);
 
+/* Standalone: how many points share each capped tenant's cap (2: the
+ * kernel and the pool, see rl_pool_hdr.points). */
+void rl_pool_points(struct rl_pool *p, unsigned int points);
+
 /* A tenant's counts, summed over every process. */
 void rl_pool_tenant_stats(const struct rl_pool *p, uint32_t slot,
 			  struct rl_stats *out);
