@@ -257,3 +257,65 @@ restart_under_load() {
 	expect_eq "quarantined files" "$(find "$STATE_DIR" -name 'policy.json.bad.*' | wc -l)" 1
 	expect_eq "tenants from a damaged policy.json" "$(rl --json tenant list | jq length)" 0
 }
+
+# tenant_set_json N [JQ]: N tenants t0..t(N-1) of their own /24 each, as
+# `rlctl apply` takes them, then JQ applied to the set.
+tenant_set_json() {
+	jq -n --argjson n "$1" '{tenants: [range($n) as $i | {name: "t\($i)",
+		rate: "\(10 + $i)/s", match: ["198.18.\($i).0/24"]}]}' | jq "${2:-.}"
+}
+
+@test "the state file written whole again holds every tenant as it is now: a line copied from the file before is never that of an older version, after changes in the journal, an apply, a restart and a rewrite when the journal is full" {
+	local set=$BATS_TEST_TMPDIR/set.json p=$STATE_DIR/policy.json j=$STATE_DIR/policy.journal
+	local v3 v5 want
+
+	agent_start --log-level debug
+	tenant_set_json 20 >"$set"
+	rl apply "$set" >/dev/null
+	# changes in the journal: t3's line and t5's in policy.json are stale
+	rl tenant set t3 --rate 33/s --match 198.18.3.0/24
+	rl tenant set t5 --rate 15/s --match 198.18.105.0/24
+	rl tenant del t7
+	rl tenant set n1 --rate 5/s --match 198.19.0.0/24
+	v3=$(rl --json tenant get t3 | jq .version)
+	v5=$(rl --json tenant get t5 | jq .version)
+	# an apply of the set as it is now, but for t11: written whole
+	tenant_set_json 20 '.tenants |= map(select(.name != "t7")) |
+		(.tenants[] | select(.name == "t3") | .rate) = "33/s" |
+		(.tenants[] | select(.name == "t5") | .match) = ["198.18.105.0/24"] |
+		(.tenants[] | select(.name == "t11") | .rate) = "111/s" |
+		.tenants += [{name: "n1", rate: "5/s", match: ["198.19.0.0/24"]}]' >"$set"
+	rl apply "$set" >/dev/null
+	# t3, t5, t11 and n1 encoded, the others copied
+	expect_eq "lines copied" "$(grep -c "20 tenants (16 lines copied" "$AGENT_LOG")" 1
+	expect_eq "t3's version kept by the apply" "$(rl --json tenant get t3 | jq .version)" "$v3"
+	expect_eq "t5's version kept by the apply" "$(rl --json tenant get t5 | jq .version)" "$v5"
+	[[ ! -e $j ]] || { echo "journal left after an apply: $(cat "$j")" >&2; return 1; }
+	want=$(tenants_json)
+	expect_eq "t3 in policy.json" "$(jq -c '.tenants[] | select(.name == "t3") | [.rate, .version]' "$p")" "[\"33/s\",$v3]"
+	agent_stop KILL
+	agent_start --log-level debug
+	expect_eq "tenants after a restart" "$(tenants_json)" "$want"
+
+	# a change in the journal, then a journal past its size at the next
+	# start (lines older than policy.json are read and skipped): the next
+	# change writes policy.json whole from the file that start read
+	rl tenant set t12 --rate 12/s --match 198.18.12.0/24
+	agent_stop KILL
+	yes '{"version":1,"deleted":{"name":"old","version":1}}' | head -c 4300000 |
+		head -n -1 >>"$j"
+	echo '{"version":1,"deleted":{"name":"old","version":1}}' >>"$j"
+	agent_start --log-level debug
+	expect_eq "t12 after the journal's replay" "$(rl --json tenant get t12 | jq -r .rate)" 12/s
+	rl tenant set t14 --rate 14/s --match 198.18.14.0/24
+	[[ ! -e $j ]] || { echo "journal not folded into policy.json: $(wc -c <"$j") bytes" >&2; return 1; }
+	# t12 and t14 encoded, the others copied from the file read at start
+	expect_eq "lines copied" "$(grep -c "20 tenants (18 lines copied" "$AGENT_LOG")" 1
+	expect_eq "t12 and t14 in policy.json" \
+		"$(jq -c '[.tenants[] | select(.name == "t12" or .name == "t14") | .rate]' "$p")" '["12/s","14/s"]'
+	want=$(tenants_json)
+	agent_stop KILL
+	agent_start
+	expect_eq "tenants after a restart" "$(tenants_json)" "$want"
+	expect_eq "tenants" "$(jq length <<<"$want")" 20
+}

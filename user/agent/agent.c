@@ -52,10 +52,7 @@ json_t *agent_tenant_json(const struct agent_tenant *t)
 void agent_free(struct agent *a)
 {
 	agent_policy_read_drop(a);
-	if (a->texts)
-		for (size_t i = 0; i < a->kern.max_tenants; i++)
-			free(a->texts[i].text);
-	free(a->texts);
+	state_lines_drop(&a->lines);
 	free(a->tenants);
 	pfx_store_free(&a->prefixes);
 	free(a->tombs);
@@ -675,10 +672,6 @@ int agent_table_del(struct agent *a, const char *name, uint64_t version)
 		return -ENOENT;
 	if (tomb_add(a, name, version))
 		return -ENOMEM;
-	if (a->texts) {
-		free(a->texts[cur->slot].text);
-		a->texts[cur->slot].text = NULL;
-	}
 	table_remove(a, (size_t)(cur - a->tenants));
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include "pfxstore.h"
 #include "policy.h"
 #include "ctl_proto.h"
+#include "statelines.h"
 
 #define AGENT_POLICY_FILE	"policy.json"
 #define AGENT_JOURNAL_FILE	"policy.journal"	/* one-tenant changes since */
@@ -152,9 +153,10 @@ struct agent {
 	int exit_code;
 	bool policy_damaged;	/* state file was bad: kernel left as it was */
 	bool rules_synced;	/* the kernel classifies by the rules of tenants */
-	/* Per slot, the state file's text of the tenant it last held: a change
-	 * of one tenant among thousands encodes that one only. */
-	struct agent_text *texts;
+	/* Per slot, where the state file last written (kept open) holds the
+	 * line of the tenant it held then: writing the file whole again
+	 * copies the lines of the tenants that did not change since. */
+	struct state_lines lines;
 	size_t journal_bytes;	/* in AGENT_JOURNAL_FILE since policy.json */
 	/* The host-wide instance limit (AGENT_INSTANCE_FILE), when on. */
 	bool instance_on;
@@ -162,14 +164,6 @@ struct agent {
 	/* The state file being read while the kernel program loads
 	 * (agent_policy_read), until agent_policy_start takes it. */
 	struct agent_policy_read *policy_read;
-};
-
-/* One tenant's line of the state file, and what it was made from: a hash
- * of the policy and its prefixes (not a copy of them) and its version. */
-struct agent_text {
-	uint64_t pol_hash;
-	uint64_t version;
-	char *text;
 };
 
 /* Frees what the tenant set holds (at exit). */

@@ -19,9 +19,6 @@
 #include "log.h"
 #include "state.h"
 
-/* The state file's line for tenant t: from the slot's cache when neither
- * the tenant nor its version changed since it was made.  NULL when out of
- * memory. */
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -48,58 +45,35 @@ static uint64_t pol_hash(const struct policy_tenant *p)
 	return hash_bytes(h, p->match, p->n_match * sizeof(p->match[0]));
 }
 
-static const char *tenant_text(struct agent *a, const struct agent_tenant *t)
+/* The state file's line of tenant t into buf (POLICY_TEXT_MAX bytes); its
+ * length. */
+static size_t tenant_text(const struct agent_tenant *t, char *buf)
 {
-	uint64_t h;
-	char buf[POLICY_TEXT_MAX], *text;
-	struct agent_text *c;
-	size_t len;
-
-	if (!a->texts) {
-		a->texts = calloc(a->kern.max_tenants, sizeof(*a->texts));
-		if (!a->texts)
-			return NULL;
-	}
-	c = &a->texts[t->slot];
-	/* Bytes equal means fields equal; a difference in padding only costs
-	 * an encoding.  Every change of a tenant gets a new version as well,
-	 * so the hash only has to catch what a change without one might be. */
-	h = pol_hash(&t->pol);
-	if (c->text && c->version == t->version && c->pol_hash == h)
-		return c->text;
-	len = policy_tenant_text(&t->pol, &(struct policy_text_ids){
-					true, t->slot, t->version }, buf);
-	text = malloc(len + 1);
-	if (!text)
-		return NULL;
-	memcpy(text, buf, len + 1);
-	free(c->text);
-	c->text = text;
-	c->pol_hash = h;
-	c->version = t->version;
-	return text;
+	return policy_tenant_text(&t->pol, &(struct policy_text_ids){
+					  true, t->slot, t->version }, buf);
 }
 
-/* Appends len bytes to the buffer *buf of *n bytes, *cap allocated.  0 or
- * -ENOMEM. */
-static int append(char **buf, size_t *n, size_t *cap, const char *s, size_t len)
+/* The tenants of a state file being written, as state_lines_build asks
+ * for them: a line is keyed by the slot it names, and stays as it was
+ * while the tenant's version and a hash of its policy do.  Bytes equal
+ * means fields equal; a difference in padding only costs an encoding.
+ * Every change of a tenant gets a new version as well, so the hash only
+ * has to catch what a change without one might be. */
+static void line_id(void *ctx, size_t i, uint32_t *key, uint64_t *hash,
+		    uint64_t *version)
 {
-	if (*n + len + 1 > *cap) {
-		size_t c = *cap ? *cap : 4096;
-		char *p;
+	const struct agent_tenant *t = (const struct agent_tenant *)ctx + i;
 
-		while (c < *n + len + 1)
-			c *= 2;
-		p = realloc(*buf, c);
-		if (!p)
-			return -ENOMEM;
-		*buf = p;
-		*cap = c;
+	*key = t->slot;
+	if (hash) {
+		*hash = pol_hash(&t->pol);
+		*version = t->version;
 	}
-	memcpy(*buf + *n, s, len);
-	*n += len;
-	(*buf)[*n] = '\0';
-	return 0;
+}
+
+static size_t line_encode(void *ctx, size_t i, char *buf)
+{
+	return tenant_text((const struct agent_tenant *)ctx + i, buf);
 }
 
 /* The journal's changes are all in the state file just written: its
@@ -117,51 +91,52 @@ static void drop_journal(struct agent *a)
 
 /*
  * Writes the state file: {"version":N,"deleted":[...],"tenants":[...]}, one
- * tenant a line.  The tenants' text comes from tenant_text(), so that a
- * change of one tenant among thousands does not encode them all again.
+ * tenant a line.  A tenant whose line is in the state file written before,
+ * unchanged, has it copied from there (a->lines), so that a change of one
+ * tenant among thousands does not encode them all again.
  */
 int agent_save_policy(struct agent *a, const struct agent_tenant *ts,
 		      size_t n, const struct agent_tomb *tombs, size_t n_tombs,
 		      uint64_t version)
 {
+	const struct state_lines_src src = {
+		(void *)ts, line_id, line_encode, POLICY_TEXT_MAX
+	};
+	struct state_lines_out out = { 0 };
 	json_t *del = json_array();
-	char *head = NULL, *buf = NULL;
-	size_t len = 0, cap = 0;
-	int err = -ENOMEM;
+	char *head = NULL, *start = NULL;
+	int err = -ENOMEM, fd = -1, len;
 
 	for (size_t i = 0; del && i < n_tombs; i++)
 		json_array_append_new(del, json_pack("{s:s,s:I}", "name",
 				      tombs[i].name, "version",
 				      (json_int_t)tombs[i].version));
 	head = del ? json_dumps(del, JSON_COMPACT) : NULL;
-	if (!head)
+	len = head ? asprintf(&start, "{\"version\":%" PRIu64 ",\"deleted\":%s,"
+			      "\"tenants\":[%s", version, head, n ? "\n" : "")
+		   : -1;
+	if (len < 0) {
+		start = NULL;
 		goto cleanup;
-	{
-		char start[64];
-
-		snprintf(start, sizeof(start), "{\"version\":%llu,\"deleted\":",
-			 (unsigned long long)version);
-		if (append(&buf, &len, &cap, start, strlen(start)) ||
-		    append(&buf, &len, &cap, head, strlen(head)) ||
-		    append(&buf, &len, &cap, ",\"tenants\":[", 12))
-			goto cleanup;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const char *t = tenant_text(a, &ts[i]);
-
-		if (!t || append(&buf, &len, &cap, i ? ",\n" : "\n", i ? 2 : 1) ||
-		    append(&buf, &len, &cap, t, strlen(t)))
-			goto cleanup;
-	}
-	if (append(&buf, &len, &cap, "\n]}", 3))
+	err = state_lines_build(&a->lines, a->kern.max_tenants, start,
+				(size_t)len, n, &src, "\n]}", 3, &out);
+	if (err)
 		goto cleanup;
-	err = state_save_text(a->opts.state_dir, AGENT_POLICY_FILE, buf, len);
-	if (!err)
+	err = state_save_text_fd(a->opts.state_dir, AGENT_POLICY_FILE, out.text,
+				 out.len, &fd);
+	if (!err) {
+		log_debug("policy: wrote '%s/%s', %zu tenants (%zu lines copied "
+			  "from the file before)", a->opts.state_dir,
+			  AGENT_POLICY_FILE, n, out.copied);
+		state_lines_keep(&a->lines, &out, fd);
 		drop_journal(a);
+	}
 cleanup:
+	state_lines_out_free(&out);
 	json_decref(del);
 	free(head);
-	free(buf);
+	free(start);
 	return err;
 }
 
@@ -191,12 +166,10 @@ static int journal_append(struct agent *a, uint64_t version, char *line,
 int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
 			 uint64_t version)
 {
-	const char *text = tenant_text(a, t);
-	char *line = NULL;
+	char text[POLICY_TEXT_MAX], *line = NULL;
 	int len;
 
-	if (!text)
-		return -ENOMEM;
+	tenant_text(t, text);
 	len = asprintf(&line, "{\"version\":%" PRIu64 ",\"tenant\":%s}\n",
 		       version, text);
 	return journal_append(a, version, len < 0 ? NULL : line, len);
@@ -434,13 +407,15 @@ cleanup:
  * than the tenants themselves.  The head line closed with `]}` is a
  * document of no tenants, and every line a strict document of its own, so
  * what this reads is exactly what the whole file would give.  0 with the
- * head in *head (the caller's; its "deleted" list is the file's) or -1:
+ * head in *head (the caller's; its "deleted" list is the file's) and
+ * where each tenant's line is in lines (when it keeps the file), or -1:
  * not laid out so, or a problem anywhere, and the whole file is to be
  * read as one document (parse_doc), which says what is wrong.
  */
 static int parse_lines(const char *text, size_t len, uint32_t max,
 		       struct agent_tenant **out, size_t *n_out,
-		       uint64_t *version, json_t **head, struct pfx_store *prefixes)
+		       uint64_t *version, json_t **head, struct pfx_store *prefixes,
+		       struct state_lines *lines)
 {
 	static const char open_tenants[] = "\"tenants\":[", close[] = "]}";
 	const size_t n_open = sizeof(open_tenants) - 1, n_close = sizeof(close) - 1;
@@ -501,6 +476,9 @@ static int parse_lines(const char *text, size_t len, uint32_t max,
 		json_decref(item);
 		if (r)
 			goto cleanup;
+		/* the line read is the tenant's, as good as one encoded */
+		state_lines_put(lines, ts[i].slot, pol_hash(&ts[i].pol),
+				ts[i].version, (size_t)(p - text), l);
 		p = eol + 1;
 	}
 	if (policy_validate_set_at(&ts->pol, sizeof(*ts), n, err))
@@ -575,6 +553,7 @@ struct agent_policy_read {
 	uint64_t version;
 	struct agent_tomb *tombs;
 	size_t n_tombs;
+	struct state_lines lines;	/* of the file, laid out as written */
 };
 
 /* The state file into r->ts[0..r->n), its version and its tombstones:
@@ -586,16 +565,19 @@ static void read_policy(struct agent_policy_read *r)
 	json_t *doc = NULL;
 	char *text = NULL;
 	size_t len = 0;
-	int e;
+	int e, fd = -1;
 
-	e = state_read(r->dir, AGENT_POLICY_FILE, &text, &len, r->err,
-		       sizeof(r->err));
+	e = state_read_fd(r->dir, AGENT_POLICY_FILE, &text, &len, r->err,
+			  sizeof(r->err), &fd);
 	if (e) {
 		r->e = e;
 		return;
 	}
+	/* without room for where the lines are, the file is read all the same */
+	state_lines_open(&r->lines, r->max, fd, len);
 	if (parse_lines(text, len, r->max, &r->ts, &r->n, &r->version, &doc,
-			&r->prefixes)) {
+			&r->prefixes, &r->lines)) {
+		state_lines_drop(&r->lines);
 		pfx_store_free(&r->prefixes);
 		e = state_parse(text, len, &doc, r->err, sizeof(r->err));
 		if (!e)
@@ -611,8 +593,10 @@ static void read_policy(struct agent_policy_read *r)
 			r->n = 0;
 		}
 	}
-	if (e)
+	if (e) {
 		pfx_store_free(&r->prefixes);
+		state_lines_drop(&r->lines);
+	}
 	json_decref(doc);
 	if (e == -ENOMEM)
 		snprintf(r->err, sizeof(r->err), "out of memory");
@@ -670,6 +654,7 @@ static void read_free(struct agent_policy_read *r)
 	free(r->ts);
 	pfx_store_free(&r->prefixes);
 	free(r->tombs);
+	state_lines_drop(&r->lines);
 	free(r);
 }
 
@@ -720,6 +705,9 @@ int agent_policy_start(struct agent *a)
 	memset(&r->prefixes, 0, sizeof(r->prefixes));
 	r->ts = NULL;
 	r->tombs = NULL;
+	state_lines_drop(&a->lines);
+	a->lines = r->lines;
+	memset(&r->lines, 0, sizeof(r->lines));
 	if (e == -EBADMSG) {
 		log_error("couldn't read policy on '%s/%s': %s", a->opts.state_dir,
 			  AGENT_POLICY_FILE, r->err);

@@ -163,8 +163,16 @@ int state_save(const char *dir, const char *name, const json_t *doc)
 int state_save_text(const char *dir, const char *name, const char *text,
 		    size_t len)
 {
+	return state_save_text_fd(dir, name, text, len, NULL);
+}
+
+int state_save_text_fd(const char *dir, const char *name, const char *text,
+		       size_t len, int *keep)
+{
+	int flags = (keep ? O_RDWR : O_WRONLY) | O_CREAT | O_EXCL | O_NOFOLLOW |
+		    O_CLOEXEC;
 	char path[PATH_MAX], tmp[PATH_MAX];
-	int fd = -1, err;
+	int fd = -1, kept = -1, err;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path) ||
 	    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp))
@@ -173,10 +181,9 @@ int state_save_text(const char *dir, const char *name, const char *text,
 	/* Created anew, never opened through a link: one planted under the
 	 * temporary's name (or a file left by a crash) is removed first; the
 	 * unlink removes a link itself, not what it points to. */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+	fd = open(tmp, flags, 0640);
 	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			  0640);
+		fd = open(tmp, flags, 0640);
 	if (fd < 0) {
 		err = -errno;
 		log_error("couldn't create file on '%s': %s", tmp, strerror(-err));
@@ -196,7 +203,10 @@ int state_save_text(const char *dir, const char *name, const char *text,
 		log_error("couldn't fsync file on '%s': %s", tmp, strerror(-err));
 		goto cleanup;
 	}
-	if (close(fd) < 0) {
+	/* A file kept open had its errors reported by the fsync. */
+	if (keep) {
+		kept = fd;
+	} else if (close(fd) < 0) {
 		fd = -1;
 		err = -errno;
 		log_error("couldn't close file on '%s': %s", tmp, strerror(-err));
@@ -213,7 +223,13 @@ int state_save_text(const char *dir, const char *name, const char *text,
 		log_warn("couldn't fsync directory on '%s': %s", dir,
 			 strerror(-err));
 	err = 0;
+	if (keep) {
+		*keep = kept;
+		kept = -1;
+	}
 cleanup:
+	if (kept >= 0)
+		close(kept);
 	if (fd >= 0) {
 		close(fd);
 		unlink(tmp);
@@ -314,6 +330,12 @@ int state_append_text(const char *dir, const char *name, const char *text,
 int state_read(const char *dir, const char *name, char **text, size_t *len,
 	       char *err, size_t errlen)
 {
+	return state_read_fd(dir, name, text, len, err, errlen, NULL);
+}
+
+int state_read_fd(const char *dir, const char *name, char **text, size_t *len,
+		  char *err, size_t errlen, int *keep)
+{
 	char path[PATH_MAX];
 	int fd, e;
 
@@ -328,7 +350,10 @@ int state_read(const char *dir, const char *name, char **text, size_t *len,
 		return e;
 	}
 	e = read_all(fd, text, len);
-	close(fd);
+	if (!e && keep)
+		*keep = fd;
+	else
+		close(fd);
 	if (e)
 		snprintf(err, errlen, "%s", strerror(-e));
 	return e;

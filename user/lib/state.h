@@ -42,6 +42,11 @@ int state_save(const char *dir, const char *name, const json_t *doc);
  * added). */
 int state_save_text(const char *dir, const char *name, const char *text,
 		    size_t len);
+/* The same, and the file left open for reading and writing in *keep
+ * (on success only): the file renamed into place, whatever later takes its
+ * name. */
+int state_save_text_fd(const char *dir, const char *name, const char *text,
+		       size_t len, int *keep);
 
 /* Appends len bytes of text to dir/name (created 0640 when missing, never
  * through a link) and flushes them to disk; on failure the file is cut back
@@ -71,6 +76,9 @@ int state_read(const char *dir, const char *name, char **text, size_t *len,
 	       char *err, size_t errlen);
 int state_parse(const char *text, size_t len, json_t **doc, char *err,
 		size_t errlen);
+/* state_read, and the file left open in *keep (on success only). */
+int state_read_fd(const char *dir, const char *name, char **text, size_t *len,
+		  char *err, size_t errlen, int *keep);
 
 /* Moves dir/name aside to dir/name.bad.<unix time> so that the next
  * state_save does not destroy the evidence.  The new path goes to newpath
