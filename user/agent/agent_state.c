@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* The tenant set on disk: the state file written at every change (one
- * tenant a line, each line encoded once and cached per slot) or, for a
- * change of one tenant's limits, a line appended to its journal; read and
+/* The tenant set on disk: the state file written whole (one tenant a line,
+ * the lines of tenants unchanged since copied from the file before) or,
+ * for a change of one tenant, a line appended to its journal; read and
  * checked at start-up with the journal, and the kernel made to match it.
  * A damaged file is quarantined and the kernel left as it is.
  */
