@@ -23,6 +23,10 @@
 #   agent_restart_100k_cpu_ms  the CPU time (user and system) the new agent
 #                          spent until then (/proc/PID/stat): the same work
 #                          whatever else the machine runs (median of three)
+#   ctl_tenant_set_rewrite_ms  `rlctl tenant set --rate` of one of them when
+#                          the journal is full, so that the state file is
+#                          written whole, in an agent just restarted (median
+#                          of three)
 #   bytes_per_tenant_kernel  the pinned maps' keys and values (per-CPU
 #                            ones per CPU) / tenants, as rlctl status says
 #   bytes_per_tenant_agent   the agent's resident memory / tenants (rlctl
@@ -135,6 +139,23 @@ for ((r = 0; r < 3; r++)); do
 	[[ $(count) == "$tenants" ]] || die "the restarted agent does not hold $tenants tenants"
 done
 
+# The journal full (AGENT_JOURNAL_MAX, 4 MiB): the next change writes the
+# state file whole.  Filled with lines older than policy.json, which the
+# new agent's start reads and skips; the change is the first after it.
+rewrite=()
+for ((r = 0; r < 3; r++)); do
+	kill -KILL "$agent"
+	while kill -0 "$agent" 2>/dev/null; do sleep 0.01; done
+	yes '{"version":1,"deleted":{"name":"old","version":1}}' | head -n 85000 \
+		>>"$work/state/policy.journal"
+	start_agent
+	wait_agent "$agent" "$work/rlagent.log"
+	rewrite+=("$(ms rl tenant set "t$(((r * 7919 + 3) % tenants))" --rate "$((300 + r))/s")") ||
+		die "rlctl tenant set with the journal full failed"
+	[[ ! -e $work/state/policy.journal ]] ||
+		die "the journal was not folded into the state file"
+done
+
 echo "scale_tenants $tenants tenants"
 echo "ctl_apply_100k_s $(awk -v m="$apply" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "ctl_apply_100k_cpu_ms $apply_cpu ms"
@@ -144,6 +165,7 @@ echo "ctl_tenant_add_ms $(median "${add[@]}") ms"
 echo "ctl_tenant_prefix_ms $(median "${pfx[@]}") ms"
 echo "agent_restart_100k_ms $(median "${restart[@]}") ms"
 echo "agent_restart_100k_cpu_ms $(median "${restart_cpu[@]}") ms"
+echo "ctl_tenant_set_rewrite_ms $(median "${rewrite[@]}") ms"
 echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
 echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "agent_idle_cpu_100k_pct $idle %"
