@@ -13,6 +13,7 @@
  *
  *   clang -fsanitize=fuzzer,address,undefined -Ibpf -Iuser/lib -Iuser/agent \
  *       tests/fuzz/fuzz_state.c user/lib/policy*.c user/lib/hot.c user/lib/state.c \
+ *       user/lib/statelines.c \
  *       user/lib/log.c -ljansson -lbpf -o fuzz_state
  *   ./fuzz_state -max_total_time=60 tests/fuzz/corpus/state
  */
@@ -108,7 +109,8 @@ uint64_t loop_now_ns(void)
 
 /* --- the target ----------------------------------------------------------- */
 /* The agent whose writer the round trip goes through: only its state dir
- * and its cache of encoded tenants are used. */
+ * and the lines of the file it wrote last (copied into the next file when
+ * a tenant is the same) are used. */
 static struct agent writer;
 static char writer_dir[] = "/dev/shm/fuzz_state.XXXXXX";
 
@@ -156,12 +158,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_error_t jerr;
 	json_t *doc, *again, *head;
 	struct pfx_store p1 = { 0 }, p2 = { 0 };
+	struct state_lines none = { 0 };	/* where the lines are: not kept */
 	char *text = NULL;
 	size_t len = 0;
 
 	/* Line by line first, as a start reads it. */
 	if (parse_lines((const char *)data, size, RL_MAX_TENANTS, &ts2, &n2,
-			&version2, &head, &p2) == 0)
+			&version2, &head, &p2, &none) == 0)
 		json_decref(head);
 	else
 		ts2 = NULL;
@@ -208,7 +211,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	assert(state_read(writer_dir, AGENT_POLICY_FILE, &text, &len, err,
 			  sizeof(err)) == 0);
 	assert(parse_lines(text, len, RL_MAX_TENANTS, &ts2, &n2, &version2,
-			   &head, &p2) == 0);
+			   &head, &p2, &none) == 0);
 	json_decref(head);
 	free(text);
 	same_tenants(ts, n, version, ts2, n2, version2);
