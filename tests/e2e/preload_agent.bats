@@ -61,6 +61,15 @@ preload_agent() {
 	return $rc
 }
 
+# fleet_lab SERVERS CLIENTS: a lab of that many servers and clients and a
+# Redis host, redis-server running there.
+fleet_lab() {
+	lab_up --servers "$1" --clients "$2" --redis
+	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
+	mkdir -p "$FLEET_DIR"
+	redis_start
+}
+
 # rla NAME ARGS...: rlctl against agent NAME.
 rla() {
 	local name=$1
@@ -143,10 +152,7 @@ standalone_web() {
 @test "fleet: an XDP host and a preload host share one global limit (rate x T + burst, within the overshoot bound)" {
 	local lim bound adm_x adm_p t=6 rate=20 burst=20
 
-	lab_up --servers 2 --clients 2 --redis
-	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
-	mkdir -p "$FLEET_DIR"
-	redis_start
+	fleet_lab 2 2
 	# s1: XDP (rst), an accept-and-close server; s2: no XDP, a preloaded one
 	serve_start s1 8080
 	mkdir -p "$BATS_TEST_TMPDIR/x.state"
@@ -281,10 +287,7 @@ C
 @test "fleet: with the agent killed, preloaded programs spend what was leased, then each tenant's fail policy (allow, deny) applies once its heartbeat is stale" {
 	local bound
 
-	lab_up --servers 1 --clients 2 --redis
-	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
-	mkdir -p "$FLEET_DIR"
-	redis_start
+	fleet_lab 1 2
 	preload_agent s1 a --redis "$REDIS_ADDR" --agent-id a --heartbeat-stale 500
 	rla a tenant set open --rate 5/s --burst 5 --match "$(prefixes c1)" --fail allow >/dev/null
 	rla a tenant set shut --rate 5/s --burst 5 --match "$(prefixes c2)" --fail deny >/dev/null
@@ -304,6 +307,55 @@ C
 	expect_between "fail deny: answered (what the host held, at most the bound $bound)" \
 		"$(json_get .ok "$CLIENT_JSON")" 0 "$bound"
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+# pool_tenant FIELD: the pool's TOKENS or OVERDRAFT of its one tenant, as
+# rlpool reads it (the agent may be stopped).
+pool_tenant() {
+	"$RLGATE_BUILD/tests/rlpool" "$POOL" --stats |
+		awk -v f="$1" '$1 == "tenant" { print (f == "tokens" ? $6 : $7) }'
+}
+
+# stopped PID: PID is stopped (SIGSTOP delivered).
+stopped() {
+	[[ $(awk '{ print $3 }' "/proc/$1/stat") == T ]]
+}
+
+@test "fleet, a preload host attached nowhere: past its last leased token the library admits on the host's overdraft while the next lease is on its way, exactly the overdraft and no more, and the next lease pays it back" {
+	local od tokens n
+
+	fleet_lab 1 1
+	# a heartbeat that outlives the stop below: no fail policy meanwhile
+	preload_agent s1 a --redis "$REDIS_ADDR" --agent-id a --heartbeat-stale 60000
+	rla a tenant set web --rate 10/s --burst 20 --match "$(prefixes c1)" --fail deny >/dev/null
+	preloaded s1 "$PY" "$PRELOAD_SERVER" thread "$(lab_addr s1 4)" 8080
+	wait_listen s1 8080
+	client c1 "$(lab_addr s1 4)" 8080 3
+	# a quarter of the host's lease cap (the burst of 20 on one host)
+	od=$(pool_tenant overdraft)
+	expect_eq "the pool's overdraft" "$od" 5
+	# the agent stopped: no lease comes until it runs again
+	kill -STOP "${AGENT_PIDS[0]}"
+	wait_for 5 stopped "${AGENT_PIDS[0]}"
+	tokens=$(pool_tenant tokens)
+	((tokens >= 0))
+	n=$((tokens + od + 5))
+	client c1 "$(lab_addr s1 4)" 8080 "$n" "" 50
+	expect_eq "answered: the tokens held, then the overdraft" \
+		"$(json_get .ok "$CLIENT_JSON")" $((tokens + od))
+	expect_eq "reset" "$(json_get .reset "$CLIENT_JSON")" 5
+	expect_eq "the pool's count" "$(pool_tenant tokens)" "-$od"
+	kill -CONT "${AGENT_PIDS[0]}"
+	wait_for 10 pool_tenant_paid || {
+		echo "the pool's count: $(pool_tenant tokens)" >&2
+		return 1
+	}
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
+# pool_tenant_paid: the pool owes nothing on its overdraft.
+pool_tenant_paid() {
+	(($(pool_tenant tokens) >= 0))
 }
 
 @test "an unprivileged server in the pool's group is limited; one outside it is told 'permission denied' once and refuses (RLGATE_POOL_FAIL=deny)" {
@@ -464,10 +516,7 @@ cap_holds() {
 @test "fleet: two preload hosts share one connection cap through the slots their agents hold in Redis; in flight never exceeds the cap and each point's in flight is within its host's slots" {
 	local round ok1=0 ok2=0 total slots1 slots2 in1 in2 held
 
-	lab_up --servers 2 --clients 1 --redis
-	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
-	mkdir -p "$FLEET_DIR"
-	redis_start
+	fleet_lab 2 1
 	preload_agent s1 a --redis "$REDIS_ADDR" --agent-id a
 	POOL=$BATS_TEST_TMPDIR/pool2
 	preload_agent s2 b --redis "$REDIS_ADDR" --agent-id b
@@ -676,10 +725,7 @@ shared_cap() {
 }
 
 @test "fleet at both points (XDP and the pool), cap 3: the host holds a free slot for each point, below the cap neither is refused, and the two never hold more than 3" {
-	lab_up --servers 1 --clients 1 --redis
-	FLEET_DIR=$BATS_TEST_TMPDIR/fleet
-	mkdir -p "$FLEET_DIR"
-	redis_start
+	fleet_lab 1 1
 	both_points_web --redis "$REDIS_ADDR" --agent-id a
 	# leased tokens go where connections were seen: the pool's first
 	# connection is its first demand, its tokens come with the next checks

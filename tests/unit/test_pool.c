@@ -226,6 +226,35 @@ static int cls(struct rl_pool *r, int family, const char *a, uint16_t port)
 	return cls_dir(r, RL_POOL_IN, family, a, port);
 }
 
+/* A leased slot's overdraft: past the last token while the agent is
+ * healthy, down to -overdraft and no further; while degraded, the fail
+ * policy instead. */
+static void test_overdraft(void)
+{
+	struct policy_tenant t = tenant("10/s", 20);
+	uint64_t now = T0;
+
+	t.fail = POLICY_FAIL_DENY;
+	rl_pool_heartbeat(w, now, 2000 * MS, false);
+	rl_pool_tenant_set(w, 10, &t, true, true, 1, now);
+	__atomic_store_n(&w->tenants[10].tokens, 2, __ATOMIC_RELAXED);
+	CHECK(takes(r, 10, 3, now) == 2, "no overdraft: refused at the last token");
+	__atomic_store_n(&w->tenants[10].overdraft, 3, __ATOMIC_RELAXED);
+	CHECK(takes(r, 10, 5, now) == 3 && w->tenants[10].tokens == -3,
+	      "an overdraft of 3: three more, the count at -3 (%lld)",
+	      (long long)w->tenants[10].tokens);
+	rl_slot_tokens_add(&w->tenants[10], 4, 0);
+	CHECK(takes(r, 10, 5, now) == 4 && w->tenants[10].tokens == -3,
+	      "a lease of 4 pays the 3 back first: one token left, then the "
+	      "overdraft again");
+	__atomic_store_n(&w->tenants[10].tokens, 0, __ATOMIC_RELAXED);
+	rl_pool_heartbeat(w, now, 2000 * MS, true);
+	CHECK(takes(r, 10, 3, now) == 0, "degraded: the fail policy (deny), "
+	      "not the overdraft");
+	rl_pool_heartbeat(w, now, 0, false);
+	rl_pool_tenant_clear(w, 10);
+}
+
 /* Places in flight of n tries at now (each kept). */
 static int opens(struct rl_pool *p, uint32_t slot, int n, uint64_t now)
 {
@@ -718,6 +747,7 @@ int main(void)
 		CHECK_RUN(test_standalone);
 		CHECK_RUN(test_leased);
 		CHECK_RUN(test_shared_cap_dead_agent);
+		CHECK_RUN(test_overdraft);
 		CHECK_RUN(test_classify);
 		CHECK_RUN(test_procs);
 		CHECK_RUN(test_adopt);

@@ -295,9 +295,10 @@ void kern_point_tokens(const struct kern *k, uint32_t slot, uint64_t now_ns,
 		       uint64_t *kernel, uint64_t *preload);
 
 /* Whole tokens a standalone tenant holds at monotonic time now_ns. */
-/* Leased: the tokens the kernel admitted past its last one on the
- * overdraft (rl_tenant.overdraft) and no lease has paid back yet; 0 when
- * it holds tokens. */
+/* Leased: the tokens the host admitted past its last one on the
+ * overdraft (rl_tenant.overdraft: the kernel's, or the pool's when the
+ * agent attaches nowhere, at most what the agent gave it) and no lease has
+ * paid back yet; 0 when it holds tokens. */
 uint64_t kern_tenant_overdrawn(const struct kern *k, uint32_t slot);
 
 uint64_t kern_tenant_tokens(const struct kern *k, uint32_t slot,

@@ -33,13 +33,19 @@ int kern_syncookies_mode(void)
 	return mode;
 }
 
-/* The kernel's overdraft for a leased tenant: a quarter of the host's cap
- * at the current fleet size (lease_overdraft()); the pool has none. */
+/* The host's overdraft for a leased tenant: a quarter of the host's cap
+ * at the current fleet size (lease_overdraft()).  One point has it, never
+ * both (the host owes at most one): the pool when the agent attaches
+ * nowhere (it spends every lease there), else the kernel. */
 static void kern_overdraft(struct kern *k, uint32_t slot, const struct policy_tenant *t)
 {
-	__atomic_store_n(&k->tenants[slot].overdraft,
-			 k->leased ? (int64_t)lease_overdraft(t, k->fail_agents) : 0,
+	uint64_t od = k->leased ? lease_overdraft(t, k->fail_agents) : 0;
+	bool pool = k->preload && kern_conn_points(k) == 1;
+
+	__atomic_store_n(&k->tenants[slot].overdraft, pool ? 0 : (int64_t)od,
 			 __ATOMIC_RELAXED);
+	if (k->preload)
+		preload_overdraft(k->preload, slot, pool ? od : 0);
 }
 
 /* How long a read of net.ipv4.tcp_syncookies stands for the tenants
@@ -137,7 +143,6 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	kern_src_configure(k, slot, t, fresh);
 	rl_slot_configure(rt, t, fresh, k->leased, shared, k->fail_agents,
 			  loop_now_ns());
-	kern_overdraft(k, slot, t);
 	if (k->preload) {
 		if (fresh)
 			preload_slot_fresh(k->preload, slot);
@@ -152,6 +157,7 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 					     policy_overshoot_budget(t));
 		preload_changed(k->preload);
 	}
+	kern_overdraft(k, slot, t);
 }
 
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
@@ -481,7 +487,9 @@ uint64_t kern_tenant_overdrawn(const struct kern *k, uint32_t slot)
 
 	if (__atomic_load_n(&k->tenants[slot].mode, __ATOMIC_ACQUIRE) != RL_MODE_LEASED)
 		return 0;
-	return n < 0 ? (uint64_t)-n : 0;
+	/* the pool's debt too, where the overdraft is the pool's */
+	return (n < 0 ? (uint64_t)-n : 0) +
+	       (k->preload ? preload_overdrawn(k->preload, slot) : 0);
 }
 
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out)

@@ -36,6 +36,7 @@ static void preload_free(struct preload *p)
 	free(p->forged_logged);
 	free(p->forged_log_ns);
 	free(p->conns_found);
+	free(p->overdraft);
 	free(p);
 }
 
@@ -59,10 +60,11 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 	p->forged_logged = calloc(max_tenants, sizeof(*p->forged_logged));
 	p->forged_log_ns = calloc(max_tenants, sizeof(*p->forged_log_ns));
 	p->conns_found = calloc(max_tenants, sizeof(*p->conns_found));
+	p->overdraft = calloc(max_tenants, sizeof(*p->overdraft));
 	if (!p->kern_seen || !p->pool_seen || !p->heal_counted ||
 	    !p->heal_found || !p->heal_counted_now || !p->heal_found_now ||
 	    !p->ledger || !p->forged || !p->forged_logged ||
-	    !p->forged_log_ns || !p->conns_found) {
+	    !p->forged_log_ns || !p->conns_found || !p->overdraft) {
 		preload_free(p);
 		return -ENOMEM;
 	}
@@ -169,6 +171,22 @@ void preload_tokens_bound(struct preload *p, uint32_t slot, uint64_t max)
 uint64_t preload_tokens(const struct preload *p, uint32_t slot)
 {
 	return rl_ledger_tokens(&p->pool.tenants[slot], &p->ledger[slot]);
+}
+
+void preload_overdraft(struct preload *p, uint32_t slot, uint64_t n)
+{
+	p->overdraft[slot] = n;
+	__atomic_store_n(&p->pool.tenants[slot].overdraft, (int64_t)n,
+			 __ATOMIC_RELAXED);
+}
+
+uint64_t preload_overdrawn(const struct preload *p, uint32_t slot)
+{
+	int64_t n = __atomic_load_n(&p->pool.tenants[slot].tokens,
+				    __ATOMIC_RELAXED);
+	uint64_t owed = n < 0 ? (uint64_t)-n : 0;
+
+	return owed < p->overdraft[slot] ? owed : p->overdraft[slot];
 }
 
 uint64_t preload_spendable(const struct preload *p, uint32_t slot)

@@ -44,6 +44,10 @@ struct preload {
 	/* per slot, connections in flight the last complete check found the
 	 * processes holding; -1 when it could not tell */
 	int64_t *conns_found;
+	/* per slot, the overdraft the agent gave the pool (fleet mode, an
+	 * agent that attaches nowhere): its own word of what the pool may
+	 * owe, whatever the pool's copy says */
+	uint64_t *overdraft;
 	/* standalone: how long the heartbeat may be silent before the caps
 	 * shared with the kernel fall to the fail policies (rl_pool_hdr) */
 	uint64_t stale_ns;
@@ -101,6 +105,12 @@ uint64_t preload_tokens_take(struct preload *p, uint32_t slot, uint64_t max);
 void preload_tokens_trim(struct preload *p, uint32_t slot);
 void preload_tokens_bound(struct preload *p, uint32_t slot, uint64_t max);
 uint64_t preload_tokens(const struct preload *p, uint32_t slot);
+
+/* The pool's overdraft for slot: set to n (0: none), and what the pool
+ * owes on it - its count below zero, at most the overdraft given (a count
+ * forged lower makes the host owe no more than that). */
+void preload_overdraft(struct preload *p, uint32_t slot, uint64_t n);
+uint64_t preload_overdrawn(const struct preload *p, uint32_t slot);
 uint64_t preload_spendable(const struct preload *p, uint32_t slot);
 
 /* Tokens found forged in slot since its tenant came. */

@@ -250,13 +250,14 @@ static bool take_gcra(__u64 *tatp, uint64_t interval, uint64_t tol,
  * whatever the CPU, and no other memory is published through it.  The
  * flag says only "spent down to the mark": the agent acts on the count it
  * reads itself, never on memory written before the flag. */
-static bool take_leased(struct rl_tenant *t)
+static bool take_leased(struct rl_tenant *t, __s64 floor)
 {
 	__s64 old = __atomic_load_n(&t->tokens, __ATOMIC_RELAXED), left;
 
+	/* down to floor: 0, the last token; -overdraft, into the overdraft */
 	do {
-		if (old <= 0) {
-			left = 0;
+		if (old <= floor) {
+			left = old;
 			break;
 		}
 		left = old - 1;
@@ -265,7 +266,7 @@ static bool take_leased(struct rl_tenant *t)
 	if (left <= __atomic_load_n(&t->lowwater, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&t->lowwater_armed, __ATOMIC_RELAXED))
 		__atomic_store_n(&t->lowwater_armed, 0, __ATOMIC_RELAXED);
-	return old > 0;
+	return old > floor;
 }
 
 /* The fail policy's verdict.  rl_slot_fail stores the static share (its
@@ -315,12 +316,21 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 			       __atomic_load_n(&t->tolerance_ns, __ATOMIC_RELAXED),
 			       now);
 	} else if (mode == RL_MODE_LEASED) {
-		/* leased tokens first, even while degraded, as the kernel */
-		ok = take_leased(t);
+		int64_t od;
+
+		/* Leased tokens first, even while degraded, as the kernel.
+		 * Past the last one, the fail policy while degraded, else the
+		 * overdraft (the agent gives it to the pool when it attaches
+		 * nowhere, else to the kernel), which the next lease pays
+		 * back. */
+		ok = take_leased(t, 0);
 		if (!ok && ((__atomic_load_n(&t->flags, __ATOMIC_RELAXED) &
 			     RL_F_DEGRADED) || rl_pool_degraded(p, now))) {
 			count(&st->degraded);
 			ok = take_failed(t, now);
+		} else if (!ok && (od = __atomic_load_n(&t->overdraft,
+							 __ATOMIC_RELAXED)) > 0) {
+			ok = take_leased(t, -od);
 		}
 	} else {
 		return RL_POOL_PASS;

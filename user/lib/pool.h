@@ -236,7 +236,8 @@ enum rl_pool_verdict {
 /*
  * Spends a token of tenant slot `slot` at now_ns, exactly as the kernel
  * does for a SYN: the standalone bucket (GCRA), or leased tokens and, once
- * they are gone while the agent is degraded or silent, the fail policy;
+ * they are gone, while the agent is degraded or silent the fail policy,
+ * else the slot's overdraft (tokens below zero, down to -overdraft);
  * shadow tenants admit and count what they would refuse.  Counts the
  * verdict in the pool's stats.  Lock-free and async-signal-safe.
  */

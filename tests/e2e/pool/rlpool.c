@@ -3,8 +3,10 @@
  *                         from SPEC i: MATCH[,MATCH]@RATE@BURST[@PORT[,PORT]]
  *                         [@max=N] (N: a cap on connections in flight),
  *                         standalone buckets, starting full
- *   rlpool PATH --stats   prints "tenant SLOT ADMITTED DENIED IN-FLIGHT" per
- *                         slot in use, then "proc PID COMM FLAGS ADMITTED DENIED"
+ *   rlpool PATH --stats   prints "tenant SLOT ADMITTED DENIED IN-FLIGHT TOKENS
+ *                         OVERDRAFT" per slot in use (TOKENS: the leased
+ *                         count, below zero on the overdraft), then
+ *                         "proc PID COMM FLAGS ADMITTED DENIED"
  *   rlpool PATH --forge tokens|conns N [MS SECONDS]
  *                         what a process of the pool's group can do: writes
  *                         N into the leased tokens (or the connections in
@@ -53,10 +55,12 @@ static int stats(const char *path)
 		if (p.tenants[i].mode == RL_MODE_NONE)
 			continue;
 		rl_pool_tenant_stats(&p, i, &st);
-		printf("tenant %u %llu %llu %lld\n", i,
+		printf("tenant %u %llu %llu %lld %lld %lld\n", i,
 		       (unsigned long long)st.admitted,
 		       (unsigned long long)st.denied,
-		       (long long)p.tenants[i].conns);
+		       (long long)p.tenants[i].conns,
+		       (long long)p.tenants[i].tokens,
+		       (long long)p.tenants[i].overdraft);
 	}
 	n = rl_pool_procs(&p, rl_pool_pidns(), procs, RL_POOL_PROCS);
 	for (size_t i = 0; i < n && i < RL_POOL_PROCS; i++)
