@@ -724,6 +724,38 @@ shared_cap() {
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
 }
 
+@test "fleet at both points, the agent killed: once its heartbeat is stale, the pool's static fail share is half the host's (the kernel has the other half), so that the host does not admit two shares" {
+	local pin=/sys/fs/bpf/rlgate-$LAB-a tokens hi secs
+
+	fleet_lab 1 1
+	PIN_DIRS+=("$pin")
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	rlagent_start s1 "$BATS_TEST_TMPDIR/a.sock" "$BATS_TEST_TMPDIR/a.state" \
+		"$pin" "$BATS_TEST_TMPDIR/a.log" --preload-pool "$POOL" \
+		--redis "$REDIS_ADDR" --agent-id a --heartbeat-stale 500
+	AGENT_PIDS+=("$RLAGENT_PID")
+	# one host: the host's static share is the whole limit, 2/s and 20
+	rla a tenant set web --rate 2/s --burst 20 --action rst \
+		--match "$(prefixes c1),127.0.0.0/8" >/dev/null
+	preloaded s1 "$PY" "$PRELOAD_SERVER" thread 127.0.0.1 8081
+	wait_listen s1 8081
+	client s1 127.0.0.1 8081 3
+	proc_stop "${AGENT_PIDS[0]}" KILL
+	# what the pool still holds is spent first
+	tokens=$(pool_tenant tokens)
+	sleep 1
+	client s1 127.0.0.1 8081 40 "" 50
+	secs=$(json_get .seconds "$CLIENT_JSON")
+	# half the share: a burst of 10 at 1/s (and a token refilling as the
+	# run ends)
+	hi=$(awk -v t="$tokens" -v s="$secs" 'BEGIN { printf "%d", t + 10 + s + 1 }')
+	expect_eq "answered + reset" \
+		$(($(json_get .ok "$CLIENT_JSON") + $(json_get .reset "$CLIENT_JSON"))) 40
+	expect_between "answered: the $tokens token(s) held, then half the share" \
+		"$(json_get .ok "$CLIENT_JSON")" $((tokens + 10)) "$hi"
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
 @test "fleet at both points (XDP and the pool), cap 3: the host holds a free slot for each point, below the cap neither is refused, and the two never hold more than 3" {
 	fleet_lab 1 1
 	both_points_web --redis "$REDIS_ADDR" --agent-id a

@@ -33,6 +33,18 @@ int kern_syncookies_mode(void)
 	return mode;
 }
 
+/* The fail policies' static shares of a leased tenant (rl_slot_fail) are
+ * the host's share of the fleet's limit, among fail_agents hosts.  A host
+ * enforcing at two points (XDP and the pool) gives each half of it: each
+ * point refills its own share, and two whole ones would have the host
+ * admit twice its share while degraded - above all once its agent is
+ * dead, when nothing moves between the points. */
+static uint64_t fail_shares(const struct kern *k)
+{
+	return k->leased && kern_conn_points(k) == 2 ? 2 * k->fail_agents :
+						       k->fail_agents;
+}
+
 /* The host's overdraft for a leased tenant: a quarter of the host's cap
  * at the current fleet size (lease_overdraft()).  One point has it, never
  * both (the host owes at most one): the pool when the agent attaches
@@ -141,13 +153,13 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 		k->conn_refused[slot][0] = k->conn_refused[slot][1] = 0;
 	}
 	kern_src_configure(k, slot, t, fresh);
-	rl_slot_configure(rt, t, fresh, k->leased, shared, k->fail_agents,
+	rl_slot_configure(rt, t, fresh, k->leased, shared, fail_shares(k),
 			  loop_now_ns());
 	if (k->preload) {
 		if (fresh)
 			preload_slot_fresh(k->preload, slot);
 		rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
-				  k->leased, shared, k->fail_agents, loop_now_ns());
+				  k->leased, shared, fail_shares(k), loop_now_ns());
 		if (shared && t->max_conns)
 			kern_conn_slots(k, slot, (int64_t)t->max_conns);
 		/* what the pool held when the agent started: no more than a
@@ -162,10 +174,10 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t)
 {
-	rl_slot_fail(&k->tenants[slot], t, k->fail_agents);
+	rl_slot_fail(&k->tenants[slot], t, fail_shares(k));
 	kern_overdraft(k, slot, t);
 	if (k->preload)
-		rl_slot_fail(preload_slot(k->preload, slot), t, k->fail_agents);
+		rl_slot_fail(preload_slot(k->preload, slot), t, fail_shares(k));
 }
 
 static void tokens_balance(struct kern *k);
