@@ -142,6 +142,14 @@ loadgen_wait() {
 	echo "loadgen (background) -> $LOADGEN_JSON"
 }
 
+# loadgen_stop PID OUT: ends a loadgen_bg run before its duration, once what
+# needed the load is checked: it sends no more, waits for the connections in
+# flight, and reports (marked interrupted) as loadgen_wait reads it.
+loadgen_stop() {
+	kill -INT "$1" 2>/dev/null || true
+	loadgen_wait "$1" "$2"
+}
+
 # client_prefix cN: the IPv4 prefix client N owns alone (see docs/lab.md).
 client_prefix() {
 	echo "192.0.2.$((64 + 16 * (${1#c} - 1)))/28"
