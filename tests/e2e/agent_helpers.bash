@@ -59,11 +59,19 @@ proc_stop() {
 # host) in the background (RLAGENT_PID), its output appended to LOG;
 # returns once it answers on its control SOCKET.  Not disowned, so that
 # proc_stop can read its exit status.
+rlagent_start() {
+	rlagent_launch "$@"
+	rlagent_ready "$1" "$2" "$5" "$RLAGENT_PID"
+}
+
+# rlagent_launch HOST SOCKET STATE_DIR PIN_DIR LOG [rlagent options]: the
+# start of rlagent_start, without waiting (several agents load their
+# programs at once); rlagent_ready then waits for each.
 # nsenter rather than `ip netns exec`: the latter mounts a fresh /sys in a
 # mount namespace of its own, which hides the bpffs at /sys/fs/bpf, so pins
 # would not outlive the process and a restarted agent could not adopt them.
-rlagent_start() {
-	local host=$1 sock=$2 log=$5 n rc iface=()
+rlagent_launch() {
+	local host=$1 sock=$2 log=$5 iface=()
 
 	[[ -n ${RLAGENT_IFACE-eth0} ]] && iface=(--iface "${RLAGENT_IFACE-eth0}")
 	# at nice -10, as the systemd unit runs it (Nice=-10)
@@ -71,11 +79,19 @@ rlagent_start() {
 		"${iface[@]}" --control "$sock" --state-dir "$3" --pin-dir "$4" --metrics "$METRICS_ADDR" \
 		"${@:6}" >>"$log" 2>&1 3>&- &
 	RLAGENT_PID=$!
+}
+
+# rlagent_ready HOST SOCKET LOG PID: waits (10 s at most) until the agent
+# PID launched on HOST answers on SOCKET; fails showing LOG when it exits
+# first or does not answer.
+rlagent_ready() {
+	local host=$1 sock=$2 log=$3 pid=$4 n rc
+
 	for ((n = 0; n < 100; n++)); do
 		"$RLGATE_BUILD/rlctl" --socket "$sock" status >/dev/null 2>&1 && return 0
-		if ! proc_running "$RLAGENT_PID"; then
+		if ! proc_running "$pid"; then
 			rc=0
-			wait "$RLAGENT_PID" 2>/dev/null || rc=$?
+			wait "$pid" 2>/dev/null || rc=$?
 			echo "rlagent on $host exited with status $rc before answering:" >&2
 			tail -n 30 "$log" >&2
 			return 1

@@ -112,17 +112,23 @@ redis_start() {
 # agent id sI, its own pins, socket, state and metrics, in the background;
 # returns once it answers on its control socket.
 fleet_agent_start() {
-	local i=$1 dir rc=0
+	fleet_agent_launch "$@"
+	rlagent_ready "s$1" "$(fleet_ctl "$1")" "$(fleet_log "$1")" "$RLAGENT_PID"
+}
+
+# fleet_agent_launch I [rlagent options]: the start of fleet_agent_start,
+# without waiting for the agent to answer (rlagent_ready).
+fleet_agent_launch() {
+	local i=$1 dir
 
 	shift
 	dir=$(fleet_dir "$i")
 	mkdir -p "$dir/state"
-	rlagent_start "s$i" "$(fleet_ctl "$i")" "$dir/state" "$(fleet_pin_dir "$i")" \
+	rlagent_launch "s$i" "$(fleet_ctl "$i")" "$dir/state" "$(fleet_pin_dir "$i")" \
 		"$(fleet_log "$i")" --redis "$REDIS_ADDR" --agent-id "s$i" \
-		"${FLEET_AGENT_OPTS[@]}" "$@" || rc=$?
-	# kept even when it did not answer: the teardown kills it
+		"${FLEET_AGENT_OPTS[@]}" "$@"
+	# kept even when it does not answer: the teardown kills it
 	echo "$RLAGENT_PID" >"$dir/pid"
-	return $rc
 }
 
 # fleet_agent_start_counted I [rlagent options]: a new agent on sI (its
@@ -215,11 +221,16 @@ fleet_setup_file() {
 			serve_start "s$i" "$p"
 		done
 	done
+	# all at once: each spends a second or more having its program verified
 	for ((i = 1; i <= FLEET_AGENTS; i++)); do
-		fleet_agent_start "$i"
+		fleet_agent_launch "$i"
 		# Tests kill them from their own processes: not jobs of this
 		# shell, which would print a "Killed" notice into the TAP output.
 		disown "$RLAGENT_PID"
+	done
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		rlagent_ready "s$i" "$(fleet_ctl "$i")" "$(fleet_log "$i")" \
+			"$(<"$(fleet_dir "$i")/pid")"
 	done
 	fleet_wait_steady 10
 }
