@@ -68,12 +68,14 @@ sen_spawn() {
 	return 1
 }
 
-# node_start PORT ARGS...: a master or replica (no persistence).
+# node_start PORT ARGS...: a master or replica (no persistence; a replica's
+# full sync starts at once rather than after the default 5 s).
 node_start() {
 	local port=$1
 
 	shift
-	sen_spawn "$port" ncli --save '' --appendonly no "${SEN_DATA_OPTS[@]}" "$@"
+	sen_spawn "$port" ncli --save '' --appendonly no --repl-diskless-sync-delay 0 \
+		"${SEN_DATA_OPTS[@]}" "$@"
 }
 
 # master_port: the port the sentinels name for rlmaster.
@@ -121,14 +123,21 @@ sentinel_teardown_file() {
 	fleet_teardown_file
 }
 
-# sentinel_restore: the nodes a test killed are started again (an old
-# master rejoins as a replica: the sentinels reconfigure it), and the agents
-# are steady.
+# sentinel_restore: the nodes a test killed are started again, as replicas
+# of the master the sentinels name (as an operator would; the sentinels
+# would turn an old master into one too, but only once they next ask it,
+# up to 10 s later), and the agents are steady.
 sentinel_restore() {
-	local p
+	local p m
 
+	m=$(master_port)
 	for p in "${DATA_PORTS[@]}"; do
-		proc_running "$(node_pid "$p")" || node_start "$p" || return 1
+		proc_running "$(node_pid "$p")" && continue
+		if [[ -n $m && $m != "$p" ]]; then
+			node_start "$p" --replicaof "$SEN_IP" "$m" || return 1
+		else
+			node_start "$p" || return 1
+		fi
 	done
 	fleet_wait_steady 15
 }
