@@ -261,6 +261,19 @@ expect_eq() {
 	return 1
 }
 
+# expect_gone WHAT PATH: PATH is removed within 5 s (what the agent does
+# right after it answers).
+expect_gone() {
+	local i
+
+	for ((i = 0; i < 100; i++)); do
+		[[ -e $2 ]] || return 0
+		sleep 0.05
+	done
+	echo "$1: '$2' still there after 5 s ($(wc -c <"$2") bytes)" >&2
+	return 1
+}
+
 # expect_between WHAT ACTUAL LOW HIGH (numbers, inclusive)
 expect_between() {
 	awk -v a="$2" -v l="$3" -v h="$4" 'BEGIN { exit !(a + 0 >= l + 0 && a + 0 <= h + 0) }' &&

@@ -158,6 +158,10 @@ struct agent {
 	 * copies the lines of the tenants that did not change since. */
 	struct state_lines lines;
 	size_t journal_bytes;	/* in AGENT_JOURNAL_FILE since policy.json */
+	/* the journal's end may be a line cut short: the next change writes
+	 * policy.json whole rather than append after it */
+	bool journal_whole;
+	struct loop_timer *compact;	/* policy.json to be written whole */
 	/* The host-wide instance limit (AGENT_INSTANCE_FILE), when on. */
 	bool instance_on;
 	struct rl_instance_limit instance;

@@ -140,27 +140,57 @@ cleanup:
 	return err;
 }
 
-/* Appends line (len bytes; owned and freed here; NULL
- * when out of memory), or writes the state file whole when the journal is
- * past its size.  0 or -errno. */
+/* The journal past its size: policy.json written whole, after the reply of
+ * the change that filled it (whose line the journal holds).  When that
+ * fails the journal stays as it is, and the next change tries again. */
+static void on_compact(struct loop_timer *t, void *arg)
+{
+	struct agent *a = arg;
+
+	(void)t;
+	a->compact = NULL;
+	if (a->journal_bytes < AGENT_JOURNAL_MAX)
+		return;	/* written whole since */
+	if (agent_save_policy(a, a->tenants, a->n_tenants, a->tombs,
+			      a->n_tombs, a->policy_version))
+		log_warn("couldn't write the state file in '%s'; its journal "
+			 "(%zu bytes) stays", a->opts.state_dir,
+			 a->journal_bytes);
+}
+
+/* Appends line (len bytes; owned and freed here; NULL when out of
+ * memory).  A journal that reaches its size has the state file written
+ * whole once the change is answered (on_compact), so that the change that
+ * happens to fill it answers as fast as any.  One that must not be
+ * appended to (a->journal_whole) has it written whole at once instead.
+ * 0 or -errno. */
 static int journal_append(struct agent *a, uint64_t version, char *line,
 			  int len)
 {
 	int e;
 
-	if (a->journal_bytes >= AGENT_JOURNAL_MAX) {
+	if (a->journal_whole || (!a->loop && a->journal_bytes >= AGENT_JOURNAL_MAX)) {
 		free(line);
-		return agent_save_policy(a, a->tenants, a->n_tenants, a->tombs,
-					 a->n_tombs, version);
+		e = agent_save_policy(a, a->tenants, a->n_tenants, a->tombs,
+				      a->n_tombs, version);
+		if (!e)
+			a->journal_whole = false;
+		return e;
 	}
 	if (len < 0)
 		return -ENOMEM;
 	e = state_append_text(a->opts.state_dir, AGENT_JOURNAL_FILE, line,
 			      (size_t)len);
 	free(line);
-	if (!e)
-		a->journal_bytes += (size_t)len;
-	return e;
+	if (e)
+		return e;
+	a->journal_bytes += (size_t)len;
+	if (a->journal_bytes >= AGENT_JOURNAL_MAX && a->loop && !a->compact &&
+	    loop_timer_add(a->loop, 0, 0, on_compact, a, &a->compact))
+		log_warn("couldn't schedule the rewrite of the state file: "
+			 "the journal (%zu bytes) stays until it can be",
+			 a->journal_bytes);
+	return 0;
 }
 
 int agent_journal_tenant(struct agent *a, const struct agent_tenant *t,
@@ -770,7 +800,7 @@ int agent_policy_start(struct agent *a)
 		log_warn("couldn't write the state file in '%s'; its journal "
 			 "stays", a->opts.state_dir);
 		/* the next change writes it whole, not after that line */
-		a->journal_bytes = AGENT_JOURNAL_MAX;
+		a->journal_whole = true;
 	}
 	agent_prune_tombs(a);
 	agent_prefixes_tidy(a);
