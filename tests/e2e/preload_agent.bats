@@ -690,6 +690,17 @@ shared_cap() {
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
 }
 
+@test "standalone at both points, cap 3: once the last interface is detached, the pool alone holds the whole cap" {
+	lab_up --servers 1 --clients 1
+	both_points_web
+	wait_for 5 each_point_free || { rla a --json stats web >&2; return 1; }
+	rla a detach eth0 >/dev/null
+	expect_eq "the pool's slots" "$(point_stat a web preload conn_slots)" 3
+	hold_conns p s1 127.0.0.1 8081 4
+	expect_held 3 1
+	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
+}
+
 @test "standalone at both points, the agent killed: once its heartbeat is stale, each capped tenant's fail policy decides in the pool - static keeps the pool's part of the cap (the kernel keeps the rest), allow lifts the cap, deny admits nothing new" {
 	local pin=/sys/fs/bpf/rlgate-$LAB-a name port fail ps
 

@@ -760,6 +760,19 @@ static json_t *cmd_detach(struct ctl_call *call, const json_t *req)
 			 json_string_value(v), strerror(-e));
 		return ctl_error(AGENT_INTERNAL, err);
 	}
+	if (a->kern.n_ifaces == 0 && a->kern.preload) {
+		/* The pool alone enforces from now on: the host's overdraft
+		 * and whole static fail shares go to it, and (standalone)
+		 * every slot of each cap, which nothing shares any more. */
+		for (size_t i = 0; i < a->n_tenants; i++) {
+			const struct agent_tenant *t = &a->tenants[i];
+
+			kern_tenant_fail(&a->kern, t->slot, &t->pol);
+			if (!a->kern.leased && t->pol.max_conns)
+				kern_conn_slots(&a->kern, t->slot,
+						(int64_t)t->pol.max_conns);
+		}
+	}
 	if (a->kern.n_ifaces == 0 && !a->kern.preload) {
 		/* Nothing enforces any more: the pins would only keep dead
 		 * state alive.  The policy file stays for the next start.
