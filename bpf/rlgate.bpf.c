@@ -104,6 +104,16 @@ struct {
 	__type(value, struct rl_flow_slot);
 } flow_cache_cpu SEC(".maps");
 
+/* The slots' tags (see struct rl_flow_tags), RL_FLOW_TAG_LINE slots' to an
+ * entry; the loader sizes it to match flow_cache_cpu.  Not pinned: a
+ * program starts with every tag 0, unknown. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, (1u << RL_FLOW_BITS) / RL_FLOW_TAG_LINE);
+	__type(key, __u32);
+	__type(value, struct rl_flow_tags);
+} flow_tags_cpu SEC(".maps");
+
 /* Never read by the program: the layout version of these maps, for the
  * next agent that finds them pinned (see RL_ABI_VERSION). */
 struct {
@@ -825,12 +835,42 @@ static __always_inline bool flow_equal(const struct rl_flow *a,
 		(x[3] ^ y[3]) | (x[4] ^ y[4]) | (x[5] ^ y[5])) == 0;
 }
 
-/* The slot this flow lives in on this CPU, if it was admitted here. */
-static __always_inline struct rl_flow_slot *flow_slot(const struct rl_flow *f)
-{
-	__u32 idx = rl_flow_hash(f, flow_bits);
+/* Where a flow lives on this CPU: its slot, its slot's tag, and the tag it
+ * would have there. */
+struct flow_at {
+	struct rl_flow_slot *slot;
+	__u8 *tag;
+	__u8 want;
+};
 
-	return bpf_map_lookup_elem(&flow_cache_cpu, &idx);
+/* Finds where the flow lives, reading nothing of the slot or the tag:
+ * false when the map has no slot for it. */
+static __always_inline bool flow_find(const struct rl_flow *f,
+				      struct flow_at *at)
+{
+	__u64 h = rl_flow_mix(f);
+	__u32 idx = h >> (64 - flow_bits);
+	__u32 line = idx / RL_FLOW_TAG_LINE;
+	struct rl_flow_tags *tl;
+
+	at->slot = bpf_map_lookup_elem(&flow_cache_cpu, &idx);
+	tl = bpf_map_lookup_elem(&flow_tags_cpu, &line);
+	at->tag = tl ? &tl->tag[idx % RL_FLOW_TAG_LINE] : NULL;
+	at->want = rl_flow_tag(h, flow_bits);
+	return at->slot != NULL;
+}
+
+/* Whether the slot may hold the flow, from its tag alone: the flow's tag or
+ * an unknown one.  A new flow's is another 255 times in 256 at most, and
+ * its slot is never read. */
+static __always_inline bool flow_maybe(const struct flow_at *at)
+{
+	__u8 t;
+
+	if (!at->tag)
+		return true;
+	t = *at->tag;
+	return t == at->want || t == 0;
 }
 
 /* Whether two keys are the same connection: everything but the ISN. */
@@ -885,6 +925,17 @@ static __always_inline void flow_remember(struct rl_flow_slot *s,
 		dst[i] = src[i];
 	s->seen_ns = now;
 	s->repeats = 0;
+}
+
+/* The same, and the slot's tag with it. */
+static __always_inline void flow_keep(const struct flow_at *at,
+				      const struct rl_flow *f, __u64 now)
+{
+	if (!at->slot)
+		return;
+	flow_remember(at->slot, f, now);
+	if (at->tag)
+		*at->tag = at->want;
 }
 
 /* Rewrites the SYN in place into a RST|ACK back to its sender and returns the
@@ -980,13 +1031,14 @@ static __always_inline int make_rst(void *data, void *data_end,
  * a retransmission any more (see RL_FLOW_MAX_REPEATS). */
 static __always_inline void flow_end(const struct syn_info *si)
 {
-	struct rl_flow_slot *slot;
+	struct flow_at at;
 
 	if (!retrans_window_ns)
 		return;
-	slot = flow_slot(&si->flow);
-	if (slot && flow_same_conn(&slot->flow, &si->flow))
-		slot->repeats = retrans_max_repeats;
+	/* the tag leaves the ISN out, as the slot does */
+	if (flow_find(&si->flow, &at) && flow_maybe(&at) &&
+	    flow_same_conn(&at.slot->flow, &si->flow))
+		at.slot->repeats = retrans_max_repeats;
 }
 
 /*
@@ -1508,22 +1560,24 @@ static __always_inline bool ack_repeat(struct rl_flow_slot *s,
 
 /*
  * The retransmission check, before the bucket: a free copy of a flow
- * admitted here passes without a token (counted).  *slot is the flow's slot
- * of the flow cache, for the admission to write, or NULL.
+ * admitted here passes without a token (counted).  *at is where the flow
+ * lives in the flow cache, for the admission to write (at->slot NULL for
+ * nowhere).  A flow whose tag says it is new is not read further.
  */
 static __always_inline bool open_repeat(struct syn_info *si,
 					struct rl_stats *st, __u64 now,
-					struct rl_flow_slot **slot)
+					struct flow_at *at)
 {
 	struct rl_flow_slot *s;
 
-	*slot = NULL;
-	if (!retrans_window_ns)
+	at->slot = NULL;
+	at->tag = NULL;
+	if (!retrans_window_ns || !flow_find(&si->flow, at) ||
+	    !flow_maybe(at))
 		return false;
-	s = flow_slot(&si->flow);
-	*slot = s;
-	if (!s || !(si->kind == P_ACK ? ack_repeat(s, &si->flow, now) :
-				       flow_repeat(s, &si->flow, now)))
+	s = at->slot;
+	if (!(si->kind == P_ACK ? ack_repeat(s, &si->flow, now) :
+				 flow_repeat(s, &si->flow, now)))
 		return false;
 	st->admitted++;
 	st->retransmits++;
@@ -1532,11 +1586,10 @@ static __always_inline bool open_repeat(struct syn_info *si,
 
 /* An admission, counted and remembered in its flow's slot. */
 static __always_inline int open_admit(struct syn_info *si, struct rl_stats *st,
-				      struct rl_flow_slot *slot, __u64 now)
+				      const struct flow_at *at, __u64 now)
 {
 	st->admitted++;
-	if (slot)
-		flow_remember(slot, &si->flow, now);
+	flow_keep(at, &si->flow, now);
 	return V_PASS;
 }
 
@@ -1564,7 +1617,7 @@ static __always_inline int open_refuse(struct syn_info *si,
 __noinline int judge_open(struct syn_info *si)
 {
 	struct rl_tenant *in, *held = NULL, *iheld = NULL;
-	struct rl_flow_slot *slot = NULL;
+	struct flow_at at = { 0 };
 	struct rl_conn_stats *cs = NULL;
 	bool opens, tcap, icap, reserved = false, overdrawn = false;
 	struct rl_tenant *t;
@@ -1606,7 +1659,7 @@ __noinline int judge_open(struct syn_info *si)
 	 * buckets that need better re-read it (take_gcra()). */
 	now = bpf_ktime_get_coarse_ns();
 	/* Before the bucket: a retransmission must not take a token. */
-	if (open_repeat(si, st, now, &slot))
+	if (open_repeat(si, st, now, &at))
 		return V_PASS;
 
 	/* The caps before the bucket, so that a SYN refused at a cap costs
@@ -1692,7 +1745,7 @@ __noinline int judge_open(struct syn_info *si)
 		 * after the bucket refused it */
 		if (overdrawn)
 			count(RL_CNT_OVERDRAWN);
-		return open_admit(si, st, slot, now);
+		return open_admit(si, st, &at, now);
 	}
 refuse:
 	return open_refuse(si, t, st, key);
@@ -1732,7 +1785,7 @@ static __always_inline bool leased_dry(const struct rl_tenant *t, __u32 flags)
  */
 static __always_inline int judge_syn(struct syn_info *si)
 {
-	struct rl_flow_slot *slot;
+	struct flow_at at;
 	struct rl_tenant *t;
 	struct rl_stats *st;
 	__u32 key, flags;
@@ -1769,13 +1822,13 @@ static __always_inline int judge_syn(struct syn_info *si)
 	if (leased && fleet_degraded(now))
 		goto pass_on;
 	count(RL_CNT_SYN);
-	if (open_repeat(si, st, now, &slot))
+	if (open_repeat(si, st, now, &at))
 		return V_PASS;
 	if (!leased && take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now))
-		return open_admit(si, st, slot, now);
+		return open_admit(si, st, &at, now);
 	if (flags & RL_F_SHADOW) {
 		st->shadow_denied++;
-		return open_admit(si, st, slot, now);
+		return open_admit(si, st, &at, now);
 	}
 	return open_refuse(si, t, st, key);
 

@@ -411,7 +411,7 @@ typedef __u32 __attribute__((may_alias)) rl_flow_half;
 
 #define RL_FLOW_PORTS_HALF	8	/* sport and dport, as one __u32 */
 
-static inline __u32 rl_flow_hash(const struct rl_flow *f, __u32 bits)
+static inline __u64 rl_flow_mix(const struct rl_flow *f)
 {
 	const rl_flow_word *w = (const rl_flow_word *)f;
 	const rl_flow_half *h32 = (const rl_flow_half *)f;
@@ -422,7 +422,36 @@ static inline __u32 rl_flow_hash(const struct rl_flow *f, __u32 bits)
 	    (__u64)h32[RL_FLOW_PORTS_HALF] * 0xff51afd7ed558ccdULL + w[5];
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ULL;
-	return h >> (64 - bits);
+	return h;
+}
+
+static inline __u32 rl_flow_hash(const struct rl_flow *f, __u32 bits)
+{
+	return rl_flow_mix(f) >> (64 - bits);
+}
+
+/*
+ * Each slot's tag, in `flow_tags_cpu` beside the slots: 8 bits of the same
+ * hash below the slot's (h being rl_flow_mix()), never 0, written with the
+ * slot.  A SYN whose tag differs from its slot's cannot be that slot's flow,
+ * and is known new without reading the slot: what every SYN of a spoofed
+ * flood is, and what would otherwise cost it a cache miss in a megabyte of
+ * slots, where the tags are 16 KiB.  A tag of 0 is a slot not written since
+ * the program was loaded (the tags are not pinned; the slots are, and may
+ * hold flows a previous program admitted): its flow is read.  So a tag
+ * never hides a flow its slot holds.
+ */
+#define RL_FLOW_TAG_LINE	64	/* tags per entry of flow_tags_cpu */
+
+struct rl_flow_tags {
+	__u8 tag[RL_FLOW_TAG_LINE];
+};
+
+static inline __u8 rl_flow_tag(__u64 h, __u32 bits)
+{
+	__u8 t = (__u8)(h >> (56 - bits));
+
+	return t ? t : 1;
 }
 
 /* Slots per CPU as a power of two: about RL_FLOW_SLOTS_TOTAL over all CPUs

@@ -13,6 +13,16 @@
  * still hold, and they would take the retransmission path. */
 __u32 bench_isn;
 
+/* The TCP header of the benchmark's frame, or NULL when it is too short. */
+static __always_inline struct tcphdr *bench_tcp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct tcphdr *tcp = data + sizeof(struct ethhdr) + sizeof(struct iphdr);
+
+	return (void *)(tcp + 1) > data_end ? NULL : tcp;
+}
+
 /*
  * Gives the SYN a sequence number no earlier repetition or call has used,
  * then decides exactly as xdp_rlgate does.  Expects an untagged IPv4 frame
@@ -22,12 +32,32 @@ __u32 bench_isn;
 SEC("xdp")
 int xdp_bench_admit(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct tcphdr *tcp = data + sizeof(struct ethhdr) + sizeof(struct iphdr);
+	struct tcphdr *tcp = bench_tcp(ctx);
 
-	if ((void *)(tcp + 1) > data_end)
+	if (!tcp)
 		return XDP_ABORTED;
+	tcp->seq = bpf_htonl(++bench_isn);
+	return xdp_decide(ctx);
+}
+
+/* The last source port given out by xdp_bench_flood. */
+__u16 bench_port;
+
+/*
+ * A flood's SYN: a new source port as well as a new ISN each time, so that
+ * every repetition is a 4-tuple no earlier one had and probes the flow
+ * cache at a slot of its own, spread over the whole cache as a spoofed
+ * flood's are (a new ISN alone keeps the 4-tuple, and so the slot, which
+ * then stays in the nearest cache).  Then decides exactly as xdp_rlgate.
+ */
+SEC("xdp")
+int xdp_bench_flood(struct xdp_md *ctx)
+{
+	struct tcphdr *tcp = bench_tcp(ctx);
+
+	if (!tcp)
+		return XDP_ABORTED;
+	tcp->source = bpf_htons(++bench_port);
 	tcp->seq = bpf_htonl(++bench_isn);
 	return xdp_decide(ctx);
 }
@@ -89,7 +119,8 @@ int xdp_ref_irreducible(struct xdp_md *ctx)
 	now = bpf_ktime_get_coarse_ns();
 	old = READ_ONCE(t->tat);
 	__sync_val_compare_and_swap(&t->tat, old, old + 1);
-	slot = flow_slot(&si.flow);
+	key = rl_flow_hash(&si.flow, flow_bits);
+	slot = bpf_map_lookup_elem(&flow_cache_cpu, &key);
 	if (slot)
 		flow_remember(slot, &si.flow, now);
 	return XDP_PASS;

@@ -311,10 +311,10 @@ int bench_main(int argc, char **argv)
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate),
 		.pkt = &syn_deny_leased };
 	/* the same, a new flow each time (the benchmark's copy bumps the
-	 * ISN): a flood's SYNs, each looking up a slot of the flow cache
-	 * that none of them was admitted to */
+	 * source port and the ISN): a flood's SYNs, each looking up a slot
+	 * of the flow cache of its own, that none of them was admitted to */
 	f[F_DENY_FLOOD] = (struct figure){ .name = "xdp_syn_deny_flood_ns",
-		.prog_fd = bpf_program__fd(bb->progs.xdp_bench_admit),
+		.prog_fd = bpf_program__fd(bb->progs.xdp_bench_flood),
 		.pkt = &syn_deny_leased };
 	f[F_NOMATCH] = (struct figure){ .name = "xdp_syn_nomatch_ns",
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &syn_nomatch };

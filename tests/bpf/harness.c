@@ -40,12 +40,13 @@ int world_init(struct world *w, struct bpf_object *obj)
 	w->counters_fd = map_fd(obj, "counters");
 	w->events_fd = map_fd(obj, "events");
 	w->flow_cache_fd = map_fd(obj, "flow_cache_cpu");
+	w->flow_tags_fd = map_fd(obj, "flow_tags_cpu");
 	cls_fd = map_fd(obj, "cls");
 	cls_state_fd = map_fd(obj, "cls_state");
 	cls_sync_fd = map_fd(obj, "cls_sync");
 	tm = bpf_object__find_map_by_name(obj, "tenants");
 	if (!tm || w->stats_fd < 0 || w->counters_fd < 0 || w->events_fd < 0 ||
-	    w->flow_cache_fd < 0 || cls_fd < 0 || cls_state_fd < 0 ||
+	    w->flow_cache_fd < 0 || w->flow_tags_fd < 0 || cls_fd < 0 || cls_state_fd < 0 ||
 	    cls_sync_fd < 0)
 		return -ENOENT;
 	/* both halves, as the loader sized them */
@@ -190,7 +191,8 @@ int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
 	return percpu_get(w, w->flow_cache_fd, idx, cpu, out, sizeof(*out));
 }
 
-int flow_slot_age_cpu(struct world *w, __u32 idx, int cpu, __u64 ns)
+int flow_slot_set_cpu(struct world *w, __u32 idx, int cpu,
+		      const struct rl_flow_slot *s)
 {
 	struct rl_flow_slot *v = calloc(w->ncpus, sizeof(*v));
 	int err = 0;
@@ -201,15 +203,38 @@ int flow_slot_age_cpu(struct world *w, __u32 idx, int cpu, __u64 ns)
 		err = -EINVAL;
 	else if (bpf_map_lookup_elem(w->flow_cache_fd, &idx, v))
 		err = -errno;
-	else if (v[cpu].seen_ns < ns)
-		err = -ERANGE;
 	if (!err) {
-		v[cpu].seen_ns -= ns;
+		v[cpu] = *s;
 		if (bpf_map_update_elem(w->flow_cache_fd, &idx, v, BPF_EXIST))
 			err = -errno;
 	}
 	free(v);
 	return err;
+}
+
+int flow_tag_cpu(struct world *w, __u32 idx, int cpu, __u8 *out)
+{
+	struct rl_flow_tags t;
+	int err;
+
+	err = percpu_get(w, w->flow_tags_fd, idx / RL_FLOW_TAG_LINE, cpu, &t,
+			 sizeof(t));
+	if (!err)
+		*out = t.tag[idx % RL_FLOW_TAG_LINE];
+	return err;
+}
+
+int flow_slot_age_cpu(struct world *w, __u32 idx, int cpu, __u64 ns)
+{
+	struct rl_flow_slot v;
+	int err = flow_slot_cpu(w, idx, cpu, &v);
+
+	if (err)
+		return err;
+	if (v.seen_ns < ns)
+		return -ERANGE;
+	v.seen_ns -= ns;
+	return flow_slot_set_cpu(w, idx, cpu, &v);
 }
 
 void tenant_stats_sum(struct world *w, __u32 tenant, struct rl_stats *out)

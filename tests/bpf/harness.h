@@ -19,7 +19,7 @@ struct world {
 	struct bpf_object *obj;
 	struct rl_tenant *tenants;	/* the mmap'd `tenants` array */
 	size_t tenants_len;
-	int stats_fd, counters_fd, events_fd, flow_cache_fd;
+	int stats_fd, counters_fd, events_fd, flow_cache_fd, flow_tags_fd;
 	struct rl_cls_map cls;		/* the mmap'd classifier */
 	struct rl_cls_rule *rules;	/* every rule added so far */
 	size_t n_rules, cap_rules;
@@ -61,6 +61,13 @@ int tenant_stats_cpu(struct world *w, __u32 tenant, int cpu,
 /* Slot idx of `flow_cache_cpu` as CPU cpu holds it.  0 or -errno. */
 int flow_slot_cpu(struct world *w, __u32 idx, int cpu,
 		  struct rl_flow_slot *out);
+/* Writes slot idx of CPU cpu as a program before this one would have left
+ * it, its tag unknown.  0 or -errno. */
+int flow_slot_set_cpu(struct world *w, __u32 idx, int cpu,
+		      const struct rl_flow_slot *s);
+/* The tag of slot idx (struct rl_flow_tags) as CPU cpu holds it.  0 or
+ * -errno. */
+int flow_tag_cpu(struct world *w, __u32 idx, int cpu, __u8 *out);
 /* Moves the time slot idx of CPU cpu was last seen (seen_ns) ns back, as
  * if that long had passed since: a window tested without waiting it out.
  * 0 or -errno (-ERANGE: the slot was seen less than ns after boot). */

@@ -5,6 +5,7 @@
  * per CPU.  Most cases are replays: segments sent in order against one
  * token, each verdict and the counts at the end checked.
  */
+#include <arpa/inet.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -90,6 +91,171 @@ static int scen_flow_collision(const void *arg)
 	CHECK(v[3] == XDP_PASS, "the slot holder's retransmission: verdict "
 	      "%u, want pass (free)", v[3]);
 	EXPECT_STATS(&in.w, 1, "admitted=3 retransmits=1 denied=1");
+	inst_close(&in);
+	return 0;
+}
+
+/* The tags on CPU cpu that are not 0: how many slots this program wrote
+ * there.  -1 when one could not be read. */
+static int tags_set(struct inst *in, int cpu)
+{
+	__u32 idx;
+	int n = 0;
+	__u8 tag;
+
+	for (idx = 0; idx < (1u << RL_FLOW_BITS); idx++) {
+		if (flow_tag_cpu(&in->w, idx, cpu, &tag))
+			return -1;
+		n += tag != 0;
+	}
+	return n;
+}
+
+/* A flow whose slot and tag are both an admitted flow's (another source and
+ * port): the tag only lets the slot be read, and the whole key decides, so
+ * it is charged, never free as the other.  Its refusal writes neither the
+ * slot nor the tag: the admitted flow's retransmission is still free. */
+static int scen_tag_collision(const void *arg)
+{
+	struct rl_flow a, b, check;
+	struct rl_flow_slot slot;
+	struct inst in;
+	__u32 idx, i, v[3] = { 0 };
+	__u8 want, tag = 0;
+	char src[32] = "";
+	__u16 port = 0;
+	__u64 h;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 1);
+	syn_flow(1000, 77, &a);
+	h = rl_flow_mix(&a);
+	idx = h >> (64 - RL_FLOW_BITS);
+	want = rl_flow_tag(h, RL_FLOW_BITS);
+	/* sources 10.1.0.0 to 10.1.255.255, ports 1 to 256 (never a's 1000):
+	 * one in 2^22 shares both, about 4 to expect */
+	b = a;
+	for (i = 0; i < (1u << 24); i++) {
+		b.saddr[2] = (i >> 8) & 0xff;
+		b.saddr[3] = i & 0xff;
+		port = (i >> 16) + 1;
+		b.sport = htons(port);
+		h = rl_flow_mix(&b);
+		if (h >> (64 - RL_FLOW_BITS) == idx &&
+		    rl_flow_tag(h, RL_FLOW_BITS) == want)
+			break;
+	}
+	if (i == (1u << 24)) {
+		diag("no flow shares slot %u and tag %u", idx, want);
+		inst_close(&in);
+		return -1;
+	}
+	snprintf(src, sizeof(src), "10.1.%u.%u", b.saddr[2], b.saddr[3]);
+	syn_flow_from(src, port, 77, &check);
+	CHECK(!memcmp(&check, &b, sizeof(b)), "the SYN from %s:%u is not the "
+	      "colliding key", src, port);
+
+	if (!send_syn(&in, 1000, 77, &v[0]) &&
+	    !send_syn_from(&in, src, port, 77, &v[1]))
+		send_syn(&in, 1000, 77, &v[2]);
+	CHECK(v[0] == XDP_PASS, "first SYN: verdict %u, want pass", v[0]);
+	CHECK(v[1] == XDP_DROP, "%s:%u, same slot and tag: verdict %u, want "
+	      "drop (charged, no token left)", src, port, v[1]);
+	CHECK(v[2] == XDP_PASS, "the admitted flow's retransmission: verdict "
+	      "%u, want pass (free)", v[2]);
+	CHECK(!flow_slot_cpu(&in.w, idx, test_cpu, &slot) &&
+	      !memcmp(&slot.flow, &a, sizeof(a)),
+	      "slot %u no longer holds the admitted flow", idx);
+	CHECK(!flow_tag_cpu(&in.w, idx, test_cpu, &tag) && tag == want,
+	      "slot %u's tag is %u, want %u", idx, tag, want);
+	EXPECT_STATS(&in.w, 1, "admitted=2 retransmits=1 denied=1");
+	inst_close(&in);
+	return 0;
+}
+
+/* Slots survive a restart (they are pinned) and the tags do not: a slot a
+ * program before this one wrote has tag 0, and its flow's retransmission
+ * is still free; another ISN in it is still charged. */
+static int scen_tag_unknown(const void *arg)
+{
+	struct rl_flow_slot slot = { 0 };
+	struct rl_flow a, c;
+	struct inst in;
+	__u32 idx, v[3] = { 0 };
+	__u8 tag = 1;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 1);
+	syn_flow(1000, 77, &a);
+	syn_flow(2000, 5, &c);
+	idx = rl_flow_hash(&a, RL_FLOW_BITS);
+	if (rl_flow_hash(&c, RL_FLOW_BITS) == idx) {
+		diag("the two flows share slot %u", idx);
+		inst_close(&in);
+		return -1;
+	}
+	slot.flow = a;
+	slot.seen_ns = now_coarse_ns() - 10 * 1000000ull;
+	CHECK(!flow_slot_set_cpu(&in.w, idx, test_cpu, &slot),
+	      "couldn't write slot %u", idx);
+	CHECK(!flow_tag_cpu(&in.w, idx, test_cpu, &tag) && tag == 0,
+	      "slot %u's tag is %u, want 0 (unknown)", idx, tag);
+	/* the one token, on another flow */
+	if (!send_syn(&in, 2000, 5, &v[0]) && !send_syn(&in, 1000, 77, &v[1]))
+		send_syn(&in, 1000, 78, &v[2]);
+	CHECK(v[0] == XDP_PASS, "another flow: verdict %u, want pass", v[0]);
+	CHECK(v[1] == XDP_PASS, "the slot's flow, tag unknown: verdict %u, "
+	      "want pass (free)", v[1]);
+	CHECK(v[2] == XDP_DROP, "the same tuple, another ISN: verdict %u, want "
+	      "drop (charged, no token left)", v[2]);
+	EXPECT_STATS(&in.w, 1, "admitted=2 retransmits=1 denied=1");
+	inst_close(&in);
+	return 0;
+}
+
+/* A flood of new flows on a spent lease (the refusal decided inline): every
+ * SYN refused, none written to the flow cache, and a flow admitted before
+ * the lease ran dry still has its retransmission free. */
+static int scen_tag_flood_leased(const void *arg)
+{
+	struct rl_tenant *t;
+	struct rl_flow a;
+	struct inst in;
+	__u32 idx, v[2] = { 0 }, w;
+	int i, refused = 0, tags;
+	__u8 tag = 0;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	t = &in.w.tenants[1];
+	tenant_leased(t, RL_ACT_DROP, 1, -1, false);
+	syn_flow(1000, 77, &a);
+	idx = rl_flow_hash(&a, RL_FLOW_BITS);
+	send_syn(&in, 1000, 77, &v[0]);
+	for (i = 0; i < 1000; i++) {
+		if (send_syn(&in, 2000 + i, 5000 + i, &w))
+			break;
+		refused += w == XDP_DROP;
+	}
+	send_syn(&in, 1000, 77, &v[1]);
+	CHECK(v[0] == XDP_PASS, "the lease's last token: verdict %u, want "
+	      "pass", v[0]);
+	CHECK(refused == 1000, "%d of 1000 new flows refused on the spent "
+	      "lease, want all", refused);
+	CHECK(v[1] == XDP_PASS, "the admitted flow's retransmission amid "
+	      "them: verdict %u, want pass (free)", v[1]);
+	CHECK(t->tokens == 0, "tokens %lld, want 0", (long long)t->tokens);
+	CHECK(!flow_tag_cpu(&in.w, idx, test_cpu, &tag) &&
+	      tag == rl_flow_tag(rl_flow_mix(&a), RL_FLOW_BITS),
+	      "slot %u's tag is %u, not the admitted flow's", idx, tag);
+	tags = tags_set(&in, test_cpu);
+	CHECK(tags == 1, "%d slots tagged, want 1 (the admitted flow's)", tags);
+	EXPECT_STATS(&in.w, 1, "admitted=2 retransmits=1 denied=1000");
 	inst_close(&in);
 	return 0;
 }
@@ -288,6 +454,15 @@ static const struct scenario scenarios[] = {
 	  "neither flow passes free as the other", scen_flow_collision, NULL },
 	{ "flow cache is per CPU: a retransmission on another CPU is charged",
 	  scen_flow_per_cpu, NULL },
+	{ "flow-cache tag collision: a flow with another's slot and tag is "
+	  "charged, and its refusal leaves the other's retransmission free",
+	  scen_tag_collision, NULL },
+	{ "flow-cache tag unknown (a slot from the program before): its flow's "
+	  "retransmission is free, another ISN charged", scen_tag_unknown,
+	  NULL },
+	{ "flood of new flows on a spent lease: all refused, nothing written "
+	  "to the flow cache, an admitted flow's retransmission free",
+	  scen_tag_flood_leased, NULL },
 };
 
 void flow_cache_tests(void)

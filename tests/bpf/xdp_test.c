@@ -258,11 +258,11 @@ int small_world(struct inst *in, __u64 retrans_window_ns)
 	return 0;
 }
 
-int send_tcp(struct inst *in, __u8 flags, __u16 sport, __u32 seq,
-	     __u32 *verdict)
+static int send_tcp_from(struct inst *in, const char *src, __u8 flags,
+			 __u16 sport, __u32 seq, __u32 *verdict)
 {
-	struct pkt p = { V4, .flags = flags, .src = "10.1.0.10",
-			 .sport = sport, .seq = seq };
+	struct pkt p = { V4, .flags = flags, .src = src, .sport = sport,
+			 .seq = seq };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
 	struct run_result r;
 	int len = pkt_build(&p, buf, NULL), err;
@@ -275,9 +275,21 @@ int send_tcp(struct inst *in, __u8 flags, __u16 sport, __u32 seq,
 	return 0;
 }
 
+int send_tcp(struct inst *in, __u8 flags, __u16 sport, __u32 seq,
+	     __u32 *verdict)
+{
+	return send_tcp_from(in, "10.1.0.10", flags, sport, seq, verdict);
+}
+
 int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict)
 {
 	return send_tcp(in, TH_SYN, sport, seq, verdict);
+}
+
+int send_syn_from(struct inst *in, const char *src, __u16 sport, __u32 seq,
+		  __u32 *verdict)
+{
+	return send_tcp_from(in, src, TH_SYN, sport, seq, verdict);
 }
 
 int count_admits(struct inst *in, int n, __u16 sport0)
@@ -337,8 +349,12 @@ void expect_refill_realtime(struct inst *in, __u64 *tatp, const char *what)
 
 void syn_flow(__u16 sport, __u32 seq, struct rl_flow *f)
 {
-	struct pkt p = { V4, SYN, .src = "10.1.0.10", .sport = sport,
-			 .seq = seq };
+	syn_flow_from("10.1.0.10", sport, seq, f);
+}
+
+void syn_flow_from(const char *src, __u16 sport, __u32 seq, struct rl_flow *f)
+{
+	struct pkt p = { V4, SYN, .src = src, .sport = sport, .seq = seq };
 	__u8 buf[PKT_MAX];
 	const __u8 *ip = buf + ETH_HLEN, *tcp = ip + 20;
 

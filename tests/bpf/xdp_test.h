@@ -60,6 +60,9 @@ int small_world(struct inst *in, __u64 retrans_window_ns);
 int send_tcp(struct inst *in, __u8 flags, __u16 sport, __u32 seq,
 	     __u32 *verdict);
 int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict);
+/* The same from src (an IPv4 address in 10.1.0.0/16, small_world()'s). */
+int send_syn_from(struct inst *in, const char *src, __u16 sport, __u32 seq,
+		  __u32 *verdict);
 
 /* Sends n SYNs from ports sport0, sport0 + 1, ... (distinct flows, so none
  * is a retransmission); returns how many passed, -1 when one could not be
@@ -94,6 +97,7 @@ void expect_refill_realtime(struct inst *in, __u64 *tatp, const char *what);
  * the frame itself, so that the test and the program agree on addresses and
  * byte order by construction. */
 void syn_flow(__u16 sport, __u32 seq, struct rl_flow *f);
+void syn_flow_from(const char *src, __u16 sport, __u32 seq, struct rl_flow *f);
 
 /* Checks a tenant's summed stats against `want`, fields by name:
  * "admitted=3 denied=1" (rl_stats's field names; others unchecked).  One

@@ -290,11 +290,22 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 			  k->pin_dir, strerror(-err));
 		goto cleanup;
 	}
+	err = bpf_map__set_max_entries(k->skel->maps.flow_tags_cpu,
+				       (1u << flow_bits) / RL_FLOW_TAG_LINE);
+	if (err) {
+		log_error("couldn't size map on '%s/flow_tags_cpu': %s",
+			  k->pin_dir, strerror(-err));
+		goto cleanup;
+	}
 	/* Every map by its name under the pin dir: libbpf reuses a pinned map
 	 * (after checking it is compatible) instead of creating a new one, so
 	 * buckets, counters and rules survive a restart. */
 	bpf_object__for_each_map(map, k->skel->obj) {
-		if (bpf_map__is_internal(map))
+		/* The flow cache's tags start unknown with each program, so
+		 * that none can hide a flow the pinned slots hold from the
+		 * program before (see struct rl_flow_tags). */
+		if (bpf_map__is_internal(map) ||
+		    map == k->skel->maps.flow_tags_cpu)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", k->pin_dir,
 			 bpf_map__name(map));
@@ -469,7 +480,11 @@ uint64_t kern_map_bytes(const struct kern *k)
 	bpf_object__for_each_map(map, k->skel->obj) {
 		enum mem_map_kind kind = MEM_MAP_PLAIN;
 
-		if (bpf_map__is_internal(map) || !bpf_map__is_pinned(map))
+		/* the pinned maps, and the flow cache's tags, which are
+		 * the program's own */
+		if (bpf_map__is_internal(map) ||
+		    (!bpf_map__is_pinned(map) &&
+		     map != k->skel->maps.flow_tags_cpu))
 			continue;
 		switch (bpf_map__type(map)) {
 		case BPF_MAP_TYPE_PERCPU_ARRAY:
