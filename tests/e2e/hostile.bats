@@ -192,6 +192,8 @@ expect_unparsed_drops() {
 	expect_between "stats retransmits" "$retrans" 1 5
 	expect_eq "stats admitted (connections + retransmissions)" \
 		"$(stat_get real admitted)" $((5 + retrans))
+	# the client's side of the same: its connections made by a retry
+	expect_eq "loadgen retried" "$(json_get .total.retried)" "$retrans"
 	expect_eq "stats denied" "$(stat_get real denied)" 0
 }
 

@@ -145,11 +145,26 @@ static void fifo_unlink(struct engine *e, int32_t i)
 		e->tail = s->prev;
 }
 
+/* Whether connected socket fd's kernel retransmitted its SYN before the
+ * handshake completed (the connection's only segment sent so far). */
+static bool syn_retried(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		return false;
+	return ti.tcpi_total_retrans > 0;
+}
+
 static void slot_finish(struct engine *e, int32_t i, int err, uint64_t now)
 {
 	struct slot *s = &e->slots[i];
 
 	count_result(&e->t[s->target], err, now - s->start_ns);
+	if (!err && syn_retried(s->fd))
+		e->t[s->target].c.retried++;
 	close_abort(s->fd);
 	fifo_unlink(e, i);
 	e->free_stack[e->n_free++] = i;

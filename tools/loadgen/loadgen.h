@@ -21,6 +21,8 @@ struct lg_addr {
 struct lg_counters {
 	uint64_t attempts;
 	uint64_t connected;
+	uint64_t retried;	/* of connected: only after the kernel
+				 * retransmitted the SYN */
 	uint64_t refused;	/* ECONNREFUSED: the SYN was answered with a RST */
 	uint64_t timed_out;	/* no answer within the connect timeout */
 	uint64_t errors;	/* any other errno */

@@ -56,6 +56,7 @@ static void summarize_total(struct lg_target *t, size_t n, struct summary *s)
 	for (size_t i = 0; i < n; i++) {
 		s->c.attempts += t[i].c.attempts;
 		s->c.connected += t[i].c.connected;
+		s->c.retried += t[i].c.retried;
 		s->c.refused += t[i].c.refused;
 		s->c.timed_out += t[i].c.timed_out;
 		s->c.errors += t[i].c.errors;
@@ -143,6 +144,7 @@ static json_t *counters_json(json_t *o, const struct summary *s)
 
 	json_object_set_new(o, "attempts", json_integer((json_int_t)s->c.attempts));
 	json_object_set_new(o, "connected", json_integer((json_int_t)s->c.connected));
+	json_object_set_new(o, "retried", json_integer((json_int_t)s->c.retried));
 	json_object_set_new(o, "refused", json_integer((json_int_t)s->c.refused));
 	json_object_set_new(o, "timed_out", json_integer((json_int_t)s->c.timed_out));
 	json_object_set_new(o, "errors", json_integer((json_int_t)s->c.errors));
