@@ -106,7 +106,8 @@ struct {
 
 /* The slots' tags (see struct rl_flow_tags), RL_FLOW_TAG_LINE slots' to an
  * entry; the loader sizes it to match flow_cache_cpu.  Not pinned: a
- * program starts with every tag 0, unknown. */
+ * program starts with every tag 0, unknown, and learns each from its slot
+ * the first time a packet looks there. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, (1u << RL_FLOW_BITS) / RL_FLOW_TAG_LINE);
@@ -860,9 +861,10 @@ static __always_inline bool flow_find(const struct rl_flow *f,
 	return at->slot != NULL;
 }
 
-/* Whether the slot may hold the flow, from its tag alone: the flow's tag or
- * an unknown one.  A new flow's is another 255 times in 256 at most, and
- * its slot is never read. */
+/* Whether the slot may hold the flow, from its tag: a new flow's differs
+ * 255 times in 256, and its slot is not read.  A tag still unknown (0) is
+ * learned from the slot, once a slot and program (see struct
+ * rl_flow_tags). */
 static __always_inline bool flow_maybe(const struct flow_at *at)
 {
 	__u8 t;
@@ -870,7 +872,11 @@ static __always_inline bool flow_maybe(const struct flow_at *at)
 	if (!at->tag)
 		return true;
 	t = *at->tag;
-	return t == at->want || t == 0;
+	if (!t) {
+		t = rl_flow_tag(rl_flow_mix(&at->slot->flow), flow_bits);
+		*at->tag = t;
+	}
+	return t == at->want;
 }
 
 /* Whether two keys are the same connection: everything but the ISN. */

@@ -432,14 +432,19 @@ static inline __u32 rl_flow_hash(const struct rl_flow *f, __u32 bits)
 
 /*
  * Each slot's tag, in `flow_tags_cpu` beside the slots: 8 bits of the same
- * hash below the slot's (h being rl_flow_mix()), never 0, written with the
- * slot.  A SYN whose tag differs from its slot's cannot be that slot's flow,
- * and is known new without reading the slot: what every SYN of a spoofed
- * flood is, and what would otherwise cost it a cache miss in a megabyte of
- * slots, where the tags are 16 KiB.  A tag of 0 is a slot not written since
- * the program was loaded (the tags are not pinned; the slots are, and may
- * hold flows a previous program admitted): its flow is read.  So a tag
- * never hides a flow its slot holds.
+ * hash below the slot's (h being rl_flow_mix()) of the key the slot holds,
+ * never 0, written with the slot.  A SYN whose tag differs from its slot's
+ * cannot be that slot's flow, and is known new without reading the slot:
+ * what every SYN of a spoofed flood is, and what would otherwise cost it a
+ * cache miss in a megabyte of slots, where the tags are 16 KiB.  A tag of 0
+ * is unknown: the tags are not pinned and the slots are, so a program
+ * starts with every tag 0 while the slots may hold flows a previous program
+ * admitted.  The first packet to look at a slot with an unknown tag reads
+ * the slot and writes its key's tag (an empty slot's too), so each slot is
+ * read once more per program and a tag never hides the flow its slot holds.
+ * That takes one program writing the slots at a time, which an agent's
+ * replacement of its program keeps: on a CPU, the new one runs only after
+ * the old one's last packet there.
  */
 #define RL_FLOW_TAG_LINE	64	/* tags per entry of flow_tags_cpu */
 

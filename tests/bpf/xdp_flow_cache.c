@@ -95,18 +95,24 @@ static int scen_flow_collision(const void *arg)
 	return 0;
 }
 
-/* The tags on CPU cpu that are not 0: how many slots this program wrote
- * there.  -1 when one could not be read. */
-static int tags_set(struct inst *in, int cpu)
+/* The slots of CPU cpu that hold a flow, each tag checked against its
+ * slot's key (unknown, 0, or that key's tag: never another).  -1 when one
+ * could not be read. */
+static int slots_held(struct inst *in, int cpu)
 {
+	struct rl_flow_slot slot;
 	__u32 idx;
 	int n = 0;
 	__u8 tag;
 
 	for (idx = 0; idx < (1u << RL_FLOW_BITS); idx++) {
-		if (flow_tag_cpu(&in->w, idx, cpu, &tag))
+		if (flow_slot_cpu(&in->w, idx, cpu, &slot) ||
+		    flow_tag_cpu(&in->w, idx, cpu, &tag))
 			return -1;
-		n += tag != 0;
+		CHECK(!tag || tag == rl_flow_tag(rl_flow_mix(&slot.flow),
+						 RL_FLOW_BITS),
+		      "slot %u's tag %u is not its key's", idx, tag);
+		n += slot.flow.family != 0;
 	}
 	return n;
 }
@@ -176,8 +182,9 @@ static int scen_tag_collision(const void *arg)
 }
 
 /* Slots survive a restart (they are pinned) and the tags do not: a slot a
- * program before this one wrote has tag 0, and its flow's retransmission
- * is still free; another ISN in it is still charged. */
+ * program before this one wrote has tag 0, unknown; its flow's
+ * retransmission reads the slot, is free and leaves the tag learned;
+ * another ISN in it is still charged. */
 static int scen_tag_unknown(const void *arg)
 {
 	struct rl_flow_slot slot = { 0 };
@@ -212,6 +219,9 @@ static int scen_tag_unknown(const void *arg)
 	      "want pass (free)", v[1]);
 	CHECK(v[2] == XDP_DROP, "the same tuple, another ISN: verdict %u, want "
 	      "drop (charged, no token left)", v[2]);
+	CHECK(!flow_tag_cpu(&in.w, idx, test_cpu, &tag) &&
+	      tag == rl_flow_tag(rl_flow_mix(&a), RL_FLOW_BITS),
+	      "slot %u's tag is %u, not learned from its flow", idx, tag);
 	EXPECT_STATS(&in.w, 1, "admitted=2 retransmits=1 denied=1");
 	inst_close(&in);
 	return 0;
@@ -226,7 +236,7 @@ static int scen_tag_flood_leased(const void *arg)
 	struct rl_flow a;
 	struct inst in;
 	__u32 idx, v[2] = { 0 }, w;
-	int i, refused = 0, tags;
+	int i, refused = 0, held;
 	__u8 tag = 0;
 
 	(void)arg;
@@ -253,8 +263,9 @@ static int scen_tag_flood_leased(const void *arg)
 	CHECK(!flow_tag_cpu(&in.w, idx, test_cpu, &tag) &&
 	      tag == rl_flow_tag(rl_flow_mix(&a), RL_FLOW_BITS),
 	      "slot %u's tag is %u, not the admitted flow's", idx, tag);
-	tags = tags_set(&in, test_cpu);
-	CHECK(tags == 1, "%d slots tagged, want 1 (the admitted flow's)", tags);
+	held = slots_held(&in, test_cpu);
+	CHECK(held == 1, "%d slots hold a flow, want 1 (the admitted one)",
+	      held);
 	EXPECT_STATS(&in.w, 1, "admitted=2 retransmits=1 denied=1000");
 	inst_close(&in);
 	return 0;
@@ -458,8 +469,8 @@ static const struct scenario scenarios[] = {
 	  "charged, and its refusal leaves the other's retransmission free",
 	  scen_tag_collision, NULL },
 	{ "flow-cache tag unknown (a slot from the program before): its flow's "
-	  "retransmission is free, another ISN charged", scen_tag_unknown,
-	  NULL },
+	  "retransmission is free and the tag learned, another ISN charged",
+	  scen_tag_unknown, NULL },
 	{ "flood of new flows on a spent lease: all refused, nothing written "
 	  "to the flow cache, an admitted flow's retransmission free",
 	  scen_tag_flood_leased, NULL },
