@@ -41,17 +41,18 @@ table() {
 	function verdict(ok) { return ok ? "PASS" : "MISS" }
 	# the flood rows of one mode: M "" socket frames, "xdp_" XDP frames
 	function flood_rows(m, title,    fs, fl, i, c, x) {
-		printf "\n%-13s %9s %10s %9s %11s %11s %11s\n", title, "flood_pps", "legit_rate",
-			"legit_ok", "cpu_total", "cpu_server", "over_floor"
+		printf "\n%-13s %9s %10s %9s %11s %11s %11s %9s %9s\n", title, "flood_pps", "legit_rate",
+			"legit_ok", "cpu_total", "cpu_server", "over_floor", "first_ok", "ring_drop"
 		split("none nft hashlimit rlgate rlgate_same rlgate_verify floor", fs, " ")
 		fl = f("peers_flood_" m "floor_cpu_s_per_msyn")
 		for (i = 1; i <= 7; i++) {
 			c = m fs[i]
 			x = f("peers_flood_" c "_cpu_s_per_msyn")
-			printf "%-13s %9s %10s %9s %11s %11s %11s\n", fs[i], f("peers_flood_" c "_pps"),
+			printf "%-13s %9s %10s %9s %11s %11s %11s %9s %9s\n", fs[i], f("peers_flood_" c "_pps"),
 				f("peers_flood_" c "_legit_rate_ratio"), f("peers_flood_" c "_legit_success_ratio"),
 				f("peers_flood_" c "_cpu_total_s_per_msyn"), x,
-				(x != "-" && fl != "-") ? sprintf("%.3f", x - fl) : "-"
+				(x != "-" && fl != "-") ? sprintf("%.3f", x - fl) : "-",
+				f("peers_flood_" c "_legit_first_syn_ratio"), f("peers_flood_" c "_legit_ring_drops")
 		}
 		printf "%-13s %9s %10s %9s %11s\n", "lab", f("peers_flood_" m "lab_pps"), "-", "-",
 			f("peers_flood_" m "lab_cpu_total_s_per_msyn")
@@ -107,6 +108,15 @@ table() {
 		if (a != "-")
 			printf "%-56s %10s %10s %s\n", "rlgate legit success under flood, XDP frames", a, ">=0.99",
 				verdict(a >= 0.99)
+		# reported beside it, not judged: what the first SYN alone
+		# made, and what rlgate admitted of the client SYNs it judged
+		a = f("peers_flood_xdp_rlgate_legit_first_syn_ratio")
+		if (a != "-")
+			printf "%-56s %10s %10s %s\n", "  of which on the first SYN (ring drops: " \
+				f("peers_flood_xdp_rlgate_legit_ring_drops") ")", a, "-", "-"
+		a = f("peers_flood_xdp_rlgate_legit_judged_ok_ratio")
+		if (a != "-")
+			printf "%-56s %10s %10s %s\n", "  connected / client SYNs rlgate judged", a, "-", "-"
 		a = f("peers_flood_xdp_rlgate_verify_legit_success_ratio")
 		if (a != "-")
 			printf "%-56s %10s %10s %s\n", "rlgate verify success, same-tenant flood, XDP frames", a,
@@ -134,6 +144,7 @@ fsecs=${PEERS_FLOOD_SECONDS:-5}
 rate=200
 burst=20
 legit_rate=300			# the flood scenario's client, per second
+legit_timeout_ms=3000		# and the time each of its connections has
 redis_ip=192.0.2.250
 flood_net=192.0.2.192/27	# the flooding tenant: no lab host lives there
 				# (the clients end at .191, Redis is .250)
@@ -422,14 +433,28 @@ rx_packets() {
 	ip -n "$lab-s1" -j -s link show dev eth0 | jq -r '.[0].stats64.rx.packets'
 }
 
+# ring_drops: the socket buffers (the client's frames, under an XDP-frame
+# flood) that s1's eth0 refused because its receive ring was full.  The
+# switch's port counts as dropped both those and the XDP frames eth0
+# refused (veth's tx_dropped); eth0 counts the latter alone (rx_dropped).
+ring_drops() {
+	echo $(($(ip -n "$lab-sw" -j -s link show dev s1 | jq -r '.[0].stats64.tx.dropped') -
+		$(ip -n "$lab-s1" -j -s link show dev eth0 | jq -r '.[0].stats64.rx.dropped')))
+}
+
 # opens: "admitted 0": the server's completed handshakes (only the client
 # completes any: the flood never answers a SYN-ACK).
 opens() {
 	echo "$(ns s1 nstat -az TcpPassiveOpens | awk '$1 == "TcpPassiveOpens" { print $2 }') 0"
 }
 
-# legit NAME: the client offers $legit_rate/s to s1 for $fsecs s; prints
-# "connected attempts elapsed", samples opens into $out/peers-NAME.dat.
+# legit NAME: the client offers $legit_rate/s to s1 for $fsecs s, each
+# connection given $legit_timeout_ms ms as a user's would be, the kernel's
+# SYN retransmissions (at 1 s and 3 s) included; prints "connected attempts
+# seconds", the seconds those attempts took to make (not the wait for the
+# last ones' answers, up to 3 s, which a lost SYN near the end would add),
+# writes those connected on their first SYN to $work/first, and samples
+# opens into $out/peers-NAME.dat.
 legit() {
 	local j
 
@@ -437,12 +462,13 @@ legit() {
 	sample "$work/$1.raw" opens &
 	local sp=$!
 	j=$(ns c1 "$build/loadgen" --json --rate "$legit_rate" --duration "$fsecs" \
-		"192.0.2.11:$port" 2>"$work/loadgen.err") ||
+		--timeout "$legit_timeout_ms" "192.0.2.11:$port" 2>"$work/loadgen.err") ||
 		{ cat "$work/loadgen.err" >&2; touch "$work/stop"; wait "$sp"; return 1; }
 	touch "$work/stop"
 	wait "$sp"
 	rates "$work/$1.raw" "$out/peers-$1.dat"
-	jq -r '"\(.total.connected) \(.total.attempts) \(.elapsed_s)"' <<<"$j"
+	jq -r '.total.connected - .total.retried' <<<"$j" >"$work/first"
+	jq -r '"\(.total.connected) \(.total.attempts) \(.total.attempts / .offered_rate)"' <<<"$j"
 }
 
 # legit_http NAME: the same, the client making HTTP requests, each on a new
@@ -458,6 +484,7 @@ legit_http() {
 	sample "$work/$1.raw" opens &
 	local sp=$!
 	t0=$(date +%s%N)
+	echo - >"$work/first"
 	j=$(ns c1 python3 "$root/tests/e2e/verify_client.py" 192.0.2.11 "$port" "$legit_rate" \
 		"$fsecs" 2>"$work/client.err") ||
 		{ cat "$work/client.err" >&2; touch "$work/stop"; wait "$sp"; return 1; }
@@ -498,27 +525,38 @@ flood() {
 # (synflood --xdp) and reuses the legitimate load alone of the same round's
 # socket-frame row.  Writes the figures to $work/flood-NAME.
 flood_once() {
-	local name=$1 base="0 0 1" under="0 0 1" acc="" fj k0 k1 r0 r1 mode=() j0 judged=-
+	local name=$1 base="0 0 1" under="0 0 1" acc=- fj k0 k1 r0 r1 mode=() j0 judged=-
+	local bfirst=- ufirst=- ring=- d0 d1
 
 	[[ $name == xdp_* ]] && mode=(--xdp)
 	if [[ -z ${2:-} ]]; then
 		if [[ $name == xdp_* && -e $work/base-${name#xdp_} ]]; then
 			base=$(cat "$work/base-${name#xdp_}")
+			bfirst=$(cat "$work/base-${name#xdp_}.first")
 		else
 			base=$("$client" "flood_${name}_base") || return 1
+			bfirst=$(cat "$work/first")
 			echo "$base" >"$work/base-$name"
+			echo "$bfirst" >"$work/base-$name.first"
 		fi
 	fi
 	k0=$(ksoft_s)
 	r0=$(rx_packets)
+	# the flood outlasts the client's last retransmission (3 s after its
+	# last attempt), so that every SYN of the client meets it
 	ns sw "$build/synflood" --json "${mode[@]}" --iface s1 --dst "192.0.2.11:$port" --dst-mac "${3:-$s1_mac}" \
-		--src "$flood_net" --duration $((fsecs + 1)) --cpu "$cpu" >"$work/flood.json" 2>&1 &
+		--src "$flood_net" --duration $((fsecs + legit_timeout_ms / 1000 + 1)) --cpu "$cpu" \
+		>"$work/flood.json" 2>&1 &
 	local fp=$!
 	pids+=("$fp")
 	sleep 0.5
 	[[ $name == *rlgate && $client == legit ]] && j0=$(legit_judged)
 	if [[ -z ${2:-} ]]; then
+		d0=$(ring_drops)
 		under=$("$client" "flood_$name") || return 1
+		d1=$(ring_drops)
+		ufirst=$(cat "$work/first")
+		[[ $name == xdp_* ]] && ring=$((d1 - d0))
 		[[ -n ${j0:-} ]] && judged=$(($(legit_judged) - j0))
 		[[ $client == legit_http ]] && acc=$(cat "$work/accepted")
 	fi
@@ -529,7 +567,8 @@ flood_once() {
 	# the flood's CPU time: the sender's, with the kernel's receive work
 	# done in its context, and what ksoftirqd took over
 	echo "$base $under $(jq -r '"\(.sent) \(.pps) \(.cpu_s) \(.elapsed_s)"' <<<"$fj") $((r1 - r0))" \
-		"$(awk -v a="$k0" -v b="$k1" 'BEGIN { printf "%.3f", b - a }')" "$judged" $acc >"$work/flood-$name"
+		"$(awk -v a="$k0" -v b="$k1" 'BEGIN { printf "%.3f", b - a }')" "$judged" "$acc" \
+		"$bfirst $ufirst $ring" >"$work/flood-$name"
 }
 
 # legit_judged: the SYNs of the client's tenant rlgate has judged on s1
@@ -668,16 +707,24 @@ lim=$((rate * secs + burst))
 	echo "peers_flood_${m}lab_cpu_total_s_per_msyn $send s"
 	for c in none nft hashlimit floor rlgate rlgate_same rlgate_verify; do
 		c=$m$c
-		read -r bc ba be uc ua ue sent pps cpu el rx ks judged acc <"$work/flood-$c"
+		read -r bc ba be uc ua ue sent pps cpu el rx ks judged acc bf uf ring <"$work/flood-$c"
 		awk -v c="$c" -v bc="$bc" -v ba="$ba" -v be="$be" -v uc="$uc" -v ua="$ua" -v ue="$ue" \
 			-v sent="$sent" -v pps="$pps" -v cpu="$cpu" -v el="$el" -v rx="$rx" -v ks="$ks" \
-			-v send="$send" -v acc="$acc" -v judged="$judged" 'BEGIN {
+			-v send="$send" -v acc="$acc" -v judged="$judged" -v bf="$bf" -v uf="$uf" \
+			-v ring="$ring" 'BEGIN {
 			printf "peers_flood_%s_pps %.0f packets/s\n", c, pps
 			printf "peers_flood_%s_rx_pps %.0f packets/s\n", c, rx / el
 			if (c !~ /floor$/) {
 				printf "peers_flood_%s_legit_rate_ratio %.3f ratio\n", c, (uc / ue) / (bc / be)
 				printf "peers_flood_%s_legit_success_ratio %.3f ratio\n", c, (uc / ua) / (bc / ba)
 			}
+			# the same counting only what connected on its first SYN
+			if (bf != "-" && uf != "-" && bf > 0) {
+				printf "peers_flood_%s_legit_first_syn_ratio %.3f ratio\n", c, (uf / ua) / (bf / ba)
+				printf "peers_flood_%s_legit_retried %d conns\n", c, uc - uf
+			}
+			if (ring != "-")
+				printf "peers_flood_%s_legit_ring_drops %d frames\n", c, ring
 			if (judged != "-") {
 				printf "peers_flood_%s_legit_attempts %d conns\n", c, ua
 				printf "peers_flood_%s_legit_connected %d conns\n", c, uc
@@ -685,7 +732,7 @@ lim=$((rate * secs + burst))
 				if (judged > 0)
 					printf "peers_flood_%s_legit_judged_ok_ratio %.3f ratio\n", c, uc / judged
 			}
-			if (acc != "") {
+			if (acc != "-") {
 				printf "peers_flood_%s_legit_answered %d requests\n", c, uc
 				printf "peers_flood_%s_legit_attempts %d requests\n", c, ua
 				printf "peers_flood_%s_server_accepted %d conns\n", c, acc

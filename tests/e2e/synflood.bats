@@ -108,6 +108,11 @@ peers_flood_rlgate_verify_pps 120000 packets/s
 peers_flood_rlgate_verify_legit_rate_ratio 0.998 ratio
 peers_flood_rlgate_verify_legit_success_ratio 1.000 ratio
 peers_flood_rlgate_verify_cpu_s_per_msyn 2.500 s
+peers_flood_xdp_rlgate_pps 3000000 packets/s
+peers_flood_xdp_rlgate_legit_success_ratio 0.998 ratio
+peers_flood_xdp_rlgate_legit_first_syn_ratio 0.950 ratio
+peers_flood_xdp_rlgate_legit_ring_drops 75 frames
+peers_flood_xdp_rlgate_legit_judged_ok_ratio 1.000 ratio
 FIG
 	run "$RLGATE_ROOT/tools/bench-peers.sh" --table "$f"
 	[ "$status" -eq 0 ]
@@ -123,6 +128,12 @@ FIG
 	[[ $output =~ "rlgate false refusals under the limit"\ +0\ +0\ PASS ]]
 	[[ $output =~ "rlgate legit success under flood"\ +0\.995\ +\>=0\.99\ PASS ]]
 	[[ $output =~ "rlgate verify success, same-tenant flood"\ +1\.000\ +\>=0\.99\ PASS ]]
+	# XDP frames: judged on what the client connected within 3 s, its
+	# first SYN's success and the ring's drops of its frames beside it
+	[[ $output =~ rlgate\ +3000000\ +-\ +0\.998\ +-\ +-\ +-\ +0\.950\ +75 ]]
+	[[ $output =~ "rlgate legit success under flood, XDP frames"\ +0\.998\ +\>=0\.99\ PASS ]]
+	[[ $output =~ "of which on the first SYN (ring drops: 75)"\ +0\.950\ +-\ +- ]]
+	[[ $output =~ "connected / client SYNs rlgate judged"\ +1\.000\ +-\ +- ]]
 	# one fifth of the better netfilter figure (nft's 0.800), judged on the
 	# XDP drop's row, not the verified one's
 	[[ $output =~ "rlgate CPU per M SYNs <= best netfilter / 5"\ +0\.150\ +0\.160\ PASS ]]
