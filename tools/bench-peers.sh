@@ -57,8 +57,9 @@ table() {
 		printf "%-13s %9s %10s %9s %11s\n", "lab", f("peers_flood_" m "lab_pps"), "-", "-",
 			f("peers_flood_" m "lab_cpu_total_s_per_msyn")
 	}
-	# the CPU target on the rows of mode M
-	function cpu_target(m, label,    a, best, ns, i, x) {
+	# the CPU target on the rows of mode M, then, not judged, the same
+	# over the drop-all floor (what each filter adds to any XDP program)
+	function cpu_target(m, label,    a, best, ns, i, x, fl) {
 		a = f("peers_flood_" m "rlgate_cpu_s_per_msyn")
 		best = ""
 		split("nft hashlimit", ns, " ")
@@ -67,8 +68,13 @@ table() {
 			if (x != "-" && (best == "" || x + 0 < best + 0))
 				best = x
 		}
-		if (a != "-" && best != "")
-			printf "%-56s %10s %10s %s\n", label, a, sprintf("%.3f", best / 5), verdict(a <= best / 5)
+		if (a == "-" || best == "")
+			return
+		printf "%-56s %10s %10s %s\n", label, a, sprintf("%.3f", best / 5), verdict(a <= best / 5)
+		fl = f("peers_flood_" m "floor_cpu_s_per_msyn")
+		if (fl != "-")
+			printf "%-56s %10s %10s %s\n", "  over the drop-all floor (its best netfilter / 5)",
+				sprintf("%.3f", a - fl), sprintf("%.3f", (best - fl) / 5), "-"
 	}
 	END {
 		split("rlgate nft_share nft_full haproxy", cs, " ")

@@ -99,6 +99,7 @@ peers_haproxy_accuracy_even 0.120 ratio
 peers_flood_nft_cpu_s_per_msyn 0.800 s
 peers_flood_hashlimit_cpu_s_per_msyn 1.500 s
 peers_flood_rlgate_cpu_s_per_msyn 0.150 s
+peers_flood_floor_cpu_s_per_msyn 0.100 s
 peers_flood_rlgate_legit_success_ratio 0.995 ratio
 peers_flood_rlgate_pps 400000 packets/s
 peers_flood_rlgate_same_pps 210000 packets/s
@@ -137,4 +138,6 @@ FIG
 	# one fifth of the better netfilter figure (nft's 0.800), judged on the
 	# XDP drop's row, not the verified one's
 	[[ $output =~ "rlgate CPU per M SYNs <= best netfilter / 5"\ +0\.150\ +0\.160\ PASS ]]
+	# and, not judged, both less the drop-all floor's 0.100
+	[[ $output =~ "over the drop-all floor (its best netfilter / 5)"\ +0\.050\ +0\.140\ +- ]]
 }
