@@ -32,6 +32,10 @@
 #   fleet_agent_outage_cpu_100k_pct  the same once Redis is stopped: the
 #                               busier agent over 5 s, from 1 s after both
 #                               say they are degraded, in % of one core
+#   fleet_restart_100k_ms       the joined agent SIGKILLed and started
+#                               again on its pins until it answers holding
+#                               every tenant (median of three)
+#   fleet_restart_healthy_100k_ms  ...until it leases again (healthy)
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SYNC_CHANGES=M] tools/bench-fleet-sync.sh [BUILD_DIR]  (root)
@@ -242,6 +246,26 @@ done
 rss=$(rl 2 --json status | jq -e .memory.agent_rss_bytes) ||
 	die "rlctl status on s2 gave no memory"
 
+# s2's agent killed and started again on its pins, three times: until it
+# answers holding every tenant (the program enforces all along), and until
+# it leases again (healthy).
+restart=() healthy=()
+for ((r = 0; r < 3; r++)); do
+	kill -KILL "${agent_pid[2]}"
+	while kill -0 "${agent_pid[2]}" 2>/dev/null; do sleep 0.01; done
+	t6=$(now_ms)
+	agent_up 2
+	wait_held 2 "$tenants" 60
+	t7=$(now_ms)
+	for ((n = 0; n < 3000; n++)); do
+		[[ $(rl 2 --json status | jq -r .broker) == healthy ]] && break
+		sleep 0.01
+	done
+	((n < 3000)) || die "s2 is not healthy 30 s after its restart"
+	restart+=($((t7 - t6)))
+	healthy+=($(($(now_ms) - t6)))
+done
+
 # Redis stopped: the agents degraded, their checks still every 50 ms.
 kill -KILL "$redis_pid"
 for i in 1 2; do
@@ -274,3 +298,5 @@ echo "fleet_apply_10k_policy_calls $apply_policy calls"
 echo "fleet_agent_idle_cpu_100k_pct $idle %"
 echo "fleet_bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "fleet_agent_outage_cpu_100k_pct $outage %"
+echo "fleet_restart_100k_ms $(median "${restart[@]}") ms"
+echo "fleet_restart_healthy_100k_ms $(median "${healthy[@]}") ms"

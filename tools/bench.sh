@@ -197,6 +197,7 @@ at_most \
 	"ctl_tenant_set_rewrite_ms 50" \
 	"ctl_apply_100k_s 5" \
 	"agent_restart_100k_ms 2000" \
+	"fleet_restart_100k_ms 2000" \
 	"bytes_per_tenant_kernel 1024" \
 	"bytes_per_tenant_agent 1024" \
 	"fleet_bytes_per_tenant_agent 1024" \
