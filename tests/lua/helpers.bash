@@ -115,6 +115,17 @@ redis_now_us() {
 	echo $((t[0] * 1000000 + 10#${t[1]}))
 }
 
+# expires_in KEY MS T0 T1: a call made between Redis times T0 and T1
+# (redis_now_us) set KEY to expire MS milliseconds after it: its expiry lies
+# between T0 + MS and T1 + MS, however long the calls around it took.
+expires_in() {
+	local at lo=$(($3 / 1000 + $2)) hi=$(($4 / 1000 + $2))
+
+	at=$(r PEXPIRETIME "$1")
+	((at >= lo && at <= hi)) ||
+		{ echo "$1 expires at $at ms, expected $lo to $hi ($2 ms after the call)"; return 1; }
+}
+
 # lease KEY COUNT PERIOD BURST WANT CHUNK -> "granted remaining wait_ms"
 lease() {
 	local key=$1

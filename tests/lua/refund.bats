@@ -53,11 +53,12 @@ teardown_file() { redis_stop; }
 	k=$(bucket)
 	far=$(($(redis_now_us) + 3600000000))
 	r HSET "$k" tokens 0 frac 123 ts $far >/dev/null
+	t0=$(redis_now_us)
 	[ "$(refund "$k" 7 60 10 2)" = 2 ]
+	t1=$(redis_now_us)
 	[ "$(field "$k" frac)" = 123 ]
-	ttl=$(r PTTL "$k")
 	full=$(ms_model 8 123 420)
-	((ttl <= full + 1000 && ttl > full + 900))
+	expires_in "$k" $((full + 1000)) "$t0" "$t1"
 }
 
 @test "refund of 0 tokens changes no count" {
