@@ -39,7 +39,7 @@ struct agent_tomb *agent_next_tombs(struct agent *a,
 				    const struct agent_tenant *next, size_t n,
 				    size_t *n_out)
 {
-	struct agent_tomb *ts = calloc(a->n_tombs + a->n_tenants + 1, sizeof(*ts));
+	struct agent_tomb *ts = calloc(a->n_tombs + a->n_tenants + 1, sizeof(*ts)), *shrunk;
 	struct name_index in_next = { 0 }, kept = { 0 };
 	size_t k = 0, n_kept;
 
@@ -74,8 +74,10 @@ struct agent_tomb *agent_next_tombs(struct agent *a,
 		memmove(ts, ts + (k - AGENT_MAX_TOMBS), AGENT_MAX_TOMBS * sizeof(*ts));
 		k = AGENT_MAX_TOMBS;
 	}
+	/* room was made for every tenant to go: kept, only what did */
+	shrunk = realloc(ts, (k + 1) * sizeof(*ts));
 	*n_out = k;
-	return ts;
+	return shrunk ? shrunk : ts;
 fail:
 	free(in_next.e);
 	free(ts);

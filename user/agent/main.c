@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -428,6 +429,14 @@ int main(int argc, char **argv)
 	int r, sfd = -1;
 
 	log_set_ident("rlagent");
+	/* The big arrays of a change of the whole set (copies of 100,000
+	 * tenants, their indexes, a fleet sync's batch) are mapped each on
+	 * its own and unmapped when freed.  By default glibc raises this
+	 * threshold to the size of the first such array freed, and cuts the
+	 * next ones from the heap between allocations that outlive them:
+	 * a fleet agent that joined 100,000 tenants kept 400 bytes a tenant
+	 * of free heap resident. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	r = parse_args(argc, argv, &cli, &gid, &pool_gid);
 	if (r >= 0) {
 		free(cli.ifaces);
