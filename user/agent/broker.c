@@ -120,8 +120,11 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 	if (!b)
 		return -ENOMEM;
 	b->slots = calloc(h->max_slots, sizeof(*b->slots));
-	if (!b->slots || wake_init(&b->wake, h->max_slots)) {
+	/* mapped on its own: untouched pages cost nothing */
+	b->rare = calloc(h->max_slots, sizeof(*b->rare));
+	if (!b->slots || !b->rare || wake_init(&b->wake, h->max_slots)) {
 		free(b->slots);
+		free(b->rare);
 		free(b);
 		return -ENOMEM;
 	}
@@ -244,6 +247,8 @@ fail:
 	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
+	free(b->rare);
+	name_pool_free(&b->names);
 	free(b->debt_moved);
 	wake_free(&b->wake);
 	free(b);
@@ -303,6 +308,8 @@ void broker_close(struct broker *b)
 	redis_tls_put(b->tls);
 	free(b->password);
 	free(b->slots);
+	free(b->rare);
+	name_pool_free(&b->names);
 	free(b->debt_moved);
 	wake_free(&b->wake);
 	free(b);
@@ -356,7 +363,7 @@ static int repay(struct broker *b, const struct broker_tenant *t)
 	const char *args[] = { ba.key, ba.count, ba.period, ba.burst, want, "1" };
 	struct call *c;
 
-	if (!s->debt || strcmp(s->name, t->pol->name) != 0)
+	if (!s->debt || strcmp(broker_slot_name(s), t->pol->name) != 0)
 		return -ENOENT;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -430,11 +437,15 @@ void broker_tenant_stats(const struct broker *b, uint32_t slot,
 			 struct broker_tenant_stats *out)
 {
 	const struct slot *s = &b->slots[slot];
-	bool ours = strcmp(s->name, p->name) == 0;
+	bool ours = strcmp(broker_slot_name(s), p->name) == 0;
 
 	memset(out, 0, sizeof(*out));
 	if (ours) {
-		*out = s->st;
+		out->leases = s->st.leases;
+		out->tokens_leased = s->st.tokens_leased;
+		out->tokens_refunded = s->st.tokens_refunded;
+		out->redis_calls = s->st.redis_calls;
+		out->static_charged = s->st.static_charged;
 		out->owed = s->debt;
 	}
 	out->lease_size = ours && s->lease ? s->lease :

@@ -72,9 +72,11 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
 	breaker_success(b);
 	held = (uint64_t)r->element[0]->integer;
 	if (s->gen == cc->c.gen) {
-		s->conn_starved_ns = held < cc->want ? loop_now_ns() : 0;
-		s->conn_held = held;
-		s->conn_renewed_ns = loop_now_ns();
+		struct slot_rare *x = slot_rare(s);
+
+		x->conn_starved_ns = held < cc->want ? loop_now_ns() : 0;
+		x->conn_held = held;
+		x->conn_renewed_ns = loop_now_ns();
 		host_conn_slots(b, cc->c.slot, (int64_t)held);
 		log_debug("slots '%s': asked %llu, hold %llu, %lld free",
 			  cc->c.name, (unsigned long long)cc->want,
@@ -91,9 +93,10 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
 {
 	char k1[128], k2[128], cap[24], holder[300], w[24], ttl[24];
 	const char *args[] = { k1, k2, cap, holder, w, ttl };
+	struct slot_rare *x = slot_rare(s);
 	struct conn_call *cc;
 
-	if (want < s->conn_held)
+	if (want < x->conn_held)
 		host_conn_slots(b, t->slot, (int64_t)want);
 	cc = calloc(1, sizeof(*cc));
 	if (!cc)
@@ -112,8 +115,8 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
 		free(cc);
 		return;
 	}
-	if (want < s->conn_held)
-		s->conn_held = want;
+	if (want < x->conn_held)
+		x->conn_held = want;
 	s->conn_inflight = true;
 	s->st.redis_calls++;
 }
@@ -137,17 +140,20 @@ void broker_conns_check(struct broker *b, uint64_t now)
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant tv, *t = &tv;
 		struct slot *s;
+		struct slot_rare *x;
 		uint64_t in_flight, chunk, want, free_;
+		bool same;
 
 		host_tenant_at(b, i, t);
 		s = &b->slots[t->slot];
-
-		any = any || t->pol->max_conns || s->conn_held || s->conn_inflight ||
-		      strcmp(s->name, t->pol->name) != 0;
-		if (strcmp(s->name, t->pol->name) != 0 || s->conn_inflight)
+		x = slot_rare(s);
+		same = strcmp(broker_slot_name(s), t->pol->name) == 0;
+		any = any || t->pol->max_conns || x->conn_held || s->conn_inflight ||
+		      !same;
+		if (!same || s->conn_inflight)
 			continue;
 		if (!t->pol->max_conns) {
-			if (s->conn_held && broker_slot_leasing(b, s))
+			if (x->conn_held && broker_slot_leasing(b, s))
 				conn_ask(b, t, s, 0);
 			continue;
 		}
@@ -156,31 +162,31 @@ void broker_conns_check(struct broker *b, uint64_t now)
 					conn_fail_slots(b, t->pol));
 			/* what Redis held for us has expired by the time it
 			 * answers again: ask afresh */
-			s->conn_held = 0;
-			s->conn_renewed_ns = 0;
+			x->conn_held = 0;
+			x->conn_renewed_ns = 0;
 			continue;
 		}
 		in_flight = (uint64_t)host_conns_in_flight(b, t->slot);
 		chunk = conn_chunk(b, t->pol);
-		free_ = s->conn_held > in_flight ? s->conn_held - in_flight : 0;
-		want = s->conn_held;
+		free_ = x->conn_held > in_flight ? x->conn_held - in_flight : 0;
+		want = x->conn_held;
 		if ((free_ * 2 < chunk || free_ < host_conn_points(b)) &&
-		    s->conn_held < t->pol->max_conns)
+		    x->conn_held < t->pol->max_conns)
 			want = in_flight + chunk;
 		else if (free_ > 2 * chunk)
 			want = in_flight + chunk;
 		if (want > t->pol->max_conns)
 			want = t->pol->max_conns;
-		if (want > s->conn_held && s->conn_starved_ns &&
-		    now - s->conn_starved_ns < CONN_STARVED_NS)
-			want = s->conn_held;
-		if (want != s->conn_held || !s->conn_renewed_ns ||
-		    now - s->conn_renewed_ns >= HEARTBEAT_MS * 1000000ULL)
+		if (want > x->conn_held && x->conn_starved_ns &&
+		    now - x->conn_starved_ns < CONN_STARVED_NS)
+			want = x->conn_held;
+		if (want != x->conn_held || !x->conn_renewed_ns ||
+		    now - x->conn_renewed_ns >= HEARTBEAT_MS * 1000000ULL)
 			conn_ask(b, t, s, want);
 		else
 			/* shared anew between the points by what each has
 			 * in flight now */
-			host_conn_slots(b, t->slot, (int64_t)s->conn_held);
+			host_conn_slots(b, t->slot, (int64_t)x->conn_held);
 	}
 	b->conns_any = any;
 }

@@ -18,6 +18,7 @@
 #include "circuit.h"
 #include "cluster_client.h"
 #include "loop.h"
+#include "namepool.h"
 #include "redis_tls.h"
 #include "wake.h"
 
@@ -58,10 +59,20 @@ struct conn {
 
 struct hot_ledger;
 
-/* Lease state of one kernel slot.  One for every slot (--max-tenants):
- * the flags are kept together at the end, not each padded to 8 bytes. */
+/* A slot's counts for rlctl stats and metrics (the rest of struct
+ * broker_tenant_stats is worked out when asked). */
+struct slot_counts {
+	uint64_t leases;		/* lease calls that granted tokens */
+	uint64_t tokens_leased;
+	uint64_t tokens_refunded;
+	uint64_t redis_calls;		/* lease, refund and slots calls */
+	uint64_t static_charged;	/* static share admissions owed, ever */
+};
+
+/* Lease state of one kernel slot.  One for every slot (--max-tenants), so
+ * kept small: the tenant's name in the broker's name pool (b->names), what
+ * few tenants use in b->rare, the flags together at the end. */
 struct slot {
-	char name[POLICY_NAME_MAX + 1];	/* "" while unused */
 	uint64_t gen;			/* bumped when the slot changes tenant */
 	uint64_t sent_ns;
 	uint64_t wait_until_ns;		/* Redis advised to wait */
@@ -80,23 +91,13 @@ struct slot {
 	uint64_t meter_ns, meter_count;	/* demand at the last lease sizing */
 	uint64_t sized_ns;		/* when the sizes above were set */
 	struct loop_timer *wait_timer;	/* fires when Redis said to come back */
-	/* Redis Cluster: since when the tenant's shard is out of reach
-	 * (shard_down below) */
-	uint64_t shard_down_ns;
-	/* connection caps: the slots held of the fleet's cap (slots.lua),
-	 * when the holding was last renewed (conn_inflight below: a call in
-	 * flight) */
-	uint64_t conn_held;
-	uint64_t conn_renewed_ns;
-	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
-	/* a hot tenant (--shards): where the tokens the kernel holds came
-	 * from (NULL: unsplit, or nothing leased yet), and how many
-	 * sub-buckets the state above is about */
-	struct hot_ledger *ledger;
-	unsigned int shards;
-	uint32_t idx;
 	struct broker *b;
-	struct broker_tenant_stats st;
+	struct slot_counts st;
+	uint32_t idx;
+	uint32_t name;			/* in b->names; 0: "", unused */
+	/* a hot tenant (--shards): how many sub-buckets the state above is
+	 * about (the ledger in b->rare) */
+	uint16_t shards;
 	bool inflight;
 	bool want_lease;		/* a low-water event asked for one */
 	bool fail_seen_ok;
@@ -108,7 +109,23 @@ struct slot {
 	 * the tenant: it keeps its fail policy (RL_F_DEGRADED) until the
 	 * first lease is answered (broker_rejoin_begin()) */
 	bool rejoin;
-	bool conn_inflight;
+	bool conn_inflight;		/* a slots call is in flight */
+};
+
+/* What few slots use, in a table of its own (b->rare, one for every slot,
+ * zero while unused) whose pages only the slots that use it touch. */
+struct slot_rare {
+	/* Redis Cluster: since when the tenant's shard is out of reach
+	 * (shard_down) */
+	uint64_t shard_down_ns;
+	/* connection caps: the slots held of the fleet's cap (slots.lua),
+	 * when the holding was last renewed */
+	uint64_t conn_held;
+	uint64_t conn_renewed_ns;
+	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
+	/* a hot tenant (--shards): where the tokens the kernel holds came
+	 * from (NULL: unsplit, or nothing leased yet) */
+	struct hot_ledger *ledger;
 };
 
 /* Redis Cluster: the breaker of one master (a cc node), as the breaker of
@@ -185,6 +202,8 @@ struct broker {
 	uint64_t lease_count;
 	uint64_t rtt_ns;		/* lease round trip, a moving average */
 	struct slot *slots;		/* h.max_slots */
+	struct slot_rare *rare;		/* h.max_slots */
+	struct name_pool names;		/* the slots' tenant names */
 	/* The slots a check visits (broker_lease_due()): idle tenants cost
 	 * it nothing.  walk_all: the next check visits every tenant (the
 	 * fleet's size changed, and with it every lease cap). */
@@ -388,6 +407,15 @@ void broker_rejoin_end(struct broker *b);
 void broker_home_args(const struct broker *b, const struct policy_tenant *p,
 		      struct bucket_args *ba);
 void broker_slot_free(struct slot *s);
+/* The name of the tenant slot s is about ("": none), valid until the next
+ * broker_slot_name_set(); which it is about now: 0 or -ENOMEM (none). */
+const char *broker_slot_name(const struct slot *s);
+int broker_slot_name_set(struct slot *s, const char *name);
+
+static inline struct slot_rare *slot_rare(const struct slot *s)
+{
+	return &s->b->rare[s->idx];
+}
 
 /* broker_fleet.c */
 void broker_heartbeat(struct broker *b);

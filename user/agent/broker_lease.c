@@ -80,23 +80,30 @@ static unsigned int home_of(const struct broker *b, const struct policy_tenant *
 	return hot_home(b->agent_id, shards_of(p));
 }
 
+/* Only a slot that has a ledger has its slot_rare written here. */
 void broker_slot_free(struct slot *s)
 {
-	free(s->ledger);
-	s->ledger = NULL;
+	struct slot_rare *x = slot_rare(s);
+
+	if (x->ledger) {
+		free(x->ledger);
+		x->ledger = NULL;
+	}
 }
 
 /* n tokens from sub-bucket sub went into the kernel, which now holds held
  * (hot_ledger_add(); a split tenant's ledger is made at its first grant). */
 static void ledger_add(struct slot *s, unsigned int sub, uint64_t n, uint64_t held)
 {
-	if (s->shards <= 1 || (!n && !s->ledger))
+	struct slot_rare *x = slot_rare(s);
+
+	if (s->shards <= 1 || (!n && !x->ledger))
 		return;
 	/* without one, refunds go to the home sub-bucket */
-	if (!s->ledger)
-		s->ledger = calloc(1, sizeof(*s->ledger));
-	if (s->ledger)
-		hot_ledger_add(s->ledger, sub, n, held);
+	if (!x->ledger)
+		x->ledger = calloc(1, sizeof(*x->ledger));
+	if (x->ledger)
+		hot_ledger_add(x->ledger, sub, n, held);
 }
 
 /* The key and limits of sub-bucket i of p (p's one bucket if unsplit). */
@@ -203,7 +210,7 @@ static void rejoin_done(struct broker *b, const struct broker_tenant *t,
 static bool slot_tenant(struct broker *b, const struct slot *s,
 			struct broker_tenant *t)
 {
-	return s->name[0] && b->h.tenant_find(b->h.ctx, s->name, t) &&
+	return s->name && b->h.tenant_find(b->h.ctx, broker_slot_name(s), t) &&
 	       t->slot == s->idx;
 }
 
@@ -546,7 +553,8 @@ int broker_refund(struct broker *b, const struct broker_tenant *t, uint64_t max)
 	 * sub-buckets that are not asked any more */
 	if (s->shards != k)
 		broker_slot_free(s);
-	hot_ledger_take(s->ledger, held, taken, give, home_of(b, t->pol), parts);
+	hot_ledger_take(slot_rare(s)->ledger, held, taken, give, home_of(b, t->pol),
+			parts);
 	if (!give)
 		return -ENOENT;
 	for (unsigned int i = 0; i < k; i++) {
@@ -760,9 +768,25 @@ void broker_rejoin_end(struct broker *b)
 		host_tenant_at(b, i, &t);
 		s = &b->slots[t.slot];
 		if (s->rejoin && !s->inflight && host_tokens(b, s->idx, now) &&
-		    strcmp(s->name, t.pol->name) == 0)
+		    strcmp(broker_slot_name(s), t.pol->name) == 0)
 			rejoin_done(b, &t, s);
 	}
+}
+
+/* --- the slots' names -------------------------------------------------------- */
+
+const char *broker_slot_name(const struct slot *s)
+{
+	return name_pool_get(&s->b->names, s->name);
+}
+
+int broker_slot_name_set(struct slot *s, const char *name)
+{
+	struct broker *b = s->b;
+	struct name_holders h = { &b->slots[0].name, b->h.max_slots,
+				  sizeof(*b->slots) };
+
+	return name_pool_set(&b->names, &h, &s->name, name);
 }
 
 /* Keeps the slot table in step with the tenant set.  A slot that changed
@@ -774,17 +798,24 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 {
 	struct slot *s = &b->slots[idx];
 
-	if (strcmp(s->name, p->name) != 0) {
+	if (strcmp(broker_slot_name(s), p->name) != 0) {
+		static const struct slot_rare none;
+		struct slot_rare *x = slot_rare(s);
 		uint64_t gen = s->gen + 1, credit;
 
 		broker_slot_unwait(s);
 		rejoin_set(b, s, false);
 		broker_slot_free(s);
+		broker_slot_name_set(s, "");
 		memset(s, 0, sizeof(*s));
+		if (memcmp(x, &none, sizeof(*x)) != 0)
+			memset(x, 0, sizeof(*x));
 		s->gen = gen;
 		s->b = b;
 		s->idx = idx;
-		snprintf(s->name, sizeof(s->name), "%s", p->name);
+		if (broker_slot_name_set(s, p->name))
+			log_warn("couldn't keep the lease state of tenant '%s': out "
+				 "of memory", p->name);
 		s->rate = p->rate;
 		s->burst = p->burst;
 		s->budget = policy_overshoot_budget(p);
@@ -812,7 +843,7 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 		/* Split another way: the sub-buckets the tokens came from are
 		 * not asked any more (what refunds find uncovered goes to the
 		 * new home sub-bucket). */
-		s->shards = shards_of(p);
+		s->shards = (uint16_t)shards_of(p);
 		broker_slot_free(s);
 		broker_slot_unwait(s);
 	}
@@ -1069,7 +1100,7 @@ void broker_shards_update(struct broker *b, uint64_t now)
 			debt_baseline(b, s);
 			s->shard_down = true;
 			s->shard_expired = false;
-			s->shard_down_ns = now;
+			slot_rare(s)->shard_down_ns = now;
 		} else if (!down && s->shard_down) {
 			/* shard_expired stays: it is the spell's until the
 			 * tenant's first lease (rejoin) */
@@ -1078,7 +1109,8 @@ void broker_shards_update(struct broker *b, uint64_t now)
 			rejoin_start(b, s);
 		} else if (down) {
 			count_static_debt(b, t->pol, s);
-			if (!s->shard_expired && loop_now_ns() - s->shard_down_ns > ttl_ns) {
+			if (!s->shard_expired &&
+			    loop_now_ns() - slot_rare(s)->shard_down_ns > ttl_ns) {
 				dropped += expire_tenant(b, t, s);
 				s->shard_expired = true;
 			}

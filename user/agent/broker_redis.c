@@ -112,7 +112,7 @@ bool broker_store_ready(const struct broker *b)
  * sub-buckets have keys of their own, broker_lease.c). */
 static void slot_key(const struct slot *s, char *key, size_t len)
 {
-	snprintf(key, len, "rl:{t:%s}:bucket", s->name);
+	snprintf(key, len, "rl:{t:%s}:bucket", broker_slot_name(s));
 }
 
 /* A script about key can be called for leasing: the fleet's breaker is
