@@ -29,6 +29,9 @@
 #                               tenants (rlctl status), once quiet: its
 #                               lease state for each tenant on top of
 #                               what a standalone agent holds
+#   fleet_bytes_per_tenant_agent_own  its own part of that (heap and
+#                               anonymous maps: not the kernel's maps it
+#                               maps, not its files) / tenants
 #   fleet_agent_outage_cpu_100k_pct  the same once Redis is stopped: the
 #                               busier agent over 5 s, from 1 s after both
 #                               say they are degraded, in % of one core
@@ -243,8 +246,9 @@ for i in 1 2; do
 done
 
 # The joined agent's memory, every tenant held and the fleet quiet.
-rss=$(rl 2 --json status | jq -e .memory.agent_rss_bytes) ||
-	die "rlctl status on s2 gave no memory"
+mem=$(rl 2 --json status | jq -ec .memory) || die "rlctl status on s2 gave no memory"
+rss=$(jq .agent_rss_bytes <<<"$mem")
+anon=$(jq .agent_anon_bytes <<<"$mem")
 
 # s2's agent killed and started again on its pins, three times: until it
 # answers holding every tenant (the program enforces all along), and until
@@ -297,6 +301,7 @@ echo "fleet_apply_10k_s $(awk -v m="$((t5 - t4))" 'BEGIN { printf "%.2f", m / 10
 echo "fleet_apply_10k_policy_calls $apply_policy calls"
 echo "fleet_agent_idle_cpu_100k_pct $idle %"
 echo "fleet_bytes_per_tenant_agent $((rss / tenants)) bytes"
+echo "fleet_bytes_per_tenant_agent_own $((anon / tenants)) bytes"
 echo "fleet_agent_outage_cpu_100k_pct $outage %"
 echo "fleet_restart_100k_ms $(median "${restart[@]}") ms"
 echo "fleet_restart_healthy_100k_ms $(median "${healthy[@]}") ms"

@@ -33,6 +33,9 @@
 #                            ones per CPU) / tenants, as rlctl status says
 #   bytes_per_tenant_agent   the agent's resident memory / tenants (rlctl
 #                            status)
+#   bytes_per_tenant_agent_own  the agent's own part of it (its heap and
+#                            anonymous maps, without the kernel's maps it
+#                            maps and its files) / tenants (rlctl status)
 #   agent_idle_cpu_100k_pct  the agent's CPU time over 5 s with them all and
 #                            nothing to do, in % of one core (/proc/PID/stat)
 #   metrics_scrape_100k_ms   one scrape of /metrics (--metrics-tenants
@@ -124,6 +127,7 @@ done
 mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
 kbytes=$(jq .kernel_map_bytes <<<"$mem")
 rss=$(jq .agent_rss_bytes <<<"$mem")
+anon=$(jq .agent_anon_bytes <<<"$mem")
 
 # A crash, then a new agent that adopts the pins (enforcement never stops);
 # three times, the first after the journal of the changes above.
@@ -180,5 +184,6 @@ echo "ctl_tenant_set_rewrite_ms $(median "${rewrite[@]}") ms"
 echo "state_rewrite_100k_ms $(median "${whole[@]}") ms"
 echo "bytes_per_tenant_kernel $((kbytes / tenants)) bytes"
 echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
+echo "bytes_per_tenant_agent_own $((anon / tenants)) bytes"
 echo "agent_idle_cpu_100k_pct $idle %"
 echo "metrics_scrape_100k_ms $(median "${scrape[@]}") ms"

@@ -441,16 +441,22 @@ metric_tenants() {
 	expect_eq "rlgate_host_denied_total with 0" "$(metric_value rlgate_host_denied_total "$page")" "$sum_d"
 }
 
-@test "rlctl status: kernel map bytes are the pinned maps' keys and values (per-CPU ones per CPU), agent RSS its resident set, in all and per tenant, in text and --json" {
-	local st want rss text
+@test "rlctl status: kernel map bytes are the pinned maps' keys and values (per-CPU ones per CPU), agent RSS its resident set and its own memory the anonymous part of it, in all and per tenant, in text and --json" {
+	local st want rss anon text
 
 	agent_start --max-tenants 1000
 	rl tenant set m1 --rate 10/s --match 198.51.100.1/32
 	rl tenant set m2 --rate 10/s --match 198.51.100.2/32
 	st=$(rl --json status)
 	echo "$st"
-	# the same sum from bpftool's view of every pinned map
-	want=$(for f in "$PIN_DIR"/*; do bpftool -j map show pinned "$f" 2>/dev/null || true; done |
+	# the same sum from bpftool's view of every pinned map, and of the
+	# program's own flow cache tags (not pinned)
+	want=$({
+		for f in "$PIN_DIR"/*; do bpftool -j map show pinned "$f" 2>/dev/null || true; done
+		for id in $(bpftool -j prog show pinned "$PIN_DIR/xdp_rlgate" | jq '.map_ids[]'); do
+			bpftool -j map show id "$id" | jq 'select(.name == "flow_tags_cpu")'
+		done
+	} |
 		jq -s --argjson cpus "$(($(cut -d- -f2 /sys/devices/system/cpu/possible) + 1))" 'map(select(.bytes_key != null) |
 			if .type == "ringbuf" then .max_entries
 			elif (.type | test("percpu")) then
@@ -463,9 +469,15 @@ metric_tenants() {
 	rss=$(awk '$1 == "VmRSS:" { print $2 * 1024 }' "/proc/$AGENT_PID/status")
 	expect_near "agent_rss_bytes" "$(jq .memory.agent_rss_bytes <<<"$st")" "$rss" 20
 	expect_near "agent_bytes_per_tenant" "$(jq .memory.agent_bytes_per_tenant <<<"$st")" $((rss / 2)) 20
+	# its own: without the kernel's maps it maps (and its files)
+	anon=$(awk '$1 == "RssAnon:" { print $2 * 1024 }' "/proc/$AGENT_PID/status")
+	expect_near "agent_anon_bytes" "$(jq .memory.agent_anon_bytes <<<"$st")" "$anon" 20
+	expect_near "agent_anon_bytes_per_tenant" "$(jq .memory.agent_anon_bytes_per_tenant <<<"$st")" $((anon / 2)) 20
+	expect_between "agent_anon_bytes within agent_rss_bytes" \
+		"$(jq .memory.agent_anon_bytes <<<"$st")" 1 "$(jq .memory.agent_rss_bytes <<<"$st")"
 	text=$(rl status)
 	echo "$text"
-	grep -Eq "^memory: +kernel maps [0-9.]+ MiB \\($((want / 2)) bytes per tenant\\), agent [0-9.]+ MiB resident \\([0-9]+ bytes per tenant\\)$" <<<"$text" ||
+	grep -Eq "^memory: +kernel maps [0-9.]+ MiB \\($((want / 2)) bytes per tenant\\), agent [0-9.]+ MiB resident \\([0-9]+ bytes per tenant\\), [0-9.]+ MiB of it its own \\([0-9]+ bytes per tenant\\)$" <<<"$text" ||
 		{ echo "no memory line in rlctl status" >&2; return 1; }
 }
 

@@ -39,13 +39,20 @@ static void test_map_bytes(void)
 
 static void test_statm(void)
 {
-	uint64_t rss = 0;
+	uint64_t rss = 0, anon = 0;
 
-	CHECK(mem_statm_rss("2000 300 100 5 0 400 0\n", 4096, &rss) == 0 &&
-	      rss == 300 * 4096ULL, "statm: %llu", (unsigned long long)rss);
-	CHECK(mem_statm_rss("2000", 4096, &rss) < 0, "one field accepted");
-	CHECK(mem_statm_rss("", 4096, &rss) < 0, "empty accepted");
-	CHECK(mem_statm_rss("1 2", 0, &rss) < 0, "page size 0 accepted");
+	CHECK(mem_statm("2000 300 100 5 0 400 0\n", 4096, &rss, &anon) == 0 &&
+	      rss == 300 * 4096ULL && anon == 200 * 4096ULL,
+	      "statm: %llu, %llu", (unsigned long long)rss,
+	      (unsigned long long)anon);
+	CHECK(mem_statm("2000 300 300 5 0 400 0\n", 4096, &rss, &anon) == 0 &&
+	      anon == 0, "all shared: %llu", (unsigned long long)anon);
+	CHECK(mem_statm("2000 300 301 5 0 400 0\n", 4096, &rss, &anon) < 0,
+	      "more shared than resident accepted");
+	CHECK(mem_statm("2000 300", 4096, &rss, &anon) < 0, "two fields accepted");
+	CHECK(mem_statm("2000", 4096, &rss, &anon) < 0, "one field accepted");
+	CHECK(mem_statm("", 4096, &rss, &anon) < 0, "empty accepted");
+	CHECK(mem_statm("1 2 1", 0, &rss, &anon) < 0, "page size 0 accepted");
 }
 
 int main(void)

@@ -99,37 +99,42 @@ static json_t *cmd_version(struct ctl_call *call, const json_t *req)
 	return json_pack("{s:b,s:s}", "ok", 1, "version", RLGATE_VERSION);
 }
 
-/* The agent's resident set in bytes, 0 if /proc cannot say. */
-static uint64_t agent_rss(void)
+/* The agent's resident set and its own part of it (mem_statm()), in
+ * bytes; both 0 if /proc cannot say. */
+static void agent_rss(uint64_t *rss, uint64_t *anon)
 {
 	char buf[256];
-	uint64_t rss = 0;
 	ssize_t n;
 	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 
+	*rss = *anon = 0;
 	if (fd < 0)
-		return 0;
+		return;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return;
 	buf[n] = '\0';
-	if (mem_statm_rss(buf, sysconf(_SC_PAGESIZE), &rss))
-		return 0;
-	return rss;
+	if (mem_statm(buf, sysconf(_SC_PAGESIZE), rss, anon))
+		*rss = *anon = 0;
 }
 
-/* Kernel map bytes and agent RSS, in all and per tenant in the policy. */
+/* Kernel map bytes, the agent's resident set and its own memory (the
+ * resident set less the kernel's maps it maps and the files of its
+ * program and libraries), in all and per tenant in the policy. */
 static json_t *memory_json(struct agent *a)
 {
-	uint64_t kernel = kern_map_bytes(&a->kern), rss = agent_rss();
+	uint64_t kernel = kern_map_bytes(&a->kern), rss, anon;
 	uint64_t n = a->n_tenants ? a->n_tenants : 1;
 
-	return json_pack("{s:I,s:I,s:I,s:I}",
+	agent_rss(&rss, &anon);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}",
 			 "kernel_map_bytes", (json_int_t)kernel,
 			 "agent_rss_bytes", (json_int_t)rss,
+			 "agent_anon_bytes", (json_int_t)anon,
 			 "kernel_bytes_per_tenant", (json_int_t)(kernel / n),
-			 "agent_bytes_per_tenant", (json_int_t)(rss / n));
+			 "agent_bytes_per_tenant", (json_int_t)(rss / n),
+			 "agent_anon_bytes_per_tenant", (json_int_t)(anon / n));
 }
 
 static json_t *cmd_status(struct ctl_call *call, const json_t *req)

@@ -17,13 +17,16 @@ uint64_t mem_map_bytes(enum mem_map_kind kind, uint32_t key_size,
 	return ((uint64_t)key_size + value) * max_entries;
 }
 
-int mem_statm_rss(const char *statm, long page_size, uint64_t *out)
+int mem_statm(const char *statm, long page_size, uint64_t *rss,
+	      uint64_t *anon)
 {
-	unsigned long long size, resident;
+	unsigned long long size, resident, shared;
 
 	if (page_size <= 0 ||
-	    sscanf(statm, "%llu %llu", &size, &resident) != 2)
+	    sscanf(statm, "%llu %llu %llu", &size, &resident, &shared) != 3 ||
+	    shared > resident)
 		return -EINVAL;
-	*out = (uint64_t)resident * (uint64_t)page_size;
+	*rss = (uint64_t)resident * (uint64_t)page_size;
+	*anon = (uint64_t)(resident - shared) * (uint64_t)page_size;
 	return 0;
 }

@@ -22,8 +22,12 @@ enum mem_map_kind {
 uint64_t mem_map_bytes(enum mem_map_kind kind, uint32_t key_size,
 		       uint32_t value_size, uint32_t max_entries, int ncpus);
 
-/* The resident set in bytes from the text of /proc/PID/statm (its second
- * field, in pages of page_size bytes), in *out.  0 or -EINVAL. */
-int mem_statm_rss(const char *statm, long page_size, uint64_t *out);
+/* From the text of /proc/PID/statm (in pages of page_size bytes): the
+ * resident set in bytes in *rss (its second field), and in *anon the part
+ * of it that is the process's own, its heap and anonymous mappings (the
+ * second less the third, the pages mapped from files and the kernel:
+ * libraries, the program, BPF maps).  0 or -EINVAL. */
+int mem_statm(const char *statm, long page_size, uint64_t *rss,
+	      uint64_t *anon);
 
 #endif /* RL_MEM_H */

@@ -250,10 +250,10 @@ int cmd_status(int argc, char **argv)
 		       "verified" : "not verified, their SYNs are charged");
 	}
 	rlctl_print_src_table(json_object_get(reply, "per_source_table"));
-	if ((v = json_object_get(reply, "memory")) && json_is_object(v))
+	if ((v = json_object_get(reply, "memory")) && json_is_object(v)) {
 		printf("memory:      kernel maps %.1f MiB (%" JSON_INTEGER_FORMAT
 		       " bytes per tenant), agent %.1f MiB resident (%"
-		       JSON_INTEGER_FORMAT " bytes per tenant)\n",
+		       JSON_INTEGER_FORMAT " bytes per tenant)",
 		       (double)json_integer_value(json_object_get(v,
 				"kernel_map_bytes")) / 1048576.0,
 		       json_integer_value(json_object_get(v,
@@ -262,6 +262,16 @@ int cmd_status(int argc, char **argv)
 				"agent_rss_bytes")) / 1048576.0,
 		       json_integer_value(json_object_get(v,
 				"agent_bytes_per_tenant")));
+		/* an older agent does not say */
+		if (json_object_get(v, "agent_anon_bytes"))
+			printf(", %.1f MiB of it its own (%" JSON_INTEGER_FORMAT
+			       " bytes per tenant)",
+			       (double)json_integer_value(json_object_get(v,
+					"agent_anon_bytes")) / 1048576.0,
+			       json_integer_value(json_object_get(v,
+					"agent_anon_bytes_per_tenant")));
+		putchar('\n');
+	}
 	if ((v = json_object_get(reply, "pin_dir")) && json_is_string(v))
 		printf("pin dir:     %s\n", json_string_value(v));
 	if ((v = json_object_get(reply, "state_dir")) && json_is_string(v))
