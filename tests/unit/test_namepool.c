@@ -1,4 +1,5 @@
-/* Unit test of user/lib/namepool.c: every holder reads back the name it was given, through names given up and the pool copied anew (its offsets rewritten, its dead bytes gone); against a reference of fixed arrays over random changes. */
+/* Unit test of user/lib/namepool.c: every holder reads back the name it was given, through names given up and the pool copied anew (its offsets rewritten, its dead bytes gone); against a reference of fixed arrays over random changes; names set in room reserved for them without the pool growing. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,40 @@ static void test_set_and_drop(void)
 	CHECK(name_pool_set(&np, &h, &e[0].name, "") == 0 && e[0].name == 0 &&
 	      np.dead == 6, "given up: offset 0, 6 dead bytes (%u)", np.dead);
 	CHECK(strcmp(name_pool_get(&np, e[1].name), "beta") == 0, "the other kept");
+	name_pool_free(&np);
+}
+
+/* Room reserved for names: they are set without the pool growing (the
+ * same buffer, the same capacity), however full it was. */
+static void test_reserve(void)
+{
+	struct entry e[8] = { 0 };
+	struct name_holders h = { &e[0].name, 8, sizeof(e[0]) };
+	struct name_pool np = { 0 };
+	char name[600];
+	bool ok = true;
+	char *buf;
+	uint32_t cap;
+
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	CHECK(name_pool_reserve(&np, &h, 0) == 0 && !np.buf, "nothing: no pool");
+	CHECK(name_pool_set(&np, &h, &e[0].name, "alpha") == 0, "set");
+	/* up to the last byte, then 8 x 600 more */
+	while (np.len + 2 <= np.cap && name_pool_set(&np, &h, &e[1].name, "b") == 0)
+		;
+	CHECK(name_pool_reserve(&np, &h, 8 * sizeof(name)) == 0, "reserved");
+	buf = np.buf;
+	cap = np.cap;
+	for (int i = 0; i < 8; i++)
+		ok = ok && name_pool_set(&np, &h, &e[i].name, name) == 0;
+	CHECK(ok && np.buf == buf && np.cap == cap, "set in the room reserved: "
+	      "cap %u, was %u", np.cap, cap);
+	for (int i = 0; i < 8; i++)
+		ok = ok && strcmp(name_pool_get(&np, e[i].name), name) == 0;
+	CHECK(ok, "each reads back");
+	CHECK(name_pool_reserve(&np, &h, (size_t)UINT32_MAX) == -ENOMEM &&
+	      np.buf == buf && np.cap == cap, "more than 4 GiB: -ENOMEM, unchanged");
 	name_pool_free(&np);
 }
 
@@ -86,6 +121,7 @@ static void test_matches_reference(void)
 int main(void)
 {
 	CHECK_RUN(test_set_and_drop);
+	CHECK_RUN(test_reserve);
 	CHECK_RUN(test_matches_reference);
 	return check_exit();
 }

@@ -60,6 +60,15 @@ int name_pool_set(struct name_pool *np, const struct name_holders *h,
 	return 0;
 }
 
+int name_pool_reserve(struct name_pool *np, const struct name_holders *h,
+		      size_t need)
+{
+	/* an empty pool starts with its byte 0, the offset of "" */
+	if (!need || (size_t)(np->len ? np->len : 1) + need <= np->cap)
+		return 0;
+	return rebuild(np, h, need);
+}
+
 void name_pool_free(struct name_pool *np)
 {
 	free(np->buf);

@@ -33,6 +33,12 @@ static inline const char *name_pool_get(const struct name_pool *np, uint32_t off
 int name_pool_set(struct name_pool *np, const struct name_holders *h,
 		  uint32_t *off, const char *name);
 
+/* Room for need more bytes of names (strlen + 1 each), the pool copied
+ * anew if it must grow: name_pool_set()s of names that add up to no more
+ * than need then cannot fail.  0, or -ENOMEM (nothing changed). */
+int name_pool_reserve(struct name_pool *np, const struct name_holders *h,
+		      size_t need);
+
 void name_pool_free(struct name_pool *np);
 
 #endif /* RL_NAMEPOOL_H */
