@@ -343,8 +343,15 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		next[i].n_samples = 0;
 	}
 
-	/* Rules that do not fit are refused before the state file or the
-	 * kernel is touched: nothing to put back then. */
+	/* What does not fit (the broker's room for the new tenants, the
+	 * rules) is refused before the state file or the kernel is touched:
+	 * nothing to put back then. */
+	if (a->hooks.slots_reserve &&
+	    a->hooks.slots_reserve(a->hooks.ctx, next, n, err)) {
+		pfx_store_free(&prefixes);
+		free(next);
+		return AGENT_INTERNAL;
+	}
 	e = rules_prepare(a, a->tenants, a->n_tenants, next, n, &rules);
 	if (e) {
 		pfx_store_free(&prefixes);
@@ -752,6 +759,8 @@ static int tenant_put_in_place(struct agent *a, struct agent_tenant *cur,
 		}
 		nt.version = change_version(a, t->name, tomb ? tomb->version : 0);
 	}
+	if (a->hooks.slots_reserve && a->hooks.slots_reserve(a->hooks.ctx, &nt, 1, err))
+		return AGENT_INTERNAL;
 	tombs = tombs_copy(a);
 	if (!tombs) {
 		snprintf(err, POLICY_ERR_MAX, "out of memory");

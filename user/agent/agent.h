@@ -103,6 +103,12 @@ enum agent_code {
  */
 struct agent_hooks {
 	void *ctx;
+	/* before a change is made that puts the tenants ts[0..n) in their
+	 * slots: what it will need of the listener, made sure of (so that
+	 * slot_ready() cannot fail).  0, or -errno with err (POLICY_ERR_MAX)
+	 * saying why not: the change is refused. */
+	int (*slots_reserve)(void *ctx, const struct agent_tenant *ts, size_t n,
+			     char *err);
 	/* slot now holds tenant p in the kernel; no rule points at it yet */
 	void (*slot_ready)(void *ctx, uint32_t slot, const struct policy_tenant *p);
 	/* the policy changed by a local request (rlctl), not by the fleet's

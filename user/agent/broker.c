@@ -198,6 +198,15 @@ int broker_open(const struct broker_host *h, const struct broker_opts *o,
 	b->degraded_since = time(NULL);
 	snprintf(b->reason, sizeof(b->reason), "not connected to Redis yet");
 	host_fleet_state(b, loop_now_ns(), true);
+	{
+		char why[POLICY_ERR_MAX];
+
+		err = broker_names_reserve_all(b, why);
+		if (err) {
+			log_error("%s", why);
+			goto fail;
+		}
+	}
 	broker_tenants_changed(b);
 	b->cmd = (struct conn){ .b = b, .backoff_ms = BACKOFF_MIN_MS, .name = "command" };
 	b->load_backoff_ms = BACKOFF_MIN_MS;

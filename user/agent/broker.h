@@ -188,6 +188,21 @@ void broker_tenants_changed(struct broker *b);
  * a token.  NULL b is fine. */
 void broker_slot_ready(struct broker *b, uint32_t slot, const struct policy_tenant *p);
 
+/* What the broker needs to keep tenant name's lease state in slot: 0 when
+ * it is the slot's tenant already, else the bytes of its name (+ 1).  NULL b
+ * is fine. */
+size_t broker_slot_name_need(const struct broker *b, uint32_t slot,
+			     const char *name);
+
+/* Before a change of the tenant set is made: room for the names of its n
+ * tenants new to their slots, need bytes (broker_slot_name_need() summed),
+ * first the first of them.  The broker_slot_ready() of each then cannot fail
+ * for want of memory, which would leave the tenant's lease state unkept.
+ * 0, or -ENOMEM with err (POLICY_ERR_MAX) naming first and the bytes: the
+ * change must not be made.  NULL b is fine. */
+int broker_names_reserve(struct broker *b, size_t need, size_t n,
+			 const char *first, char *err);
+
 /* The local policy changed through rlctl: publish each changed tenant (and a
  * tombstone for each removed one) to the fleet's policy store. */
 void broker_policy_changed(struct broker *b, const struct broker_tenant *old,

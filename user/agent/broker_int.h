@@ -204,6 +204,7 @@ struct broker {
 	struct slot *slots;		/* h.max_slots */
 	struct slot_rare *rare;		/* h.max_slots */
 	struct name_pool names;		/* the slots' tenant names */
+	bool names_short;	/* a tenant's name could not be kept (logged) */
 	/* The slots a check visits (broker_lease_due()): idle tenants cost
 	 * it nothing.  walk_all: the next check visits every tenant (the
 	 * fleet's size changed, and with it every lease cap). */
@@ -411,6 +412,9 @@ void broker_slot_free(struct slot *s);
  * broker_slot_name_set(); which it is about now: 0 or -ENOMEM (none). */
 const char *broker_slot_name(const struct slot *s);
 int broker_slot_name_set(struct slot *s, const char *name);
+/* broker_names_reserve() for every tenant of the host's set: 0, or -ENOMEM
+ * with err (POLICY_ERR_MAX) saying whose names and how many bytes. */
+int broker_names_reserve_all(struct broker *b, char *err);
 
 static inline struct slot_rare *slot_rare(const struct slot *s)
 {

@@ -745,9 +745,12 @@ void broker_rejoin_begin(struct broker *b)
 {
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant t;
+		struct slot *s;
 
 		host_tenant_at(b, i, &t);
-		rejoin_start(b, slot_of(b, &t));
+		s = slot_of(b, &t);
+		if (s)
+			rejoin_start(b, s);
 	}
 }
 
@@ -780,19 +783,81 @@ const char *broker_slot_name(const struct slot *s)
 	return name_pool_get(&s->b->names, s->name);
 }
 
-int broker_slot_name_set(struct slot *s, const char *name)
+static struct name_holders slot_holders(struct broker *b)
 {
-	struct broker *b = s->b;
-	struct name_holders h = { &b->slots[0].name, b->h.max_slots,
-				  sizeof(*b->slots) };
-
-	return name_pool_set(&b->names, &h, &s->name, name);
+	return (struct name_holders){ &b->slots[0].name, b->h.max_slots,
+				      sizeof(*b->slots) };
 }
 
-/* Keeps the slot table in step with the tenant set.  A slot that changed
+int broker_slot_name_set(struct slot *s, const char *name)
+{
+	struct name_holders h = slot_holders(s->b);
+
+	return name_pool_set(&s->b->names, &h, &s->name, name);
+}
+
+size_t broker_slot_name_need(const struct broker *b, uint32_t slot,
+			     const char *name)
+{
+	if (!b || slot >= b->h.max_slots ||
+	    strcmp(broker_slot_name(&b->slots[slot]), name) == 0)
+		return 0;
+	return strlen(name) + 1;
+}
+
+int broker_names_reserve(struct broker *b, size_t need, size_t n,
+			 const char *first, char *err)
+{
+	struct name_holders h;
+
+	if (!b || !need)
+		return 0;
+	h = slot_holders(b);
+	if (!name_pool_reserve(&b->names, &h, need))
+		return 0;
+	if (n > 1)
+		snprintf(err, POLICY_ERR_MAX, "couldn't make room for the names of "
+			 "tenant '%.64s' and %zu more (%zu bytes) in the lease "
+			 "broker: out of memory", first, n - 1, need);
+	else
+		snprintf(err, POLICY_ERR_MAX, "couldn't make room for the name of "
+			 "tenant '%.64s' (%zu bytes) in the lease broker: out of "
+			 "memory", first, need);
+	return -ENOMEM;
+}
+
+int broker_names_reserve_all(struct broker *b, char *err)
+{
+	const char *first = NULL;
+	size_t need = 0, n = 0;
+
+	for (size_t i = 0; i < host_tenant_count(b); i++) {
+		struct broker_tenant t;
+		size_t k;
+
+		host_tenant_at(b, i, &t);
+		k = broker_slot_name_need(b, t.slot, t.pol->name);
+		if (k && !n++)
+			first = t.pol->name;
+		need += k;
+	}
+	return broker_names_reserve(b, need, n, first, err);
+}
+
+/*
+ * Keeps the slot table in step with the tenant set.  A slot that changed
  * tenant starts over, and when the kernel holds nothing for it, on credit
  * (lease_credit()): no SYN waits for the first lease.  A changed limit
- * forgets Redis's advice to wait, which was about the old one. */
+ * forgets Redis's advice to wait, which was about the old one.
+ *
+ * The new tenant's name is made room for before anything of the slot
+ * changes: a slot is known to be in step by its name, and one reset
+ * without it would be reset, and credited, again at every sync.  The
+ * changes of the set reserve that room before they are made
+ * (broker_names_reserve()); should it still lack, the slot stays as it
+ * was, its tenant is not leased for, and NULL is returned: each check
+ * walks every tenant (and so tries again) until the name is kept.
+ */
 static struct slot *slot_sync(struct broker *b, uint32_t idx,
 			      const struct policy_tenant *p)
 {
@@ -801,8 +866,21 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 	if (strcmp(broker_slot_name(s), p->name) != 0) {
 		static const struct slot_rare none;
 		struct slot_rare *x = slot_rare(s);
+		struct name_holders h = slot_holders(b);
+		size_t need = strlen(p->name) + 1;
 		uint64_t gen = s->gen + 1, credit;
 
+		if (name_pool_reserve(&b->names, &h, need)) {
+			if (!b->names_short)
+				log_error("couldn't keep the name of tenant '%s' "
+					  "(%zu bytes) in the lease broker: out of "
+					  "memory; slot %u is not leased for until "
+					  "it is", p->name, need, idx);
+			b->names_short = true;
+			b->walk_all = true;
+			return NULL;
+		}
+		b->names_short = false;
 		broker_slot_unwait(s);
 		rejoin_set(b, s, false);
 		broker_slot_free(s);
@@ -813,9 +891,8 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 		s->gen = gen;
 		s->b = b;
 		s->idx = idx;
-		if (broker_slot_name_set(s, p->name))
-			log_warn("couldn't keep the lease state of tenant '%s': out "
-				 "of memory", p->name);
+		/* cannot fail: the room is there */
+		broker_slot_name_set(s, p->name);
 		s->rate = p->rate;
 		s->burst = p->burst;
 		s->budget = policy_overshoot_budget(p);
@@ -897,8 +974,12 @@ static void expire_leases(struct broker *b)
 	for (size_t i = 0; i < host_tenant_count(b); i++) {
 		struct broker_tenant t;
 
+		struct slot *s;
+
 		host_tenant_at(b, i, &t);
-		dropped += expire_tenant(b, &t, slot_of(b, &t));
+		s = slot_of(b, &t);
+		if (s)
+			dropped += expire_tenant(b, &t, s);
 	}
 	b->tokens_expired = true;
 	if (dropped)
@@ -1014,6 +1095,8 @@ void broker_lease_all(struct broker *b, uint64_t now)
 
 		host_tenant_at(b, i, &t);
 		s = slot_of(b, &t);
+		if (!s)
+			continue;	/* not in step: its name is not kept */
 		lease_visit(b, &t, s, now, &warm);
 		lease_schedule(b, &t, s, now);
 	}
@@ -1092,6 +1175,8 @@ void broker_shards_update(struct broker *b, uint64_t now)
 
 		host_tenant_at(b, i, t);
 		s = slot_of(b, t);
+		if (!s)
+			continue;
 		/* a split tenant: while none of its sub-buckets' shards can
 		 * lease; one shard down only takes its sub-buckets' shares */
 		down = !tenant_callable(b, t->pol) && !b->done;

@@ -231,6 +231,23 @@ void wire_broker_host(struct agent *a, struct broker_host *h)
 
 /* --- the broker as the agent's listener ------------------------------------ */
 
+/* Room in the broker for the names of the tenants new to their slots. */
+static int hook_slots_reserve(void *ctx, const struct agent_tenant *ts, size_t n,
+			      char *err)
+{
+	const char *first = NULL;
+	size_t need = 0, k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t b = broker_slot_name_need(ctx, ts[i].slot, ts[i].pol.name);
+
+		if (b && !k++)
+			first = ts[i].pol.name;
+		need += b;
+	}
+	return broker_names_reserve(ctx, need, k, first, err);
+}
+
 static void hook_slot_ready(void *ctx, uint32_t slot, const struct policy_tenant *p)
 {
 	broker_slot_ready(ctx, slot, p);
@@ -275,6 +292,7 @@ void wire_agent_hooks(struct agent *a, struct broker *b)
 {
 	a->hooks = (struct agent_hooks){
 		.ctx = b,
+		.slots_reserve = hook_slots_reserve,
 		.slot_ready = hook_slot_ready,
 		.policy_changed = hook_policy_changed,
 		.tenants_changed = hook_tenants_changed,
