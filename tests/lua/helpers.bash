@@ -115,15 +115,70 @@ redis_now_us() {
 	echo $((t[0] * 1000000 + 10#${t[1]}))
 }
 
-# expires_in KEY MS T0 T1: a call made between Redis times T0 and T1
-# (redis_now_us) set KEY to expire MS milliseconds after it: its expiry lies
-# between T0 + MS and T1 + MS, however long the calls around it took.
-expires_in() {
-	local at lo=$(($3 / 1000 + $2)) hi=$(($4 / 1000 + $2))
+# expiry_within WHAT AT MS T0 T1: AT (Redis ms, a PEXPIRETIME or a score) is
+# MS milliseconds after a call made between Redis times T0 and T1
+# (redis_now_us): between T0 + MS and T1 + MS, however long the calls
+# around it took.
+expiry_within() {
+	local lo=$(($4 / 1000 + $3)) hi=$(($5 / 1000 + $3))
 
-	at=$(r PEXPIRETIME "$1")
-	((at >= lo && at <= hi)) ||
-		{ echo "$1 expires at $at ms, expected $lo to $hi ($2 ms after the call)"; return 1; }
+	(($2 >= lo && $2 <= hi)) ||
+		{ echo "$1 expires at $2 ms, expected $lo to $hi ($3 ms after the call)"; return 1; }
+}
+
+# expires_in KEY MS T0 T1: a call made between Redis times T0 and T1 set KEY
+# to expire MS milliseconds after it (a TTL long enough that KEY is still
+# there to be read; for a short one, see atomically).
+expires_in() {
+	expiry_within "$1" "$(r PEXPIRETIME "$1")" "$2" "$3" "$4"
+}
+
+# atomically CMD...: runs the commands (one redis-cli line each), then TIME,
+# in one MULTI/EXEC, and prints their replies one line each, the last line
+# Redis's time after them in microseconds.  No key expires in the middle of
+# a transaction (Redis holds its clock for expiry there), so the expiry of a
+# key given a short TTL by one command can be read by the next however long
+# the machine stalls in between.
+atomically() {
+	local out
+
+	mapfile -t out < <({ echo MULTI; printf '%s\n' "$@"; echo TIME; echo EXEC; } | r)
+	# MULTI's OK and a QUEUED per command come first
+	out=("${out[@]:$# + 2}")
+	((${#out[@]} >= 2)) || { echo "MULTI/EXEC of $*: no replies" >&2; return 1; }
+	printf '%s\n' "${out[@]:0:${#out[@]} - 2}"
+	echo $((out[-2] * 1000000 + 10#${out[-1]}))
+}
+
+# live_until WHAT SCORE T1: a check that something expiring at SCORE (Redis
+# ms: a holder's or an agent's) was still live at a call made before Redis
+# time T1 (us) can tell only if T1 came before SCORE; returns 2 and says so
+# when the machine stalled so long that it did not (see retry_stalled).
+live_until() {
+	(($3 / 1000 < $2)) && return 0
+	echo "# $1 expired at $2 ms, before the call that had to find it live ended ($(($3 / 1000)) ms): the machine stalled"
+	return 2
+}
+
+# sleep_ms MS: sleeps MS milliseconds at least.
+sleep_ms() { sleep "$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))"; }
+
+# retry_stalled FN MS: runs FN MS, a check that something given a TTL of MS
+# ms is still live at a later call.  FN returns 2 when it cannot tell
+# (live_until): a stalled machine let the TTL run out before that call.
+# Then FN runs again with twice the TTL, up to 5 times in all; otherwise its
+# status is returned.  FN starts from a clean state each time.
+retry_stalled() {
+	local fn=$1 ms=$2 try rc
+
+	for ((try = 0; try < 5; try++)); do
+		rc=0
+		"$fn" "$ms" || rc=$?
+		((rc == 2)) || return "$rc"
+		ms=$((ms * 2))
+	done
+	echo "stalled 5 times: the machine never kept a TTL of up to $((ms / 2)) ms"
+	return 1
 }
 
 # lease KEY COUNT PERIOD BURST WANT CHUNK -> "granted remaining wait_ms"
