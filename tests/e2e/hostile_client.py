@@ -39,14 +39,19 @@ second, COUNT in all, for at most S seconds.  Shapes:
                 reset by this program, then replayed
 
 Prints one JSON object: "elapsed" (seconds from the first attempt to the
-last) and per shape "attempts" (connection attempts: datagrams carrying a
-SYN), "frames" (frames sent for them) and "synacks" (distinct SYN-ACKs
-received: connections the server opened).
+last), "window" (seconds from the first attempt to the last attempt or the
+last SYN-ACK received, whichever came later: the server answered only SYNs
+that its limiter judged within it, however long the machine stalled
+between making an attempt and sending it) and per shape "attempts"
+(connection attempts: datagrams carrying a SYN), "frames" (frames sent for
+them) and "synacks" (distinct SYN-ACKs received: connections the server
+opened).
 """
 
 import argparse
 import ipaddress
 import json
+import math
 import random
 import re
 import socket
@@ -190,6 +195,7 @@ class Attacker:
                           for a in self.attacks}
         self.lock = threading.Lock()
         self.stop = False
+        self.last_synack = None
         self.ports = iter(random.sample(range(1024, 65536), 64511))
 
     def send(self, pkt):
@@ -234,6 +240,7 @@ class Attacker:
         flow = a.flows.get(tcp.dport)
         if f & 0x12 == 0x12:	# SYN-ACK: complete the handshake
             a.synacks.add((tcp.dport, tcp.seq))
+            self.last_synack = time.monotonic()
             self.reply(a, tcp.dport, "A", tcp.ack, tcp.seq + 1)
             if flow is not None and flow[1] == "syn":
                 flow[1], flow[2] = "acked", time.monotonic()
@@ -274,7 +281,8 @@ class Attacker:
         start = time.monotonic()
         first = last = None
         n = 0
-        while n < count:
+        # a replay with no idle flow at its turn makes its attempt later
+        while any(a.attempts < count for a in self.attacks):
             due = start + n / rate
             now = time.monotonic()
             if max(due, now) - start > duration:
@@ -295,8 +303,15 @@ class Attacker:
                         self.reset(a, sport, flow)
         self.stop = True
         listener.join()
+        if first is not None and self.last_synack is not None:
+            last_seen = max(last, self.last_synack)
+        else:
+            last_seen = last
         return {
             "elapsed": round(last - first, 3) if first is not None else 0,
+            # rounded up: a bound computed from it never falls short
+            "window": math.ceil((last_seen - first) * 1000) / 1000
+                      if first is not None else 0,
             "attacks": [{"shape": a.shape, "src": a.src, "dport": a.dport,
                          "attempts": a.attempts, "frames": a.frames,
                          "synacks": len(a.synacks)} for a in self.attacks],
