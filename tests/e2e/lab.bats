@@ -197,6 +197,20 @@ teardown() {
 	expect_between accepted "$accepted" $((connected * 98 / 100)) "$connected"
 }
 
+@test "loadgen --serve stopped counts the connections still queued for it (a loaded server behind on its accepts)" {
+	local accepted
+
+	serve_start s2 8082
+	# stopped: the kernel completes every handshake, none is accepted yet
+	kill -STOP "$SERVE_PID"
+	run_loadgen_json c1 --rate 100 --duration 0.2 --timeout $T_LONG "$(lab_target s2 8082 4)"
+	expect_eq connected "$(json_get .total.connected)" 20
+	kill -TERM "$SERVE_PID"
+	kill -CONT "$SERVE_PID"
+	accepted=$(serve_stop)
+	expect_eq "accepted, counted at the stop" "$accepted" 20
+}
+
 @test "clients sit alone in distinct /28 and /80 prefixes (two-tenant tests rely on it)" {
 	expect_eq "c1 IPv4" "$(lab_addr c1 4)" 192.0.2.65
 	expect_eq "c2 IPv4" "$(lab_addr c2 4)" 192.0.2.81

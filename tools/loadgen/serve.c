@@ -142,6 +142,15 @@ int serve_run(const struct lg_serve_opts *o, struct lg_serve_result *res)
 			}
 		}
 	}
+	/* A connection the kernel completed before the stop was accepted
+	 * too: a server behind on its accepts (a loaded machine) still has
+	 * some queued. */
+	for (size_t i = 0; i < opened && !ret; i++) {
+		ret = drain(fds[i], &res->accepted);
+		if (ret)
+			fprintf(stderr, "Error: couldn't accept on '%s': %s\n",
+				o->listen[i].label, strerror(-ret));
+	}
 	res->elapsed_s = (double)(mono_ns() - t0) / 1e9;
 out:
 	for (size_t i = 0; i < opened; i++)
