@@ -754,10 +754,21 @@ static __always_inline bool fleet_degraded(__u64 now)
 		return false;
 	if (READ_ONCE(a->degraded))
 		return true;
-	/* One read each: the agent rewrites them while we look. */
-	hb = READ_ONCE(a->heartbeat_ns);
+	/* One read each, the agent rewriting them while we look: stale_ns
+	 * first, then the heartbeat, the other half of the agent's order
+	 * (rl_agent_stamp: the heartbeat, then stale_ns with release), as the
+	 * pool's readers do (rl_pool_degraded).  A stale_ns the agent has just
+	 * made non-zero then comes with its heartbeat, never with the zero one
+	 * of fresh pins, which would read as a dead agent.  Volatile loads
+	 * keep their order in the program and the JIT, and x86 does not
+	 * reorder loads with one another; a weakly ordered CPU may, and
+	 * there the race is one SYN judged by the fail policy when an agent
+	 * first stamps fresh pins. */
 	stale = READ_ONCE(a->stale_ns);
-	return stale && now > hb && now - hb > stale;
+	if (!stale)
+		return false;
+	hb = READ_ONCE(a->heartbeat_ns);
+	return now > hb && now - hb > stale;
 }
 
 /* A leased tenant whose tokens are spent while the fleet is degraded: its

@@ -187,9 +187,7 @@ void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 {
 	if (!k->agent)
 		return;
-	__atomic_store_n(&k->agent->stale_ns, stale_ns, __ATOMIC_RELAXED);
-	__atomic_store_n(&k->agent->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&k->agent->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
+	rl_agent_stamp(k->agent, now_ns, stale_ns, degraded);
 	if (k->preload) {
 		preload_heartbeat(k->preload, now_ns, stale_ns, degraded);
 		tokens_balance(k);

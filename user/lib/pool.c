@@ -192,7 +192,7 @@ bool rl_pool_has_rules(const struct rl_pool *p, enum rl_pool_dir dir)
 }
 
 /* The heartbeat's protocol: the agent stores heartbeat_ns, then stale_ns
- * with release (rl_pool_heartbeat); here stale_ns is loaded with acquire
+ * with release (rl_agent_stamp); here stale_ns is loaded with acquire
  * first.  A stale_ns of this agent's therefore comes with a heartbeat at
  * least as new as the one stored before it: never the agent's first
  * stale_ns with the zero (or a dead agent's) heartbeat of before, which

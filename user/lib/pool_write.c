@@ -169,13 +169,8 @@ int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
 void rl_pool_heartbeat(struct rl_pool *p, uint64_t now_ns, uint64_t stale_ns,
 		       bool degraded)
 {
-	struct rl_agent_state *a = &p->hdr->agent;
-
-	/* the heartbeat before stale_ns, which readers load first (see
-	 * rl_pool_degraded) */
-	__atomic_store_n(&a->heartbeat_ns, now_ns, __ATOMIC_RELAXED);
-	__atomic_store_n(&a->stale_ns, stale_ns, __ATOMIC_RELEASE);
-	__atomic_store_n(&a->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
+	/* as the kernel's: the readers' side is rl_pool_degraded */
+	rl_agent_stamp(&p->hdr->agent, now_ns, stale_ns, degraded);
 }
 
 void rl_pool_points(struct rl_pool *p, unsigned int points)

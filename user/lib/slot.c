@@ -293,3 +293,12 @@ void rl_share_store(struct rl_tenant *kt, struct rl_tenant *pt, int64_t n,
 	__atomic_store_n(&pt->conn_slots, n - c > 0 ? n - c : 0,
 			 __ATOMIC_RELEASE);
 }
+
+void rl_agent_stamp(struct rl_agent_state *a, uint64_t now_ns,
+		    uint64_t stale_ns, bool degraded)
+{
+	__atomic_store_n(&a->heartbeat_ns, now_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->stale_ns, stale_ns, __ATOMIC_RELEASE);
+	/* a flag that publishes nothing */
+	__atomic_store_n(&a->degraded, degraded ? 1 : 0, __ATOMIC_RELAXED);
+}

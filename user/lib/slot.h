@@ -94,4 +94,17 @@ int64_t rl_share_slots(int64_t n, int64_t kern, int64_t pool, int64_t pool_slots
 void rl_share_store(struct rl_tenant *kt, struct rl_tenant *pt, int64_t n,
 		    int64_t pn);
 
+/*
+ * Stamps the agent's heartbeat into a (the kernel's `agent_state`, or the
+ * preload pool's copy): now_ns, then stale_ns with release, then degraded.
+ * Readers load stale_ns first, then the heartbeat (the kernel's
+ * fleet_degraded(), rl_pool_degraded()): one that finds this agent's
+ * stale_ns finds a heartbeat at least as new as the one stored before it,
+ * never the zero (or a dead agent's) heartbeat of before with a stale_ns
+ * that has just become non-zero, which would read as a dead agent for a
+ * moment.
+ */
+void rl_agent_stamp(struct rl_agent_state *a, uint64_t now_ns,
+		    uint64_t stale_ns, bool degraded);
+
 #endif /* RL_SLOT_H */
