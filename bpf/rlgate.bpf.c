@@ -1190,11 +1190,20 @@ enum conn_verdict {
  * nor gives it back, and Redis hands it to other hosts after its TTL.  Then
  * the tenant's fail policy, as for tokens: the static share user space set
  * in advance, no cap (allow), or no new connection (deny).
+ * Standalone, the cap is the kernel's alone and needs no agent, unless the
+ * agent shares it with a preload pool: then conn_slots is the part the
+ * agent last gave the kernel, moved to wherever connections wait only
+ * while it lives, and it expects a heartbeat (stale_ns is 0 otherwise).
+ * Once that is stale the fail policy decides, as it does in the pool
+ * (rl_pool_conn_open): static keeps the kernel's part (the pool keeps the
+ * rest), allow lifts the cap, deny admits nothing new.
  */
 static __always_inline __s64 conn_limit(struct rl_tenant *t, __u64 now)
 {
-	if (t->mode != RL_MODE_LEASED ||
-	    !((READ_ONCE(t->flags) & RL_F_DEGRADED) || fleet_degraded(now)))
+	bool leased = t->mode == RL_MODE_LEASED;
+
+	if (!((leased && (READ_ONCE(t->flags) & RL_F_DEGRADED)) ||
+	      fleet_degraded(now)))
 		return READ_ONCE(t->conn_slots);
 	switch (READ_ONCE(t->fail)) {
 	case RL_FAIL_ALLOW:
@@ -1202,7 +1211,8 @@ static __always_inline __s64 conn_limit(struct rl_tenant *t, __u64 now)
 	case RL_FAIL_DENY:
 		return 0;
 	default:
-		return READ_ONCE(t->conn_fail_slots);
+		return leased ? READ_ONCE(t->conn_fail_slots) :
+				READ_ONCE(t->conn_slots);
 	}
 }
 

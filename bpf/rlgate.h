@@ -48,7 +48,13 @@
  *      rl_tenant.overdraft, in state padding that was zero (no
  *      overdraft: a slot pinned before it refuses at its last token, as
  *      it did, until an agent of this build sets it), and counter
- *      RL_CNT_OVERDRAWN in a slot that was zero
+ *      RL_CNT_OVERDRAWN in a slot that was zero.  So did a standalone
+ *      agent's heartbeat in `agent_state`, stamped (stale_ns non-zero)
+ *      while it shares connection caps with a preload pool, and zeroed at
+ *      its start otherwise: a program of before keeps the kernel's part
+ *      of such a cap whatever the fail policy once the agent is dead, as
+ *      it did; an agent of before never wrote it standalone, and the
+ *      first agent of this build to start on the pins does
  */
 #define RL_ABI_VERSION		4
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
@@ -211,10 +217,15 @@ _Static_assert(sizeof(struct rl_tenant) == 128 &&
 /* The agent's side of fleet mode, for the kernel (ARRAY `agent_state`, one
  * entry, mmapable).  The kernel applies each leased tenant's fail policy when
  * degraded is set or the heartbeat is older than stale_ns: a dead agent
- * never leaves its tenants without a policy. */
+ * never leaves its tenants without a policy.  Standalone, so do the
+ * connection caps the agent shares with a preload pool (conn_limit()).
+ * The agent stores the heartbeat, then stale_ns; readers load stale_ns
+ * first (rl_agent_stamp). */
 struct rl_agent_state {
 	__u64 heartbeat_ns;	/* bpf_ktime_get_ns() clock */
-	__u64 stale_ns;		/* 0: no heartbeat expected (standalone) */
+	__u64 stale_ns;		/* 0: no heartbeat expected (standalone,
+				 * unless the agent shares caps with a
+				 * preload pool) */
 	__u32 degraded;		/* the agent's Redis breaker is open */
 	__u32 live_agents;	/* last fleet size the agent knew: a restarted
 				 * agent keeps the static share it had */

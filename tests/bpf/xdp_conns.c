@@ -437,6 +437,10 @@ fail:
  * its agent's heartbeat is `age` old (stale after 2 s) or the agent says
  * it is degraded: SYNs of new connections, of which `want` pass.  A dead
  * agent's slots are not its to use once Redis may have handed them on.
+ * Standalone rows: the cap shared with a preload pool, `slots` the
+ * kernel's part of it, which only a live agent moves: once its heartbeat
+ * is stale the fail policy decides, as in the pool; an agent that expects
+ * no heartbeat (stale_ns 0: no pool) leaves the cap to the kernel alone.
  */
 static const struct stale_row {
 	const char *what;
@@ -445,45 +449,67 @@ static const struct stale_row {
 	__u64 age_ns;
 	__u32 degraded;
 	int want;
+	enum {
+		LEASED,
+		SHARED,		/* standalone, split with a preload pool */
+		ALONE,		/* standalone, no pool: stale_ns 0 */
+	} cap;
 } stale_rows[] = {
 	{ "fresh heartbeat: the slots held", RL_FAIL_STATIC, 3, 1, 0,
-	  0, 0, 3 },
+	  0, 0, 3, LEASED },
 	{ "stale, static: the share set in advance, not the slots held",
-	  RL_FAIL_STATIC, 5, 2, 0, 10 * SEC_NS, 0, 2 },
+	  RL_FAIL_STATIC, 5, 2, 0, 10 * SEC_NS, 0, 2, LEASED },
 	{ "stale, static, more in flight than the share: nothing new",
-	  RL_FAIL_STATIC, 5, 2, 3, 10 * SEC_NS, 0, 0 },
+	  RL_FAIL_STATIC, 5, 2, 3, 10 * SEC_NS, 0, 0, LEASED },
 	{ "stale, static, a share above the slots held", RL_FAIL_STATIC, 1, 4,
-	  0, 10 * SEC_NS, 0, 4 },
+	  0, 10 * SEC_NS, 0, 4, LEASED },
 	{ "stale, static, a share of 0 (slot of an older agent): nothing new",
-	  RL_FAIL_STATIC, 5, 0, 0, 10 * SEC_NS, 0, 0 },
-	{ "stale, allow: no cap", RL_FAIL_ALLOW, 1, 1, 0, 10 * SEC_NS, 0, 6 },
+	  RL_FAIL_STATIC, 5, 0, 0, 10 * SEC_NS, 0, 0, LEASED },
+	{ "stale, allow: no cap", RL_FAIL_ALLOW, 1, 1, 0, 10 * SEC_NS, 0, 6,
+	  LEASED },
 	{ "stale, deny: nothing new however many slots held", RL_FAIL_DENY,
-	  5, 5, 0, 10 * SEC_NS, 0, 0 },
+	  5, 5, 0, 10 * SEC_NS, 0, 0, LEASED },
 	{ "degraded (breaker open), static: the share", RL_FAIL_STATIC, 5, 1,
-	  0, 0, 1, 1 },
+	  0, 0, 1, 1, LEASED },
+	{ "split with a preload pool, fresh heartbeat, deny: the kernel's "
+	  "part", RL_FAIL_DENY, 3, 1, 0, 0, 0, 3, SHARED },
+	{ "split with a pool, the agent dead (stale), static: the kernel's "
+	  "part, not a fleet's fail share", RL_FAIL_STATIC, 2, 1, 0,
+	  10 * SEC_NS, 0, 2, SHARED },
+	{ "split with a pool, stale, static, its part in flight: nothing new",
+	  RL_FAIL_STATIC, 2, 1, 2, 10 * SEC_NS, 0, 0, SHARED },
+	{ "split with a pool, stale, allow: no cap", RL_FAIL_ALLOW, 2, 1, 0,
+	  10 * SEC_NS, 0, 6, SHARED },
+	{ "split with a pool, stale, deny: nothing new", RL_FAIL_DENY, 2, 2, 0,
+	  10 * SEC_NS, 0, 0, SHARED },
+	{ "no pool (no heartbeat expected), deny: the whole cap however old "
+	  "the heartbeat", RL_FAIL_DENY, 2, 0, 0, 10 * SEC_NS, 0, 2,
+	  ALONE },
 };
 
 static int run_stale_row(const void *arg)
 {
 	const struct stale_row *row = arg;
+	__u64 stale = row->cap == ALONE ? 0 : 2 * SEC_NS;
 	struct cinst in;
 	int passed = 0, err;
 	__u32 v;
 
 	if (cinst_open(&in, 0, RL_ACT_DROP, 0))
 		return -1;
-	/* tokens to spare: only the cap decides */
-	tenant_leased(in.t, RL_ACT_DROP, 1000, -1, false);
+	/* tokens to spare: only the cap decides (standalone: a burst of 100) */
+	if (row->cap == LEASED)
+		tenant_leased(in.t, RL_ACT_DROP, 1000, -1, false);
 	tenant_fail(in.t, row->fail, 1000, 1);
 	in.t->flags = RL_F_CONNCAP;
 	in.t->conn_slots = row->open > row->slots ? row->open : row->slots;
 	in.t->conn_fail_slots = row->fail_slots;
-	err = agent_state_set(&in.w, now_ns(), 2 * SEC_NS, 0);
+	err = agent_state_set(&in.w, now_ns(), stale, 0);
 	for (int i = 0; !err && i < row->open; i++)
 		err = seg(&in, false, TH_SYN, SPORT + 100 + i, 1, NULL);
 	in.t->conn_slots = row->slots;
 	if (!err)
-		err = agent_state_set(&in.w, now_ns() - row->age_ns, 2 * SEC_NS,
+		err = agent_state_set(&in.w, now_ns() - row->age_ns, stale,
 				      row->degraded);
 	for (int i = 0; !err && i < 6; i++) {
 		err = seg(&in, false, TH_SYN, SPORT + i, 1, &v);
@@ -887,8 +913,10 @@ void conn_tests(void)
 							 &cscens[i] };
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(stale_rows); i++) {
-		snprintf(stale_names[i], sizeof(stale_names[i]), "caps, leased, "
-			 "agent dead or Redis away: %s", stale_rows[i].what);
+		snprintf(stale_names[i], sizeof(stale_names[i]), "%s: %s",
+			 stale_rows[i].cap != LEASED ? "caps, standalone" :
+			 "caps, leased, agent dead or Redis away",
+			 stale_rows[i].what);
 		conn_scenarios[n++] = (struct scenario){ stale_names[i],
 							 run_stale_row,
 							 &stale_rows[i] };

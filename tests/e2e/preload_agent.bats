@@ -701,8 +701,14 @@ shared_cap() {
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
 }
 
-@test "standalone at both points, the agent killed: once its heartbeat is stale, each capped tenant's fail policy decides in the pool - static keeps the pool's part of the cap (the kernel keeps the rest), allow lifts the cap, deny admits nothing new" {
-	local pin=/sys/fs/bpf/rlgate-$LAB-a name port fail ps
+# listening_twice PORT: s1 has two listeners on PORT (the lab address and
+# loopback).
+listening_twice() {
+	(($(in_ns s1 ss -Hltn "sport = :$1" | wc -l) == 2))
+}
+
+@test "standalone at both points, the agent killed: once its heartbeat is stale, each capped tenant's fail policy decides at both points alike - static keeps each point's part of the cap (never more than the cap between them), allow lifts the cap at both, deny admits nothing new at either; a restarted agent shares each cap again from what is in flight" {
+	local pin=/sys/fs/bpf/rlgate-$LAB-a name port fail ps ks fd closes=
 
 	lab_up --servers 1 --clients 1
 	PIN_DIRS+=("$pin")
@@ -711,27 +717,68 @@ shared_cap() {
 		"$pin" "$BATS_TEST_TMPDIR/a.log" --preload-pool "$POOL" \
 		--heartbeat-stale 500
 	AGENT_PIDS+=("$RLAGENT_PID")
-	# one tenant per local port of s1's loopback, each capped at 3
+	# one tenant per local port of s1, each capped at 3: c1's connections
+	# through XDP to a server without the library on the lab address,
+	# loopback's through the library; refused SYNs answered by a RST
 	for name in keep:8081:static open:8082:allow shut:8083:deny; do
 		IFS=: read -r name port fail <<<"$name"
 		rla a tenant set "$name" --rate 1000/s --burst 1000 --max-conns 3 \
-			--match 127.0.0.0/8 --port "$port" --fail "$fail" >/dev/null
+			--action rst --match "$(prefixes c1),127.0.0.0/8" \
+			--port "$port" --fail "$fail" >/dev/null
+		in_ns s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" \
+			"$port" >/dev/null 2>&1 3>&- &
+		echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
 		preloaded s1 "$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 "$port"
-		wait_listen s1 "$port"
+		wait_for 5 listening_twice "$port"
 	done
 	# idle: the kernel holds part of each cap, the pool the rest
 	ps=$(point_stat a keep preload conn_slots)
+	ks=$(point_stat a keep kernel conn_slots)
 	expect_between "the pool's part of keep's cap" "$ps" 1 2
-	expect_eq "the pool's part of open's cap" "$(point_stat a open preload conn_slots)" "$ps"
-	expect_eq "the pool's part of shut's cap" "$(point_stat a shut preload conn_slots)" "$ps"
+	expect_eq "the kernel's part of keep's cap" "$ks" $((3 - ps))
+	for name in open shut; do
+		expect_eq "the pool's part of $name's cap" \
+			"$(point_stat a "$name" preload conn_slots)" "$ps"
+		expect_eq "the kernel's part of $name's cap" \
+			"$(point_stat a "$name" kernel conn_slots)" "$ks"
+	done
 	proc_stop "${AGENT_PIDS[0]}" KILL
 	sleep 1
 	hold_conns k s1 127.0.0.1 8081 3
 	expect_held "$ps" $((3 - ps))
+	hold_conns kx c1 "$(lab_addr s1 4)" 8081 3
+	expect_held "$ks" $((3 - ks))
 	hold_conns o s1 127.0.0.1 8082 5
+	expect_held 5 0
+	hold_conns ox c1 "$(lab_addr s1 4)" 8082 5
 	expect_held 5 0
 	hold_conns d s1 127.0.0.1 8083 2
 	expect_held 0 2
+	hold_conns dx c1 "$(lab_addr s1 4)" 8083 2
+	expect_held 0 2
+	# back: keep's 3 and open's 10 in flight fill their caps, nothing new
+	# at either point until they end; shut has its cap free again.  The
+	# agent without the holders' ends of their fifos, which it would keep
+	# open past their release.
+	for fd in "${HOLD_FDS[@]}"; do
+		closes+=" $fd>&-"
+	done
+	eval 'rlagent_start s1 "$BATS_TEST_TMPDIR/a.sock" "$BATS_TEST_TMPDIR/a.state" \
+		"$pin" "$BATS_TEST_TMPDIR/a.log" --preload-pool "$POOL" \
+		--heartbeat-stale 500'"$closes"
+	AGENT_PIDS+=("$RLAGENT_PID")
+	expect_eq "open's connections in flight" \
+		"$(json_get '.[0].conns' "$(rla a --json stats open)")" 10
+	hold_conns o2 s1 127.0.0.1 8082 1
+	expect_held 0 1
+	hold_conns ox2 c1 "$(lab_addr s1 4)" 8082 1
+	expect_held 0 1
+	hold_conns k2 c1 "$(lab_addr s1 4)" 8081 1
+	expect_held 0 1
+	hold_conns d2 c1 "$(lab_addr s1 4)" 8083 1
+	expect_held 1 0
+	hold_conns d3 s1 127.0.0.1 8083 1
+	expect_held 1 0
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
 }
 

@@ -167,6 +167,14 @@ void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant 
 void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 		      bool degraded);
 
+/* Standalone's word to the kernel and the pool: alive at now_ns.  While
+ * the agent shares connection caps between them (kern_conn_points() 2),
+ * each then expects the next within the pool's stale_ns, and once it is
+ * stale each capped tenant's fail policy decides at both points (the
+ * split is no longer moved); otherwise the kernel expects none (stale_ns
+ * 0, whatever an agent of fleet mode left in its map). */
+void kern_alive(struct kern *k, uint64_t now_ns);
+
 /* Fleet mode on a Redis Cluster: the shard of the tenant in slot is out of
  * reach (on) or back (off); see RL_F_DEGRADED. */
 void kern_tenant_degraded(struct kern *k, uint32_t slot, bool on);

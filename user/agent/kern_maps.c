@@ -194,6 +194,19 @@ void kern_fleet_state(struct kern *k, uint64_t now_ns, uint64_t stale_ns,
 	}
 }
 
+void kern_alive(struct kern *k, uint64_t now_ns)
+{
+	unsigned int points = kern_conn_points(k);
+
+	if (k->leased)
+		return;
+	if (k->agent)
+		rl_agent_stamp(k->agent, now_ns, points == 2 && k->preload ?
+			       k->preload->stale_ns : 0, false);
+	if (k->preload)
+		preload_alive(k->preload, now_ns, points);
+}
+
 static void flag_degraded(struct rl_tenant *rt, bool on)
 {
 	if (on)

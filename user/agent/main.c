@@ -341,15 +341,15 @@ static void on_tick(struct loop_timer *t, void *arg)
 
 /* Standalone, with the kernel and the pool both enforcing: each capped
  * tenant's cap shared again by what each point has in flight and wants.
- * The pool's heartbeat goes with it (fleet mode's goes with its checks,
- * kern_fleet_state): once it is stale, a cap shared with the kernel is
- * no longer moved, and the fail policies decide in the pool. */
+ * The heartbeat goes with it (fleet mode's goes with its checks,
+ * kern_fleet_state): once it is stale, a cap shared between the points is
+ * no longer moved, and the fail policies decide at both (kern_alive). */
 static void on_share(struct loop_timer *t, void *arg)
 {
 	struct agent *a = arg;
 
 	(void)t;
-	preload_alive(a->kern.preload, loop_now_ns(), kern_conn_points(&a->kern));
+	kern_alive(&a->kern, loop_now_ns());
 	if (kern_conn_points(&a->kern) != 2)
 		return;
 	for (size_t i = 0; i < a->n_tenants; i++)
@@ -487,6 +487,10 @@ int main(int argc, char **argv)
 		a.kern.preload->stale_ns = (bo.stale_ms ? bo.stale_ms : 2000) *
 					   1000000ULL;
 	a.kern.ifaces_planned = a.opts.n_ifaces;
+	/* Standalone: alive before the policy splits any cap, and before our
+	 * program replaces the one attached (kern_attach), which then never
+	 * reads a fleet agent's last word as ours */
+	kern_alive(&a.kern, loop_now_ns());
 	/* Policy before attach: on a fresh pin dir the program then starts
 	 * with its tenants in place instead of passing everything for a
 	 * moment. */

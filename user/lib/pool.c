@@ -353,9 +353,10 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
  * the part the agent last gave it, moved to wherever connections wait only
  * while the agent lives.  Once its heartbeat is stale that split would
  * stay as it was, refusing here what the kernel's idle part could take:
- * the fail policy decides instead - static keeps the pool's part (the
- * kernel keeps the rest: never more than the cap between them), allow
- * lifts the cap, deny admits nothing new.
+ * the fail policy decides instead, as it does in the kernel (whose
+ * conn_limit() watches the same heartbeat) - static keeps the pool's part
+ * (the kernel keeps the rest: never more than the cap between them),
+ * allow lifts the cap, deny admits nothing new.
  */
 static int64_t conn_limit(const struct rl_pool *p, const struct rl_tenant *t,
 			  uint32_t flags, uint64_t now)
