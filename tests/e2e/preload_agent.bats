@@ -782,6 +782,29 @@ listening_twice() {
 	expect_no_errors "$BATS_TEST_TMPDIR/srv.err"
 }
 
+@test "a standalone agent on the pins a fleet agent left degraded (its last word on a clean stop) caps its tenants at the whole cap whatever their fail policy: a deny tenant admits up to its cap through XDP" {
+	local pin=/sys/fs/bpf/rlgate-$LAB-a
+
+	fleet_lab 1 1
+	PIN_DIRS+=("$pin")
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	rlagent_start s1 "$BATS_TEST_TMPDIR/a.sock" "$BATS_TEST_TMPDIR/a.state" \
+		"$pin" "$BATS_TEST_TMPDIR/a.log" --redis "$REDIS_ADDR" --agent-id a
+	AGENT_PIDS+=("$RLAGENT_PID")
+	proc_stop "${AGENT_PIDS[0]}" TERM
+	rlagent_start s1 "$BATS_TEST_TMPDIR/a.sock" "$BATS_TEST_TMPDIR/a.state" \
+		"$pin" "$BATS_TEST_TMPDIR/a.log"
+	AGENT_PIDS+=("$RLAGENT_PID")
+	rla a tenant set web --rate 1000/s --burst 1000 --max-conns 3 --action rst \
+		--fail deny --match "$(prefixes c1)" >/dev/null
+	ip netns exec "$(lab_ns s1)" "$PY" "$PRELOAD_HOLD" serve thread \
+		"$(lab_addr s1 4)" 8080 >/dev/null 2>&1 3>&- &
+	echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
+	wait_listen s1 8080
+	hold_conns h c1 "$(lab_addr s1 4)" 8080 4
+	expect_held 3 1
+}
+
 @test "fleet at both points, the agent killed: once its heartbeat is stale, the pool's static fail share is half the host's (the kernel has the other half), so that the host does not admit two shares" {
 	local pin=/sys/fs/bpf/rlgate-$LAB-a tokens hi secs
 
