@@ -181,12 +181,12 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CHECK_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ALL)
 
-# The lease broker on a host of the test's own, with malloc failing when the
-# test says (it is wrapped).
-BROKER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard user/agent/broker*.c)) \
-	       $(BUILD)/obj/lua_scripts.o
-$(BUILD)/tests/unit/test_broker_names: $(BUILD)/obj/tests/unit/test_broker_names.o \
-				       $(CHECK_OBJ) $(BROKER_OBJS) $(LIB)
+# Tests of the agent's own files (the broker on a host of the test's own,
+# the tenant tables): linked with them, and with malloc wrapped so that it
+# fails when the test says.
+AGENT_TESTS := $(BUILD)/tests/unit/test_broker_names $(BUILD)/tests/unit/test_agent_table
+$(AGENT_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CHECK_OBJ) \
+		$(filter-out $(BUILD)/obj/user/agent/main.o,$(AGENT_OBJS)) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -Wl,--wrap=malloc -o $@ $^ $(LIBS_ALL)
 

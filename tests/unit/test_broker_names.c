@@ -14,22 +14,7 @@
 
 #include "../../user/agent/broker_int.h"
 #include "check.h"
-
-/* --- malloc, failing on demand (-Wl,--wrap=malloc) ------------------------ */
-
-void *__real_malloc(size_t n);
-void *__wrap_malloc(size_t n);
-
-static bool malloc_fails;
-
-void *__wrap_malloc(size_t n)
-{
-	if (malloc_fails) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return __real_malloc(n);
-}
+#include "malloc_fail.h"
 
 /* --- the host: a tenant set and the kernel's tokens ------------------------ */
 

@@ -625,7 +625,7 @@ static int tomb_add(struct agent *a, const char *name, uint64_t version)
 int agent_table_put(struct agent *a, const struct agent_tenant *given,
 		    char *err)
 {
-	struct agent_tenant *cur = agent_find(a, given->pol.name), copy = *given;
+	struct agent_tenant *cur = agent_find(a, given->pol.name), copy = *given, was;
 	const struct agent_tenant *t = &copy;
 	uint64_t caps = agent_index_caps(a, NULL, NULL) + t->pol.max_conns -
 			(cur ? cur->pol.max_conns : 0);
@@ -653,8 +653,18 @@ int agent_table_put(struct agent *a, const struct agent_tenant *given,
 			return -ENOMEM;
 		}
 		agent_index_drop(a, i);
+		was = *cur;
 		*cur = *t;
-		return agent_index_put(a, i);
+		if (agent_index_put(a, i)) {
+			/* as it was; an index that cannot take it back is
+			 * dropped (changes then rebuild the set) */
+			*cur = was;
+			if (agent_index_put(a, i))
+				agent_index_free(a);
+			snprintf(err, POLICY_ERR_MAX, "out of memory");
+			return -ENOMEM;
+		}
+		return 0;
 	}
 	if (t->slot >= a->kern.max_tenants || agent_index_slot_used(a, t->slot) ||
 	    a->n_tenants >= a->kern.max_tenants) {
