@@ -1276,9 +1276,87 @@ static void test_text(void)
 	}
 }
 
+/* policy_same() says what json_equal() of the two tenants' JSON says, for
+ * tenants with every optional field on or off and a twin changed in one
+ * field (or none), including fields the JSON leaves out. */
+static void test_same(void)
+{
+	static const char *const pfx[] = {
+		"192.0.2.0/24", "10.0.0.0/8", "2001:db8::/32", "0.0.0.0/0",
+	};
+	unsigned int seed = 777, n_same = 0, n_differ = 0;
+	bool ok = true;
+
+	for (int round = 0; ok && round < 4000; round++) {
+		struct policy_tenant t, u;
+		json_t *jt, *ju;
+		bool want;
+
+		make(&t, "t1", "10/s", pfx[round % 4], NULL);
+		if (round % 3 == 0 &&
+		    policy_parse_prefix(pfx[(round + 1) % 4], &t.match[t.n_match], NULL) == 0)
+			t.n_match++;
+		for (unsigned int k = 0; k < POLICY_MAX_PORTS; k++)
+			if (rand_r(&seed) % 4 == 0)
+				t.ports[t.n_ports++] = (uint16_t)(1 + k);
+		t.rate = (struct policy_rate){ 1 + (uint64_t)(rand_r(&seed) % 3),
+					       rand_r(&seed) % 2 ? 60 : 1 };
+		t.burst = 1 + (uint64_t)(rand_r(&seed) % 3);
+		t.overshoot = (uint64_t)(rand_r(&seed) % 2);
+		t.max_conns = (uint64_t)(rand_r(&seed) % 2);
+		t.shards = (uint64_t)(rand_r(&seed) % 3);
+		if (rand_r(&seed) % 2) {
+			t.src_rate = (struct policy_rate){ 5, 3600 };
+			t.src_burst = 5;
+			t.src_len4 = 24;
+			t.src_len6 = 64;
+		}
+		twin(&u, &t);
+		switch (rand_r(&seed) % 20) {
+		case 0: u.name[1] = '2'; break;
+		case 1: u.rate.count++; break;
+		case 2: u.rate.period_s = u.rate.period_s == 1 ? 3600 : 1; break;
+		case 3: u.burst++; break;
+		case 4: u.match[0].len--; break;
+		case 5: u.match[0].addr[u.match[0].family == AF_INET ? 3 : 15] ^= 1; break;
+		/* past the family's address: not in its text */
+		case 6: if (u.match[0].family == AF_INET) u.match[0].addr[4] = 1; break;
+		case 7: u.n_match = 0; break;
+		case 8: u.ports[0] = 9; u.n_ports = u.n_ports ? u.n_ports : 1; break;
+		case 9: u.action = u.action == POLICY_ACT_RST ? POLICY_ACT_DROP : POLICY_ACT_RST; break;
+		case 10: u.shadow = !u.shadow; break;
+		case 11: u.overshoot = !u.overshoot; break;
+		case 12: u.fail = (enum policy_fail)((u.fail + 1) % 3); break;
+		case 13: u.direction = u.direction == POLICY_DIR_IN ? POLICY_DIR_OUT : POLICY_DIR_IN; break;
+		case 14: u.max_conns += 2; break;
+		case 15: u.verify = u.verify ? POLICY_VERIFY_NONE : POLICY_VERIFY_SYNCOOKIE; break;
+		case 16: u.shards = u.shards == 0 ? 1 : u.shards == 1 ? 0 : 1; break;
+		/* the source mask: in the JSON only with a per-source rate */
+		case 17: u.src_len4 = 16; break;
+		case 18: u.src_rate.count = u.src_rate.count ? 0 : 7; break;
+		default: break;
+		}
+		jt = policy_tenant_to_json(&t);
+		ju = policy_tenant_to_json(&u);
+		want = jt && ju && json_equal(jt, ju);
+		ok = policy_same(&t, &u) == want && policy_same(&u, &t) == want &&
+		     policy_same(&t, &t);
+		if (!ok)
+			diag("round %d: policy_same %d, JSON equal %d", round,
+			     policy_same(&t, &u), want);
+		n_same += want;
+		n_differ += !want;
+		json_decref(jt);
+		json_decref(ju);
+	}
+	CHECK(ok && n_same > 400 && n_differ > 400,
+	      "policy_same() as JSON equality: %u alike, %u not", n_same, n_differ);
+}
+
 int main(void)
 {
 	CHECK_RUN(test_name);
+	CHECK_RUN(test_same);
 	CHECK_RUN(test_rate);
 	CHECK_RUN(test_format_rate_and_defaults);
 	CHECK_RUN(test_burst);

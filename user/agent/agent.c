@@ -910,17 +910,6 @@ enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
 	return agent_commit(a, next, n, err);
 }
 
-static bool same_policy(const struct policy_tenant *x,
-			const struct policy_tenant *y)
-{
-	json_t *jx = policy_tenant_to_json(x), *jy = policy_tenant_to_json(y);
-	bool eq = jx && jy && json_equal(jx, jy);
-
-	json_decref(jx);
-	json_decref(jy);
-	return eq;
-}
-
 enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			    size_t n, unsigned int counts[3], char *err)
 {
@@ -965,7 +954,7 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			added++;
 			next[i].version = agent_next_version(a, tomb == SIZE_MAX ? 0 :
 							     a->tombs[tomb].version);
-		} else if (!same_policy(&old->pol, &ts[i])) {
+		} else if (!policy_same(&old->pol, &ts[i])) {
 			updated++;
 			next[i].version = agent_next_version(a, old->version);
 		} else {

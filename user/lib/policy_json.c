@@ -62,6 +62,51 @@ fail:
 	return NULL;
 }
 
+/* The same text of a rate (policy_format_rate()): its count, and its
+ * period's unit. */
+static bool rate_same(const struct policy_rate *x, const struct policy_rate *y)
+{
+	char ux = x->period_s == 3600 ? 'h' : x->period_s == 60 ? 'm' : 's';
+	char uy = y->period_s == 3600 ? 'h' : y->period_s == 60 ? 'm' : 's';
+
+	return x->count == y->count && ux == uy;
+}
+
+/* The same text of a prefix (policy_format_prefix()): the address bytes
+ * of its family only. */
+static bool prefix_same(const struct policy_prefix *x, const struct policy_prefix *y)
+{
+	return x->family == y->family && x->len == y->len &&
+	       memcmp(x->addr, y->addr, x->family == AF_INET ? 4 : 16) == 0;
+}
+
+bool policy_same(const struct policy_tenant *x, const struct policy_tenant *y)
+{
+	unsigned int nx = x->n_match < POLICY_MAX_PREFIXES ? x->n_match : POLICY_MAX_PREFIXES;
+	unsigned int ny = y->n_match < POLICY_MAX_PREFIXES ? y->n_match : POLICY_MAX_PREFIXES;
+	unsigned int px = x->n_ports < POLICY_MAX_PORTS ? x->n_ports : POLICY_MAX_PORTS;
+	unsigned int py = y->n_ports < POLICY_MAX_PORTS ? y->n_ports : POLICY_MAX_PORTS;
+
+	/* each field as policy_tenant_to_json() writes it, or leaves it out */
+	if (strncmp(x->name, y->name, sizeof(x->name)) != 0 ||
+	    !rate_same(&x->rate, &y->rate) || x->burst != y->burst ||
+	    x->action != y->action || x->shadow != y->shadow ||
+	    x->overshoot != y->overshoot || x->fail != y->fail ||
+	    x->direction != y->direction || x->max_conns != y->max_conns ||
+	    x->verify != y->verify || (x->src_rate.count != 0) != (y->src_rate.count != 0) ||
+	    (x->shards > 1 ? x->shards : 1) != (y->shards > 1 ? y->shards : 1) ||
+	    nx != ny || px != py)
+		return false;
+	if (x->src_rate.count &&
+	    (!rate_same(&x->src_rate, &y->src_rate) || x->src_burst != y->src_burst ||
+	     x->src_len4 != y->src_len4 || x->src_len6 != y->src_len6))
+		return false;
+	for (unsigned int i = 0; i < nx; i++)
+		if (!prefix_same(&x->match[i], &y->match[i]))
+			return false;
+	return memcmp(x->ports, y->ports, px * sizeof(x->ports[0])) == 0;
+}
+
 /* A cursor writing into a buffer of POLICY_TEXT_MAX bytes, which the
  * longest tenant cannot fill (64 prefixes of at most 49 bytes, 16 ports). */
 struct text {
