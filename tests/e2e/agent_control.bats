@@ -14,6 +14,19 @@ load agent_helpers
 setup() { agent_setup; }
 teardown() { agent_teardown; }
 
+# ctl_send: stdin to the agent's control socket as one client, which then
+# shuts its side; prints the replies until the agent closes (10 s at most).
+ctl_send() {
+	timeout 10 nc -U -N "$CTL"
+}
+
+# agent_conns: the agent's open control connections.  The agent's end of a
+# connection is in the client's network namespace (this shell's), not in
+# the one of the socket it listens on.
+agent_conns() {
+	ss -xHp state established | grep -F "$CTL" | grep -c "pid=$AGENT_PID," || true
+}
+
 # expect_usage_error ARGS...: rlctl ARGS exits 2 and the policy is what it
 # was ($POLICY).
 expect_usage_error() {
@@ -91,24 +104,25 @@ EOF
 	POLICY=$(tenants_json)
 
 	# a client that sends half a request and then nothing: the agent must
-	# not wait for it, and drops it after 10 s
-	{ printf '{"cmd":"tenant.del","name":"we'; sleep 20; } | nc -U "$CTL" >/dev/null 3>&- &
+	# not wait for it, and drops it after 10 s (nc keeps the connection
+	# open after its input ends, and exits once the agent closes it)
+	printf '{"cmd":"tenant.del","name":"we' | nc -U "$CTL" >/dev/null 3>&- &
 	half_pid=$!
 	start=$SECONDS
 
 	# random bytes, with and without newlines
 	for i in 1 2 3; do
-		head -c 4096 /dev/urandom | timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+		head -c 4096 /dev/urandom | ctl_send >/dev/null || true
 	done
-	head -c 100000 /dev/urandom | tr -d '\n' | timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+	head -c 100000 /dev/urandom | tr -d '\n' | ctl_send >/dev/null || true
 	# an oversized line, with and without its newline
-	{ head -c 70000 /dev/zero | tr '\0' a; echo; } | timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+	{ head -c 70000 /dev/zero | tr '\0' a; echo; } | ctl_send >/dev/null || true
 	{ printf '{"cmd":"status","pad":"'; head -c 70000 /dev/zero | tr '\0' a; } |
-		timeout 5 nc -U -q 1 "$CTL" >/dev/null || true
+		ctl_send >/dev/null || true
 	# half a line, then disconnect
-	printf '{"cmd":"tenant.del","name":"web"' | timeout 5 nc -U -N "$CTL" >/dev/null || true
+	printf '{"cmd":"tenant.del","name":"web"' | ctl_send >/dev/null || true
 	printf '{"cmd":"tenant.set","tenant":{"name":"half","rate":"1/s","match":["10.0.0.0/8"]}' |
-		timeout 5 nc -U -N "$CTL" >/dev/null || true
+		ctl_send >/dev/null || true
 
 	# well-framed lines with bad content: one error reply each, same connection
 	local bad=(
@@ -134,7 +148,7 @@ EOF
 		"$(printf '%.0s[' {1..5000})"
 	)
 	n=${#bad[@]}
-	replies=$(printf '%s\n' "${bad[@]}" | timeout 10 nc -U -q 2 "$CTL") || true
+	replies=$(printf '%s\n' "${bad[@]}" | ctl_send) || true
 	echo "replies: $replies"
 	expect_eq "error replies to $n bad lines" "$(jq -s 'map(select(.ok == false)) | length' <<<"$replies")" "$n"
 
@@ -144,11 +158,13 @@ EOF
 		{ echo "rlctl status failed while a client holds half a line" >&2; return 1; }
 	expect_eq "policy after the garbage" "$(tenants_json)" "$POLICY"
 
-	# the half-line client is disconnected after about 10 s
-	for ((i = 0; i < 150; i++)); do
-		conns=$(in_ns s1 ss -xHp state established 2>/dev/null | grep -c "pid=$AGENT_PID," || true)
-		((conns == 0)) && break
+	# the half-line client, the one left open, is disconnected after
+	# about 10 s
+	conns=$(agent_conns)
+	expect_eq "agent's open client connections at $((SECONDS - start)) s" "$conns" 1
+	while ((conns > 0 && SECONDS - start <= 15)); do
 		sleep 0.1
+		conns=$(agent_conns)
 	done
 	expect_eq "agent's open client connections at $((SECONDS - start)) s" "$conns" 0
 	expect_between "seconds until the half-line client was dropped" $((SECONDS - start)) 8 15
@@ -264,12 +280,12 @@ EOF
 	expect_eq "--json --limit 2" "$(rl --json tenant list --limit 2 | jq length)" 2
 	# the agent itself filters: a raw request gets only what matches
 	expect_eq "raw tenant.list with match and limit" \
-		"$(echo '{"cmd":"tenant.list","match":"web-*","limit":1}' | timeout 5 nc -U -q 1 "$CTL" |
+		"$(echo '{"cmd":"tenant.list","match":"web-*","limit":1}' | ctl_send |
 			jq -c '[.tenants[].name | startswith("web-")] | [length, all]')" '[1,true]'
 	expect_eq "raw stats with match" \
-		"$(echo '{"cmd":"stats","match":"api"}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" '["api"]'
+		"$(echo '{"cmd":"stats","match":"api"}' | ctl_send | jq -c '[.stats[].tenant]')" '["api"]'
 	expect_eq "raw tenant.list with a bad limit" \
-		"$(echo '{"cmd":"tenant.list","limit":-1}' | timeout 5 nc -U -q 1 "$CTL" | jq -r .code)" invalid
+		"$(echo '{"cmd":"tenant.list","limit":-1}' | ctl_send | jq -r .code)" invalid
 	run "$RLGATE_BUILD/rlctl" --socket "$CTL" tenant list --limit 0
 	expect_eq "exit status of --limit 0" "$status" 2
 	[[ $output == *"invalid --limit '0'"* ]] || { echo "$output" >&2; return 1; }
@@ -303,7 +319,7 @@ tenants_out_of_order() {
 	expect_eq "--json --name 't-[c-z]' --limit 2" \
 		"$(rl --json tenant list --name 't-[c-z]' --limit 2 | jq -c '[.[].name]')" '["t-c","t-d"]'
 	expect_eq "raw tenant.list with limit" \
-		"$(echo '{"cmd":"tenant.list","limit":2}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.tenants[].name]')" \
+		"$(echo '{"cmd":"tenant.list","limit":2}' | ctl_send | jq -c '[.tenants[].name]')" \
 		'["t-a","t-b"]'
 	# an apply of the same tenants in another order lists the same
 	rl --json tenant list | jq '{tenants: reverse}' >"$BATS_TEST_TMPDIR/policy.json"
@@ -343,16 +359,16 @@ tenants_out_of_order() {
 	expect_eq "--after a name no tenant has, with --name" \
 		"$(rl --json tenant list --after p-1 --name 'p-1*' --limit 2 | jq -c '[.[].name]')" '["p-10","p-11"]'
 	expect_eq "raw tenant.list with after and limit" \
-		"$(echo '{"cmd":"tenant.list","after":"p-20","limit":2}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.tenants[].name]')" \
+		"$(echo '{"cmd":"tenant.list","after":"p-20","limit":2}' | ctl_send | jq -c '[.tenants[].name]')" \
 		'["p-21","p-22"]'
 	run "$RLGATE_BUILD/rlctl" --socket "$CTL" tenant list --after 'p 1'
 	expect_eq "exit status of --after 'p 1'" "$status" 2
 	[[ $output == *"Error: invalid tenant name 'p 1'"* ]] || { echo "$output" >&2; return 1; }
 	expect_eq "raw tenant.list with a bad after" \
-		"$(echo '{"cmd":"tenant.list","after":"p 1"}' | timeout 5 nc -U -q 1 "$CTL" | jq -r '[.code, (.error | contains("p 1"))] | @tsv')" \
+		"$(echo '{"cmd":"tenant.list","after":"p 1"}' | ctl_send | jq -r '[.code, (.error | contains("p 1"))] | @tsv')" \
 		$'invalid\ttrue'
 	expect_eq "raw tenant.list with an after not a string" \
-		"$(echo '{"cmd":"tenant.list","after":5}' | timeout 5 nc -U -q 1 "$CTL" | jq -r .code)" invalid
+		"$(echo '{"cmd":"tenant.list","after":5}' | ctl_send | jq -r .code)" invalid
 }
 
 @test "rlctl stats: by name whatever the creations and deletions, --after NAME --limit N a page of it; --top with --limit exits 2" {
@@ -369,10 +385,10 @@ tenants_out_of_order() {
 	expect_eq "--json --name 't-[a-c]' --after t-a" \
 		"$(rl --json stats --name 't-[a-c]' --after t-a | jq -c '[.[].tenant]')" '["t-b","t-c"]'
 	expect_eq "raw stats with after and limit" \
-		"$(echo '{"cmd":"stats","after":"t-k","limit":5}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" \
+		"$(echo '{"cmd":"stats","after":"t-k","limit":5}' | ctl_send | jq -c '[.stats[].tenant]')" \
 		'["t-q"]'
 	expect_eq "raw stats with top and limit" \
-		"$(echo '{"cmd":"stats","top":1,"limit":1}' | timeout 5 nc -U -q 1 "$CTL" | jq -r .code)" invalid
+		"$(echo '{"cmd":"stats","top":1,"limit":1}' | ctl_send | jq -r .code)" invalid
 	out=$(rl stats --top 1 --limit 2 2>&1) || rc=$?
 	expect_eq "exit status of --top 1 --limit 2" "$rc" 2
 	[[ $out == *"--top and --limit"* ]] || { echo "$out" >&2; return 1; }
@@ -392,9 +408,9 @@ tenants_out_of_order() {
 	expect_eq "--name 'x*'" "$(rl stats --name 'x*')" "no tenants"
 	# the agent itself picks the busiest: a raw request gets only them
 	expect_eq "raw stats with top 1" \
-		"$(echo '{"cmd":"stats","top":1}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" '["zz-busy"]'
+		"$(echo '{"cmd":"stats","top":1}' | ctl_send | jq -c '[.stats[].tenant]')" '["zz-busy"]'
 	expect_eq "raw stats with match and top" \
-		"$(echo '{"cmd":"stats","match":"idle-*","top":5}' | timeout 5 nc -U -q 1 "$CTL" | jq -c '[.stats[].tenant]')" \
+		"$(echo '{"cmd":"stats","match":"idle-*","top":5}' | ctl_send | jq -c '[.stats[].tenant]')" \
 		'["idle-1","idle-2"]'
 }
 
@@ -503,10 +519,10 @@ metric_tenants() {
 		spaced="{ \"cmd\": \"apply\", \"tenants\": [${sets[k]}] }"
 		rl tenant del a1 >/dev/null 2>&1 || true
 		rl tenant del a3 >/dev/null 2>&1 || true
-		a=$(printf '%s\n' "$req" | timeout 10 nc -U -q 2 "$CTL" | jq -c 'del(.added)')
+		a=$(printf '%s\n' "$req" | ctl_send | jq -c 'del(.added)')
 		rl tenant del a1 >/dev/null 2>&1 || true
 		rl tenant del a3 >/dev/null 2>&1 || true
-		b=$(printf '%s\n' "$spaced" | timeout 10 nc -U -q 2 "$CTL" | jq -c 'del(.added)')
+		b=$(printf '%s\n' "$spaced" | ctl_send | jq -c 'del(.added)')
 		echo "set $k: $a / $b"
 		[[ -n $a ]] || { echo "set $k: no reply" >&2; return 1; }
 		expect_eq "set $k: the compact form's reply" "$a" "$b"
@@ -514,6 +530,6 @@ metric_tenants() {
 	# the last set is valid (a3 written with an escape) and applied
 	expect_eq "tenants after the last set" "$(rl --json tenant list | jq -c '[.[].name] | sort')" '["a1","a3"]'
 	# bytes after the closing brace make it no request at all
-	a=$(printf '%s\n' "{\"cmd\":\"apply\",\"tenants\":[$t1]}x" | timeout 10 nc -U -q 2 "$CTL" | jq -c .code)
+	a=$(printf '%s\n' "{\"cmd\":\"apply\",\"tenants\":[$t1]}x" | ctl_send | jq -c .code)
 	expect_eq "reply to trailing bytes" "$a" '"invalid"'
 }
