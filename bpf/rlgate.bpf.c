@@ -115,6 +115,20 @@ struct {
 	__type(value, struct rl_flow_tags);
 } flow_tags_cpu SEC(".maps");
 
+/* The coarse clock as this CPU last read it, and the tick (jiffies) it read
+ * it in: see tick_now(). */
+struct rl_tick_clock {
+	__u64 jiffies;
+	__u64 ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_tick_clock);
+} clock_cpu SEC(".maps");
+
 /* Never read by the program: the layout version of these maps, for the
  * next agent that finds them pinned (see RL_ABI_VERSION). */
 struct {
@@ -742,6 +756,35 @@ static __always_inline bool take_gcra(__u64 *tatp, __u64 interval, __u64 tol,
 	return false;
 }
 
+/*
+ * The coarse clock without a call, for the SYNs of a flood: bpf_jiffies64()
+ * is a load the verifier inlines, where a helper's call costs its return -
+ * with AMD's Safe RET a mispredicted one, about 10 ns, as much as the rest
+ * of a refused SYN.  The coarse clock moves when the tick updates the
+ * timekeeper, just after the tick advances jiffies; so this CPU keeps what
+ * it read in the current tick and reads anew once jiffies moved, keeping
+ * the new value only if it moved too (one read between the two updates
+ * would otherwise stand for the whole tick).  At worst a tick behind
+ * bpf_ktime_get_coarse_ns(), itself up to a tick behind the precise clock:
+ * for what it times, a heartbeat judged in seconds and a retransmission's
+ * spacing in hundreds of milliseconds.
+ */
+static __always_inline __u64 tick_now(void)
+{
+	__u32 zero = 0;
+	struct rl_tick_clock *c = bpf_map_lookup_elem(&clock_cpu, &zero);
+	__u64 j = bpf_jiffies64(), ns;
+
+	if (c && c->jiffies == j)
+		return c->ns;
+	ns = bpf_ktime_get_coarse_ns();
+	if (c && ns != c->ns) {
+		c->ns = ns;
+		c->jiffies = j;
+	}
+	return ns;
+}
+
 /* Fleet mode is degraded when the agent says so (its Redis breaker is open)
  * or has stopped saying anything (its heartbeat is stale: it died). */
 static __always_inline bool fleet_degraded(__u64 now)
@@ -847,44 +890,67 @@ static __always_inline bool flow_equal(const struct rl_flow *a,
 		(x[3] ^ y[3]) | (x[4] ^ y[4]) | (x[5] ^ y[5])) == 0;
 }
 
-/* Where a flow lives on this CPU: its slot, its slot's tag, and the tag it
- * would have there. */
+/* Where a flow lives on this CPU: its slot (looked up only when needed),
+ * its slot's tag, and the tag it would have there. */
 struct flow_at {
 	struct rl_flow_slot *slot;
 	__u8 *tag;
+	__u32 idx;
 	__u8 want;
+	__u8 found;	/* idx, tag and want are set */
 };
 
-/* Finds where the flow lives, reading nothing of the slot or the tag:
- * false when the map has no slot for it. */
-static __always_inline bool flow_find(const struct rl_flow *f,
+/* Finds where the flow lives, reading nothing of the slot or the tag, nor
+ * even the slot's address: a percpu map finds that in a table of a pointer
+ * per slot, a cache miss of its own for a new flow (flow_slot()). */
+static __always_inline void flow_find(const struct rl_flow *f,
 				      struct flow_at *at)
 {
 	__u64 h = rl_flow_mix(f);
-	__u32 idx = h >> (64 - flow_bits);
-	__u32 line = idx / RL_FLOW_TAG_LINE;
+	__u32 line;
 	struct rl_flow_tags *tl;
 
-	at->slot = bpf_map_lookup_elem(&flow_cache_cpu, &idx);
+	at->idx = h >> (64 - flow_bits);
+	line = at->idx / RL_FLOW_TAG_LINE;
 	tl = bpf_map_lookup_elem(&flow_tags_cpu, &line);
-	at->tag = tl ? &tl->tag[idx % RL_FLOW_TAG_LINE] : NULL;
+	at->tag = tl ? &tl->tag[at->idx % RL_FLOW_TAG_LINE] : NULL;
 	at->want = rl_flow_tag(h, flow_bits);
-	return at->slot != NULL;
+	at->slot = NULL;
+	at->found = 1;
+}
+
+/* The flow's slot: NULL when the map has none for it, or nothing was
+ * found (flow_find() not called). */
+static __always_inline struct rl_flow_slot *flow_slot(struct flow_at *at)
+{
+	__u32 idx = at->idx;
+
+	if (!at->slot && at->found)
+		at->slot = bpf_map_lookup_elem(&flow_cache_cpu, &idx);
+	return at->slot;
 }
 
 /* Whether the slot may hold the flow, from its tag: a new flow's differs
- * 255 times in 256, and its slot is not read.  A tag still unknown (0) is
- * learned from the slot, once a slot and program (see struct
- * rl_flow_tags). */
-static __always_inline bool flow_maybe(const struct flow_at *at)
+ * 255 times in 256, and its slot is not looked up.  A tag still unknown
+ * (0) is learned from the slot, once a slot and program (see struct
+ * rl_flow_tags).  True only with at->slot set. */
+static __always_inline bool flow_maybe(struct flow_at *at)
 {
+	struct rl_flow_slot *s;
 	__u8 t;
 
+	if (at->tag) {
+		t = *at->tag;
+		if (t && t != at->want)
+			return false;
+	}
+	s = flow_slot(at);
+	if (!s)
+		return false;
 	if (!at->tag)
 		return true;
-	t = *at->tag;
 	if (!t) {
-		t = rl_flow_tag(rl_flow_mix(&at->slot->flow), flow_bits);
+		t = rl_flow_tag(rl_flow_mix(&s->flow), flow_bits);
 		*at->tag = t;
 	}
 	return t == at->want;
@@ -919,7 +985,8 @@ static __always_inline bool flow_repeat(struct rl_flow_slot *s,
 	if (!flow_equal(&s->flow, f))
 		return false;
 	n = s->repeats;
-	since = now - s->seen_ns;
+	/* a clock a tick behind the one that stamped the slot: too soon */
+	since = now > s->seen_ns ? now - s->seen_ns : 0;
 	if (n >= retrans_max_repeats || since >= retrans_window_ns ||
 	    since < (retrans_gap_ns << (n & 7))) {
 		count(RL_CNT_REPEAT_CHARGED);
@@ -945,12 +1012,14 @@ static __always_inline void flow_remember(struct rl_flow_slot *s,
 }
 
 /* The same, and the slot's tag with it. */
-static __always_inline void flow_keep(const struct flow_at *at,
+static __always_inline void flow_keep(struct flow_at *at,
 				      const struct rl_flow *f, __u64 now)
 {
-	if (!at->slot)
+	struct rl_flow_slot *s = flow_slot(at);
+
+	if (!s)
 		return;
-	flow_remember(at->slot, f, now);
+	flow_remember(s, f, now);
 	if (at->tag)
 		*at->tag = at->want;
 }
@@ -1053,8 +1122,8 @@ static __always_inline void flow_end(const struct syn_info *si)
 	if (!retrans_window_ns)
 		return;
 	/* the tag leaves the ISN out, as the slot does */
-	if (flow_find(&si->flow, &at) && flow_maybe(&at) &&
-	    flow_same_conn(&at.slot->flow, &si->flow))
+	flow_find(&si->flow, &at);
+	if (flow_maybe(&at) && flow_same_conn(&at.slot->flow, &si->flow))
 		at.slot->repeats = retrans_max_repeats;
 }
 
@@ -1588,8 +1657,9 @@ static __always_inline bool ack_repeat(struct rl_flow_slot *s,
 /*
  * The retransmission check, before the bucket: a free copy of a flow
  * admitted here passes without a token (counted).  *at is where the flow
- * lives in the flow cache, for the admission to write (at->slot NULL for
- * nowhere).  A flow whose tag says it is new is not read further.
+ * lives in the flow cache, for the admission to write (nothing found
+ * while the cache is off).  A flow whose tag says it is new is not read
+ * further.
  */
 static __always_inline bool open_repeat(struct syn_info *si,
 					struct rl_stats *st, __u64 now,
@@ -1599,8 +1669,13 @@ static __always_inline bool open_repeat(struct syn_info *si,
 
 	at->slot = NULL;
 	at->tag = NULL;
-	if (!retrans_window_ns || !flow_find(&si->flow, at) ||
-	    !flow_maybe(at))
+	at->idx = 0;
+	at->want = 0;
+	at->found = 0;
+	if (!retrans_window_ns)
+		return false;
+	flow_find(&si->flow, at);
+	if (!flow_maybe(at))
 		return false;
 	s = at->slot;
 	if (!(si->kind == P_ACK ? ack_repeat(s, &si->flow, now) :
@@ -1613,7 +1688,7 @@ static __always_inline bool open_repeat(struct syn_info *si,
 
 /* An admission, counted and remembered in its flow's slot. */
 static __always_inline int open_admit(struct syn_info *si, struct rl_stats *st,
-				      const struct flow_at *at, __u64 now)
+				      struct flow_at *at, __u64 now)
 {
 	st->admitted++;
 	flow_keep(at, &si->flow, now);
@@ -1844,10 +1919,15 @@ static __always_inline int judge_syn(struct syn_info *si)
 	    (leased && !leased_dry(t, flags)))
 		goto pass_on;
 
-	now = bpf_ktime_get_coarse_ns();
-	/* a degraded fleet's spent lease is the fail policy's to judge */
-	if (leased && fleet_degraded(now))
-		goto pass_on;
+	if (leased) {
+		/* a degraded fleet's spent lease is the fail policy's to
+		 * judge; a refused SYN's only clock, so no call for it */
+		now = tick_now();
+		if (fleet_degraded(now))
+			goto pass_on;
+	} else {
+		now = bpf_ktime_get_coarse_ns();
+	}
 	count(RL_CNT_SYN);
 	if (open_repeat(si, st, now, &at))
 		return V_PASS;

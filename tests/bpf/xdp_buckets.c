@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 
 #include "xdp_test.h"
@@ -240,6 +241,50 @@ static int scen_inline(const void *arg)
 	return 0;
 }
 
+/*
+ * The inline path judges a spent lease's fleet on a clock it keeps per tick
+ * (tick_now()): that clock moves.  A SYN with the heartbeat in the future
+ * (fresh) is refused and sets this CPU's clock; 100 ms later the heartbeat
+ * is written 40 ms old, after that first SYN, stale after 20 ms: the next
+ * SYN must see it stale and go to the fail policy (allow).  A clock that
+ * stayed at the first SYN's time would find the heartbeat newer than now,
+ * and refuse.  The test runs pinned to one CPU (test_xdp's main()).
+ */
+static int scen_inline_clock(const void *arg)
+{
+	const __u64 stale = 20 * 1000000ull;
+	struct rl_tenant *t;
+	struct inst in;
+	__u32 v[2];
+	int err = -1;
+
+	(void)arg;
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	t = &in.w.tenants[1];
+	tenant_leased(t, RL_ACT_DROP, 0, -1, false);
+	tenant_fail(t, RL_FAIL_ALLOW, 1, SEC_NS);
+	if (agent_state_set(&in.w, now_coarse_ns() + 60 * SEC_NS, stale, 0) ||
+	    send_syn(&in, 1000, 1, &v[0])) {
+		diag("couldn't run the first SYN");
+		goto out;
+	}
+	usleep(100 * 1000);
+	if (agent_state_set(&in.w, now_coarse_ns() - 2 * stale, stale, 0) ||
+	    send_syn(&in, 1001, 2, &v[1])) {
+		diag("couldn't run the second SYN");
+		goto out;
+	}
+	CHECK(v[0] == XDP_DROP, "the heartbeat fresh: verdict %u, want drop",
+	      v[0]);
+	CHECK(v[1] == XDP_PASS, "the heartbeat gone stale since the SYN "
+	      "before: verdict %u, want pass (fail allow)", v[1]);
+	err = 0;
+out:
+	inst_close(&in);
+	return err;
+}
+
 #define P	XDP_PASS
 #define D	XDP_DROP
 #define R	XDP_TX
@@ -323,6 +368,8 @@ static const struct scenario scenarios[] = {
 	  "admits)", scen_inline, &inline_leased_stale_allow },
 	{ "... the agent's heartbeat stale, fail deny (no overdraft while "
 	  "degraded)", scen_inline, &inline_leased_stale },
+	{ "... the inline path's clock moves: a heartbeat stale since the "
+	  "last SYN is seen", scen_inline_clock, NULL },
 };
 
 void bucket_tests(void)
