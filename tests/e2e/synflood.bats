@@ -140,4 +140,6 @@ FIG
 	[[ $output =~ "rlgate CPU per M SYNs <= best netfilter / 5"\ +0\.150\ +0\.160\ PASS ]]
 	# and, not judged, both less the drop-all floor's 0.100
 	[[ $output =~ "over the drop-all floor (its best netfilter / 5)"\ +0\.050\ +0\.140\ +- ]]
+	# and the floor alone against the same bound
+	[[ $output =~ "the drop-all floor alone"\ +0\.100\ +0\.160\ +- ]]
 }
