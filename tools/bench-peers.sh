@@ -566,7 +566,10 @@ flood_once() {
 		under=$("$client" "flood_$name") || return 1
 		d1=$(ring_drops)
 		ufirst=$(cat "$work/first")
-		[[ $name == xdp_* ]] && ring=$((d1 - d0))
+		# eth0's own drops (a frame passed whose socket buffer could
+		# not be built) count only on eth0: below zero, the two
+		# counters do not isolate the client's frames
+		[[ $name == xdp_* ]] && ring=$((d1 - d0)) && ((ring < 0)) && ring=-
 		[[ -n ${j0:-} ]] && judged=$(($(legit_judged) - j0))
 		[[ $client == legit_http ]] && acc=$(cat "$work/accepted")
 	fi
