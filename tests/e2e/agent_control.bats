@@ -533,3 +533,23 @@ metric_tenants() {
 	a=$(printf '%s\n' "{\"cmd\":\"apply\",\"tenants\":[$t1]}x" | ctl_send | jq -c .code)
 	expect_eq "reply to trailing bytes" "$a" '"invalid"'
 }
+
+@test "rlctl apply counts what it changed: the same set again adds, updates and removes nothing (a default written out included); one tenant changed, one new and one gone count 1, 1 and 1" {
+	local f=$BATS_TEST_TMPDIR/set.json
+
+	# applied: [added, updated, removed] of rlctl apply FILE's answer
+	applied() { rl --json apply "$f" | jq -c '[.added, .updated, .removed]'; }
+	agent_start
+	jq -n '{tenants: [range(3) as $i | {name: "s\($i)", rate: "10/s", burst: 10,
+		match: ["198.51.100.\($i * 16)/28"], ports: [80, 443]}]}' >"$f"
+	expect_eq "the first apply" "$(applied)" '[3,0,0]'
+	expect_eq "the same set again" "$(applied)" '[0,0,0]'
+	# s1 with its defaults written out (one bucket, no cap, fail static)
+	jq '.tenants[1] += {shards: 1, max_conns: 0, fail: "static"}' "$f" >"$f.new" && mv "$f.new" "$f"
+	expect_eq "defaults written out" "$(applied)" '[0,0,0]'
+	# s0's ports in another order, s2 gone, s3 new
+	jq '.tenants[0].ports = [443, 80] | .tenants[2] = {name: "s3", rate: "10/s",
+		burst: 10, match: ["198.51.100.64/28"]}' "$f" >"$f.new" && mv "$f.new" "$f"
+	expect_eq "one changed, one new, one gone" "$(applied)" '[1,1,1]'
+	expect_eq "the tenants" "$(rl --json tenant list | jq -c '[.[].name] | sort')" '["s0","s1","s3"]'
+}

@@ -128,6 +128,27 @@ size_t agent_index_find(const struct name_index *ix, const char *name)
 	return e ? e->pos : SIZE_MAX;
 }
 
+/* The current set's names for set_find(): none while the set's own
+ * indexes are there (a->ix, kept with it), else sorted into *was (freed by
+ * the caller).  0 or -ENOMEM. */
+static int set_names(const struct agent *a, struct name_index *was)
+{
+	memset(was, 0, sizeof(*was));
+	return a->ix ? 0 : agent_index_tenants(a->tenants, a->n_tenants, was);
+}
+
+/* Where name is in the current set, or SIZE_MAX. */
+static size_t set_find(struct agent *a, const struct name_index *was,
+		       const char *name)
+{
+	const struct agent_tenant *t;
+
+	if (!a->ix)
+		return agent_index_find(was, name);
+	t = agent_find(a, name);
+	return t ? (size_t)(t - a->tenants) : SIZE_MAX;
+}
+
 /* Whether t claims exactly what x claims (prefixes, ports, direction):
  * then t conflicts with no tenant that x did not conflict with, and the
  * compiled rules stay right. */
@@ -304,14 +325,14 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 
 	/* Kept tenants first, so that the search for free slots below sees
 	 * every slot that stays in use. */
-	if (agent_index_tenants(a->tenants, a->n_tenants, &was)) {
+	if (set_names(a, &was)) {
 		pfx_store_free(&prefixes);
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		size_t pos = agent_index_find(&was, next[i].pol.name);
+		size_t pos = set_find(a, &was, next[i].pol.name);
 
 		next[i].slot = UINT32_MAX;
 		if (pos != SIZE_MAX) {
@@ -913,10 +934,10 @@ enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
 enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			    size_t n, unsigned int counts[3], char *err)
 {
-	struct name_index was = { 0 }, in_ts = { 0 }, tombs = { 0 };
+	struct name_index was = { 0 }, tombs = { 0 };
 	struct agent_tenant *next;
 	enum agent_code c;
-	unsigned int added = 0, updated = 0, removed = 0;
+	unsigned int added = 0, updated = 0, kept = 0, removed;
 
 	for (size_t i = 0; i < n; i++) {
 		if (policy_validate(&ts[i], err))
@@ -932,22 +953,21 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
-	if (agent_index_tenants(a->tenants, a->n_tenants, &was) ||
-	    agent_index_names(ts ? ts->name : NULL, sizeof(*ts), n, &in_ts) ||
+	if (set_names(a, &was) ||
 	    agent_index_names(a->tombs ? a->tombs->name : NULL, sizeof(*a->tombs),
 			a->n_tombs, &tombs)) {
 		free(was.e);
-		free(in_ts.e);
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		size_t pos = agent_index_find(&was, ts[i].name);
+		size_t pos = set_find(a, &was, ts[i].name);
 		const struct agent_tenant *old = pos == SIZE_MAX ? NULL :
 						 &a->tenants[pos];
 
 		next[i].pol = ts[i];
+		kept += old != NULL;
 		if (!old) {
 			size_t tomb = agent_index_find(&tombs, ts[i].name);
 
@@ -961,11 +981,10 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			next[i].version = old->version;
 		}
 	}
-	for (size_t i = 0; i < a->n_tenants; i++)
-		if (agent_index_find(&in_ts, a->tenants[i].pol.name) == SIZE_MAX)
-			removed++;
+	/* the rest of the current set goes (names are unique in a set that
+	 * commits) */
+	removed = (unsigned int)(a->n_tenants - kept);
 	free(was.e);
-	free(in_ts.e);
 	free(tombs.e);
 	c = agent_commit(a, next, n, err);
 	if (c == AGENT_OK) {
