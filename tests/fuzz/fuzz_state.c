@@ -153,7 +153,7 @@ static void same_tenants(const struct agent_tenant *a, size_t n, uint64_t va,
 	for (size_t i = 0; i < n; i++) {
 		assert(b[i].slot == a[i].slot);
 		assert(b[i].version == a[i].version);
-		assert(same_policy(&b[i].pol, &a[i].pol));
+		assert(policy_same(&b[i].pol, &a[i].pol));
 	}
 }
 
