@@ -219,7 +219,10 @@ lock_out_then_verify() {
 	after=$(server_conns s1)
 	ok=$(jq -r .ok <<<"$CLIENT_JSON")
 	expect_between "answered" "$ok" 20 30
-	expect_eq "connections the server accepted" $((after - before)) "$ok"
+	# as with XDP: the server accepts every answered one, and no more than
+	# the bucket gives out (a request can be accepted after its client
+	# gave up on it)
+	expect_between "connections the server accepted" $((after - before)) "$ok" 30
 	expect_between "resets sent" "$(stat_get web rst_sent)" $((60 - ok - 5)) $((60 - ok + 5))
 }
 
