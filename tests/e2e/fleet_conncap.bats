@@ -76,6 +76,18 @@ open_paced() {
 	REPLY=$(jq -c ".connected = $c | .refused = $r | .timed_out = $t | .failed = $f" <<<"$REPLY")
 }
 
+# capped_30 TENANT RATE: TENANT capped at 30 in flight across the fleet
+# (refused with a RST), RATE SYNs a second, and clients a, b and c in c1
+# connected to s1, s2 and s3.
+capped_30() {
+	fleet_tenant_set 1 "$1" --rate "$2/s" --burst "$2" --match "$(prefixes c1)" \
+		--action rst --max-conns 30
+	fleet_wait_tenant "$1" 5 >/dev/null
+	client_start a c1 s1
+	client_start b c1 s2
+	client_start c c1 s3
+}
+
 # keep_holding TENANT HOLDER MS: HOLDER's holding of TENANT expires at MS
 # (Redis milliseconds) from now on, as a renewal would have it.  Fails when
 # the holding is gone already.  (One still there whose time has passed was
@@ -135,12 +147,7 @@ kill_stale_holding() {
 @test "a cap of 30 shared by 3 hosts: clients trying to hold 20 on each hold at most 30; 10 closed on one host are given back and taken by another" {
 	local a b c total i
 
-	fleet_tenant_set 1 capf --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
-		--action rst --max-conns 30
-	fleet_wait_tenant capf 5 >/dev/null
-	client_start a c1 s1
-	client_start b c1 s2
-	client_start c c1 s3
+	capped_30 capf 10000
 
 	open_paced a 1 capf 30 20
 	a=$(jq .connected <<<"$REPLY")
@@ -316,6 +323,37 @@ kill_stale_holding() {
 		sleep 0.1
 	done
 	expect_eq "in flight once they are reset" "$(fleet_sum capc conns)" 0
+}
+
+@test "churn under the cap: once the hosts are warm (each holds its share ahead of the churn it sampled), half the cap of 30 opened at once on 3 hosts (5 each, back to back) under 300 connections/s opened and reset is refused nothing at the cap; the fleet holds no more than the cap" {
+	local denied n i out=$BATS_TEST_TMPDIR/churn
+
+	capped_30 capw 100000
+	fleet_loadgen_bg c1 "$out" --rate 300 --duration 8 --timeout 10000 --max-inflight 200 \
+		$(fleet_targets "$PORT" 1 1 1)
+	# warm: each agent has sampled the churn (once a second) and holds
+	# its share (30 / 3) ahead of it; refusals before then are not
+	# counted
+	for n in 1 2 3; do
+		fleet_wait_stat "$n" capw conn_slots 10 6
+	done
+	denied=$(fleet_sum capw conn_denied)
+	for n in a b c; do
+		client_do "$n" open 5
+		expect_eq "connected by client $n at once" "$(jq .connected <<<"$REPLY")" 5
+	done
+	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	echo "churn: connected $(json_get .total.connected) of $(json_get .total.attempts), refused $(json_get .total.refused); Redis: $(held_by capw)"
+	expect_eq "refused at the cap once warm, as the kernels count" \
+		$(($(fleet_sum capw conn_denied) - denied)) 0
+	# the kernels see every reset of the churn
+	for ((i = 0; i < 100; i++)); do
+		(($(in_flight capw) == 15)) && break
+		sleep 0.1
+	done
+	expect_eq "in flight, summed over the kernels" "$(in_flight capw)" 15
+	expect_between "slots held in Redis" "$(slots_held capw)" 15 30
+	for n in a b c; do client_do "$n" quit; done
 }
 
 @test "an agent restarted on its pins (a new holder) counts its connections in flight against what it can hold: never twice, and in full once its old holding expires" {
