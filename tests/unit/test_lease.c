@@ -476,6 +476,53 @@ static void test_wait(void)
 	}
 }
 
+static void test_conns(void)
+{
+	/* samples 1 s apart: syns SYNs (admitted) in between */
+	static const struct {
+		const char *what;
+		uint64_t cap, agents;
+		unsigned int points;
+		uint64_t held, in_flight, syns;
+		uint64_t want;
+	} rows[] = {
+		{ "none held yet: a chunk (30 / 3 / 4)", 30, 3, 1, 0, 0, 0, 2 },
+		{ "one free of a chunk of 2: nothing to ask", 30, 3, 1, 3, 2, 0, 3 },
+		{ "none free: a chunk more", 30, 3, 1, 3, 3, 0, 5 },
+		{ "more than two chunks free: back to a chunk", 30, 3, 1, 10, 1, 0, 3 },
+		{ "two points: a free one each", 30, 3, 2, 3, 2, 0, 4 },
+		{ "a small cap: a chunk of at least 1", 10, 3, 1, 1, 1, 0, 2 },
+		{ "at the cap: no more", 4, 1, 1, 4, 4, 0, 4 },
+		{ "churn too slow for more than a chunk (20/s)", 30, 3, 1, 2, 0, 20, 2 },
+		{ "churn at 100/s: its share ahead (10)", 30, 3, 1, 2, 0, 100, 10 },
+		{ "churn at 100/s, 5 in flight: the share, 5 free", 30, 3, 1, 8, 5, 100, 10 },
+		{ "churn at 100/s, 5 free of the share: nothing to ask", 30, 3, 1, 10, 5, 100, 10 },
+		{ "churn at 100/s, its share in flight: a chunk beyond", 30, 3, 1, 10, 10, 100, 12 },
+		{ "churn at 200/s, share 30: twice the room of 20", 90, 3, 1, 0, 0, 200, 30 },
+		{ "churn at 100/s, share 250: within a chunk of 62", 1000, 4, 1, 62, 0, 100, 62 },
+		{ "churn at 150/s, share 40: twice the room of 15", 120, 3, 1, 10, 0, 150, 30 },
+		{ "churn at 150/s, room 15, 20 free: nothing to ask", 120, 3, 1, 20, 0, 150, 20 },
+		{ "churn at 150/s, more than 3 x 15 free: back to 30", 120, 3, 1, 46, 0, 150, 30 },
+		{ "churn at 150/s, 3 x 15 free: nothing to ask", 120, 3, 1, 45, 0, 150, 45 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct lease_conns c = {
+			.cap = rows[i].cap, .agents = rows[i].agents,
+			.points = rows[i].points, .held = rows[i].held,
+			.in_flight = rows[i].in_flight, .n_samples = 2,
+			.first = { 1000000000ULL, 500, 0 },
+			.last = { 2000000000ULL, 500 + rows[i].syns, 0 },
+			.check_ms = 50,
+		};
+		uint64_t want = lease_conns_want(&c);
+
+		CHECK(want == rows[i].want, "%s: asks for %llu, expected %llu",
+		      rows[i].what, (unsigned long long)want,
+		      (unsigned long long)rows[i].want);
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_limits);
@@ -487,5 +534,6 @@ int main(void)
 	CHECK_RUN(test_lead);
 	CHECK_RUN(test_demand);
 	CHECK_RUN(test_wait);
+	CHECK_RUN(test_conns);
 	return check_exit();
 }

@@ -20,42 +20,6 @@
  * starved tenant costs Redis four calls a second, not twenty. */
 #define CONN_STARVED_NS	(250ULL * 1000000ULL)
 
-/* Slots taken or given back at a time: a quarter of the tenant's share of
- * the cap, at least one for each of the host's points (the kernel and the
- * preload pool share what the host holds, and each needs a free one to
- * admit).  A host holds at most its connections in flight plus two chunks
- * (one under churn, up to its share of the cap: conn_room()), and one call
- * moves a chunk. */
-static uint64_t conn_chunk(const struct broker *b, const struct policy_tenant *p)
-{
-	uint64_t n = p->max_conns / (4 * broker_agents_of(b));
-
-	return n > host_conn_points(b) ? n : host_conn_points(b);
-}
-
-/* The room a host keeps free for a tenant under churn: twice the SYNs that
- * arrive in one check (its rate over the agent's last samples, refusals
- * included), but only up to its share of the cap (cap / live agents) with
- * what it has in flight, so that hosts within their shares never take from
- * each other.  0 while it is no more than a chunk, or unknown: the chunk
- * then does. */
-static uint64_t conn_room(const struct broker_tenant *t, uint64_t chunk,
-			  uint64_t share, uint64_t in_flight)
-{
-	const struct lease_sample *f = &t->first, *l = &t->last;
-	uint64_t syns, n;
-
-	if (t->n_samples < 2 || l->t_ns <= f->t_ns || l->admitted < f->admitted ||
-	    l->denied < f->denied || in_flight >= share)
-		return 0;
-	syns = l->admitted + l->denied - f->admitted - f->denied;
-	n = (uint64_t)((double)syns * 2.0 * CHECK_MS * 1e6 /
-		       (double)(l->t_ns - f->t_ns) + 0.999);
-	if (n > share - in_flight)
-		n = share - in_flight;
-	return n > chunk ? n : 0;
-}
-
 /* What the fail policy lets the kernel have in flight while the tenant's
  * Redis is out of reach: its share of the cap (static), no cap (allow), or
  * nothing new (deny). */
@@ -145,13 +109,10 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
 }
 
 /*
- * Every check: for each capped tenant, a chunk more when fewer than half a
- * chunk of its slots are free (or fewer than its points, so that each
- * point has one), a chunk back when more than two are; under churn
- * (conn_room()) room more, up to the share, when fewer than room are free,
- * and back to that when more than three times room are; the holding
- * renewed every heartbeat; the fail policy's slots while its Redis is out
- * of reach.
+ * Every check: for each capped tenant, the holding lease_conns_want() asks
+ * for (a chunk more or back, more room under churn), not asked again for
+ * CONN_STARVED_NS once Redis granted less, and renewed every heartbeat;
+ * the fail policy's slots while its Redis is out of reach.
  */
 void broker_conns_check(struct broker *b, uint64_t now)
 {
@@ -166,7 +127,8 @@ void broker_conns_check(struct broker *b, uint64_t now)
 		struct broker_tenant tv, *t = &tv;
 		struct slot *s;
 		struct slot_rare *x;
-		uint64_t in_flight, chunk, share, room, top, want, free_;
+		struct lease_conns c;
+		uint64_t want;
 		bool same;
 
 		host_tenant_at(b, i, t);
@@ -191,27 +153,14 @@ void broker_conns_check(struct broker *b, uint64_t now)
 			x->conn_renewed_ns = 0;
 			continue;
 		}
-		in_flight = (uint64_t)host_conns_in_flight(b, t->slot);
-		chunk = conn_chunk(b, t->pol);
-		share = t->pol->max_conns / broker_agents_of(b);
-		room = conn_room(t, chunk, share, in_flight);
-		free_ = x->conn_held > in_flight ? x->conn_held - in_flight : 0;
-		want = x->conn_held;
-		if (room) {
-			/* a call moves room, or none once the share is held */
-			top = in_flight + 2 * room;
-			if (top > share)
-				top = share;
-			if ((free_ < room && x->conn_held < top) || free_ > 3 * room)
-				want = top;
-		} else if ((free_ * 2 < chunk || free_ < host_conn_points(b)) &&
-			   x->conn_held < t->pol->max_conns) {
-			want = in_flight + chunk;
-		} else if (free_ > 2 * chunk) {
-			want = in_flight + chunk;
-		}
-		if (want > t->pol->max_conns)
-			want = t->pol->max_conns;
+		c = (struct lease_conns){
+			.cap = t->pol->max_conns, .agents = broker_agents_of(b),
+			.points = host_conn_points(b), .held = x->conn_held,
+			.in_flight = (uint64_t)host_conns_in_flight(b, t->slot),
+			.n_samples = t->n_samples, .first = t->first,
+			.last = t->last, .check_ms = CHECK_MS,
+		};
+		want = lease_conns_want(&c);
 		if (want > x->conn_held && x->conn_starved_ns &&
 		    now - x->conn_starved_ns < CONN_STARVED_NS)
 			want = x->conn_held;

@@ -265,3 +265,46 @@ uint64_t lease_wait_ms(const struct policy_tenant *t, uint64_t asked,
 		       t->rate.count;
 	return advised_ms;
 }
+
+/* Twice the SYNs that arrive in one check, up to the share with what is in
+ * flight; 0 while it is no more than a chunk, or unknown. */
+static uint64_t conns_room(const struct lease_conns *c, uint64_t chunk,
+			   uint64_t share)
+{
+	const struct lease_sample *f = &c->first, *l = &c->last;
+	uint64_t syns, n;
+
+	if (c->n_samples < 2 || l->t_ns <= f->t_ns || l->admitted < f->admitted ||
+	    l->denied < f->denied || c->in_flight >= share)
+		return 0;
+	syns = l->admitted + l->denied - f->admitted - f->denied;
+	n = (uint64_t)((double)syns * 2.0 * (double)c->check_ms * 1e6 /
+		       (double)(l->t_ns - f->t_ns) + 0.999);
+	if (n > share - c->in_flight)
+		n = share - c->in_flight;
+	return n > chunk ? n : 0;
+}
+
+uint64_t lease_conns_want(const struct lease_conns *c)
+{
+	uint64_t share = c->cap / c->agents, chunk = c->cap / (4 * c->agents);
+	uint64_t room, top, free_, want = c->held;
+
+	if (chunk < c->points)
+		chunk = c->points;
+	room = conns_room(c, chunk, share);
+	free_ = c->held > c->in_flight ? c->held - c->in_flight : 0;
+	if (room) {
+		/* a call moves room, or none once the share is held */
+		top = c->in_flight + 2 * room;
+		if (top > share)
+			top = share;
+		if ((free_ < room && c->held < top) || free_ > 3 * room)
+			want = top;
+	} else if ((free_ * 2 < chunk || free_ < c->points) && c->held < c->cap) {
+		want = c->in_flight + chunk;
+	} else if (free_ > 2 * chunk) {
+		want = c->in_flight + chunk;
+	}
+	return want > c->cap ? c->cap : want;
+}

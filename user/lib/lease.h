@@ -180,4 +180,31 @@ uint64_t lease_wait_ms(const struct policy_tenant *t, uint64_t asked,
 		       uint64_t granted, uint64_t remaining, uint64_t chunk,
 		       uint64_t advised_ms);
 
+/* A host's holding of a tenant's connection slots, the fleet's cap shared
+ * through Redis (user/agent/broker_conns.c). */
+struct lease_conns {
+	uint64_t cap;			/* the tenant's max_conns, above 0 */
+	uint64_t agents;		/* live agents, at least 1 */
+	unsigned int points;		/* where the host admits: 1, or 2 with a
+					 * preload pool beside XDP */
+	uint64_t held, in_flight;	/* the host's holding, and in flight */
+	unsigned int n_samples;		/* the tenant's counters, as in struct */
+	struct lease_sample first, last; /* lease_meter */
+	uint64_t check_ms;		/* how often the host looks */
+};
+
+/*
+ * The holding to ask for now (held: none to ask for).  By the chunk (a
+ * quarter of the host's share of the cap, at least points): a chunk more
+ * when fewer than half a chunk are free (or fewer than points), a chunk
+ * back when more than two are.  Under churn - SYNs (refusals included, over
+ * the samples) that would fill more than a chunk in two checks - by the
+ * room they need instead, up to the share (cap / agents) with what is in
+ * flight: up to twice the room, or the share, when fewer than the room
+ * are free, back to that when more than three times the room are.  Hosts
+ * within their shares never take slots from each other.  Never more than
+ * the cap.
+ */
+uint64_t lease_conns_want(const struct lease_conns *c);
+
 #endif /* RL_LEASE_H */
