@@ -414,6 +414,73 @@ fleet_metric() {
 	metric_value "$2" "$page"
 }
 
+# fleet_transitions: every agent's count of broker transitions so far, as
+# one line.
+fleet_transitions() {
+	local i out=
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		out+="$(rls "$i" --json status | jq .broker_transitions) "
+	done
+	echo "$out"
+}
+
+# fleet_raise_check NAME TRIES AGAIN...: NAME is a 1/m tenant saturated by
+# 150/s over the three hosts (each agent has been told by Redis to wait, up
+# to a minute); raised to 100/s, the fleet admits 100/s from 1 s after the
+# change on, over a window of 2 s.  The load must outlast TRIES such
+# attempts (LOADGEN_BG_PID still runs at the end of the one judged).
+#
+# An attempt is judged only when no agent's breaker opened or closed from
+# before the raise to the end of the window: the end of a degraded spell
+# forgets Redis's advice as the change does, so an attempt with a spell in it
+# says nothing about the change (and its degraded SYNs meet the fail policy,
+# not the lease).  On a machine so loaded that Redis misses the agents'
+# --redis-timeout the attempt is made again: the command AGAIN... (run
+# before every attempt after the first) puts NAME back at 1/m and saturated
+# with the advice in force.  The admitted count is judged against the
+# SYNs that came, when a loaded machine sent fewer than the new rate, and
+# over the window's bounds: at least the time between the end of the
+# first snapshot and the start of the second (what the agents surely
+# counted in), at most from the start of the first to the end of the second.
+fleet_raise_check() {
+	local name=$1 tries=$2 k t0 tr0 tr1 m0 m1 m2 m3 s0 s1 lo hi
+	local admitted judged degraded bound want
+
+	shift 2
+	for ((k = 1; k <= tries; k++)); do
+		((k == 1)) || "$@" || return 1
+		tr0=$(fleet_transitions)
+		t0=$(now_ms)
+		rls 1 tenant set "$name" --rate 100/s >/dev/null
+		sleep_until $((t0 + 1000))
+		m0=$(now_ms) s0=$(fleet_snap "$name") m1=$(now_ms)
+		sleep 2
+		m2=$(now_ms) s1=$(fleet_snap "$name") m3=$(now_ms)
+		tr1=$(fleet_transitions)
+		admitted=$(fleet_delta "$s0" "$s1" admitted)
+		judged=$((admitted + $(fleet_delta "$s0" "$s1" denied)))
+		degraded=$(fleet_delta "$s0" "$s1" degraded)
+		lo=$(calc "($m2 - $m1) / 1000") hi=$(calc "($m3 - $m0) / 1000")
+		echo "attempt $k: admitted $admitted of $judged SYNs ($degraded degraded)" \
+			"in $lo..$hi s from 1 s after the raise to 100/s;" \
+			"broker transitions from before the raise: $tr0-> $tr1"
+		[[ $tr0 == "$tr1" && $degraded == 0 ]] && break
+		((k < tries)) || {
+			echo "a broker transition or a degraded SYN in each of $tries attempts" >&2
+			return 1
+		}
+	done
+	proc_running "$LOADGEN_BG_PID" ||
+		{ echo "the load ended before the window did" >&2; return 1; }
+	bound=$(fleet_stat 1 "$name" overshoot_bound)
+	# 0.85 of the new rate; of what came, when a machine too loaded to
+	# send 150/s sent less than the rate
+	want=$(calc "0.85 * ($judged < 100 * $lo ? $judged : 100 * $lo)")
+	expect_between "admitted in the $lo..$hi s from 1 s after the raise to 100/s (bound $bound)" \
+		"$admitted" "$want" "$(calc "100 * $hi + 100 + $bound")"
+}
+
 # --- load ----------------------------------------------------------------------------
 
 # fleet_targets PORT W1 W2 ...: loadgen targets PORT on s1, s2, ... with
