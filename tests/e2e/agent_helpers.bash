@@ -74,10 +74,20 @@ rlagent_launch() {
 	local host=$1 sock=$2 log=$5 iface=()
 
 	[[ -n ${RLAGENT_IFACE-eth0} ]] && iface=(--iface "${RLAGENT_IFACE-eth0}")
-	# at nice -10, as the systemd unit runs it (Nice=-10)
-	nice -n -10 nsenter --net="/run/netns/$(lab_ns "$host")" "$RLGATE_BUILD/rlagent" \
-		"${iface[@]}" --control "$sock" --state-dir "$3" --pin-dir "$4" --metrics "$METRICS_ADDR" \
-		"${@:6}" >>"$log" 2>&1 3>&- &
+	(
+		# None of the test's descriptors above 2 stays open in the
+		# agent (bats' fd 3, the write ends of fifos a connection holder
+		# of the test reads: an agent restarted inside a test would keep
+		# them open, and the holder's teardown would wait for it).
+		for fd in /proc/self/fd/*; do
+			fd=${fd##*/}
+			((fd > 2)) && exec {fd}>&-
+		done 2>/dev/null
+		# at nice -10, as the systemd unit runs it (Nice=-10)
+		exec nice -n -10 nsenter --net="/run/netns/$(lab_ns "$host")" \
+			"$RLGATE_BUILD/rlagent" "${iface[@]}" --control "$sock" --state-dir "$3" \
+			--pin-dir "$4" --metrics "$METRICS_ADDR" "${@:6}" >>"$log" 2>&1
+	) &
 	RLAGENT_PID=$!
 }
 
