@@ -886,6 +886,8 @@ static struct slot *slot_sync(struct broker *b, uint32_t idx,
 		broker_slot_free(s);
 		broker_slot_name_set(s, "");
 		memset(s, 0, sizeof(*s));
+		/* written only when there is something to clear: a side
+		 * table's page no slot ever wrote stays unallocated */
 		if (memcmp(x, &none, sizeof(*x)) != 0)
 			memset(x, 0, sizeof(*x));
 		s->gen = gen;
