@@ -81,7 +81,7 @@ teardown() { fleet_teardown cluster_restore; }
 }
 
 @test "a master killed under load over TLS: its tenant (fail allow) refuses nothing and leases from the promoted replica over TLS within seconds, at its limit; the other tenant's shard never notices" {
-	local out=$BATS_TEST_TMPDIR/load.json ma mb t0 a0 a1 b0 b1 b2 lim
+	local out=$BATS_TEST_TMPDIR/load.json ma mb t0 a0 a1 b0 b1 b2 lim i lost seen=()
 
 	ma=$(cluster_master_of t:acme)
 	mb=$(cluster_master_of t:beta)
@@ -97,6 +97,9 @@ teardown() { fleet_teardown cluster_restore; }
 		$(fleet_targets 8081 1 1 1)
 	sleep 2
 	a0=$(fleet_snap acme) b0=$(fleet_snap beta)
+	for i in 1 2 3; do
+		seen[i]=$(wc -l <"$(fleet_log "$i")")
+	done
 	t0=$(now_ms)
 	proc_stop "$(cluster_node_pid "$mb")" KILL
 	ch_wait_broker "$t0" degraded 2 1 2 3
@@ -110,6 +113,14 @@ teardown() { fleet_teardown cluster_restore; }
 	expect_eq "beta refused (fail allow)" "$(fleet_delta "$b0" "$b1" denied)" 0
 	expect_eq "acme SYNs decided by its fail policy (deny)" "$(fleet_delta "$a0" "$a1" degraded)" 0
 	expect_eq "acme refused" "$(fleet_delta "$a0" "$a1" denied)" 0
+	# Only the killed master's connections went, none to another node
+	# (even one whose tenants' tokens lasted until it was back)
+	for i in 1 2 3; do
+		lost=$(tail -n +"$((seen[i] + 1))" "$(fleet_log "$i")" |
+			grep -E "Redis Cluster node '[^']*': .*\(retrying\)" |
+			grep -vF "'$CLUSTER_IP:$mb'" || true)
+		[[ -z $lost ]] || { echo "s$i lost another node than $mb: $lost" >&2; return 1; }
+	done
 	# 12 s covers the slowest promotion; the load ends here after a quicker one
 	loadgen_stop "$LOADGEN_BG_PID" "$out"
 	b1=$(fleet_snap beta)

@@ -127,8 +127,12 @@ static void relay_free(struct relay *r)
 		loop_timer_cancel(r->timer);
 	loop_watch_del(r->wt);
 	loop_watch_del(r->wp);
-	if (r->up)
-		SSL_shutdown(r->ssl);	/* best effort: tell Redis we are done */
+	if (r->up) {
+		/* Best effort: tell Redis we are done.  What it leaves in the
+		 * thread's error queue is no other connection's business. */
+		SSL_shutdown(r->ssl);
+		ERR_clear_error();
+	}
 	SSL_free(r->ssl);
 	close(r->tcp);
 	/* hiredis reads EOF: the server "closed the connection". */
@@ -176,6 +180,19 @@ static void ssl_why(struct relay *r, int ret, char *buf, size_t len)
 	ERR_clear_error();
 }
 
+/*
+ * Every relay shares the thread's OpenSSL error queue, and SSL_get_error()
+ * reads a failure from it whatever connection left it there: a queue not
+ * empty before a read that would block makes it a fatal error, and a
+ * healthy connection is dropped because another one broke (one Redis
+ * Cluster node killed took its neighbours' connections along).  So the
+ * queue is emptied before each SSL call whose result ssl_wait() judges.
+ */
+static void ssl_before(void)
+{
+	ERR_clear_error();
+}
+
 /* Adds what an SSL call that made no progress waits for to *ev; false for a
  * real failure. */
 static bool ssl_wait(struct relay *r, int ret, unsigned int *ev)
@@ -200,6 +217,9 @@ static void relay_broke(struct relay *r, int ret)
 
 	ssl_why(r, ret, why, sizeof(why));
 	log_debug("TLS to Redis on '%s': %s", r->where, why);
+	/* No close_notify after a failed read or write: OpenSSL forbids
+	 * SSL_shutdown() after a fatal error, and the TCP close says it. */
+	r->up = false;
 	relay_free(r);
 }
 
@@ -250,6 +270,7 @@ static void pump(struct relay *r)
 			}
 		}
 		if (!r->up) {
+			ssl_before();
 			ret = SSL_connect(r->ssl);
 			if (ret == 1) {
 				r->up = true;
@@ -268,6 +289,7 @@ static void pump(struct relay *r)
 			break;
 		}
 		if (r->out_off < r->out_len) {
+			ssl_before();
 			ret = SSL_write(r->ssl, r->out + r->out_off,
 					(int)(r->out_len - r->out_off));
 			if (ret > 0) {
@@ -279,6 +301,7 @@ static void pump(struct relay *r)
 			}
 		}
 		if (r->in_off == r->in_len) {
+			ssl_before();
 			ret = SSL_read(r->ssl, r->in, sizeof(r->in));
 			if (ret > 0) {
 				r->in_off = 0;
