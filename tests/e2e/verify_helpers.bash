@@ -38,17 +38,38 @@ server_conns() {
 # flood_bg HOST FAMILY RATE SECONDS: forged SYNs from c1's prefix (never
 # c1's own address) to HOST's HTTP port, in the background (FLOOD_PID,
 # report in FLOOD_OUT).
+# Over IPv6, HOST first sends what it answers to c1's /80 to c1's MAC, by a
+# route through one permanent neighbour entry.  Otherwise its SYN-ACK to
+# each forged source takes a neighbour entry of its own, unresolved for
+# seconds, and the IPv6 neighbour table is the machine's, not the
+# namespace's (1,024 entries in all, net.ipv6.neigh.default.gc_thresh3):
+# full, it leaves every other lab's IPv6 unable to reach a new neighbour,
+# and a test running beside this one sees all its connections time out.
 flood_bg() {
-	local net mac
+	local net mac ns
 
 	net=$(client_prefix c1)
-	[[ $2 == 6 ]] && net=2001:db8:1:0:1::/80
-	mac=$(ip -n "$(lab_ns "$1")" -j link show dev eth0 | jq -r '.[0].address')
+	ns=$(lab_ns "$1")
+	if [[ $2 == 6 ]]; then
+		net=2001:db8:1:0:1::/80
+		mac=$(ip -n "$(lab_ns c1)" -j link show dev eth0 | jq -r '.[0].address')
+		ip -n "$ns" -6 neigh replace fe80::c1 lladdr "$mac" dev eth0 nud permanent
+		ip -n "$ns" -6 route replace "$net" via fe80::c1 dev eth0
+	fi
+	mac=$(ip -n "$ns" -j link show dev eth0 | jq -r '.[0].address')
 	FLOOD_OUT=$BATS_TEST_TMPDIR/flood.json
 	in_ns c1 /usr/bin/python3 "$BATS_TEST_DIRNAME/syn_flood.py" eth0 "$mac" \
 		"$(lab_addr "$1" "$2")" "$HTTP_PORT" "$net" "$(lab_addr c1 "$2")" "$3" "$4" \
 		>"$FLOOD_OUT" 3>&- &
 	FLOOD_PID=$!
+}
+
+# expect_few_neighbours HOST: after an IPv6 flood, HOST holds no neighbour
+# entry per forged source (flood_bg): the permanent one, and at most a
+# couple of real ones.
+expect_few_neighbours() {
+	expect_between "IPv6 neighbour entries on $1 after the flood" \
+		"$(ip -n "$(lab_ns "$1")" -6 neigh show dev eth0 | wc -l)" 1 3
 }
 
 # flood_stop: kills a flood still running (teardown).
