@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "agent_int.h"
+#include "namehash.h"
 
 #define NONE	UINT32_MAX
 
@@ -32,8 +33,7 @@ struct claim {
 #define PORT_MARK	0x20
 
 struct agent_index {
-	uint32_t *names;	/* positions + 1; 0 free */
-	size_t names_cap;	/* a power of two */
+	struct name_hash names;	/* of the tenants, with room for them all */
 	struct claim *claims;
 	size_t claims_cap, n_claims;
 	uint32_t *pos;		/* per slot: position in a->tenants, or NONE */
@@ -41,15 +41,6 @@ struct agent_index {
 	uint32_t n_capped;	/* tenants with a cap */
 	uint32_t n_verifying;	/* tenants that verify their SYNs */
 };
-
-static uint64_t name_hash(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
-	return h ^ (h >> 31);
-}
 
 static uint8_t claim_key(int family, enum policy_direction dir)
 {
@@ -146,42 +137,18 @@ static void claim_of(const struct policy_tenant *t, unsigned int x,
 			__VA_ARGS__					\
 		}
 
-static size_t name_find(const struct agent *a, const char *name)
+/* Where the tenants' names are, for ix->names. */
+static struct name_recs tenant_names(const struct agent *a)
 {
-	const struct agent_index *ix = a->ix;
-	size_t mask = ix->names_cap - 1, s = name_hash(name) & mask;
-
-	while (ix->names[s] && strcmp(a->tenants[ix->names[s] - 1].pol.name, name))
-		s = (s + 1) & mask;
-	return s;
-}
-
-static void name_remove(struct agent *a, size_t s)
-{
-	struct agent_index *ix = a->ix;
-	size_t mask = ix->names_cap - 1, j = s;
-
-	ix->names[s] = 0;
-	for (;;) {
-		size_t home;
-
-		j = (j + 1) & mask;
-		if (!ix->names[j])
-			return;
-		home = name_hash(a->tenants[ix->names[j] - 1].pol.name) & mask;
-		if (((j - home) & mask) >= ((j - s) & mask)) {
-			ix->names[s] = ix->names[j];
-			ix->names[j] = 0;
-			s = j;
-		}
-	}
+	return (struct name_recs){ a->tenants ? a->tenants->pol.name : NULL,
+				   sizeof(*a->tenants) };
 }
 
 void agent_index_free(struct agent *a)
 {
 	if (!a->ix)
 		return;
-	free(a->ix->names);
+	name_hash_free(&a->ix->names);
 	free(a->ix->claims);
 	free(a->ix->pos);
 	free(a->ix);
@@ -191,19 +158,17 @@ void agent_index_free(struct agent *a)
 int agent_index_build(struct agent *a)
 {
 	struct agent_index *ix;
-	size_t cap = 16;
+	int e;
 
 	agent_index_free(a);
 	ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;
 	a->ix = ix;
-	while (cap < 2 * (size_t)a->kern.max_tenants)
-		cap *= 2;
-	ix->names = calloc(cap, sizeof(*ix->names));
-	ix->names_cap = cap;
+	/* room for every tenant there may be: a put never grows it */
+	e = name_hash_build(&ix->names, tenant_names(a), 0, a->kern.max_tenants);
 	ix->pos = malloc((a->kern.max_tenants + 1) * sizeof(*ix->pos));
-	if (!ix->names || !ix->pos || claims_grow(ix, 512)) {
+	if (e || !ix->pos || claims_grow(ix, 512)) {
 		agent_index_free(a);
 		return -ENOMEM;
 	}
@@ -246,7 +211,7 @@ int agent_index_put(struct agent *a, size_t i)
 	size_t need = ix->n_claims;
 
 	FOR_CLAIMS(&t->pol, c, need += c.port ? 2 : 1;)
-	if (claims_grow(ix, need))
+	if (claims_grow(ix, need) || name_hash_put(&ix->names, tenant_names(a), i))
 		return -ENOMEM;
 	FOR_CLAIMS(&t->pol, c, {
 		size_t s = claim_find(ix, &c);
@@ -260,7 +225,6 @@ int agent_index_put(struct agent *a, size_t i)
 		c.slot = t->slot;
 		ix->claims[s] = c;
 	})
-	ix->names[name_find(a, t->pol.name)] = (uint32_t)i + 1;
 	if (t->slot < a->kern.max_tenants)
 		ix->pos[t->slot] = (uint32_t)i;
 	agent_index_recap(a, NULL, &t->pol);
@@ -283,9 +247,7 @@ void agent_index_drop(struct agent *a, size_t i)
 				port_mark(ix, &c, -1);
 		}
 	})
-	s = name_find(a, t->pol.name);
-	if (ix->names[s] == i + 1)
-		name_remove(a, s);
+	name_hash_del(&ix->names, tenant_names(a), i);
 	if (t->slot < a->kern.max_tenants && ix->pos[t->slot] == i)
 		ix->pos[t->slot] = NONE;
 	agent_index_recap(a, &t->pol, NULL);
@@ -295,20 +257,17 @@ void agent_index_moved(struct agent *a, size_t from, size_t to)
 {
 	struct agent_index *ix = a->ix;
 	const struct agent_tenant *t = &a->tenants[to];
-	size_t s = name_find(a, t->pol.name);
 
-	/* the name is found by the tenant's own copy at `to` */
-	(void)from;
-	ix->names[s] = (uint32_t)to + 1;
+	name_hash_moved(&ix->names, tenant_names(a), from, to);
 	if (t->slot < a->kern.max_tenants)
 		ix->pos[t->slot] = (uint32_t)to;
 }
 
 struct agent_tenant *agent_index_name(struct agent *a, const char *name)
 {
-	size_t s = name_find(a, name);
+	size_t i = name_hash_find(&a->ix->names, tenant_names(a), name);
 
-	return a->ix->names[s] ? &a->tenants[a->ix->names[s] - 1] : NULL;
+	return i == SIZE_MAX ? NULL : &a->tenants[i];
 }
 
 struct agent_tenant *agent_index_slot(struct agent *a, uint32_t slot)
