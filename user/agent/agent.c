@@ -56,6 +56,8 @@ void agent_free(struct agent *a)
 	free(a->tenants);
 	pfx_store_free(&a->prefixes);
 	free(a->tombs);
+	name_hash_free(&a->tomb_names);
+	name_hash_free(&a->fleet_names);
 	agent_index_free(a);
 }
 
@@ -418,9 +420,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 		free(tombs);
 		return code;
 	}
-	free(a->tombs);
-	a->tombs = tombs;
-	a->n_tombs = n_tombs;
+	agent_tombs_take(a, tombs, n_tombs);
 	if (a->hooks.policy_changed && !a->fleet_update)
 		a->hooks.policy_changed(a->hooks.ctx, a->tenants, a->n_tenants,
 					next, n);
@@ -611,38 +611,6 @@ static uint32_t free_slot(const struct agent *a)
 	return UINT32_MAX;
 }
 
-/* Forgets name's tombstone (it is back). */
-static void tomb_forget(struct agent *a, const char *name)
-{
-	for (size_t i = 0; i < a->n_tombs; i++)
-		if (strcmp(a->tombs[i].name, name) == 0) {
-			memmove(&a->tombs[i], &a->tombs[i + 1],
-				(a->n_tombs - i - 1) * sizeof(*a->tombs));
-			a->n_tombs--;
-			return;
-		}
-}
-
-/* Remembers the deletion of name at version (the oldest go past
- * AGENT_MAX_TOMBS).  0 or -ENOMEM. */
-static int tomb_add(struct agent *a, const char *name, uint64_t version)
-{
-	struct agent_tomb *ts;
-
-	tomb_forget(a, name);
-	if (a->n_tombs >= AGENT_MAX_TOMBS) {
-		memmove(a->tombs, a->tombs + 1, (a->n_tombs - 1) * sizeof(*ts));
-		a->n_tombs--;
-	}
-	ts = realloc(a->tombs, (a->n_tombs + 1) * sizeof(*ts));
-	if (!ts)
-		return -ENOMEM;
-	a->tombs = ts;
-	snprintf(ts[a->n_tombs].name, sizeof(ts->name), "%s", name);
-	ts[a->n_tombs++].version = version;
-	return 0;
-}
-
 int agent_table_put(struct agent *a, const struct agent_tenant *given,
 		    char *err)
 {
@@ -698,7 +666,7 @@ int agent_table_put(struct agent *a, const struct agent_tenant *given,
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return -ENOMEM;
 	}
-	tomb_forget(a, t->pol.name);
+	agent_tomb_forget(a, t->pol.name);
 	return 0;
 }
 
@@ -708,7 +676,7 @@ int agent_table_del(struct agent *a, const char *name, uint64_t version)
 
 	if (!cur)
 		return -ENOENT;
-	if (tomb_add(a, name, version))
+	if (agent_tomb_add(a, name, version))
 		return -ENOMEM;
 	table_remove(a, (size_t)(cur - a->tenants));
 	return 0;
@@ -728,9 +696,7 @@ static void undo(struct agent *a, const struct agent_tenant *was,
 	if (was && table_append(a, was))
 		log_error("couldn't put tenant '%s' back: out of memory",
 			  was->pol.name);
-	free(a->tombs);
-	a->tombs = tombs;
-	a->n_tombs = n_tombs;
+	agent_tombs_take(a, tombs, n_tombs);
 	if (now && (!was || was->slot != now->slot))
 		kern_tenant_clear(&a->kern, now->slot);
 	if (was)

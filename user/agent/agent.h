@@ -22,6 +22,7 @@
 #include "pfxstore.h"
 #include "policy.h"
 #include "ctl_proto.h"
+#include "namehash.h"
 #include "statelines.h"
 
 #define AGENT_POLICY_FILE	"policy.json"
@@ -134,8 +135,11 @@ struct agent {
 	bool fleet_update;	/* applying the fleet's change: do not echo it */
 	const struct agent_fleet_update *fleet_batch;	/* ...and its versions */
 	size_t fleet_n;
+	struct name_hash fleet_names;	/* of fleet_batch; none: walked */
+	/* Deleted tenants, oldest first (agent_tombs.c keeps them). */
 	struct agent_tomb *tombs;
 	size_t n_tombs;
+	struct name_hash tomb_names;	/* of tombs; none: walked */
 	bool stopping;		/* a signal came: refunding before exit */
 	struct agent_tenant *tenants;
 	size_t n_tenants;

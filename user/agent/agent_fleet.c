@@ -135,13 +135,9 @@ static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_up
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
-	a->fleet_update = true;
-	a->fleet_batch = u;
-	a->fleet_n = n;
+	agent_fleet_begin(a, u, n);
 	c = agent_commit(a, next, m, err);
-	a->fleet_update = false;
-	a->fleet_batch = NULL;
-	a->fleet_n = 0;
+	agent_fleet_end(a);
 	return c;
 }
 
@@ -168,9 +164,7 @@ static size_t fleet_in_place(struct agent *a, const struct agent_fleet_update *u
 	char err[POLICY_ERR_MAX];
 	size_t left = 0;
 
-	a->fleet_update = true;
-	a->fleet_batch = u;
-	a->fleet_n = n;
+	agent_fleet_begin(a, u, n);
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < n; i++) {
 			bool del = !u[i].json[0];
@@ -189,9 +183,7 @@ static size_t fleet_in_place(struct agent *a, const struct agent_fleet_update *u
 					  (unsigned long long)u[i].version, err);
 			}
 		}
-	a->fleet_update = false;
-	a->fleet_batch = NULL;
-	a->fleet_n = 0;
+	agent_fleet_end(a);
 	for (size_t i = 0; i < n; i++)
 		left += use[i];
 	return left;

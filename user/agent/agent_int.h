@@ -135,6 +135,23 @@ int agent_table_del(struct agent *a, const char *name, uint64_t version);
 /* The fleet's version of name in the batch being applied, or 0. */
 uint64_t agent_fleet_version(const struct agent *a, const char *name);
 
+/* The fleet's batch u[0..n) is being applied (agent_fleet_version() finds
+ * its names), until agent_fleet_end(). */
+void agent_fleet_begin(struct agent *a, const struct agent_fleet_update *u,
+		       size_t n);
+void agent_fleet_end(struct agent *a);
+
+/* The tombstones are ts[0..n) (taken over) from now on; the old ones are
+ * freed. */
+void agent_tombs_take(struct agent *a, struct agent_tomb *ts, size_t n);
+
+/* Forgets name's tombstone (it is back). */
+void agent_tomb_forget(struct agent *a, const char *name);
+
+/* Remembers the deletion of name at version, the newest (the oldest go
+ * past AGENT_MAX_TOMBS).  0 or -ENOMEM. */
+int agent_tomb_add(struct agent *a, const char *name, uint64_t version);
+
 /* The tombstones once next[0..n) replaces the current set.  NULL when out
  * of memory. */
 struct agent_tomb *agent_next_tombs(struct agent *a, const struct agent_tenant *next,

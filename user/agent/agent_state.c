@@ -727,8 +727,7 @@ int agent_policy_start(struct agent *a)
 	ts = r->ts;
 	n = r->n;
 	version = r->version;
-	a->tombs = r->tombs;
-	a->n_tombs = r->n_tombs;
+	agent_tombs_take(a, r->tombs, r->n_tombs);
 	pfx_store_free(&a->prefixes);
 	a->prefixes = r->prefixes;
 	a->prefixes_live = r->prefixes.n;

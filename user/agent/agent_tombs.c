@@ -3,8 +3,10 @@
  * of its deletion for --tombstone-ttl, so that older copies of it (the
  * fleet's store, an agent that was away) cannot bring it back; versions are
  * milliseconds since the epoch, so that across the fleet the latest change
- * wins.
+ * wins.  The tombstones and the fleet's batch being applied are found by
+ * name through a hash each.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +15,31 @@
 #include "agent_int.h"
 #include "log.h"
 
+static struct name_recs tomb_recs(const struct agent *a)
+{
+	return (struct name_recs){ a->tombs ? a->tombs->name : NULL,
+				   sizeof(*a->tombs) };
+}
+
+static struct name_recs fleet_recs(const struct agent *a)
+{
+	return (struct name_recs){ a->fleet_batch ? a->fleet_batch->name : NULL,
+				   sizeof(*a->fleet_batch) };
+}
+
+/* Both are asked once per tenant of a change of the whole set, and for
+ * every deletion the broker publishes: walking a list of thousands for
+ * each of 50,000 deleted tenants took seconds.  Without their hash (out of
+ * memory) they walk it. */
 const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name)
 {
-	for (size_t i = 0; i < a->n_tombs; i++)
+	size_t i;
+
+	if (a->tomb_names.cap) {
+		i = name_hash_find(&a->tomb_names, tomb_recs(a), name);
+		return i == SIZE_MAX ? NULL : &a->tombs[i];
+	}
+	for (i = 0; i < a->n_tombs; i++)
 		if (strcmp(a->tombs[i].name, name) == 0)
 			return &a->tombs[i];
 	return NULL;
@@ -23,9 +47,89 @@ const struct agent_tomb *agent_find_tomb(const struct agent *a, const char *name
 
 uint64_t agent_fleet_version(const struct agent *a, const char *name)
 {
-	for (size_t i = 0; i < a->fleet_n; i++)
+	size_t i;
+
+	if (a->fleet_names.cap) {
+		i = name_hash_find(&a->fleet_names, fleet_recs(a), name);
+		return i == SIZE_MAX ? 0 : a->fleet_batch[i].version;
+	}
+	for (i = 0; i < a->fleet_n; i++)
 		if (strcmp(a->fleet_batch[i].name, name) == 0)
 			return a->fleet_batch[i].version;
+	return 0;
+}
+
+void agent_fleet_begin(struct agent *a, const struct agent_fleet_update *u,
+		       size_t n)
+{
+	a->fleet_update = true;
+	a->fleet_batch = u;
+	a->fleet_n = n;
+	/* none when out of memory: walked */
+	name_hash_build(&a->fleet_names, fleet_recs(a), n, n);
+}
+
+void agent_fleet_end(struct agent *a)
+{
+	a->fleet_update = false;
+	a->fleet_batch = NULL;
+	a->fleet_n = 0;
+	name_hash_free(&a->fleet_names);
+}
+
+/* The tombstones' hash made anew; none when out of memory (walked). */
+static void tombs_index(struct agent *a)
+{
+	if (name_hash_build(&a->tomb_names, tomb_recs(a), a->n_tombs,
+			    a->n_tombs + 1))
+		log_warn("couldn't index %zu deleted tenants: out of memory",
+			 a->n_tombs);
+}
+
+void agent_tombs_take(struct agent *a, struct agent_tomb *ts, size_t n)
+{
+	free(a->tombs);
+	a->tombs = ts;
+	a->n_tombs = n;
+	tombs_index(a);
+}
+
+/* Takes tombstone i out, the newer ones moved down (the oldest stay
+ * first). */
+static void tomb_remove(struct agent *a, size_t i)
+{
+	name_hash_cut(&a->tomb_names, tomb_recs(a), i);
+	memmove(&a->tombs[i], &a->tombs[i + 1],
+		(a->n_tombs - i - 1) * sizeof(*a->tombs));
+	a->n_tombs--;
+}
+
+void agent_tomb_forget(struct agent *a, const char *name)
+{
+	const struct agent_tomb *t = agent_find_tomb(a, name);
+
+	if (t)
+		tomb_remove(a, (size_t)(t - a->tombs));
+}
+
+int agent_tomb_add(struct agent *a, const char *name, uint64_t version)
+{
+	struct agent_tomb *ts;
+
+	agent_tomb_forget(a, name);
+	if (a->n_tombs >= AGENT_MAX_TOMBS)
+		tomb_remove(a, 0);
+	ts = realloc(a->tombs, (a->n_tombs + 1) * sizeof(*ts));
+	if (!ts)
+		return -ENOMEM;
+	a->tombs = ts;
+	snprintf(ts[a->n_tombs].name, sizeof(ts->name), "%s", name);
+	ts[a->n_tombs].version = version;
+	/* a hash that cannot follow goes: the list is walked */
+	if (a->tomb_names.cap &&
+	    name_hash_put(&a->tomb_names, tomb_recs(a), a->n_tombs))
+		name_hash_free(&a->tomb_names);
+	a->n_tombs++;
 	return 0;
 }
 
@@ -127,6 +231,7 @@ void agent_prune_tombs(struct agent *a)
 	if (k == n)
 		return;
 	a->n_tombs = k;
+	tombs_index(a);
 	log_debug("forgot %zu deleted tenant(s) after the tombstone TTL", n - k);
 	e = agent_save_policy(a, a->tenants, a->n_tenants, a->tombs, a->n_tombs,
 			a->policy_version);

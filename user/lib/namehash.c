@@ -143,6 +143,15 @@ void name_hash_moved(struct name_hash *h, struct name_recs r, size_t from,
 		h->slots[s] = (uint32_t)to + 1;
 }
 
+void name_hash_cut(struct name_hash *h, struct name_recs r, size_t pos)
+{
+	name_hash_del(h, r, pos);
+	/* where a name sits does not depend on its position: a pass over
+	 * the slots, not a lookup of each name that moves */
+	for (size_t s = 0; s < h->cap; s++)
+		h->slots[s] -= h->slots[s] > pos + 1;
+}
+
 void name_hash_free(struct name_hash *h)
 {
 	free(h->slots);

@@ -42,10 +42,15 @@ int name_hash_put(struct name_hash *h, struct name_recs r, size_t pos);
 void name_hash_del(struct name_hash *h, struct name_recs r, size_t pos);
 
 /* The record now at `to` is a copy of the one at `from`, which still holds
- * it: its name points at `to`, if h held it at `from`.  An array shifted
- * by one is told one record at a time, each copied just before. */
+ * it: its name points at `to`, if h held it at `from`. */
 void name_hash_moved(struct name_hash *h, struct name_recs r, size_t from,
 		     size_t to);
+
+/* Record pos is about to be cut out of the array and those after it
+ * moved down one (memmove): its name goes, and theirs point one lower.
+ * Called before the move (names are read where they are), in time that
+ * does not depend on how many records move. */
+void name_hash_cut(struct name_hash *h, struct name_recs r, size_t pos);
 
 void name_hash_free(struct name_hash *h);
 
