@@ -96,57 +96,24 @@ void agent_prefixes_tidy(struct agent *a)
 	a->prefixes = s;
 }
 
-static int name_entry_cmp(const void *pa, const void *pb)
-{
-	const struct name_entry *a = pa, *b = pb;
-
-	return strcmp(a->name, b->name);
-}
-
-int agent_index_names(const char *first, size_t stride, size_t n,
-		      struct name_index *ix)
-{
-	ix->n = n;
-	ix->e = malloc((n ? n : 1) * sizeof(*ix->e));
-	if (!ix->e)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		ix->e[i] = (struct name_entry){ first + i * stride, i };
-	qsort(ix->e, n, sizeof(*ix->e), name_entry_cmp);
-	return 0;
-}
-
-int agent_index_tenants(const struct agent_tenant *ts, size_t n,
-			struct name_index *ix)
-{
-	return agent_index_names(ts ? ts->pol.name : NULL, sizeof(*ts), n, ix);
-}
-
-size_t agent_index_find(const struct name_index *ix, const char *name)
-{
-	struct name_entry key = { name, 0 }, *e;
-
-	e = bsearch(&key, ix->e, ix->n, sizeof(*ix->e), name_entry_cmp);
-	return e ? e->pos : SIZE_MAX;
-}
-
 /* The current set's names for set_find(): none while the set's own
- * indexes are there (a->ix, kept with it), else sorted into *was (freed by
- * the caller).  0 or -ENOMEM. */
-static int set_names(const struct agent *a, struct name_index *was)
+ * indexes are there (a->ix, kept with it), else hashed into *was (freed
+ * by the caller).  0 or -ENOMEM. */
+static int set_names(const struct agent *a, struct name_hash *was)
 {
 	memset(was, 0, sizeof(*was));
-	return a->ix ? 0 : agent_index_tenants(a->tenants, a->n_tenants, was);
+	return a->ix ? 0 : name_hash_build(was, agent_tenant_names(a->tenants),
+					   a->n_tenants, a->n_tenants);
 }
 
 /* Where name is in the current set, or SIZE_MAX. */
-static size_t set_find(struct agent *a, const struct name_index *was,
+static size_t set_find(struct agent *a, const struct name_hash *was,
 		       const char *name)
 {
 	const struct agent_tenant *t;
 
 	if (!a->ix)
-		return agent_index_find(was, name);
+		return name_hash_find(was, agent_tenant_names(a->tenants), name);
 	t = agent_find(a, name);
 	return t ? (size_t)(t - a->tenants) : SIZE_MAX;
 }
@@ -305,7 +272,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 	struct kern_rules rules;
 	struct pfx_store prefixes;
 	size_t n_tombs = 0;
-	struct name_index was;
+	struct name_hash was;
 	struct slot_map used;
 	uint32_t slot = 0;
 	int e;
@@ -345,7 +312,7 @@ enum agent_code agent_commit(struct agent *a, struct agent_tenant *next,
 			next[i].n_samples = old->n_samples;
 		}
 	}
-	free(was.e);
+	name_hash_free(&was);
 	/* Slots that stay in use are among the current set's. */
 	slots_of(a->tenants, a->n_tenants, &used);
 	for (size_t i = 0; i < n; i++) {
@@ -900,7 +867,7 @@ enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
 enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 			    size_t n, unsigned int counts[3], char *err)
 {
-	struct name_index was = { 0 }, tombs = { 0 };
+	struct name_hash was = { 0 };
 	struct agent_tenant *next;
 	enum agent_code c;
 	unsigned int added = 0, updated = 0, kept = 0, removed;
@@ -919,10 +886,7 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
 	}
-	if (set_names(a, &was) ||
-	    agent_index_names(a->tombs ? a->tombs->name : NULL, sizeof(*a->tombs),
-			a->n_tombs, &tombs)) {
-		free(was.e);
+	if (set_names(a, &was)) {
 		free(next);
 		snprintf(err, POLICY_ERR_MAX, "out of memory");
 		return AGENT_INTERNAL;
@@ -935,11 +899,10 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 		next[i].pol = ts[i];
 		kept += old != NULL;
 		if (!old) {
-			size_t tomb = agent_index_find(&tombs, ts[i].name);
+			const struct agent_tomb *tomb = agent_find_tomb(a, ts[i].name);
 
 			added++;
-			next[i].version = agent_next_version(a, tomb == SIZE_MAX ? 0 :
-							     a->tombs[tomb].version);
+			next[i].version = agent_next_version(a, tomb ? tomb->version : 0);
 		} else if (!policy_same(&old->pol, &ts[i])) {
 			updated++;
 			next[i].version = agent_next_version(a, old->version);
@@ -950,8 +913,7 @@ enum agent_code agent_apply(struct agent *a, const struct policy_tenant *ts,
 	/* the rest of the current set goes (names are unique in a set that
 	 * commits) */
 	removed = (unsigned int)(a->n_tenants - kept);
-	free(was.e);
-	free(tombs.e);
+	name_hash_free(&was);
 	c = agent_commit(a, next, n, err);
 	if (c == AGENT_OK) {
 		counts[0] = added;

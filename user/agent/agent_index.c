@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 
 #include "agent_int.h"
-#include "namehash.h"
 
 #define NONE	UINT32_MAX
 
@@ -137,13 +136,6 @@ static void claim_of(const struct policy_tenant *t, unsigned int x,
 			__VA_ARGS__					\
 		}
 
-/* Where the tenants' names are, for ix->names. */
-static struct name_recs tenant_names(const struct agent *a)
-{
-	return (struct name_recs){ a->tenants ? a->tenants->pol.name : NULL,
-				   sizeof(*a->tenants) };
-}
-
 void agent_index_free(struct agent *a)
 {
 	if (!a->ix)
@@ -166,7 +158,8 @@ int agent_index_build(struct agent *a)
 		return -ENOMEM;
 	a->ix = ix;
 	/* room for every tenant there may be: a put never grows it */
-	e = name_hash_build(&ix->names, tenant_names(a), 0, a->kern.max_tenants);
+	e = name_hash_build(&ix->names, agent_tenant_names(a->tenants), 0,
+			    a->kern.max_tenants);
 	ix->pos = malloc((a->kern.max_tenants + 1) * sizeof(*ix->pos));
 	if (e || !ix->pos || claims_grow(ix, 512)) {
 		agent_index_free(a);
@@ -211,7 +204,8 @@ int agent_index_put(struct agent *a, size_t i)
 	size_t need = ix->n_claims;
 
 	FOR_CLAIMS(&t->pol, c, need += c.port ? 2 : 1;)
-	if (claims_grow(ix, need) || name_hash_put(&ix->names, tenant_names(a), i))
+	if (claims_grow(ix, need) ||
+	    name_hash_put(&ix->names, agent_tenant_names(a->tenants), i))
 		return -ENOMEM;
 	FOR_CLAIMS(&t->pol, c, {
 		size_t s = claim_find(ix, &c);
@@ -247,7 +241,7 @@ void agent_index_drop(struct agent *a, size_t i)
 				port_mark(ix, &c, -1);
 		}
 	})
-	name_hash_del(&ix->names, tenant_names(a), i);
+	name_hash_del(&ix->names, agent_tenant_names(a->tenants), i);
 	if (t->slot < a->kern.max_tenants && ix->pos[t->slot] == i)
 		ix->pos[t->slot] = NONE;
 	agent_index_recap(a, &t->pol, NULL);
@@ -258,14 +252,15 @@ void agent_index_moved(struct agent *a, size_t from, size_t to)
 	struct agent_index *ix = a->ix;
 	const struct agent_tenant *t = &a->tenants[to];
 
-	name_hash_moved(&ix->names, tenant_names(a), from, to);
+	name_hash_moved(&ix->names, agent_tenant_names(a->tenants), from, to);
 	if (t->slot < a->kern.max_tenants)
 		ix->pos[t->slot] = (uint32_t)to;
 }
 
 struct agent_tenant *agent_index_name(struct agent *a, const char *name)
 {
-	size_t i = name_hash_find(&a->ix->names, tenant_names(a), name);
+	size_t i = name_hash_find(&a->ix->names, agent_tenant_names(a->tenants),
+				  name);
 
 	return i == SIZE_MAX ? NULL : &a->tenants[i];
 }

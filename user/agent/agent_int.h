@@ -34,28 +34,11 @@ static inline bool slot_in(const struct slot_map *m, uint32_t slot)
 	return slot < RL_TENANTS_LIMIT && (m->bits[slot / 64] >> (slot % 64)) & 1;
 }
 
-/* Names sorted, each with its position in the array it came from, for
- * lookups in time log n: a change of a set of thousands of tenants looks
- * each of them up in the set before and among the tombstones. */
-struct name_entry {
-	const char *name;
-	size_t pos;
-};
-
-struct name_index {
-	struct name_entry *e;	/* freed by the caller */
-	size_t n;
-};
-
-/* Indexes the n names found `stride` bytes apart from `first`, or the
- * names of the tenants ts[0..n).  0 or -ENOMEM. */
-int agent_index_names(const char *first, size_t stride, size_t n,
-		      struct name_index *ix);
-int agent_index_tenants(const struct agent_tenant *ts, size_t n,
-			struct name_index *ix);
-
-/* The position of name, or SIZE_MAX. */
-size_t agent_index_find(const struct name_index *ix, const char *name);
+/* Where the names of the tenants ts[] are, for a hash of them. */
+static inline struct name_recs agent_tenant_names(const struct agent_tenant *ts)
+{
+	return (struct name_recs){ ts ? ts->pol.name : NULL, sizeof(*ts) };
+}
 
 /* agent_state.c: waits for the reading agent_policy_read started, if any,
  * and drops what it read (a start that failed before taking it). */

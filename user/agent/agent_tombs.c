@@ -144,26 +144,29 @@ struct agent_tomb *agent_next_tombs(struct agent *a,
 				    size_t *n_out)
 {
 	struct agent_tomb *ts = calloc(a->n_tombs + a->n_tenants + 1, sizeof(*ts)), *shrunk;
-	struct name_index in_next = { 0 }, kept = { 0 };
+	struct name_recs in_r = agent_tenant_names(next);
+	struct name_hash in_next = { 0 }, kept = { 0 };
 	size_t k = 0, n_kept;
 
-	if (!ts || agent_index_tenants(next, n, &in_next))
+	if (!ts || name_hash_build(&in_next, in_r, n, n))
 		goto fail;
 	for (size_t i = 0; i < a->n_tombs; i++)
-		if (agent_index_find(&in_next, a->tombs[i].name) == SIZE_MAX)
+		if (name_hash_find(&in_next, in_r, a->tombs[i].name) == SIZE_MAX)
 			ts[k++] = a->tombs[i];
 	n_kept = k;
-	if (agent_index_names(ts[0].name, sizeof(*ts), n_kept, &kept))
+	if (name_hash_build(&kept, (struct name_recs){ ts->name, sizeof(*ts) },
+			    n_kept, n_kept))
 		goto fail;
 	for (size_t i = 0; i < a->n_tenants; i++) {
 		const struct agent_tenant *t = &a->tenants[i];
 		size_t j;
 
-		if (agent_index_find(&in_next, t->pol.name) != SIZE_MAX)
+		if (name_hash_find(&in_next, in_r, t->pol.name) != SIZE_MAX)
 			continue;
 		/* A tombstone of a live tenant (a state file edited by hand)
 		 * gives way to the new one. */
-		j = agent_index_find(&kept, t->pol.name);
+		j = name_hash_find(&kept, (struct name_recs){ ts->name, sizeof(*ts) },
+				   t->pol.name);
 		if (j == SIZE_MAX)
 			j = k++;
 		snprintf(ts[j].name, sizeof(ts[j].name), "%s", t->pol.name);
@@ -171,8 +174,8 @@ struct agent_tomb *agent_next_tombs(struct agent *a,
 		if (!ts[j].version)
 			ts[j].version = agent_next_version(a, t->version);
 	}
-	free(in_next.e);
-	free(kept.e);
+	name_hash_free(&in_next);
+	name_hash_free(&kept);
 	if (k > AGENT_MAX_TOMBS) {
 		/* oldest first out: they sit at the front */
 		memmove(ts, ts + (k - AGENT_MAX_TOMBS), AGENT_MAX_TOMBS * sizeof(*ts));
@@ -183,7 +186,7 @@ struct agent_tomb *agent_next_tombs(struct agent *a,
 	*n_out = k;
 	return shrunk ? shrunk : ts;
 fail:
-	free(in_next.e);
+	name_hash_free(&in_next);
 	free(ts);
 	return NULL;
 }
