@@ -39,6 +39,12 @@
 #                               again on its pins until it answers holding
 #                               every tenant (median of three)
 #   fleet_restart_healthy_100k_ms  ...until it leases again (healthy)
+#   fleet_apply_del_90k_s       then an apply on s1 of a tenth of the
+#                               tenants: the other nine tenths deleted,
+#                               until s2 holds only the tenth
+#   fleet_apply_del_90k_cpu_s   the CPU time both agents took meanwhile
+#                               (taken before the outage, after which the
+#                               whole set is applied again)
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SYNC_CHANGES=M] tools/bench-fleet-sync.sh [BUILD_DIR]  (root)
@@ -148,6 +154,19 @@ wait_held() {
 	die "s$1 holds $(held "$1") tenants after $3 s, expected $2"
 }
 
+# quiet: until Redis serves fewer than 100 commands a second (the first
+# leases paid), at most 300 s.
+quiet() {
+	local n c0
+
+	for ((n = 0; n < 300; n++)); do
+		c0=$(redis_served)
+		sleep 1
+		(($(redis_served) - c0 < 100)) && return 0
+	done
+	die "Redis still serves 100 commands a second or more after 300 s"
+}
+
 # monitor_start / monitor_stop: Redis's MONITOR into $work/monitor; then
 # the store's reads it saw (SSCAN of rl:tenants, policy_get by its SHA).
 monitor_start() {
@@ -165,10 +184,10 @@ monitor_stop() {
 	grep -c -e '"SSCAN" "rl:tenants"' -e "\"EVALSHA\" \"$sha\"" "$work/monitor"
 }
 
-# set_file FILE RATE K: the N tenants, the first K of them at RATE/s, the
-# others at 100/s.
+# set_file FILE RATE K [M]: the N tenants (or the first M), the first K of
+# them at RATE/s, the others at 100/s.
 set_file() {
-	jq -n --argjson n "$tenants" --argjson k "$3" --arg r "$2" '{tenants: [range($n) as $i |
+	jq -n --argjson n "${4:-$tenants}" --argjson k "$3" --arg r "$2" '{tenants: [range($n) as $i |
 		($i * 16) as $a | {name: "t\($i)", rate: (if $i < $k then "\($r)/s"
 		else "100/s" end), burst: 100, match: ["10.\($a / 65536 | floor).\(($a /
 		256 | floor) % 256).\($a % 256)/28"]}]}' >"$1" || die "couldn't write the tenant set"
@@ -228,12 +247,7 @@ t5=$(now_ms)
 apply_policy=$(monitor_stop)
 
 # Idle: once the first leases are paid, at most 300 s.
-for ((n = 0; n < 300; n++)); do
-	c0=$(redis_served)
-	sleep 1
-	(($(redis_served) - c0 < 100)) && break
-done
-((n < 300)) || die "Redis still serves 100 commands a second or more after 300 s"
+quiet
 idle=0
 for i in 1 2; do
 	u0[i]=$(cpu_ticks "${agent_pid[i]}")
@@ -270,6 +284,24 @@ for ((r = 0; r < 3; r++)); do
 	healthy+=($(($(now_ms) - t6)))
 done
 
+# Most of the tenants deleted on s1 in one apply (the first tenth kept as
+# they are) until s2 holds only them; then the whole set again, and a
+# quiet fleet, for the outage below.
+keep=$((tenants / 10 ? tenants / 10 : 1))
+set_file "$work/keep.json" 300 "$changes" "$keep"
+for i in 1 2; do
+	u0[i]=$(cpu_ticks "${agent_pid[i]}")
+done
+t8=$(now_ms)
+rl 1 apply "$work/keep.json" >/dev/null 2>&1 || true
+wait_held 2 "$keep" 120
+t9=$(now_ms)
+del_cpu=$(awk -v d="$(($(cpu_ticks "${agent_pid[1]}") - u0[1] + \
+	$(cpu_ticks "${agent_pid[2]}") - u0[2]))" -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }')
+rl 1 apply "$work/set2.json" >/dev/null 2>&1 || true
+wait_held 2 "$tenants" 120
+quiet
+
 # Redis stopped: the agents degraded, their checks still every 50 ms.
 kill -KILL "$redis_pid"
 for i in 1 2; do
@@ -305,3 +337,5 @@ echo "fleet_bytes_per_tenant_agent_own $((anon / tenants)) bytes"
 echo "fleet_agent_outage_cpu_100k_pct $outage %"
 echo "fleet_restart_100k_ms $(median "${restart[@]}") ms"
 echo "fleet_restart_healthy_100k_ms $(median "${healthy[@]}") ms"
+echo "fleet_apply_del_90k_s $(awk -v m="$((t9 - t8))" 'BEGIN { printf "%.2f", m / 1000 }') s"
+echo "fleet_apply_del_90k_cpu_s $del_cpu s"

@@ -40,6 +40,10 @@
 #                            nothing to do, in % of one core (/proc/PID/stat)
 #   metrics_scrape_100k_ms   one scrape of /metrics (--metrics-tenants
 #                            1000, the default), median of five
+#   ctl_apply_del_90k_s    last, `rlctl apply` of a tenth of the tenants:
+#                          the other nine tenths deleted in one change
+#   ctl_apply_del_90k_cpu_ms  the CPU time (user and system) rlctl and the
+#                          agent spent on it
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SCALE_PREFIXES=M] tools/bench-scale.sh [BUILD_DIR]  (root)
@@ -72,6 +76,22 @@ count() {
 	rl --json tenant list | jq length
 }
 
+# timed_apply FILE N: `rlctl apply FILE`, after which the agent must hold N
+# tenants; its wall time in $took and the CPU time (user and system) rlctl
+# and the agent spent on it in $took_cpu, in ms.
+TIMEFORMAT='%3U %3S'
+timed_apply() {
+	local c0 c1
+
+	c0=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
+	{ time took=$(ms rl apply "$1"); } 2>"$work/apply.time" ||
+		{ tail -n 5 "$work/rlagent.log" "$work/apply.time" >&2; die "rlctl apply of $2 tenants failed"; }
+	c1=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
+	took_cpu=$(awk -v d="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" \
+		'{ printf "%d", ($1 + $2) * 1000 + d * 1000 / hz }' "$work/apply.time")
+	[[ $(count) == "$2" ]] || die "the agent does not hold $2 tenants after rlctl apply"
+}
+
 # Tenant i owns the /28s number i*M+j (j < M) of 10.0.0.0/8.
 jq -n --argjson n "$tenants" --argjson m "$prefixes" '{tenants: [range($n) as $i |
 	{name: "t\($i)", rate: "100/s", burst: 100, match: [range($m) as $j |
@@ -81,14 +101,8 @@ jq -n --argjson n "$tenants" --argjson m "$prefixes" '{tenants: [range($n) as $i
 mkdir -p "$work/state" && chmod 700 "$work/state"
 start_agent
 wait_agent "$agent" "$work/rlagent.log"
-cpu0=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
-TIMEFORMAT='%3U %3S'
-{ time apply=$(ms rl apply "$work/set.json"); } 2>"$work/apply.time" ||
-	{ tail -5 "$work/rlagent.log" "$work/apply.time" >&2; die "rlctl apply of $tenants tenants failed"; }
-cpu1=$(awk '{ print $14 + $15 }' "/proc/$agent/stat")
-apply_cpu=$(awk -v d="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
-	'{ printf "%d", ($1 + $2) * 1000 + d * 1000 / hz }' "$work/apply.time")
-[[ $(count) == "$tenants" ]] || die "the agent did not load $tenants tenants"
+timed_apply "$work/set.json" "$tenants"
+apply=$took apply_cpu=$took_cpu
 
 set=()
 for ((r = 0; r < runs; r++)); do
@@ -171,6 +185,14 @@ for ((r = 0; r < 3; r++)); do
 	whole+=($(((t2 - t0) / 1000000)))
 done
 
+# Most of the tenants deleted in one change: an apply of the first tenth
+# (at least one) of those the agent holds, as they are; each of the others
+# gets a tombstone.
+keep=$((tenants / 10 ? tenants / 10 : 1))
+rl --json tenant list | jq --argjson k "$keep" '{tenants: .[:$k]}' >"$work/keep.json" ||
+	die "couldn't write the tenants to keep"
+timed_apply "$work/keep.json" "$keep"
+
 echo "scale_tenants $tenants tenants"
 echo "ctl_apply_100k_s $(awk -v m="$apply" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "ctl_apply_100k_cpu_ms $apply_cpu ms"
@@ -187,3 +209,5 @@ echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "bytes_per_tenant_agent_own $((anon / tenants)) bytes"
 echo "agent_idle_cpu_100k_pct $idle %"
 echo "metrics_scrape_100k_ms $(median "${scrape[@]}") ms"
+echo "ctl_apply_del_90k_s $(awk -v m="$took" 'BEGIN { printf "%.2f", m / 1000 }') s"
+echo "ctl_apply_del_90k_cpu_ms $took_cpu ms"

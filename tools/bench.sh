@@ -202,7 +202,9 @@ at_most \
 	"bytes_per_tenant_agent_own 1024" \
 	"fleet_bytes_per_tenant_agent_own 1024" \
 	"fleet_sync_100k_s 10" \
-	"fleet_change_ms 1000"
+	"fleet_change_ms 1000" \
+	"ctl_apply_del_90k_s 5" \
+	"fleet_apply_del_90k_cpu_s 5"
 # The agent's memory is judged on its own (heap and anonymous maps): its
 # resident set also holds the kernel's maps it writes through, which
 # bytes_per_tenant_kernel counts already.
