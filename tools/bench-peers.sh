@@ -180,7 +180,15 @@ work=$(mktemp -d /tmp/rlgate-bench-peers.XXXXXX) || die "couldn't make a work di
 out=$build/bench
 mkdir -p "$out" || die "couldn't make '$out'"
 pids=()
-cpu=$(($(nproc) - 1))	# the flood's CPU: its sender and the server's receive
+# The flood's CPU: its sender, the legitimate client, and so the server's
+# receive.  A veth runs its receiver's NAPI poll on the CPU that handed it the
+# frame that scheduled it, and keeps it there while the poll finds more: a
+# client on another CPU would take the server's receive there, where neither
+# its time nor the flood's throttle on it is counted, and the flood would then
+# fill eth0's ring of 256 frames unchecked, the client's frames with it.  With
+# every frame into eth0 sent from one CPU, that CPU serves eth0's receive as a
+# NIC's queue is served by the CPU its interrupt is bound to.
+cpu=$(($(nproc) - 1))
 
 trap fleet_cleanup EXIT
 trap 'exit 1' INT TERM
@@ -464,14 +472,14 @@ opens() {
 # seconds", the seconds those attempts took to make (not the wait for the
 # last ones' answers, up to 3 s, which a lost SYN near the end would add),
 # writes those connected on their first SYN to $work/first, and samples
-# opens into $out/peers-NAME.dat.
+# opens into $out/peers-NAME.dat.  The client runs on $cpu (see there).
 legit() {
 	local j
 
 	rm -f "$work/stop"
 	sample "$work/$1.raw" opens &
 	local sp=$!
-	j=$(ns c1 "$build/loadgen" --json --rate "$legit_rate" --duration "$fsecs" \
+	j=$(ns c1 taskset -c "$cpu" "$build/loadgen" --json --rate "$legit_rate" --duration "$fsecs" \
 		--timeout "$legit_timeout_ms" "192.0.2.11:$port" 2>"$work/loadgen.err") ||
 		{ cat "$work/loadgen.err" >&2; touch "$work/stop"; wait "$sp"; return 1; }
 	touch "$work/stop"
@@ -495,7 +503,7 @@ legit_http() {
 	local sp=$!
 	t0=$(date +%s%N)
 	echo - >"$work/first"
-	j=$(ns c1 python3 "$root/tests/e2e/verify_client.py" 192.0.2.11 "$port" "$legit_rate" \
+	j=$(ns c1 taskset -c "$cpu" python3 "$root/tests/e2e/verify_client.py" 192.0.2.11 "$port" "$legit_rate" \
 		"$fsecs" 2>"$work/client.err") ||
 		{ cat "$work/client.err" >&2; touch "$work/stop"; wait "$sp"; return 1; }
 	t1=$(date +%s%N)
@@ -605,7 +613,7 @@ xdp_pass() {
 }
 
 client=legit
-echo "# flood: $(nproc) CPUs, sender and server receive on CPU $cpu; legitimate $legit_rate/s from" \
+echo "# flood: $(nproc) CPUs, sender, client and server receive on CPU $cpu; legitimate $legit_rate/s from" \
 	"$legit_net for $fsecs s, flood from $flood_net (limit $rate/s burst $burst)" >&2
 flood none || die "the unprotected flood did not run"
 xdp_pass xdp_none || die "the unprotected XDP-frame flood did not run"
