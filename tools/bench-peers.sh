@@ -440,6 +440,13 @@ s1_mac=$(ip -n "$lab-s1" -j link show dev eth0 | jq -r '.[0].address')
 ksoftirqd=$(ps -eo pid=,comm= | awk -v c="ksoftirqd/$cpu" '$2 == c { print $1 }')
 [[ -r /proc/$ksoftirqd/schedstat ]] || die "couldn't find ksoftirqd/$cpu's schedstat"
 ns s1 sysctl -q -w net.ipv4.tcp_syncookies=1
+# on_flood_cpu HOST: HOST's own receive (what it answers the server with, a
+# server's FIN in the client's case) runs on the flood's CPU, so that its
+# answers into s1's eth0 leave from there too (see cpu= above).
+on_flood_cpu() {
+	ns "$1" sh -c "printf %x $((1 << cpu)) >/sys/class/net/eth0/queues/rx-0/rps_cpus"
+}
+on_flood_cpu c1 || die "couldn't steer client 1's receive to CPU $cpu"
 
 # ksoft_s: the time ksoftirqd of the flood's CPU has run, in seconds: the
 # receive work the kernel deferred from the sender's context.
@@ -654,6 +661,7 @@ flood xdp_lab alone 02:00:00:00:00:99 || die "the lab's XDP-frame flood did not 
 
 bg redis "$work/redis.log" redis-server --bind "$redis_ip" --port 6379 --save '' \
 	--appendonly no --protected-mode no
+redis_pid=$!
 for ((n = 0; n < 100; n++)); do
 	[[ $(ns redis redis-cli -h "$redis_ip" PING 2>/dev/null) == PONG ]] && break
 	sleep 0.05
@@ -685,6 +693,9 @@ fi
 tenant legit --rate 100000/s --match "$legit_net" --action rst &&
 	tenant flood --rate "$rate/s" --burst "$burst" --match "$flood_net" --action drop ||
 	die "couldn't set the flood's tenants"
+# Redis answers s1's agent from the flood's CPU too
+on_flood_cpu redis && taskset -a -p -c "$cpu" "$redis_pid" >/dev/null ||
+	die "couldn't move Redis to CPU $cpu"
 flood rlgate || die "the rlgate flood did not run"
 flood xdp_rlgate || die "the rlgate XDP-frame flood did not run"
 # The flood from the client's own tenant: one tenant for both prefixes at
