@@ -4,8 +4,10 @@
 # calls (N/2500 SSCAN pages of rl:tenants, N/500 policy_get calls; Redis's
 # MONITOR counts them); two of them, in slots far past the default size,
 # limit clients on both hosts under load; s2 SIGKILLed under load and
-# started again keeps them all and keeps the limit.  N is 100,000: the
-# file takes about 45 s on a shared 2-core machine.
+# started again keeps them all and keeps the limit; an apply on s1 that
+# deletes nine tenths of them leaves both hosts with the tenth, and
+# tombstones at the versions the store holds.  N is 100,000: the file
+# takes about a minute on a shared 2-core machine.
 
 load helpers
 load agent_helpers
@@ -181,4 +183,59 @@ total() {
 	run_loadgen_json c2 --rate 20 --duration 1 --timeout 500 "$(lab_target s2 "$PORT")"
 	expect_between "c2 connected after the restart" \
 		"$(($(json_get .total.connected) + c2))" 1 $((4 + b2))
+}
+
+# tombs_of I: agent I's tombstones as "name version" lines, oldest first:
+# its state file's, then the deletions of its journal replayed onto them
+# as the agent does (a name's older tombstone goes, and past 4,096 the
+# oldest).
+tombs_of() {
+	local dir
+	dir=$(fleet_dir "$1")/state
+
+	jq -n -r --slurpfile f "$dir/policy.json" --slurpfile j <([[ ! -e $dir/policy.journal ]] ||
+		jq -c '.deleted // empty' "$dir/policy.journal") \
+		'reduce $j[] as $d ($f[0].deleted; map(select(.name != $d.name)) |
+		(if length >= 4096 then .[1:] else . end) + [$d]) | .[] | "\(.name) \(.version)"'
+}
+
+# store_mismatches: of the "name version" lines on stdin, how many the
+# store holds at another version (or not at all).
+store_mismatches() {
+	local lines
+	lines=$(cat)
+
+	paste -d' ' <(cut -d' ' -f2 <<<"$lines") \
+		<(cut -d' ' -f1 <<<"$lines" | sed 's/.*/HGET rl:{t:&}:policy version/' | rcli) |
+		awk '$1 != $2 { n++ } END { print n + 0 }'
+}
+
+@test "an apply on s1 keeping 10,000 of the 100,000 tenants leaves both hosts and the store's index with those 10,000, and each host's 4,096 newest tombstones at the versions the store holds for them" {
+	local keep=$((N / 10)) n t1 t2
+
+	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
+	jq --argjson k "$keep" '{tenants: .tenants[:$k]}' "$BATS_FILE_TMPDIR/set.json" \
+		>"$BATS_TEST_TMPDIR/keep.json"
+	rls 1 apply "$BATS_TEST_TMPDIR/keep.json" >/dev/null
+	for ((n = 0; n < 1200; n++)); do
+		[[ $(held 2) == "$keep" && $(rcli SCARD rl:tenants) == "$keep" ]] && break
+		sleep 0.1
+	done
+	expect_eq "s2's tenants" "$(held 2)" "$keep"
+	expect_eq "s1's tenants" "$(held 1)" "$keep"
+	expect_eq "tenants in rl:tenants" "$(rcli SCARD rl:tenants)" "$keep"
+	expect_eq "t$((keep - 1)) on s2" "$(rls 2 --json tenant get "t$((keep - 1))" | jq -cS 'del(.id)')" \
+		"$(rls 1 --json tenant get "t$((keep - 1))" | jq -cS 'del(.id)')"
+	if rls 2 tenant get "t$keep" >/dev/null 2>&1; then
+		echo "t$keep is still on s2" >&2
+		return 1
+	fi
+	t1=$(tombs_of 1)
+	t2=$(tombs_of 2)
+	expect_eq "s1's tombstones" "$(wc -l <<<"$t1")" 4096
+	expect_eq "s2's tombstones" "$(wc -l <<<"$t2")" 4096
+	expect_eq "s1's tombstones at another version than the store's" \
+		"$(store_mismatches <<<"$t1")" 0
+	expect_eq "s2's tombstones at another version than the store's" \
+		"$(store_mismatches <<<"$t2")" 0
 }
