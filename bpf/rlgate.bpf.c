@@ -29,6 +29,12 @@ const volatile __u32 cls_half = RL_CLS_GROUPS;
 /* log2 of `flow_cache_cpu`'s slots, whose max_entries the loader sets to
  * match (rl_flow_bits()). */
 const volatile __u32 flow_bits = RL_FLOW_BITS;
+/* The CPUs whose flow caches a flow's end reaches (flow_end()): the loader
+ * sets the possible CPUs, so that the walk makes no call past the last;
+ * left as it is, the walk stops where the map has no CPU.  At most
+ * RL_FLOW_END_CPUS, a bound the verifier can walk. */
+#define RL_FLOW_END_CPUS	1024
+const volatile __u32 flow_cpus = RL_FLOW_END_CPUS;
 
 /* Tenants with RL_F_VERIFY, as the agent last wrote it (it writes it before
  * it attaches this program): while none, an ACK leaves after its flags as
@@ -900,21 +906,30 @@ struct flow_at {
 	__u8 found;	/* idx, tag and want are set */
 };
 
+/* The flow's slot and the tag it would have there, on any CPU: at->idx
+ * and at->want. */
+static __always_inline void flow_place(const struct rl_flow *f,
+				       struct flow_at *at)
+{
+	__u64 h = rl_flow_mix(f);
+
+	at->idx = h >> (64 - flow_bits);
+	at->want = rl_flow_tag(h, flow_bits);
+}
+
 /* Finds where the flow lives, reading nothing of the slot or the tag, nor
  * even the slot's address: a percpu map finds that in a table of a pointer
  * per slot, a cache miss of its own for a new flow (flow_slot()). */
 static __always_inline void flow_find(const struct rl_flow *f,
 				      struct flow_at *at)
 {
-	__u64 h = rl_flow_mix(f);
 	__u32 line;
 	struct rl_flow_tags *tl;
 
-	at->idx = h >> (64 - flow_bits);
+	flow_place(f, at);
 	line = at->idx / RL_FLOW_TAG_LINE;
 	tl = bpf_map_lookup_elem(&flow_tags_cpu, &line);
 	at->tag = tl ? &tl->tag[at->idx % RL_FLOW_TAG_LINE] : NULL;
-	at->want = rl_flow_tag(h, flow_bits);
 	at->slot = NULL;
 	at->found = 1;
 }
@@ -1113,18 +1128,47 @@ static __always_inline int make_rst(void *data, void *data_end,
 	return (void *)(tcp + 1) - data;
 }
 
-/* A RST or FIN from the client's side ends its flow: no copy of the SYN is
- * a retransmission any more (see RL_FLOW_MAX_REPEATS). */
+/*
+ * A RST or FIN from the client's side ends its flow on every CPU: no copy
+ * of the SYN, nor of a verified handshake's ACK, is a retransmission any
+ * more (see RL_FLOW_MAX_REPEATS).  Every CPU, not only this one: where a
+ * flow's packets are not steered to one queue (a veth judges each packet
+ * on the CPU that sent it), a copy that comes after the end may be judged
+ * on the CPU that admitted the flow, and found free there it would open a
+ * new connection on the server, whose first one the end closed, without a
+ * token.  A CPU costs a call and a read of its tag; its slot is read only
+ * where the tag may be the flow's, and no tag is learned here.  Writing
+ * another CPU's slot races with that CPU taking a free repeat of the same
+ * flow at the same moment - a copy as concurrent with the end as a copy
+ * can be, whose count may then outlive the end - and with a new flow
+ * overwriting the slot, which then starts ended and has its copies charged.
+ */
 static __always_inline void flow_end(const struct syn_info *si)
 {
+	struct rl_flow_tags *tl;
+	struct rl_flow_slot *s;
 	struct flow_at at;
+	__u32 line, cpu;
+	__u8 t;
 
 	if (!retrans_window_ns)
 		return;
-	/* the tag leaves the ISN out, as the slot does */
-	flow_find(&si->flow, &at);
-	if (flow_maybe(&at) && flow_same_conn(&at.slot->flow, &si->flow))
-		at.slot->repeats = retrans_max_repeats;
+	/* the tag leaves the ISN out, as the slot does; only the place */
+	flow_place(&si->flow, &at);
+	line = at.idx / RL_FLOW_TAG_LINE;
+	for (cpu = 0; cpu < RL_FLOW_END_CPUS && cpu < flow_cpus; cpu++) {
+		tl = bpf_map_lookup_percpu_elem(&flow_tags_cpu, &line, cpu);
+		if (tl) {
+			t = READ_ONCE(tl->tag[at.idx % RL_FLOW_TAG_LINE]);
+			if (t && t != at.want)
+				continue;
+		}
+		s = bpf_map_lookup_percpu_elem(&flow_cache_cpu, &at.idx, cpu);
+		if (!s)
+			break;	/* past the last possible CPU */
+		if (flow_same_conn(&s->flow, &si->flow))
+			WRITE_ONCE(s->repeats, retrans_max_repeats);
+	}
 }
 
 /*

@@ -374,10 +374,12 @@ _Static_assert(sizeof(struct rl_flow) == 48 &&
  *
  * Per CPU, because a retransmission arrives where its SYN did: the NIC's
  * receive hash (and RPS) send one 4-tuple to one queue and so one CPU.  No
- * other CPU ever writes a slot, so a slot needs no lock and no atomic, and
- * no cache line moves between CPUs.  (When the queue's interrupt moves to
- * another CPU, flows admitted just before are forgotten: a retransmission
- * then takes a token.)
+ * other CPU writes a slot but to end its flow (a RST or FIN, which may come
+ * where the flow's packets are not steered to one CPU: on a veth each is
+ * judged where it was sent), so a slot needs no lock and no atomic, and no
+ * cache line moves between CPUs for admissions and copies.  (When the
+ * queue's interrupt moves to another CPU, flows admitted just before are
+ * forgotten: a retransmission then takes a token.)
  */
 struct rl_flow_slot {
 	struct rl_flow flow;

@@ -273,21 +273,22 @@ static int scen_tag_flood_leased(const void *arg)
 
 /* A retransmission that reaches another CPU than its SYN did finds that
  * CPU's cache empty and is charged: the caches are per CPU, with no
- * cross-CPU traffic.  On this CPU it is free. */
+ * cross-CPU traffic for admissions and copies.  On this CPU it is free -
+ * until the client's RST, which ends the flow on every CPU, wherever it is
+ * judged (on a veth each packet is judged on the CPU that sent it): a copy
+ * after it is a new connection, charged. */
 static int scen_flow_per_cpu(const void *arg)
 {
 	struct inst in;
 	struct rl_flow_slot slot;
 	struct rl_flow a;
-	__u32 idx, v[3] = { 0 };
+	__u32 idx, v[5] = { 0 };
 	int other;
 
 	(void)arg;
-	if (libbpf_num_possible_cpus() < 2) {
-		check_skip("one CPU");
+	other = other_cpu();
+	if (other < 0)
 		return 0;
-	}
-	other = test_cpu == 0 ? 1 : 0;
 	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
 		return -1;
 	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 2);
@@ -313,6 +314,17 @@ static int scen_flow_per_cpu(const void *arg)
 	      "(free, no token left)", test_cpu, v[2]);
 	CHECK(in.w.tenants[1].tat > now_ns() + 3600 * SEC_NS,
 	      "the tenant was charged fewer than two tokens");
+
+	CHECK(!pin_to_cpu(other), "couldn't pin to CPU %d", other);
+	send_tcp(&in, TH_RST, 1000, 78, &v[3]);
+	CHECK(!pin_to_cpu(test_cpu), "couldn't pin back to CPU %d", test_cpu);
+	send_syn(&in, 1000, 77, &v[4]);
+	CHECK(v[3] == XDP_PASS, "the RST on CPU %d: verdict %u, want pass",
+	      other, v[3]);
+	CHECK(v[4] == XDP_DROP, "a copy on CPU %d after the RST on CPU %d: "
+	      "verdict %u, want drop (charged, no token left)", test_cpu,
+	      other, v[4]);
+	EXPECT_STATS(&in.w, 1, "admitted=3 retransmits=1 denied=1");
 	inst_close(&in);
 	return 0;
 }
@@ -463,7 +475,8 @@ static const struct scenario scenarios[] = {
 	  "the next needs twice the gap", run_replay, &gap_kept },
 	{ "flow-cache collision: the overwritten flow is charged again, "
 	  "neither flow passes free as the other", scen_flow_collision, NULL },
-	{ "flow cache is per CPU: a retransmission on another CPU is charged",
+	{ "flow cache is per CPU: a retransmission on another CPU is charged; "
+	  "the client's RST there ends the flow on every CPU",
 	  scen_flow_per_cpu, NULL },
 	{ "flow-cache tag collision: a flow with another's slot and tag is "
 	  "charged, and its refusal leaves the other's retransmission free",

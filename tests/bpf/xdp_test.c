@@ -17,6 +17,15 @@
 
 int test_cpu;
 
+int other_cpu(void)
+{
+	if (libbpf_num_possible_cpus() < 2) {
+		check_skip("one CPU");
+		return -1;
+	}
+	return test_cpu == 0 ? 1 : 0;
+}
+
 /* Loading rlgate costs the verifier about a second, and most tests start
  * from a fresh load: a closed instance is kept instead, and the next open of
  * the same configuration (its read-only data) gets it back with every map as
@@ -192,6 +201,8 @@ struct rlgate_bpf *rlgate_get(__u64 retrans_window_ns, __u64 retrans_gap_ns)
 	}
 	skel->rodata->retrans_window_ns = retrans_window_ns;
 	skel->rodata->retrans_gap_ns = retrans_gap_ns;
+	/* as the agent sets it */
+	skel->rodata->flow_cpus = libbpf_num_possible_cpus();
 	err = rlgate_bpf__load(skel);
 	if (err) {
 		diag("couldn't load the rlgate skeleton: %s", strerror(-err));

@@ -28,6 +28,10 @@
  * queue's flows are, so a retransmission must run where its SYN did. */
 extern int test_cpu;
 
+/* A CPU other than test_cpu for a packet sent from elsewhere, or -1 with
+ * the test skipped on a machine of one CPU. */
+int other_cpu(void);
+
 /* One copy of rlgate with empty maps (rlgate_get()). */
 struct inst {
 	struct rlgate_bpf *skel;

@@ -232,6 +232,57 @@ static int scen_copies(const void *arg)
 	return 0;
 }
 
+/* The client's end reaches every CPU.  On a veth a packet is judged on the
+ * CPU that sent it: two handshakes charged on this CPU, each with its data
+ * free there, the first ended by the client's RST and the second by its
+ * FIN (after its request, so no cookie's) on another CPU, then a late copy
+ * of each one's data on this CPU.  The server, whose connections the RST
+ * and the FIN closed, would open new ones from the copies' cookies: they
+ * are charged, and refused with the bucket of two spent. */
+static int scen_end_other_cpu(const void *arg)
+{
+	__u32 verdict[2] = { ~0u, ~0u }, cookie[2];
+	struct vinst v;
+	int other, i;
+
+	(void)arg;
+	other = other_cpu();
+	if (other < 0)
+		return 0;
+	if (vinst_open(&v, RL_ACT_DROP, 0, 2))
+		return -1;
+	for (i = 0; i < 2; i++) {
+		CHECK(handshake(&v, 4, 1000 + i, 5000 + i) == XDP_PASS,
+		      "handshake %d refused with a bucket of 2", i);
+		cookie[i] = cookie_for(&v, 4, 1000 + i, 5000 + i);
+		/* its data, a free copy: the flow is held on this CPU */
+		send_seg(&v, 4, TH_ACK | TH_PSH, 1000 + i, 5001 + i,
+			 cookie[i] + 1, 100, &verdict[i], NULL, NULL);
+		CHECK(verdict[i] == XDP_PASS, "handshake %d's data: verdict %u, "
+		      "want XDP_PASS (free)", i, verdict[i]);
+	}
+	CHECK(!pin_to_cpu(other), "couldn't pin to CPU %d", other);
+	send_seg(&v, 4, TH_RST | TH_ACK, 1000, 5001 + 100, cookie[0] + 1, 0,
+		 &verdict[0], NULL, NULL);
+	send_seg(&v, 4, TH_FIN | TH_ACK, 1001, 5002 + 100, cookie[1] + 1, 0,
+		 &verdict[1], NULL, NULL);
+	CHECK(!pin_to_cpu(test_cpu), "couldn't pin back to CPU %d", test_cpu);
+	CHECK(verdict[0] == XDP_PASS && verdict[1] == XDP_PASS, "the RST and "
+	      "the FIN on CPU %d: verdicts %u and %u, want XDP_PASS", other,
+	      verdict[0], verdict[1]);
+	for (i = 0; i < 2; i++) {
+		send_seg(&v, 4, TH_ACK | TH_PSH, 1000 + i, 5001 + i,
+			 cookie[i] + 1, 100, &verdict[i], NULL, NULL);
+		CHECK(verdict[i] == XDP_DROP, "a copy of handshake %d's data on "
+		      "CPU %d after its %s on CPU %d: verdict %u, want XDP_DROP "
+		      "(charged, no token left)", i, test_cpu,
+		      i ? "FIN" : "RST", other, verdict[i]);
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=4 retransmits=2 denied=2");
+	vinst_close(&v);
+	return 0;
+}
+
 /* The retransmission window of a charged handshake ACK's copies, with the
  * shipped window and gap (RL_DEFAULT_RETRANS_*), the bucket empty after
  * the handshakes: a copy right after the ACK is free (no gap as for SYNs:
@@ -475,6 +526,7 @@ static const struct scenario verify_scenarios[] = {
 	{ "verify: SYNs free, cookie ACKs charged (IPv6)", scen_charged_at_ack, &v6 },
 	{ "verify: ACKs without a cookie pass uncharged", scen_no_cookie, NULL },
 	{ "verify: data after the ACK is free twice, not after a FIN", scen_copies, NULL },
+	{ "verify: a copy of a charged ACK after the client's RST or FIN on another CPU is charged", scen_end_other_cpu, NULL },
 	{ "verify: a copy of a charged ACK is free within the window of the one before, with no gap; one a window later is charged", scen_copy_window, NULL },
 	{ "verify: over the limit, RST at the client's next sequence (IPv4)", scen_rst, &v4 },
 	{ "verify: over the limit, RST at the client's next sequence (IPv6)", scen_rst, &v6 },

@@ -283,6 +283,7 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	/* The same for every start until reboot, as the pins are. */
 	flow_bits = rl_flow_bits(libbpf_num_possible_cpus());
 	k->skel->rodata->flow_bits = flow_bits;
+	k->skel->rodata->flow_cpus = libbpf_num_possible_cpus();
 	err = bpf_map__set_max_entries(k->skel->maps.flow_cache_cpu,
 				       1u << flow_bits);
 	if (err) {
