@@ -256,14 +256,17 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 	/* Not as a whole: it conflicts with tenants it does not touch.  The
 	 * largest part that fits then, found by checking (not applying) one
 	 * more update at a time for as long as one more fits - each may make
-	 * room for another - and applied as one change. */
+	 * room for another - and applied as one change.  A deletion needs no
+	 * check: a set that fits still fits without one of its tenants (no
+	 * new claim, no cap raised), and checking each of 10,000 deletions
+	 * that came with one conflict against the whole set took minutes. */
 	while (progress) {
 		progress = false;
 		for (size_t i = 0; i < n; i++) {
 			if (!use[i] || in[i])
 				continue;
 			in[i] = true;
-			if (fleet_valid(a, u, pol, in, at, n, err)) {
+			if (!u[i].json[0] || fleet_valid(a, u, pol, in, at, n, err)) {
 				taken++;
 				progress = true;
 			} else {
