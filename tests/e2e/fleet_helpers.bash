@@ -414,6 +414,19 @@ fleet_metric() {
 	metric_value "$2" "$page"
 }
 
+# fleet_timeouts: the checks that found a Redis call unanswered past the
+# agents' --redis-timeout (rlgate_redis_timeouts_total), summed over
+# s1..s$FLEET_AGENTS.
+fleet_timeouts() {
+	local i v sum=0
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		v=$(fleet_metric "$i" rlgate_redis_timeouts_total) || return 1
+		sum=$((sum + v))
+	done
+	echo "$sum"
+}
+
 # fleet_transitions: every agent's count of broker transitions so far, as
 # one line.
 fleet_transitions() {
