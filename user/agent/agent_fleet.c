@@ -122,6 +122,23 @@ static bool fleet_valid(struct agent *a, const struct agent_fleet_update *u,
 	return ok;
 }
 
+/* Whether update u (pol parsed) leaves a set that fits fitting whatever
+ * else changes with it: a deletion, or a change of the tenant at `at` in
+ * the current set that keeps its claims and raises no cap (names are
+ * unique in a batch: nothing else changes that tenant). */
+static bool fits_still(const struct agent *a, const struct agent_fleet_update *u,
+		       const struct policy_tenant *pol, size_t at)
+{
+	const struct policy_tenant *cur;
+
+	if (!u->json[0])
+		return true;
+	if (at == SIZE_MAX)
+		return false;
+	cur = &a->tenants[at].pol;
+	return agent_same_claims(cur, pol) && pol->max_conns <= cur->max_conns;
+}
+
 /* That set, as one change. */
 static enum agent_code fleet_commit(struct agent *a, const struct agent_fleet_update *u,
 				    const struct policy_tenant *pol, const bool *use,
@@ -257,16 +274,18 @@ size_t agent_fleet_apply(struct agent *a, const struct agent_fleet_update *u,
 	 * largest part that fits then, found by checking (not applying) one
 	 * more update at a time for as long as one more fits - each may make
 	 * room for another - and applied as one change.  A deletion needs no
-	 * check: a set that fits still fits without one of its tenants (no
-	 * new claim, no cap raised), and checking each of 10,000 deletions
-	 * that came with one conflict against the whole set took minutes. */
+	 * check, nor a change of limits that keeps a tenant's claims and
+	 * raises no cap: a set that fits still fits then (no new claim, no
+	 * cap raised), and checking each of 10,000 deletions that came with
+	 * one conflict against the whole set took minutes. */
 	while (progress) {
 		progress = false;
 		for (size_t i = 0; i < n; i++) {
 			if (!use[i] || in[i])
 				continue;
 			in[i] = true;
-			if (!u[i].json[0] || fleet_valid(a, u, pol, in, at, n, err)) {
+			if (fits_still(a, &u[i], &pol[i], at[i]) ||
+			    fleet_valid(a, u, pol, in, at, n, err)) {
 				taken++;
 				progress = true;
 			} else {
