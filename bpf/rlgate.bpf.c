@@ -29,12 +29,6 @@ const volatile __u32 cls_half = RL_CLS_GROUPS;
 /* log2 of `flow_cache_cpu`'s slots, whose max_entries the loader sets to
  * match (rl_flow_bits()). */
 const volatile __u32 flow_bits = RL_FLOW_BITS;
-/* The CPUs whose flow caches a flow's end reaches (flow_end()): the loader
- * sets the possible CPUs, so that the walk makes no call past the last;
- * left as it is, the walk stops where the map has no CPU.  At most
- * RL_FLOW_END_CPUS, a bound the verifier can walk. */
-#define RL_FLOW_END_CPUS	1024
-const volatile __u32 flow_cpus = RL_FLOW_END_CPUS;
 
 /* Tenants with RL_F_VERIFY, as the agent last wrote it (it writes it before
  * it attaches this program): while none, an ACK leaves after its flags as
@@ -120,6 +114,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rl_flow_tags);
 } flow_tags_cpu SEC(".maps");
+
+/* The ends of flows, for every CPU to see (see flow_end()): a word per
+ * place (see RL_FLOW_END_BITS).  The program's own global data, read and
+ * written in place, with no lookup: a program starts with no end marked,
+ * so an end judged on another CPU in the last seconds before the agent
+ * replaced its program is forgotten, and a copy of that flow on the CPU
+ * that admitted it can pass free once more. */
+__u64 flow_ends[1u << RL_FLOW_END_BITS];
 
 /* The coarse clock as this CPU last read it, and the tick (jiffies) it read
  * it in: see tick_now(). */
@@ -991,6 +993,45 @@ static __always_inline bool flow_same_conn(const struct rl_flow *a,
  * limit is concerned: charged like any new SYN, and counted.  Only this CPU
  * writes the slot, and not while this runs: plain reads and writes.
  */
+/* The word of `flow_ends` for a flow's hash. */
+static __always_inline __u64 *flow_end_word(__u64 h)
+{
+	return &flow_ends[rl_flow_end_place(h)];
+}
+
+/* Marks the flow ended at now (see RL_FLOW_END_BITS): with its own
+ * fingerprint, or with RL_FLOW_END_ANY when its place holds another flow's
+ * end still young enough to matter, so that neither end is lost.  Two ends
+ * marked at once on two CPUs: the one that loses the compare-and-swap
+ * stores RL_FLOW_END_ANY, which stands for both. */
+static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now)
+{
+	__u64 h = rl_flow_mix(f), old, mark, *w = flow_end_word(h);
+	__u32 fp = rl_flow_end_fp(h), t = rl_flow_end_time(now), ofp;
+
+	old = READ_ONCE(*w);
+	ofp = old >> 32;
+	if (ofp && ofp != fp &&
+	    (__s32)(t - (__u32)old) <= (__s32)rl_flow_end_time(retrans_window_ns))
+		fp = RL_FLOW_END_ANY;
+	mark = (__u64)fp << 32 | t;
+	if (__sync_val_compare_and_swap(w, old, mark) != old)
+		WRITE_ONCE(*w, (__u64)RL_FLOW_END_ANY << 32 | t);
+}
+
+/* Whether the flow in slot s ended since the slot was last stamped, on
+ * whatever CPU its end was judged.  An end in the same unit of time as the
+ * stamp counts: a copy then is charged, never passed on a doubt. */
+static __always_inline bool flow_ended(const struct rl_flow_slot *s)
+{
+	__u64 h = rl_flow_mix(&s->flow), m = READ_ONCE(*flow_end_word(h));
+	__u32 fp = m >> 32;
+
+	if (fp != rl_flow_end_fp(h) && fp != RL_FLOW_END_ANY)
+		return false;
+	return (__s32)((__u32)m - rl_flow_end_time(s->seen_ns)) >= 0;
+}
+
 static __always_inline bool flow_repeat(struct rl_flow_slot *s,
 					const struct rl_flow *f, __u64 now)
 {
@@ -1129,46 +1170,28 @@ static __always_inline int make_rst(void *data, void *data_end,
 }
 
 /*
- * A RST or FIN from the client's side ends its flow on every CPU: no copy
- * of the SYN, nor of a verified handshake's ACK, is a retransmission any
- * more (see RL_FLOW_MAX_REPEATS).  Every CPU, not only this one: where a
- * flow's packets are not steered to one queue (a veth judges each packet
- * on the CPU that sent it), a copy that comes after the end may be judged
- * on the CPU that admitted the flow, and found free there it would open a
- * new connection on the server, whose first one the end closed, without a
- * token.  A CPU costs a call and a read of its tag; its slot is read only
- * where the tag may be the flow's, and no tag is learned here.  Writing
- * another CPU's slot races with that CPU taking a free repeat of the same
- * flow at the same moment - a copy as concurrent with the end as a copy
- * can be, whose count may then outlive the end - and with a new flow
- * overwriting the slot, which then starts ended and has its copies charged.
+ * A RST or FIN from the client's side ends its flow: no copy of the SYN, nor
+ * of a verified handshake's ACK, is a retransmission any more (see
+ * RL_FLOW_MAX_REPEATS).  On this CPU its slot says so; for every other CPU
+ * the end is marked in `flow_ends`, which a copy found free in any CPU's
+ * slot asks first (flow_ended()).  Where a flow's packets are not steered
+ * to one queue (a veth judges each packet on the CPU that sent it), a copy
+ * that comes after the end may be judged on the CPU that admitted the
+ * flow, and found free there it would open a new connection on the server,
+ * whose first one the end closed, without a token.  One store, whatever
+ * the CPUs: a flood of FINs costs each the same.
  */
 static __always_inline void flow_end(const struct syn_info *si)
 {
-	struct rl_flow_tags *tl;
-	struct rl_flow_slot *s;
 	struct flow_at at;
-	__u32 line, cpu;
-	__u8 t;
 
 	if (!retrans_window_ns)
 		return;
-	/* the tag leaves the ISN out, as the slot does; only the place */
-	flow_place(&si->flow, &at);
-	line = at.idx / RL_FLOW_TAG_LINE;
-	for (cpu = 0; cpu < RL_FLOW_END_CPUS && cpu < flow_cpus; cpu++) {
-		tl = bpf_map_lookup_percpu_elem(&flow_tags_cpu, &line, cpu);
-		if (tl) {
-			t = READ_ONCE(tl->tag[at.idx % RL_FLOW_TAG_LINE]);
-			if (t && t != at.want)
-				continue;
-		}
-		s = bpf_map_lookup_percpu_elem(&flow_cache_cpu, &at.idx, cpu);
-		if (!s)
-			break;	/* past the last possible CPU */
-		if (flow_same_conn(&s->flow, &si->flow))
-			WRITE_ONCE(s->repeats, retrans_max_repeats);
-	}
+	flow_end_mark(&si->flow, bpf_ktime_get_coarse_ns());
+	/* the tag leaves the ISN out, as the slot does */
+	flow_find(&si->flow, &at);
+	if (flow_maybe(&at) && flow_same_conn(&at.slot->flow, &si->flow))
+		at.slot->repeats = retrans_max_repeats;
 }
 
 /*
@@ -1705,12 +1728,10 @@ static __always_inline bool ack_repeat(struct rl_flow_slot *s,
  * while the cache is off).  A flow whose tag says it is new is not read
  * further.
  */
-static __always_inline bool open_repeat(struct syn_info *si,
-					struct rl_stats *st, __u64 now,
-					struct flow_at *at)
+/* Finds the flow's slot in *at (nothing while the cache is off) and
+ * whether it holds this very flow: the packet is a copy. */
+static __always_inline bool open_copy(struct syn_info *si, struct flow_at *at)
 {
-	struct rl_flow_slot *s;
-
 	at->slot = NULL;
 	at->tag = NULL;
 	at->idx = 0;
@@ -1719,9 +1740,21 @@ static __always_inline bool open_repeat(struct syn_info *si,
 	if (!retrans_window_ns)
 		return false;
 	flow_find(&si->flow, at);
-	if (!flow_maybe(at))
+	return flow_maybe(at) && flow_equal(&at->slot->flow, &si->flow);
+}
+
+static __always_inline bool open_repeat(struct syn_info *si,
+					struct rl_stats *st, __u64 now,
+					struct flow_at *at)
+{
+	struct rl_flow_slot *s;
+
+	if (!open_copy(si, at))
 		return false;
 	s = at->slot;
+	/* its end may have been judged on another CPU */
+	if (s->repeats < retrans_max_repeats && flow_ended(s))
+		s->repeats = retrans_max_repeats;
 	if (!(si->kind == P_ACK ? ack_repeat(s, &si->flow, now) :
 				 flow_repeat(s, &si->flow, now)))
 		return false;
@@ -1972,9 +2005,11 @@ static __always_inline int judge_syn(struct syn_info *si)
 	} else {
 		now = bpf_ktime_get_coarse_ns();
 	}
+	/* a copy of a flow admitted here: judge_open() asks whether it
+	 * ended on another CPU, and whether it passes free */
+	if (open_copy(si, &at))
+		goto pass_on;
 	count(RL_CNT_SYN);
-	if (open_repeat(si, st, now, &at))
-		return V_PASS;
 	if (!leased && take_gcra(&t->tat, t->interval_ns, t->tolerance_ns, now))
 		return open_admit(si, st, &at, now);
 	if (flags & RL_F_SHADOW) {

@@ -374,12 +374,13 @@ _Static_assert(sizeof(struct rl_flow) == 48 &&
  *
  * Per CPU, because a retransmission arrives where its SYN did: the NIC's
  * receive hash (and RPS) send one 4-tuple to one queue and so one CPU.  No
- * other CPU writes a slot but to end its flow (a RST or FIN, which may come
- * where the flow's packets are not steered to one CPU: on a veth each is
- * judged where it was sent), so a slot needs no lock and no atomic, and no
- * cache line moves between CPUs for admissions and copies.  (When the
- * queue's interrupt moves to another CPU, flows admitted just before are
- * forgotten: a retransmission then takes a token.)
+ * other CPU ever writes a slot, so a slot needs no lock and no atomic, and
+ * no cache line moves between CPUs.  (When the queue's interrupt moves to
+ * another CPU, flows admitted just before are forgotten: a retransmission
+ * then takes a token.)  A flow's end is the exception: its RST or FIN may
+ * be judged on another CPU than its SYN (on a veth each packet is judged
+ * where it was sent), so it is marked where every CPU sees it, in
+ * `flow_ends` (see RL_FLOW_END_BITS).
  */
 struct rl_flow_slot {
 	struct rl_flow flow;
@@ -484,6 +485,42 @@ static inline __u32 rl_flow_bits(int ncpus)
 	       ((__u64)ncpus << bits) > RL_FLOW_SLOTS_TOTAL)
 		bits--;
 	return bits;
+}
+
+/*
+ * `flow_ends`: a 64-bit word per place, 2^RL_FLOW_END_BITS places shared by
+ * every CPU, the place the top bits of the flow's hash (rl_flow_mix(), the
+ * ISN left out, so a RST or FIN finds it).  A client's RST or FIN stores
+ * there, in one compare-and-swap, the fingerprint of its 4-tuple (high 32
+ * bits: other bits of the hash, never 0) and the time of the end (low 32
+ * bits: the coarse clock in units of 2^20 ns, about a millisecond, modulo
+ * 2^32).  A copy that a CPU's slot would pass free is charged instead when
+ * its flow's fingerprint - or RL_FLOW_END_ANY - is marked at its place no
+ * earlier than the slot's stamp.  When a place still holds another flow's
+ * end from within the retransmission window, the new end is marked
+ * RL_FLOW_END_ANY, which ends every flow of that place stamped before it:
+ * its copies are charged a token each, and no end is lost to a flow that
+ * shares, or was made to share, its place.  Half a MiB, whatever the CPUs;
+ * a mark outlives a restart with the pins.
+ */
+#define RL_FLOW_END_BITS	16
+#define RL_FLOW_END_ANY		0xffffffffu
+
+static inline __u32 rl_flow_end_place(__u64 h)
+{
+	return h >> (64 - RL_FLOW_END_BITS);
+}
+
+static inline __u32 rl_flow_end_fp(__u64 h)
+{
+	__u32 fp = (__u32)h;
+
+	return fp && fp != RL_FLOW_END_ANY ? fp : 1;
+}
+
+static inline __u32 rl_flow_end_time(__u64 ns)
+{
+	return (__u32)(ns >> 20);
 }
 
 /* Events on the `events` ring buffer. */

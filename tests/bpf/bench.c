@@ -283,21 +283,12 @@ int bench_main(int argc, char **argv)
 	if (rl) {
 		rl->rodata->retrans_gap_ns = 0;
 		rl->rodata->retrans_max_repeats = ~0u;
-		/* as the agent sets it: a FIN's walk ends at the last CPU */
-		rl->rodata->flow_cpus = libbpf_num_possible_cpus();
 		if (rlgate_bpf__load(rl)) {
 			rlgate_bpf__destroy(rl);
 			rl = NULL;
 		}
 	}
-	bb = bench_bpf__open();
-	if (bb) {
-		bb->rodata->flow_cpus = libbpf_num_possible_cpus();
-		if (bench_bpf__load(bb)) {
-			bench_bpf__destroy(bb);
-			bb = NULL;
-		}
-	}
+	bb = bench_bpf__open_and_load();
 	if (!pass || !rl || !bb) {
 		fprintf(stderr, "Error: couldn't load the programs: %s\n",
 			strerror(errno));

@@ -6,6 +6,7 @@
  * token, each verdict and the counts at the end checked.
  */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -452,6 +453,90 @@ gap_other_flow = {
 	"admitted=2 retransmits=1 denied=1", 1,
 };
 
+/* A source (in src, of small_world()'s 10.1.0.0/16) and port whose flow has
+ * its end marked at the same place of `flow_ends` as *a's, with another
+ * fingerprint; 0 if none. */
+static __u16 end_place_sharer(const struct rl_flow *a, char *src, size_t len)
+{
+	__u64 ha = rl_flow_mix(a), hb;
+	struct rl_flow b;
+	__u32 port, host;
+
+	for (host = 20; host < 40; host++) {
+		snprintf(src, len, "10.1.0.%u", host);
+		for (port = 1; port < 65536; port++) {
+			syn_flow_from(src, port, 0, &b);
+			hb = rl_flow_mix(&b);
+			if (rl_flow_end_place(hb) == rl_flow_end_place(ha) &&
+			    rl_flow_end_fp(hb) != rl_flow_end_fp(ha))
+				return port;
+		}
+	}
+	return 0;
+}
+
+/* Two ends at one place of `flow_ends`, both from another CPU than the
+ * first flow's SYN: the second end does not undo the first, whose copy on
+ * the CPU that admitted it is charged.  Then a new connection of the same
+ * 4-tuple, admitted after the end, has its retransmission free: an end
+ * covers what was stamped before it, not what came after. */
+static int scen_end_shared_place(const void *arg)
+{
+	struct inst in;
+	struct rl_flow a;
+	__u32 v[7] = { 0 };
+	char src[32];
+	__u16 port;
+	int other;
+
+	(void)arg;
+	other = other_cpu();
+	if (other < 0)
+		return 0;
+	syn_flow(1000, 77, &a);
+	port = end_place_sharer(&a, src, sizeof(src));
+	if (!port) {
+		diag("no flow from another port shares the end's place");
+		return -1;
+	}
+	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 2);
+
+	send_syn(&in, 1000, 77, &v[0]);
+	CHECK(!pin_to_cpu(other), "couldn't pin to CPU %d", other);
+	send_tcp(&in, TH_RST, 1000, 78, &v[1]);
+	send_tcp_from(&in, src, TH_FIN | TH_ACK, port, 5000, &v[2]);
+	CHECK(!pin_to_cpu(test_cpu), "couldn't pin back to CPU %d", test_cpu);
+	send_syn(&in, 1000, 77, &v[3]);
+	CHECK(v[0] == XDP_PASS, "first SYN: verdict %u, want pass", v[0]);
+	CHECK(v[1] == XDP_PASS && v[2] == XDP_PASS,
+	      "the RST and the other flow's FIN: verdicts %u, %u, want pass",
+	      v[1], v[2]);
+	CHECK(v[3] == XDP_PASS, "a copy after the RST: verdict %u, want pass "
+	      "(charged, the last token)", v[3]);
+	CHECK(in.w.tenants[1].tat > now_ns() + 3600 * SEC_NS,
+	      "the copy after the RST and another flow's FIN at its place "
+	      "passed free");
+
+	/* a new connection of the 4-tuple, a unit of the end's clock later */
+	usleep(20 * 1000);
+	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 1);
+	in.w.tenants[1].tat = 0;	/* one token */
+	send_syn(&in, 1000, 99, &v[4]);
+	send_syn(&in, 1000, 99, &v[5]);
+	send_syn(&in, 1000, 77, &v[6]);
+	CHECK(v[4] == XDP_PASS, "the new connection: verdict %u, want pass",
+	      v[4]);
+	CHECK(v[5] == XDP_PASS, "its retransmission: verdict %u, want pass "
+	      "(free, no token left)", v[5]);
+	CHECK(v[6] == XDP_DROP, "the ended connection's copy: verdict %u, "
+	      "want drop", v[6]);
+	EXPECT_STATS(&in.w, 1, "admitted=4 retransmits=1 denied=1");
+	inst_close(&in);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "retransmitted SYN (same tuple and ISN) is free; a new ISN is charged",
 	  scen_retransmit, NULL },
@@ -478,6 +563,9 @@ static const struct scenario scenarios[] = {
 	{ "flow cache is per CPU: a retransmission on another CPU is charged; "
 	  "the client's RST there ends the flow on every CPU",
 	  scen_flow_per_cpu, NULL },
+	{ "two ends at one place of flow_ends, from another CPU: the first "
+	  "flow's copy is still charged; a new connection of its 4-tuple has "
+	  "its retransmission free", scen_end_shared_place, NULL },
 	{ "flow-cache tag collision: a flow with another's slot and tag is "
 	  "charged, and its refusal leaves the other's retransmission free",
 	  scen_tag_collision, NULL },

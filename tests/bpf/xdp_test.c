@@ -201,8 +201,6 @@ struct rlgate_bpf *rlgate_get(__u64 retrans_window_ns, __u64 retrans_gap_ns)
 	}
 	skel->rodata->retrans_window_ns = retrans_window_ns;
 	skel->rodata->retrans_gap_ns = retrans_gap_ns;
-	/* as the agent sets it */
-	skel->rodata->flow_cpus = libbpf_num_possible_cpus();
 	err = rlgate_bpf__load(skel);
 	if (err) {
 		diag("couldn't load the rlgate skeleton: %s", strerror(-err));
@@ -269,7 +267,7 @@ int small_world(struct inst *in, __u64 retrans_window_ns)
 	return 0;
 }
 
-static int send_tcp_from(struct inst *in, const char *src, __u8 flags,
+int send_tcp_from(struct inst *in, const char *src, __u8 flags,
 			 __u16 sport, __u32 seq, __u32 *verdict)
 {
 	struct pkt p = { V4, .flags = flags, .src = src, .sport = sport,

@@ -65,6 +65,8 @@ int send_tcp(struct inst *in, __u8 flags, __u16 sport, __u32 seq,
 	     __u32 *verdict);
 int send_syn(struct inst *in, __u16 sport, __u32 seq, __u32 *verdict);
 /* The same from src (an IPv4 address in 10.1.0.0/16, small_world()'s). */
+int send_tcp_from(struct inst *in, const char *src, __u8 flags, __u16 sport,
+		  __u32 seq, __u32 *verdict);
 int send_syn_from(struct inst *in, const char *src, __u16 sport, __u32 seq,
 		  __u32 *verdict);
 

@@ -283,7 +283,6 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	/* The same for every start until reboot, as the pins are. */
 	flow_bits = rl_flow_bits(libbpf_num_possible_cpus());
 	k->skel->rodata->flow_bits = flow_bits;
-	k->skel->rodata->flow_cpus = libbpf_num_possible_cpus();
 	err = bpf_map__set_max_entries(k->skel->maps.flow_cache_cpu,
 				       1u << flow_bits);
 	if (err) {
@@ -481,11 +480,12 @@ uint64_t kern_map_bytes(const struct kern *k)
 	bpf_object__for_each_map(map, k->skel->obj) {
 		enum mem_map_kind kind = MEM_MAP_PLAIN;
 
-		/* the pinned maps, and the flow cache's tags, which are
-		 * the program's own */
-		if (bpf_map__is_internal(map) ||
-		    (!bpf_map__is_pinned(map) &&
-		     map != k->skel->maps.flow_tags_cpu))
+		/* the pinned maps, and the flow cache's tags and the ends of
+		 * flows (.bss), which are the program's own */
+		if (map != k->skel->maps.bss &&
+		    (bpf_map__is_internal(map) ||
+		     (!bpf_map__is_pinned(map) &&
+		      map != k->skel->maps.flow_tags_cpu)))
 			continue;
 		switch (bpf_map__type(map)) {
 		case BPF_MAP_TYPE_PERCPU_ARRAY:
