@@ -466,11 +466,12 @@ metric_tenants() {
 	st=$(rl --json status)
 	echo "$st"
 	# the same sum from bpftool's view of every pinned map, and of the
-	# program's own flow cache tags (not pinned)
+	# program's own flow cache tags and ends of flows (.bss; not pinned)
 	want=$({
 		for f in "$PIN_DIR"/*; do bpftool -j map show pinned "$f" 2>/dev/null || true; done
 		for id in $(bpftool -j prog show pinned "$PIN_DIR/xdp_rlgate" | jq '.map_ids[]'); do
-			bpftool -j map show id "$id" | jq 'select(.name == "flow_tags_cpu")'
+			bpftool -j map show id "$id" |
+				jq 'select(.name == "flow_tags_cpu" or (.name | endswith(".bss")))'
 		done
 	} |
 		jq -s --argjson cpus "$(($(cut -d- -f2 /sys/devices/system/cpu/possible) + 1))" 'map(select(.bytes_key != null) |

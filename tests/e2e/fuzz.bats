@@ -417,7 +417,7 @@ libfuzzer_available() {
 		-I"$RLGATE_ROOT/user/agent" "$RLGATE_ROOT/tests/fuzz/fuzz_state.c" \
 		"$RLGATE_ROOT"/user/lib/policy*.c "$RLGATE_ROOT/user/lib/pfxstore.c" \
 		"$RLGATE_ROOT/user/lib/hot.c" "$RLGATE_ROOT/user/lib/state.c" \
-		"$RLGATE_ROOT/user/lib/statelines.c" \
+		"$RLGATE_ROOT/user/lib/statelines.c" "$RLGATE_ROOT/user/lib/namehash.c" \
 		"$RLGATE_ROOT/user/lib/parse.c" "$RLGATE_ROOT/user/lib/ctl_proto.c" \
 		"$RLGATE_ROOT/user/lib/log.c" -ljansson -lbpf -o "$BATS_FILE_TMPDIR/fuzz_state"
 	mkdir -p "$corpus"
