@@ -908,27 +908,18 @@ struct flow_at {
 	__u8 found;	/* idx, tag and want are set */
 };
 
-/* The flow's slot and the tag it would have there, on any CPU: at->idx
- * and at->want. */
-static __always_inline void flow_place(const struct rl_flow *f,
-				       struct flow_at *at)
-{
-	__u64 h = rl_flow_mix(f);
-
-	at->idx = h >> (64 - flow_bits);
-	at->want = rl_flow_tag(h, flow_bits);
-}
-
 /* Finds where the flow lives, reading nothing of the slot or the tag, nor
  * even the slot's address: a percpu map finds that in a table of a pointer
  * per slot, a cache miss of its own for a new flow (flow_slot()). */
 static __always_inline void flow_find(const struct rl_flow *f,
 				      struct flow_at *at)
 {
+	__u64 h = rl_flow_mix(f);
 	__u32 line;
 	struct rl_flow_tags *tl;
 
-	flow_place(f, at);
+	at->idx = h >> (64 - flow_bits);
+	at->want = rl_flow_tag(h, flow_bits);
 	line = at->idx / RL_FLOW_TAG_LINE;
 	tl = bpf_map_lookup_elem(&flow_tags_cpu, &line);
 	at->tag = tl ? &tl->tag[at->idx % RL_FLOW_TAG_LINE] : NULL;
@@ -986,13 +977,6 @@ static __always_inline bool flow_same_conn(const struct rl_flow *a,
 		(hx[RL_FLOW_PORTS_HALF] ^ hy[RL_FLOW_PORTS_HALF])) == 0;
 }
 
-/*
- * Whether this SYN is a free repeat of one admitted here: the same key, and
- * timed as a client's retransmission (see RL_FLOW_MAX_REPEATS).  Takes the
- * repeat if so.  A copy that fails the timing is a replay as far as the
- * limit is concerned: charged like any new SYN, and counted.  Only this CPU
- * writes the slot, and not while this runs: plain reads and writes.
- */
 /* The word of `flow_ends` for a flow's hash. */
 static __always_inline __u64 *flow_end_word(__u64 h)
 {
@@ -1032,6 +1016,13 @@ static __always_inline bool flow_ended(const struct rl_flow_slot *s)
 	return (__s32)((__u32)m - rl_flow_end_time(s->seen_ns)) >= 0;
 }
 
+/*
+ * Whether this SYN is a free repeat of one admitted here: the same key, and
+ * timed as a client's retransmission (see RL_FLOW_MAX_REPEATS).  Takes the
+ * repeat if so.  A copy that fails the timing is a replay as far as the
+ * limit is concerned: charged like any new SYN, and counted.  Only this CPU
+ * writes the slot, and not while this runs: plain reads and writes.
+ */
 static __always_inline bool flow_repeat(struct rl_flow_slot *s,
 					const struct rl_flow *f, __u64 now)
 {
@@ -1721,13 +1712,6 @@ static __always_inline bool ack_repeat(struct rl_flow_slot *s,
 	return true;
 }
 
-/*
- * The retransmission check, before the bucket: a free copy of a flow
- * admitted here passes without a token (counted).  *at is where the flow
- * lives in the flow cache, for the admission to write (nothing found
- * while the cache is off).  A flow whose tag says it is new is not read
- * further.
- */
 /* Finds the flow's slot in *at (nothing while the cache is off) and
  * whether it holds this very flow: the packet is a copy. */
 static __always_inline bool open_copy(struct syn_info *si, struct flow_at *at)
@@ -1743,6 +1727,13 @@ static __always_inline bool open_copy(struct syn_info *si, struct flow_at *at)
 	return flow_maybe(at) && flow_equal(&at->slot->flow, &si->flow);
 }
 
+/*
+ * The retransmission check, before the bucket: a free copy of a flow
+ * admitted here passes without a token (counted).  *at is where the flow
+ * lives in the flow cache, for the admission to write (nothing found
+ * while the cache is off).  A flow whose tag says it is new is not read
+ * further.
+ */
 static __always_inline bool open_repeat(struct syn_info *si,
 					struct rl_stats *st, __u64 now,
 					struct flow_at *at)

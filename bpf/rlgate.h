@@ -500,8 +500,9 @@ static inline __u32 rl_flow_bits(int ncpus)
  * end from within the retransmission window, the new end is marked
  * RL_FLOW_END_ANY, which ends every flow of that place stamped before it:
  * its copies are charged a token each, and no end is lost to a flow that
- * shares, or was made to share, its place.  Half a MiB, whatever the CPUs;
- * a mark outlives a restart with the pins.
+ * shares, or was made to share, its place.  Half a MiB, whatever the CPUs,
+ * in the program's global data: not pinned, so a new program starts with
+ * no end marked.
  */
 #define RL_FLOW_END_BITS	16
 #define RL_FLOW_END_ANY		0xffffffffu
