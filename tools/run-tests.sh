@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test suite and ends with one line "N passed, N failed, N skipped"
-# summing them all.  Exits non-zero when anything failed.  Output of a test is
-# shown only when it fails.
-#   tools/run-tests.sh [BUILD_DIR] [SUITE...]     suites: unit bpf lua pkg e2e
+# summing them all ("N failed (M did not run)" when a file stopped before
+# the end of its plan).  Exits non-zero when anything failed.  Output of a
+# test is shown only when it fails.
+#   tools/run-tests.sh [BUILD_DIR] [SUITE...]  suites: lint unit bpf lua pkg e2e
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,17 +11,21 @@ build=${1:-build}
 shift || true
 [[ $build == /* ]] || build="$top/$build"
 suites=("$@")
-((${#suites[@]})) || suites=(unit bpf lua pkg e2e)
+((${#suites[@]})) || suites=(lint unit bpf lua pkg e2e)
 export RLGATE_BUILD=$build
 export RLGATE_TOP=$top
 
-pass=0 fail=0 skip=0
+pass=0 fail=0 skip=0 lost=0
 
 # Reads TAP on stdin, counts it, echoes diagnostics of failed tests.
 tally_tap() {
-	local suite=$1 line in_fail=0 p=0 f=0 s=0
+	local suite=$1 line in_fail=0 p=0 f=0 s=0 l=0
 	while IFS= read -r line; do
 		case "$line" in
+		"not ok "*"# did not run"*)
+			f=$((f + 1)); in_fail=1; l=$((l + 1))
+			echo "$suite: ${line#not ok }" >>"$tmp/failed"
+			echo "FAIL [$suite] ${line#not ok }" ;;
 		"not ok "*)
 			f=$((f + 1)); in_fail=1
 			echo "$suite: ${line#not ok }" >>"$tmp/failed"
@@ -35,8 +40,8 @@ tally_tap() {
 			((in_fail)) && echo "    $line" ;;
 		esac
 	done
-	echo "[$suite] $p passed, $f failed, $s skipped"
-	echo "$p $f $s" >"$tmp/$suite.count"
+	echo "[$suite] $p passed, $f failed$( ((l)) && echo " ($l did not run)"), $s skipped"
+	echo "$p $f $s $l" >"$tmp/$suite.count"
 }
 
 tmp=$(mktemp -d)
@@ -77,6 +82,20 @@ unit_tap() {
 	done
 }
 
+# lint_tap: tools/lint-tests.py over tests/ as one test: a check that
+# bash's set -e ignores fails it, whatever file it is in.
+lint_tap() {
+	local out rc=0
+
+	out=$("$top/tools/lint-tests.py" "$top/tests" 2>&1) || rc=$?
+	if ((rc == 0)); then
+		echo "ok 1 - tools/lint-tests.py: every check in tests/ can fail"
+	else
+		echo "not ok 1 - tools/lint-tests.py refuses checks in tests/ (exit $rc)"
+		sed 's/^/# /' <<<"$out"
+	fi
+}
+
 bpf_tap() {
 	local rc=0
 
@@ -92,6 +111,34 @@ bpf_tap() {
 		echo "not ok $(($(grep -c '^ok' "$tmp/bpf.out") + 1)) - test_xdp exited $rc"
 }
 
+# bats_tap FILE: runs one bats file and prints its TAP, then a failed test
+# for what the TAP does not account for: each test of the plan that never
+# reported (the file aborted, or bats was killed), marked "# did not run";
+# a file that printed no plan; and bats exiting non-zero with no failed
+# test (an error outside of the tests, such as a failed teardown_file).
+bats_tap() {
+	local f=$1 name out rc=0 plan ran failed i
+
+	name=${f#"$top"/tests/}
+	out=$(mktemp "$tmp/bats.XXXXXX")
+	bats --tap "$f" >"$out" 2>&1 || rc=$?
+	cat "$out"
+	plan=$(sed -nE '0,/^1\.\.([0-9]+)$/s//\1/p' "$out")
+	ran=$(grep -cE '^(not )?ok [0-9]+' "$out")
+	failed=$(grep -cE '^not ok [0-9]+' "$out")
+	rm -f "$out"
+	if [[ -z $plan ]]; then
+		echo "not ok $((ran + 1)) $name printed no plan (bats exited $rc)"
+		return
+	fi
+	for ((i = ran + 1; i <= plan; i++)); do
+		echo "not ok $i $name: test $i of $plan # did not run (bats exited $rc after $ran)"
+	done
+	if ((rc != 0 && failed == 0 && ran >= plan)); then
+		echo "not ok $((plan + 1)) $name: bats exited $rc with no failed test"
+	fi
+}
+
 # run_item ITEM: runs one piece of work - the unit or bpf suite, a whole lua
 # or pkg suite, or one e2e file - with its TAP left in $tmp/tap/ITEM (slashes
 # made dashes) and its time in $tmp/times.
@@ -102,11 +149,18 @@ run_item() {
 	case $item in
 	unit) unit_tap >"$out" ;;
 	bpf) bpf_tap >"$out" ;;
+	lint)
+		{
+			lint_tap
+			for f in "$top/tests/$item"/*.bats; do
+				if [[ -e $f ]]; then bats_tap "$f"; fi
+			done
+		} >"$out" ;;
 	lua | pkg)
 		for f in "$top/tests/$item"/*.bats; do
-			[[ -e $f ]] && bats --tap "$f" 2>&1
+			if [[ -e $f ]]; then bats_tap "$f"; fi
 		done >"$out" ;;
-	*) bats --tap "$top/tests/$item" >"$out" 2>&1 ;;
+	*) bats_tap "$top/tests/$item" >"$out" ;;
 	esac
 	echo "$((SECONDS - t0)) $item" >>"$tmp/times"
 }
@@ -173,7 +227,7 @@ tally_bats() {
 	fi
 	for f in "$top/tests/e2e"/*.bats; do
 		tap=$tmp/tap/e2e-$(basename "$f")
-		cat "$tap" 2>/dev/null || echo "not ok 1 - $(basename "$f") did not run"
+		cat "$tap" 2>/dev/null || echo "not ok 1 - $(basename "$f") # did not run at all"
 	done | tally_tap e2e
 }
 
@@ -190,8 +244,8 @@ tally_bats() {
 # process.
 for s in "${suites[@]}"; do
 	case $s in
-	unit | bpf | lua | pkg | e2e) ;;
-	*) echo "unknown suite '$s' (expected unit, bpf, lua, pkg or e2e)" >&2; exit 2 ;;
+	lint | unit | bpf | lua | pkg | e2e) ;;
+	*) echo "unknown suite '$s' (expected lint, unit, bpf, lua, pkg or e2e)" >&2; exit 2 ;;
 	esac
 done
 jobs=${RLGATE_TEST_JOBS:-2}
@@ -199,7 +253,7 @@ jobs=${RLGATE_TEST_JOBS:-2}
 	{ echo "RLGATE_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
 mkdir -p "$tmp/tap"
 BUSY=() SHARED=() ALONE=() SOLO=()
-for s in bpf pkg lua unit; do	# their usual order of size
+for s in bpf pkg lua unit lint; do	# their usual order of size
 	[[ " ${suites[*]} " == *" $s "* ]] && BUSY+=("$s")
 done
 if [[ " ${suites[*]} " == *" e2e "* ]]; then
@@ -223,8 +277,8 @@ for s in "${suites[@]}"; do
 	unit | bpf) tally_tap "$s" <"$tmp/tap/$s" ;;
 	*) tally_bats "$s" ;;
 	esac
-	read -r p f k <"$tmp/$s.count"
-	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k))
+	read -r p f k l <"$tmp/$s.count"
+	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k)); lost=$((lost + l))
 done
 
 if ((fail)); then
@@ -237,5 +291,5 @@ if [[ -s $tmp/times ]]; then
 	echo "Slowest files and suites (seconds):"
 	sort -rn "$tmp/times" | head -n 8 | sed 's/^/  /'
 fi
-echo "$pass passed, $fail failed, $skip skipped"
+echo "$pass passed, $fail failed$( ((lost)) && echo " ($lost did not run)"), $skip skipped"
 ((fail == 0))

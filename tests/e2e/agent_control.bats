@@ -546,11 +546,13 @@ metric_tenants() {
 	expect_eq "the first apply" "$(applied)" '[3,0,0]'
 	expect_eq "the same set again" "$(applied)" '[0,0,0]'
 	# s1 with its defaults written out (one bucket, no cap, fail static)
-	jq '.tenants[1] += {shards: 1, max_conns: 0, fail: "static"}' "$f" >"$f.new" && mv "$f.new" "$f"
+	jq '.tenants[1] += {shards: 1, max_conns: 0, fail: "static"}' "$f" >"$f.new"
+	mv "$f.new" "$f"
 	expect_eq "defaults written out" "$(applied)" '[0,0,0]'
 	# s0's ports in another order, s2 gone, s3 new
 	jq '.tenants[0].ports = [443, 80] | .tenants[2] = {name: "s3", rate: "10/s",
-		burst: 10, match: ["198.51.100.64/28"]}' "$f" >"$f.new" && mv "$f.new" "$f"
+		burst: 10, match: ["198.51.100.64/28"]}' "$f" >"$f.new"
+	mv "$f.new" "$f"
 	expect_eq "one changed, one new, one gone" "$(applied)" '[1,1,1]'
 	expect_eq "the tenants" "$(rl --json tenant list | jq -c '[.[].name] | sort')" '["s0","s1","s3"]'
 }

@@ -242,7 +242,9 @@ restart_under_load() {
 
 	# the same document laid out otherwise: read whole, the same tenants
 	agent_stop TERM
-	jq . "$p" >"$p.new" && mv "$p.new" "$p" && chmod 640 "$p"
+	jq . "$p" >"$p.new"
+	mv "$p.new" "$p"
+	chmod 640 "$p"
 	agent_start
 	expect_eq "tenants from a pretty-printed policy.json" "$(tenants_json)" "$before"
 

@@ -401,7 +401,10 @@ status_of() {
 		done
 		sleep 0.2
 	done
-	! tail -n +$((lines + 1)) "$(fleet_log 4)" | grep "another agent runs with agent id"
+	if tail -n +$((lines + 1)) "$(fleet_log 4)" | grep "another agent runs with agent id"; then
+		echo "s4 logged a conflict of agent ids (above)" >&2
+		return 1
+	fi
 }
 
 # flood SOCKET N OUT: sends N stats requests on one connection to SOCKET
@@ -559,7 +562,8 @@ tb_tombs() {
 	fleet_bg_track $!
 	sleep 0.3
 	fleet_agent_wipe 4
-	mkdir -p "$(fleet_dir 4)" && touch "$(fleet_log 4)"
+	mkdir -p "$(fleet_dir 4)"
+	touch "$(fleet_log 4)"
 	lines=$(wc -l <"$(fleet_log 4)")
 	fleet_agent_start 4
 	t0=$(now_ms)
@@ -576,7 +580,10 @@ tb_tombs() {
 		sleep 0.1
 	done
 	echo "s4 healthy $(($(now_ms) - t0)) ms after SCRIPT KILL"
-	! tail -n +$((lines + 1)) "$(fleet_log 4)" | grep 'lost Redis.*command connection'
+	if tail -n +$((lines + 1)) "$(fleet_log 4)" | grep 'lost Redis.*command connection'; then
+		echo "s4 lost its command connection to the busy Redis (above)" >&2
+		return 1
+	fi
 	redis_unbusy
 	# the other agents, degraded by the busy Redis too, heal the same way
 	t0=$(now_ms)
@@ -605,7 +612,11 @@ tb_tombs() {
 	fleet_tenant_set 1 bz-new --rate 10/s --match 203.0.113.64/26
 	rls 1 tenant del bz-old >/dev/null
 	sleep 1
-	fleet_lists 2 bz-old && ! fleet_lists 2 bz-new
+	fleet_lists 2 bz-old || { echo "s2 lost bz-old while Redis is busy" >&2; return 1; }
+	if fleet_lists 2 bz-new; then
+		echo "s2 lists bz-new while Redis is busy" >&2
+		return 1
+	fi
 
 	rcli SCRIPT KILL >/dev/null
 	wait_policy 3 'any(.[]; .name == "bz-new") and all(.[]; .name != "bz-old")'

@@ -39,8 +39,9 @@ fleet_pid() {
 
 	[[ -s $f ]] || return 0
 	pid=$(<"$f")
-	proc_running "$pid" && echo "$pid"
-	return 0
+	if proc_running "$pid"; then
+		echo "$pid"
+	fi
 }
 
 # rls I ARGS...: rlctl against agent I.
@@ -271,7 +272,9 @@ fleet_teardown() {
 
 	while read -r pid; do
 		[[ -n $pid ]] || continue
-		kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+		if kill -KILL "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null || true
+		fi
 	done <"$BATS_TEST_TMPDIR/bg.pids"
 	if (($#)); then
 		"$@" || rc=1
@@ -281,7 +284,9 @@ fleet_teardown() {
 		if [[ -n $(fleet_pid "$i") ]]; then
 			fleet_agent_stop "$i" TERM || fleet_agent_stop "$i" KILL || true
 		fi
-		[[ -n ${LAB:-} ]] && fleet_agent_wipe "$i"
+		if [[ -n ${LAB:-} ]]; then
+			fleet_agent_wipe "$i"
+		fi
 	done
 	while read -r name; do
 		[[ -n $name ]] || continue
@@ -290,7 +295,9 @@ fleet_teardown() {
 			for ((n = 0; n < 60; n++)); do
 				fleet_lists "$i" "$name" || break
 				# a copy that came back (a lost delete): delete it here too
-				((n % 20 == 19)) && rls "$i" tenant del "$name" >/dev/null 2>&1
+				if ((n % 20 == 19)); then
+					rls "$i" tenant del "$name" >/dev/null 2>&1 || true
+				fi
 				sleep 0.05
 			done
 		done

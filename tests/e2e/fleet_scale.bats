@@ -127,7 +127,10 @@ total() {
 @test "a change of one tenant among 100,000 on s1 reaches s2 on its own, in one policy_get call" {
 	local mon=$BATS_TEST_TMPDIR/monitor t0 n reached=no
 
-	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
+	if [[ $(held 2) != "$N" ]]; then
+		fleet_agent_start_counted 2
+		wait_held 2 60
+	fi
 	monitor_start "$mon"
 	t0=$(now_ms)
 	rls 1 tenant set "t$((N / 3))" --rate 250/s >/dev/null
@@ -154,7 +157,10 @@ total() {
 @test "c1t and c2t (on s1 in slots past 4,095) limit clients across both hosts under load; s2 SIGKILLed under load and started again keeps every tenant and the limits" {
 	local b1 b2 out=$BATS_TEST_TMPDIR/c2load c1 c2
 
-	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
+	if [[ $(held 2) != "$N" ]]; then
+		fleet_agent_start_counted 2
+		wait_held 2 60
+	fi
 	expect_between "c1t's slot on s1" "$(rls 1 --json tenant get c1t | jq .id)" 4096 "$((N - 1))"
 	b1=$(fleet_stat 1 c1t overshoot_bound)
 	b2=$(fleet_stat 1 c2t overshoot_bound)
@@ -224,7 +230,10 @@ conflict_store() {
 @test "an apply on s1 keeping 10,000 of the 100,000 tenants, with a conflicting tenant of the store waiting, leaves both hosts with those 10,000, and each host's 4,096 newest tombstones at the versions the store holds for them" {
 	local keep=$((N / 10)) n t0 t1 t2
 
-	[[ $(held 2) == "$N" ]] || { fleet_agent_start_counted 2 && wait_held 2 60; }
+	if [[ $(held 2) != "$N" ]]; then
+		fleet_agent_start_counted 2
+		wait_held 2 60
+	fi
 	conflict_store
 	for ((n = 0; n < 100; n++)); do
 		grep -q "policy of 'yc'.*conflicts" "$(fleet_log 2)" && break

@@ -91,7 +91,10 @@ rlc() {
 show_log() {
 	echo "--- $1/agent.log (last 30 lines) ---"
 	tail -n 30 "$1/agent.log"
-	[[ -e $1/redis.log ]] && { echo "--- $1/redis.log (last 10) ---"; tail -n 10 "$1/redis.log"; }
+	if [[ -e $1/redis.log ]]; then
+		echo "--- $1/redis.log (last 10) ---"
+		tail -n 10 "$1/redis.log"
+	fi
 	return 0
 }
 
@@ -171,7 +174,10 @@ teardown_file() {
 	[[ -n ${FZ_NS:-} ]] || return 0
 	ip netns del "$FZ_NS" 2>/dev/null || true
 	rm -rf "/sys/fs/bpf/$FZ_NS"-* 2>/dev/null || true
-	! ls -d "/sys/fs/bpf/$FZ_NS"-* >/dev/null 2>&1
+	if ls -d "/sys/fs/bpf/$FZ_NS"-* 2>/dev/null; then
+		echo "pins left under /sys/fs/bpf (above)" >&2
+		return 1
+	fi
 }
 
 setup() {

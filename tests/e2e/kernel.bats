@@ -19,7 +19,9 @@ setup() {
 }
 
 teardown() {
-	[[ -n ${LOADER_PID:-} ]] && kill "$LOADER_PID" 2>/dev/null && wait "$LOADER_PID" 2>/dev/null
+	if [[ -n ${LOADER_PID:-} ]] && kill "$LOADER_PID" 2>/dev/null; then
+		wait "$LOADER_PID" 2>/dev/null || true
+	fi
 	e2e_teardown
 }
 

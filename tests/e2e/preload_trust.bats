@@ -42,9 +42,13 @@ teardown() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
-	[[ -n ${FLEET_DIR:-} ]] && proc_stop "$(redis_pid)" KILL 2>/dev/null
+	if [[ -n ${FLEET_DIR:-} ]]; then
+		proc_stop "$(redis_pid)" KILL 2>/dev/null || true
+	fi
 	e2e_teardown
-	[[ -n $PIN ]] && rm -rf "$PIN"
+	if [[ -n $PIN ]]; then
+		rm -rf "$PIN"
+	fi
 	rm -rf "$TMP_DIR"
 	if [[ $BATS_TEST_COMPLETED != 1 && -s $LOG ]]; then
 		echo "--- agent log ---" >&2

@@ -76,8 +76,9 @@ prom_start() {
 prom_stop() {
 	local f=$BATS_FILE_TMPDIR/prometheus/pid
 
-	[[ -s $f ]] && proc_stop "$(<"$f")" TERM 2>/dev/null
-	[[ -s $f ]] && proc_stop "$(<"$f")" KILL 2>/dev/null
+	if [[ -s $f ]]; then
+		proc_stop "$(<"$f")" TERM 2>/dev/null || proc_stop "$(<"$f")" KILL 2>/dev/null || true
+	fi
 	rm -f "$f"
 	return 0
 }

@@ -34,7 +34,9 @@ setup_file() {
 }
 
 teardown_file() {
-	[[ -s ${AUTH_DIR:-}/redis.pid ]] && kill "$(<"$AUTH_DIR/redis.pid")" 2>/dev/null
+	if [[ -s ${AUTH_DIR:-}/redis.pid ]]; then
+		kill "$(<"$AUTH_DIR/redis.pid")" 2>/dev/null || true
+	fi
 	e2e_teardown_file
 }
 

@@ -25,7 +25,9 @@ verify_http_stop() {
 	local dir=${BATS_TEST_TMPDIR:-$BATS_FILE_TMPDIR} pid
 
 	pid=$(cat "$dir/http-$1.pid" 2>/dev/null) || return 0
-	kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	if kill "$pid" 2>/dev/null; then
+		wait "$pid" 2>/dev/null || true
+	fi
 	rm -f "$dir/http-$1.pid"
 	return 0
 }

@@ -101,7 +101,9 @@ redis_stop() {
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.05
 		done
-		kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -9 "$pid" 2>/dev/null || true
+		fi
 	fi
 	rm -rf "$RDIR"
 }

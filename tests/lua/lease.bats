@@ -13,7 +13,8 @@ teardown_file() { redis_stop; }
 	[ "$(lease "$k" 7 60 10 4 2)" = "4 6 0" ]
 	run lease "$k" 7 60 10 8 2
 	read -r g rem w <<<"$output"
-	[ "$g" = 6 ] && [ "$rem" = 0 ]
+	[ "$g" = 6 ]
+	[ "$rem" = 0 ]
 	(( w > 0 ))
 	[ "$(field "$k" tokens)" = 0 ]
 }

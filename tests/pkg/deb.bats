@@ -34,13 +34,19 @@ setup() { e2e_setup; }
 # Whatever happened: the agent stopped, the package purged (if this test
 # installed it), the lab and the pins gone.
 teardown() {
-	[[ -n ${AGENT:-} ]] && proc_stop "$AGENT" KILL 2>/dev/null
+	if [[ -n ${AGENT:-} ]]; then
+		proc_stop "$AGENT" KILL 2>/dev/null || true
+	fi
 	if [[ -e $BATS_TEST_TMPDIR/installed ]]; then
 		dpkg --purge rlgate >/dev/null 2>&1 </dev/null || true
 	fi
-	[[ -n ${LAB:-} ]] && ip -n "$(lab_ns s1)" link set dev eth0 xdp off 2>/dev/null
+	if [[ -n ${LAB:-} ]]; then
+		ip -n "$(lab_ns s1)" link set dev eth0 xdp off 2>/dev/null || true
+	fi
 	rm -rf "$BATS_TEST_TMPDIR/pins"* 2>/dev/null
-	[[ -n ${PINS:-} ]] && rm -rf "$PINS"
+	if [[ -n ${PINS:-} ]]; then
+		rm -rf "$PINS"
+	fi
 	e2e_teardown
 	return 0
 }
