@@ -274,8 +274,24 @@ expect_gone() {
 	return 1
 }
 
-# expect_between WHAT ACTUAL LOW HIGH (numbers, inclusive)
+# is_number VALUE: whether VALUE is a decimal number (an integer or a
+# fraction, with a sign and an exponent maybe): not empty, null, nan, inf or
+# a number followed by anything.
+is_number() {
+	[[ $1 =~ ^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]]
+}
+
+# expect_between WHAT ACTUAL LOW HIGH (numbers, inclusive).  An ACTUAL that
+# is not a number (a read that failed: empty, null, nan) fails the check
+# whatever the bounds, as does a bound that is not one.
 expect_between() {
+	local v
+
+	for v in "$2" "$3" "$4"; do
+		is_number "$v" && continue
+		echo "$1: got '$2', expected between '$3' and '$4' ('$v' is not a number)" >&2
+		return 1
+	done
 	awk -v a="$2" -v l="$3" -v h="$4" 'BEGIN { exit !(a + 0 >= l + 0 && a + 0 <= h + 0) }' &&
 		return 0
 	echo "$1: got $2, expected between $3 and $4" >&2
@@ -295,9 +311,12 @@ expect_offered() {
 		expect_between "attempts skipped by a loaded machine" "$skipped" 0 $(($1 / 100))
 }
 
-# expect_near WHAT ACTUAL EXPECTED PERCENT
+# expect_near WHAT ACTUAL EXPECTED PERCENT (a value that is not a number
+# fails, as in expect_between)
 expect_near() {
 	local lo hi
+
+	is_number "$3" || { echo "$1: expected value '$3' is not a number" >&2; return 1; }
 
 	lo=$(awk -v e="$3" -v p="$4" 'BEGIN { print e * (1 - p / 100) }')
 	hi=$(awk -v e="$3" -v p="$4" 'BEGIN { print e * (1 + p / 100) }')
