@@ -58,6 +58,32 @@ restart_under_load() {
 	restart_under_load KILL
 }
 
+# connect_c1 N: N connections from c1 in a second; CONNECTED is how many
+# connected.  A statement of its own: in $(...) set -e would not see its
+# checks.
+connect_c1() {
+	run_loadgen_json c1 --rate "$1" --duration 1 "$(lab_target s1 "$PORT" 4)" >/dev/null
+	expect_eq "attempts" "$(json_get .total.attempts)" "$1"
+	CONNECTED=$(json_get .total.connected)
+}
+
+@test "a restarted agent (SIGTERM, then SIGKILL) keeps the bucket the kernel holds: a burst spent before the restart is not given again" {
+	local sig
+
+	agent_start
+	rl tenant set rb --rate 1/h --burst 10 --match "$(prefixes c1)" --action rst
+	connect_c1 20
+	expect_eq "connected of 20, burst 10" "$CONNECTED" 10
+	for sig in TERM KILL; do
+		agent_stop "$sig"
+		agent_start
+		connect_c1 5
+		expect_eq "connected of 5 after SIG$sig and a restart" "$CONNECTED" 0
+	done
+	expect_eq "admitted" "$(stat_get rb admitted)" 10
+	expect_eq "denied" "$(stat_get rb denied)" 20
+}
+
 @test "rlctl detach removes the XDP program and the pins; the agent exits; traffic is no longer limited" {
 	agent_start
 	rl tenant set d --rate 1/h --burst 1 --match "$(prefixes c1)" --action rst
