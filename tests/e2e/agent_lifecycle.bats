@@ -84,6 +84,27 @@ connect_c1() {
 	expect_eq "denied" "$(stat_get rb denied)" 20
 }
 
+@test "a second agent on the same pin dir is refused: exit 1, says another runs on it, and the first keeps its program, tenants and socket" {
+	local prog tenants
+
+	agent_start
+	rl tenant set one --rate 10/s --burst 5 --match "$(prefixes c1)"
+	prog=$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq -r '.[0].xdp.prog.id')
+	[[ $prog =~ ^[0-9]+$ ]] || { echo "no XDP program id on eth0: '$prog'" >&2; return 1; }
+	tenants=$(tenants_json)
+	run agent_exec --iface eth0 --control "$CTL.2" --state-dir "$STATE_DIR.2" \
+		--pin-dir "$PIN_DIR" --metrics 127.0.0.1:9465
+	echo "$output"
+	expect_eq "exit status of the second agent" "$status" 1
+	[[ $output == *"couldn't lock pin dir on '$PIN_DIR': another rlagent is running on it"* ]] ||
+		{ echo "the second agent does not say another runs on the pin dir" >&2; return 1; }
+	[[ ! -e $CTL.2 ]] || { echo "the second agent left its control socket" >&2; return 1; }
+	proc_running "$AGENT_PID" || { echo "the first agent is gone" >&2; return 1; }
+	expect_eq "program on eth0" \
+		"$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq -r '.[0].xdp.prog.id')" "$prog"
+	expect_eq "the first agent's tenants" "$(tenants_json)" "$tenants"
+}
+
 @test "rlctl detach removes the XDP program and the pins; the agent exits; traffic is no longer limited" {
 	agent_start
 	rl tenant set d --rate 1/h --burst 1 --match "$(prefixes c1)" --action rst
