@@ -556,3 +556,29 @@ metric_tenants() {
 	expect_eq "one changed, one new, one gone" "$(applied)" '[1,1,1]'
 	expect_eq "the tenants" "$(rl --json tenant list | jq -c '[.[].name] | sort')" '["s0","s1","s3"]'
 }
+
+@test "an agent keeps the newest 4,096 tombstones: 4,000 tenants and then 100 more deleted leave all 100 and 3,996 of the 4,000, the oldest forgotten before their TTL" {
+	local f=$BATS_TEST_TMPDIR/set.json tombs
+
+	# set N PREFIX: a set of N tenants PREFIX0... (IPv6 /64s of 2001:db8)
+	set_of() {
+		jq -n --argjson n "$1" --arg p "$2" '{tenants: [range($n) as $i |
+			{name: "\($p)\($i)", rate: "10/s", match: ["2001:db8:\($p | explode[0]):\($i)::/64"]}]}'
+	}
+	agent_start
+	set_of 4000 a >"$f"
+	rl apply "$f" >/dev/null
+	echo '{"tenants": []}' >"$BATS_TEST_TMPDIR/none.json"
+	rl apply "$BATS_TEST_TMPDIR/none.json" >/dev/null
+	set_of 100 b >"$f"
+	rl apply "$f" >/dev/null
+	rl apply "$BATS_TEST_TMPDIR/none.json" >/dev/null
+	# a restart folds the journal into policy.json
+	agent_stop TERM
+	agent_start
+	tombs=$(jq -c '[.deleted[].name]' "$STATE_DIR/policy.json")
+	expect_eq "tombstones in policy.json" "$(jq length <<<"$tombs")" 4096
+	expect_eq "b- tombstones (the newest)" "$(jq '[.[] | select(startswith("b"))] | length' <<<"$tombs")" 100
+	expect_eq "a- tombstones" "$(jq '[.[] | select(startswith("a"))] | length' <<<"$tombs")" 3996
+	expect_eq "tenants listed" "$(rl --json tenant list | jq length)" 0
+}
