@@ -228,22 +228,40 @@ lock_out_then_verify() {
 	expect_between "resets sent" "$(stat_get web rst_sent)" $((60 - ok - 5)) $((60 - ok + 5))
 }
 
-@test "a restarted agent verifies from its first packet: the program it loads is told before it is attached" {
-	local charged
+@test "a restarted agent verifies from its first packet: the program it loads is told before it is attached, while a forged flood and a real client run across the restart" {
+	local charged conns cpid out=$BATS_TEST_TMPDIR/client.out
 
 	agent_start
 	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
 		--verify syncookie
+	charged=$(($(stat_get web admitted) - $(stat_get web retransmits)))
+	conns=$(server_conns s1)
+	# the load starts before the old agent stops and the new one loads,
+	# configures and attaches its program, and ends after
+	flood_bg s1 4 1000 10
+	client_run s1 4 10 8 >"$out" 3>&- &
+	cpid=$!
+	sleep 0.5
 	agent_stop TERM
 	agent_start
-	flood_bg s1 4 1000 2
+	proc_running "$FLOOD_PID" ||
+		{ echo "the flood ended before the new agent had attached its program" >&2; return 1; }
+	proc_running "$cpid" ||
+		{ echo "the client ended before the new agent had attached its program" >&2; return 1; }
+	wait "$cpid"
 	wait "$FLOOD_PID"
 	FLOOD_PID=
-	expect_eq "forged SYNs refused after the restart" "$(stat_get web denied)" 0
-	charged=$(($(stat_get web admitted) - $(stat_get web retransmits)))
-	client_run s1 4 10 1
-	expect_eq "answered (of 10)" "$(jq -r .ok <<<"$CLIENT_JSON")" 10
-	# each handshake charged once (its data segment is a free copy)
-	expect_eq "handshakes charged" \
-		$(($(stat_get web admitted) - $(stat_get web retransmits) - charged)) 10
+	cat "$out"
+	CLIENT_JSON=$(sed -n 's/^client to s1: //p' "$out")
+	expect_eq "SYNs refused across the restart" "$(stat_get web denied)" 0
+	expect_eq "answered (of 80)" "$(jq -r .ok <<<"$CLIENT_JSON")" 80
+	expect_eq "connections the server accepted" $(($(server_conns s1) - conns)) 80
+	# Each handshake charged, by the old program or the new one, and no
+	# forged SYN: a program attached before it is told that a tenant
+	# verifies lets handshakes through uncharged (fewer than 80).  Its data
+	# segment is a free copy, except that a handshake in flight when the
+	# program is replaced may be charged again by the new one, whose flow
+	# cache starts empty: 81 in 2 of 3 runs here.
+	expect_between "handshakes charged" \
+		$(($(stat_get web admitted) - $(stat_get web retransmits) - charged)) 80 82
 }
