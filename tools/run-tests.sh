@@ -232,7 +232,7 @@ tally_bats() {
 }
 
 # What runs beside what: RLGATE_TEST_JOBS (default 2) pieces of work at
-# once.  First the C, Lua and packaging suites, the largest first, which
+# once.  First the C, Lua, packaging and lint suites, the largest first, which
 # keep the CPU busy; then the e2e files that measure fleet-mode leasing
 # under load (several agents and Redis, deadlines below a second), one at a
 # time and never beside those suites.  The e2e files whose header says
