@@ -16,11 +16,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdlib.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf.h>
@@ -28,6 +24,7 @@
 
 #include "conns.h"
 #include "instance.h"
+#include "sockets.h"
 #include "xdp_test.h"
 
 #define CLIENT		"10.1.0.10"
@@ -70,6 +67,8 @@ static int lab_fd = -1, home_fd = -1;
 
 static int lab_enter(void)
 {
+	static const char *const addrs[] = { CLIENT, STRANGER, SERVER, NULL };
+
 	if (home_fd < 0)
 		home_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (home_fd < 0) {
@@ -79,18 +78,7 @@ static int lab_enter(void)
 	}
 	if (lab_fd >= 0)
 		return setns(lab_fd, CLONE_NEWNET) ? -1 : 0;
-	if (unshare(CLONE_NEWNET)) {
-		diag("couldn't unshare netns on 'test_xdp': %s", strerror(errno));
-		return -1;
-	}
-	if (system("ip link set lo up && ip addr add " CLIENT "/32 dev lo && "
-		   "ip addr add " STRANGER "/32 dev lo && "
-		   "ip addr add " SERVER "/32 dev lo")) {
-		diag("couldn't set up addresses on 'lo' of the lab");
-		setns(home_fd, CLONE_NEWNET);
-		return -1;
-	}
-	lab_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	lab_fd = lab_netns(addrs);
 	return lab_fd < 0 ? -1 : 0;
 }
 
@@ -101,45 +89,14 @@ static void lab_leave(void)
 		     strerror(errno));
 }
 
-/* Closes fd with a RST, so that no TIME_WAIT keeps its 4-tuple from the
- * next scenario. */
-static void close_rst(int fd)
-{
-	struct linger l = { .l_onoff = 1, .l_linger = 0 };
-
-	if (fd < 0)
-		return;
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-	close(fd);
-}
-
-/* The server's rcv_nxt on socket fd, read in repair mode.  0 or -errno. */
-static int rcv_nxt_of(int fd, __u32 *out)
-{
-	int on = 1, off = TCP_REPAIR_OFF_NO_WP, q = TCP_RECV_QUEUE, err = 0;
-	socklen_t len = sizeof(*out);
-
-	if (setsockopt(fd, SOL_TCP, TCP_REPAIR, &on, sizeof(on)))
-		return -errno;
-	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
-	    getsockopt(fd, SOL_TCP, TCP_QUEUE_SEQ, out, &len))
-		err = -errno;
-	setsockopt(fd, SOL_TCP, TCP_REPAIR, &off, sizeof(off));
-	return err;
-}
-
 /* The real connection client:sport, opened on first use.  NULL (said)
  * when it cannot be. */
 static struct real *real_conn(struct cinst *in, const char *client,
 			      __u16 sport)
 {
-	struct sockaddr_in ca = { .sin_family = AF_INET,
-				  .sin_port = htons(sport) };
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(443) };
 	unsigned int idx = sport - SPORT;
 	struct real *r;
-	int one = 1, err;
+	int err;
 
 	if (idx >= REAL_PORTS)
 		return NULL;
@@ -147,19 +104,10 @@ static struct real *real_conn(struct cinst *in, const char *client,
 	pthread_mutex_lock(&in->lock);
 	if (r->cfd >= 0)
 		goto out;
-	inet_pton(AF_INET, client, &ca.sin_addr);
-	inet_pton(AF_INET, SERVER, &sa.sin_addr);
-	r->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (r->cfd < 0 ||
-	    setsockopt(r->cfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(r->cfd, (struct sockaddr *)&ca, sizeof(ca)) ||
-	    connect(r->cfd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    (r->sfd = accept4(in->listen_fd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
-		diag("couldn't connect %s:%u on 'the lab': %s", client, sport,
-		     strerror(errno));
+	if (tcp_pair(client, sport, SERVER, 443, in->listen_fd, &r->cfd,
+		     &r->sfd))
 		goto fail;
-	}
-	err = rcv_nxt_of(r->sfd, &r->rcv_nxt);
+	err = tcp_rcv_nxt(r->sfd, &r->rcv_nxt);
 	if (err) {
 		diag("couldn't read rcv_nxt on '%s:%u': %s", client, sport,
 		     strerror(-err));
@@ -203,10 +151,6 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 	__u32 zero = 0;
 	struct rl_conn_ctl ctl = { .capped = 1 };
 
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(443) };
-	int one = 1;
-
 	memset(in, 0, sizeof(*in));
 	pthread_mutex_init(&in->lock, NULL);
 	for (int c = 0; c < 2; c++)
@@ -215,14 +159,8 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 	in->listen_fd = -1;
 	if (lab_enter())
 		return -1;
-	inet_pton(AF_INET, SERVER, &sa.sin_addr);
-	in->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (in->listen_fd < 0 ||
-	    setsockopt(in->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one,
-		       sizeof(one)) ||
-	    bind(in->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(in->listen_fd, 256)) {
-		diag("couldn't listen on '" SERVER ":443': %s", strerror(errno));
+	in->listen_fd = tcp_listen(SERVER, 443);
+	if (in->listen_fd < 0) {
 		cinst_close(in);
 		return -1;
 	}
