@@ -1371,10 +1371,12 @@ static __always_inline bool server_ends(void *ctx, const struct syn_info *si)
 /*
  * A RST or FIN of a counted connection (ctx: the packet's, for the socket
  * lookup; unused at egress).  The server's own RST ends it when it is the
- * socket's (RST with ACK: tcp_send_active_reset()), not a listener's reply
- * to an ACK it did not expect (RST without ACK), which leaves a request
- * socket as it was.  A client's RST ends it only if the server's socket
- * takes it (server_ends()).  A FIN ends it once the other side has sent
+ * socket's: RST with ACK (tcp_send_active_reset()), or a RST without ACK
+ * once the server has sent its FIN (its closing socket's answer to data
+ * after the close).  A RST without ACK before that is a listener's reply
+ * to an ACK it did not expect, which leaves a request socket as it was.
+ * A client's RST ends it only if the server's socket takes it
+ * (server_ends()).  A FIN ends it once the other side has sent
  * one too (a half-close keeps it counted); the client's counts only if
  * the server takes it in order.  Retransmitted FINs change nothing: the
  * bit is already set.  Anything else is left to the sweep.
@@ -1391,7 +1393,8 @@ static __always_inline void conn_end(const struct syn_info *si, bool egress,
 	if (!c)
 		return;
 	if (egress ? (si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_ACK)) ==
-			     TCP_FLAG_RST :
+			     TCP_FLAG_RST &&
+			     !(READ_ONCE(c->fin) & RL_CONN_FIN_SERVER) :
 		     !server_ends(ctx, si))
 		return;
 	if (si->tcp_flags & TCP_FLAG_RST) {

@@ -455,11 +455,13 @@ static const struct cscen cscens[] = {
 	  .opened = 2, .closed = 1, .denied = 1 },
 	{ "caps: the server's RST without ACK (its listener's answer to an "
 	  "ACK no socket expected) frees nothing; its socket's RST|ACK ends "
-	  "it", 1, RL_ACT_DROP, 0,
-	  { SYN_(1, 100, XDP_PASS, 1), SRV(TH_RST, 1, 1),
-	    SYN_(2, 200, XDP_DROP, 1), SRV(RA, 1, 0),
-	    SYN_(2, 200, XDP_PASS, 1), END },
-	  .opened = 2, .closed = 1, .denied = 1 },
+	  "it, and so does its RST without ACK after its FIN (data after "
+	  "its close)", 2, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(3, 300, XDP_PASS, 2),
+	    SRV(TH_RST, 1, 2), SYN_(2, 200, XDP_DROP, 2), SRV(RA, 1, 1),
+	    SYN_(2, 200, XDP_PASS, 2), SRV(FA, 3, 2), SRV(TH_RST, 3, 1),
+	    END },
+	  .opened = 3, .closed = 2, .denied = 1 },
 	{ "caps: a client's RST or FIN where the server has no socket of the "
 	  "connection (a listener only, or not on this host) frees nothing: "
 	  "the server's RST|ACK or the sweep does",
