@@ -1320,9 +1320,15 @@ enum {
  * the server's own RST or FIN, or the sweep once the socket table shows
  * it gone, frees the place.
  * Runs only for a RST or FIN of a counted connection, never for a SYN or
- * an ordinary segment.  The FIN of a segment still held before the stack
- * (GRO) may be judged against a rcv_nxt its earlier data has not moved
- * yet: then it is not counted, and the sweep frees the place.
+ * an ordinary segment.  It reads rcv_nxt before the stack has taken the
+ * segments of the same batch still held for GRO: a FIN behind data held
+ * there is not counted (the sweep frees the place), and a RST sent right
+ * behind data of its own, at the rcv_nxt before that data, is counted
+ * though the stack, once the data is in, finds it below the window and
+ * drops it: a client that sends data and at once a RST at the sequence
+ * number before the data, in one batch, still has its place freed while
+ * the server keeps the connection.  (At tc ingress, which runs after GRO,
+ * neither happens.)
  */
 static __always_inline bool server_ends(void *ctx, const struct syn_info *si)
 {
