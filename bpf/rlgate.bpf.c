@@ -1275,12 +1275,120 @@ static __always_inline void conn_delete(const struct rl_flow *k,
 }
 
 /*
- * A RST or FIN of a counted connection: a RST either way ends it, a FIN
- * ends it once the other side has sent one too (a half-close keeps it
- * counted).  Retransmitted FINs change nothing: the bit is already set.
+ * What the server's own socket will make of a client's RST or FIN, read
+ * where the server is local.  Only the fields needed, relocated against
+ * the running kernel's BTF (CO-RE): no vmlinux.h.
+ */
+struct tcp_sock {
+	__u32 rcv_nxt;
+} __attribute__((preserve_access_index));
+
+struct tcp_request_sock {
+	__u32 rcv_nxt;
+} __attribute__((preserve_access_index));
+
+/* A global function's argument the verifier takes as the program's
+ * context, whichever program (XDP or tc) calls it. */
+#define __arg_ctx __attribute__((btf_decl_tag("arg:ctx")))
+
+/* Linux's TCP states, as bpf_sock.state reads them. */
+enum {
+	SRV_ESTABLISHED = 1, SRV_FIN_WAIT1 = 4, SRV_FIN_WAIT2 = 5,
+	SRV_TIME_WAIT = 6, SRV_CLOSE_WAIT = 8, SRV_LAST_ACK = 9,
+	SRV_CLOSING = 11, SRV_NEW_SYN_RECV = 12,
+};
+/* A connection's socket that has the client's FIN already ... */
+#define SRV_FIN_TAKEN	((1U << SRV_CLOSE_WAIT) | (1U << SRV_LAST_ACK) | \
+			 (1U << SRV_CLOSING))
+/* ... or not: never a listener, nor a socket closed or still opening. */
+#define SRV_OPEN	((1U << SRV_ESTABLISHED) | (1U << SRV_FIN_WAIT1) | \
+			 (1U << SRV_FIN_WAIT2) | SRV_FIN_TAKEN)
+
+/*
+ * Whether the server's TCP stack, local to this host, will end connection
+ * si (a client's RST, or take a client's FIN in order): the socket of the
+ * 4-tuple, looked up in the namespace of the interface, decides as
+ * tcp_validate_incoming() and tcp_check_req() will.  A RST ends an open
+ * socket only at rcv_nxt exactly (RFC 5961: one merely inside the window
+ * earns a challenge ACK), or one before it once the server has the
+ * client's FIN (tcp_reset_check()); a request socket's only without ACK
+ * at rcv_nxt (an ACK it does not expect goes to the listener, which drops
+ * a RST).  A FIN counts at rcv_nxt: anything later waits, out of order,
+ * for bytes a forger never sends.  A socket in TIME_WAIT has ended.  No
+ * socket of the connection (a listener only, or nothing: the server is
+ * not on this host, or a cookie's connection not made yet) is not an end:
+ * the server's own RST or FIN, or the sweep once the socket table shows
+ * it gone, frees the place.
+ * Runs only for a RST or FIN of a counted connection, never for a SYN or
+ * an ordinary segment.  It reads rcv_nxt before the stack has taken the
+ * segments of the same batch still held for GRO: a FIN behind data held
+ * there is not counted (the sweep frees the place), and a RST sent right
+ * behind data of its own, at the rcv_nxt before that data, is counted
+ * though the stack, once the data is in, finds it below the window and
+ * drops it: a client that sends data and at once a RST at the sequence
+ * number before the data, in one batch, still has its place freed while
+ * the server keeps the connection.  (At tc ingress, which runs after GRO,
+ * neither happens.)
+ */
+static __always_inline bool server_ends(void *ctx, const struct syn_info *si)
+{
+	struct bpf_sock_tuple tup = {};
+	struct tcp_request_sock *rq;
+	__u32 size, seq = bpf_ntohl(si->flow.isn), nxt, state;
+	bool rst = si->tcp_flags & TCP_FLAG_RST, ends = false;
+	struct bpf_sock *sk;
+	struct tcp_sock *tp;
+
+	if (si->flow.family == 4) {
+		__builtin_memcpy(&tup.ipv4.saddr, si->flow.saddr, 4);
+		__builtin_memcpy(&tup.ipv4.daddr, si->flow.daddr, 4);
+		tup.ipv4.sport = si->flow.sport;
+		tup.ipv4.dport = si->flow.dport;
+		size = sizeof(tup.ipv4);
+	} else {
+		__builtin_memcpy(tup.ipv6.saddr, si->flow.saddr, 16);
+		__builtin_memcpy(tup.ipv6.daddr, si->flow.daddr, 16);
+		tup.ipv6.sport = si->flow.sport;
+		tup.ipv6.dport = si->flow.dport;
+		size = sizeof(tup.ipv6);
+	}
+	sk = bpf_skc_lookup_tcp(ctx, &tup, size, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return false;
+	state = sk->state;
+	if (state == SRV_TIME_WAIT) {
+		ends = true;
+	} else if (state == SRV_NEW_SYN_RECV) {
+		rq = bpf_skc_to_tcp_request_sock(sk);
+		ends = rst && rq && !(si->tcp_flags & TCP_FLAG_ACK) &&
+		       seq == rq->rcv_nxt;
+	} else if ((SRV_OPEN & (1U << (state & 31))) &&
+		   (tp = bpf_skc_to_tcp_sock(sk))) {
+		nxt = tp->rcv_nxt;
+		ends = seq == nxt ||
+		       (rst && seq == nxt - 1 &&
+			(SRV_FIN_TAKEN & (1U << (state & 31))));
+		ends = ends && (rst || !(SRV_FIN_TAKEN & (1U << (state & 31))));
+	}
+	bpf_sk_release(sk);
+	return ends;
+}
+
+/*
+ * A RST or FIN of a counted connection (ctx: the packet's, for the socket
+ * lookup; unused at egress).  The server's own RST ends it when it is the
+ * socket's: RST with ACK (tcp_send_active_reset()), or a RST without ACK
+ * once the server has sent its FIN (its closing socket's answer to data
+ * after the close).  A RST without ACK before that is a listener's reply
+ * to an ACK it did not expect, which leaves a request socket as it was.
+ * A client's RST ends it only if the server's socket takes it
+ * (server_ends()).  A FIN ends it once the other side has sent
+ * one too (a half-close keeps it counted); the client's counts only if
+ * the server takes it in order.  Retransmitted FINs change nothing: the
+ * bit is already set.  Anything else is left to the sweep.
  */
 static __always_inline void conn_end(const struct syn_info *si, bool egress,
-				     __u64 now)
+				     __u64 now, void *ctx)
 {
 	struct rl_flow k;
 	struct rl_conn *c;
@@ -1289,6 +1397,11 @@ static __always_inline void conn_end(const struct syn_info *si, bool egress,
 	conn_key(si, egress, &k);
 	c = bpf_map_lookup_elem(&conns, &k);
 	if (!c)
+		return;
+	if (egress ? (si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_ACK)) ==
+			     TCP_FLAG_RST &&
+			     !(READ_ONCE(c->fin) & RL_CONN_FIN_SERVER) :
+		     !server_ends(ctx, si))
 		return;
 	if (si->tcp_flags & TCP_FLAG_RST) {
 		conn_delete(&k, c);
@@ -1343,31 +1456,59 @@ static __always_inline __s64 conn_limit(struct rl_tenant *t, __u64 now)
 	}
 }
 
+/* What a SYN of a capped tenant or of the instance is to `conns`. */
+enum conn_seen {
+	CONN_NEW,	/* its 4-tuple holds no place */
+	CONN_AGAIN,	/* the counted connection again (same ISN) */
+	CONN_PORTS,	/* another ISN on a counted 4-tuple */
+};
+
 /*
  * Whether a SYN is a counted connection again.  A SYN with the ISN of a
  * counted connection is that connection again (a retransmission the flow
  * cache forgot, or a replay): never a second place.  A SYN with another ISN
- * on a counted 4-tuple is a new connection reusing the ports (the server
- * has the old one in TIME_WAIT or forgot it): the old one has ended.  cs:
- * the capped tenant's stats, or NULL.
+ * on a counted 4-tuple (CONN_PORTS) frees nothing: the server holds one
+ * connection per 4-tuple, so if it opens a new one from this SYN (the old
+ * one in TIME_WAIT, or gone) the new one takes the old one's place
+ * (conn_take_over()), and if the old one is still open it answers with a
+ * challenge ACK and opens nothing.  Either way the count stays right, and a
+ * SYN the bucket refuses changes nothing.  cs: the capped tenant's stats,
+ * or NULL.
  */
-static __always_inline bool conn_repeat(const struct rl_flow *k,
-					const struct syn_info *si,
-					struct rl_conn_stats *cs)
+static __always_inline enum conn_seen conn_repeat(const struct rl_flow *k,
+						  const struct syn_info *si,
+						  struct rl_conn_stats *cs)
+{
+	struct rl_conn *c = bpf_map_lookup_elem(&conns, k);
+
+	if (!c)
+		return CONN_NEW;
+	if (READ_ONCE(c->isn) != si->flow.isn)
+		return CONN_PORTS;
+	if (cs)
+		cs->repeats++;
+	return CONN_AGAIN;
+}
+
+/* An admitted SYN with another ISN on counted 4-tuple k: the place is now
+ * this SYN's connection, which starts with no FIN seen.  False when the
+ * entry went meanwhile (ended on another CPU, or swept) and with it the
+ * place: the SYN is refused, and its retransmission judged as new. */
+static __always_inline bool conn_take_over(struct rl_conn_stats *cs,
+					   const struct rl_flow *k,
+					   const struct syn_info *si, __u64 now)
 {
 	struct rl_conn *c = bpf_map_lookup_elem(&conns, k);
 
 	if (!c)
 		return false;
-	if (READ_ONCE(c->isn) == si->flow.isn) {
-		if (cs)
-			cs->repeats++;
-		return true;
-	}
-	conn_delete(k, c);
+	WRITE_ONCE(c->isn, si->flow.isn);
+	WRITE_ONCE(c->fin, 0);
+	WRITE_ONCE(c->opened_ns, now);
+	WRITE_ONCE(c->seen_ns, now);
 	if (cs)
 		cs->reused++;
-	return false;
+	return true;
 }
 
 /* A place below the instance's cap, or false (counted). */
@@ -1560,6 +1701,7 @@ static __always_inline bool src_take(const struct syn_info *si, __u32 id,
 static __always_inline enum verdict judge_nomatch(const struct syn_info *si)
 {
 	struct rl_tenant *in = instance_on();
+	enum conn_seen seen = CONN_NEW;
 	struct rl_flow k;
 	bool counted;
 	__u64 now;
@@ -1571,18 +1713,21 @@ static __always_inline enum verdict judge_nomatch(const struct syn_info *si)
 		  !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
 	if (counted) {
 		conn_key(si, false, &k);
-		if (conn_repeat(&k, si, NULL))
+		seen = conn_repeat(&k, si, NULL);
+		if (seen == CONN_AGAIN)
 			return V_PASS;
-		if (!inst_reserve(in))
+		if (seen == CONN_NEW && !inst_reserve(in))
 			return V_DROP;
 	}
 	if (READ_ONCE(in->interval_ns) &&
 	    !take_gcra(&in->tat, in->interval_ns, in->tolerance_ns, now)) {
-		if (counted)
+		if (counted && seen == CONN_NEW)
 			__sync_fetch_and_add(&in->conns, -1);
 		count(RL_CNT_INST_RATE);
 		return V_DROP;
 	}
+	if (counted && seen == CONN_PORTS)
+		return conn_take_over(NULL, &k, si, now) ? V_PASS : V_DROP;
 	if (counted && !conn_insert(NULL, 0, NULL, in, &k, si, now))
 		return V_DROP;
 	return V_PASS;
@@ -1790,6 +1935,7 @@ __noinline int judge_open(struct syn_info *si)
 	struct flow_at at = { 0 };
 	struct rl_conn_stats *cs = NULL;
 	bool opens, tcap, icap, reserved = false, overdrawn = false;
+	enum conn_seen seen = CONN_NEW;
 	struct rl_tenant *t;
 	struct rl_stats *st;
 	struct rl_flow ck;
@@ -1846,7 +1992,8 @@ __noinline int judge_open(struct syn_info *si)
 	}
 	if (tcap || icap) {
 		conn_key(si, false, &ck);
-		if (!conn_repeat(&ck, si, cs)) {
+		seen = conn_repeat(&ck, si, cs);
+		if (seen == CONN_NEW) {
 			if (icap) {
 				if (!inst_reserve(in))
 					goto refuse;
@@ -1899,6 +2046,8 @@ __noinline int judge_open(struct syn_info *si)
 		count(RL_CNT_INST_RATE);
 		ok = false;
 	}
+	if (ok && seen == CONN_PORTS && !conn_take_over(cs, &ck, si, now))
+		ok = false;
 	if (reserved) {
 		if (!ok) {
 			if (held)
@@ -2025,7 +2174,7 @@ pass_on:
  * function, as judge_open(), which it never calls: the stacks of the two
  * never add up.
  */
-__noinline int judge(struct syn_info *si)
+__noinline int judge(struct syn_info *si, void *ctx __arg_ctx)
 {
 	if (!si)
 		return V_PASS;
@@ -2033,7 +2182,7 @@ __noinline int judge(struct syn_info *si)
 		return judge_unparsed(si);
 	flow_end(si);
 	if (caps_on())
-		conn_end(si, false, bpf_ktime_get_coarse_ns());
+		conn_end(si, false, bpf_ktime_get_coarse_ns(), ctx);
 	return V_PASS;
 }
 
@@ -2042,8 +2191,8 @@ __noinline int judge(struct syn_info *si)
  * for V_RST the packet has been rewritten and *reply_len is the length to trim
  * it to.
  */
-static __always_inline enum verdict decide(void *data, void *data_end,
-					   int *reply_len)
+static __always_inline enum verdict decide(void *ctx, void *data,
+					   void *data_end, int *reply_len)
 {
 	struct syn_info si;
 	struct rl_stats *st;
@@ -2064,10 +2213,10 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 		v = judge_open(&si);
 		/* a FIN with ACK ends its flow too, whatever the verdict */
 		if (si.tcp_flags & TCP_FLAG_FIN)
-			judge(&si);
+			judge(&si, ctx);
 		break;
 	default:
-		v = judge(&si);
+		v = judge(&si, ctx);
 		break;
 	}
 	if (v != V_RST)
@@ -2091,7 +2240,7 @@ static __always_inline int xdp_decide(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	int reply_len;
 
-	switch (decide(data, data_end, &reply_len)) {
+	switch (decide(ctx, data, data_end, &reply_len)) {
 	case V_PASS:
 		return XDP_PASS;
 	case V_RST:
@@ -2122,7 +2271,7 @@ int tc_rlgate(struct __sk_buff *skb)
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
 
-	switch (decide(data, data_end, &reply_len)) {
+	switch (decide(skb, data, data_end, &reply_len)) {
 	case V_PASS:
 		return TC_ACT_OK;
 	case V_RST:
@@ -2145,7 +2294,7 @@ __noinline int egress_end(struct syn_info *si)
 	if (!si || (si->kind != P_END &&
 		    !(si->kind == P_ACK && (si->tcp_flags & TCP_FLAG_FIN))))
 		return 0;
-	conn_end(si, true, bpf_ktime_get_coarse_ns());
+	conn_end(si, true, bpf_ktime_get_coarse_ns(), NULL);
 	return 0;
 }
 

@@ -627,14 +627,16 @@ _Static_assert(sizeof(struct rl_conn) == 40 &&
 /* Per tenant, per CPU (`conn_stats`): what the cap did. */
 struct rl_conn_stats {
 	__u64 opened;		/* connections counted in */
-	__u64 closed;		/* ... and out, by the kernel (RST, FINs) */
+	__u64 closed;		/* ... and out, by the kernel (a RST or a
+				 * FIN pair the server acts on) */
 	__u64 denied;		/* SYNs refused at the cap (also in
 				 * rl_stats.denied) */
 	__u64 shadow_denied;	/* shadow tenants: admitted over the cap,
 				 * counted in anyway */
 	__u64 repeats;		/* SYNs of a connection already counted */
-	__u64 reused;		/* a new SYN on a 4-tuple still counted
-				 * (TIME_WAIT reuse): the old one ended */
+	__u64 reused;		/* an admitted SYN with a new ISN on a
+				 * 4-tuple still counted (TIME_WAIT reuse):
+				 * it took the old one's place */
 	__u64 full;		/* SYNs refused: `conns` was full */
 	__u64 _pad;
 };

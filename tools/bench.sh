@@ -86,6 +86,7 @@ judge ratio ratio xdp_pass_floor_ns \
 	"xdp_nonsyn_caps_ns 1.3" \
 	"xdp_fin_ns         -" \
 	"xdp_fin_caps_ns    -" \
+	"xdp_rst_ns         -" \
 	"xdp_syn_retrans_ns -" \
 	"xdp_ref_ktime_ns   -" \
 	"xdp_ref_cas_ns     -" \

@@ -5,6 +5,7 @@
  * "name value unit" lines; exits 1 when a figure could not be measured or
  * did not take the path it names.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "bench.h"
 #include "harness.h"
 #include "pkt.h"
+#include "sockets.h"
 
 #define BENCH_RULES	1000
 
@@ -41,6 +43,18 @@ static const struct pkt ack = { .family = 4, .flags = TH_ACK,
  * tenant has a cap (a lookup in `conns` that misses). */
 static const struct pkt fin = { .family = 4, .flags = TH_FIN | TH_ACK,
 				.src = "10.1.0.10" };
+/* A client's RST of a counted connection whose server's socket is on this
+ * host: what every RST or FIN of a counted connection costs, its entry in
+ * `conns` found and the socket looked up and read.  Its sequence number is
+ * not the server's rcv_nxt (the forged RST of a flood): the entry stays,
+ * and every repetition takes the whole path. */
+#define RST_CLIENT	"10.1.0.10"
+#define RST_SERVER	"198.51.100.1"
+#define RST_SPORT	40001
+static __u32 rst_rcv_nxt;	/* the server's, read by rst_conn() */
+static const struct pkt rst = { .family = 4, .flags = TH_RST | TH_ACK,
+				.src = RST_CLIENT, .dst = RST_SERVER,
+				.sport = RST_SPORT, .seq = 1 };
 
 /*
  * 1,000 rules of mixed prefix lengths spread over the IPv4 space, one in
@@ -229,7 +243,7 @@ static int expect_path(const char *what, __u64 on_path, __u64 elsewhere,
 
 enum { F_FLOOR, F_NONSYN, F_ADMIT, F_DENY, F_DENY_LEASED, F_DENY_FLOOD,
        F_NOMATCH, F_NONSYN_CAPS, F_FIN,
-       F_FIN_CAPS, F_RETRANS, F_KTIME, F_CAS, F_REF, F_MAX };
+       F_FIN_CAPS, F_RST, F_RETRANS, F_KTIME, F_CAS, F_REF, F_MAX };
 
 /* The SYN figures, which are also read against the irreducible reference. */
 static const int syn_figures[] = { F_ADMIT, F_DENY, F_DENY_LEASED,
@@ -250,6 +264,71 @@ static int caps_on(struct bpf_object *obj)
 	return 0;
 }
 
+/*
+ * The connection xdp_rst_ns ends: a real one, RST_CLIENT:RST_SPORT to
+ * RST_SERVER:443, in a network namespace of the benchmark's own (entered
+ * for good: every figure is test_run on its lo), counted in the copy obj
+ * with caps on.  *fds: the listener, the client's and the server's
+ * sockets, for the caller to close.  rst's sequence number is 1, which is
+ * the server's rcv_nxt only by a 2^-32 chance: checked.  0 or -1.
+ */
+static int rst_conn(struct bpf_object *obj, int fds[3], struct rl_flow *k)
+{
+	static const char *const addrs[] = { RST_CLIENT, RST_SERVER, NULL };
+	struct bpf_map *m = bpf_object__find_map_by_name(obj, "conns");
+	struct rl_conn c = { .tenant = T_ADMIT, .isn = htonl(1) };
+	__u32 nxt;
+	int ns;
+
+	rst_rcv_nxt = 0;
+
+	ns = lab_netns(addrs);
+	if (ns < 0)
+		return -1;
+	close(ns);
+	fds[0] = tcp_listen(RST_SERVER, 443);
+	if (fds[0] < 0 ||
+	    tcp_pair(RST_CLIENT, RST_SPORT, RST_SERVER, 443, fds[0], &fds[1],
+		     &fds[2]) ||
+	    tcp_rcv_nxt(fds[2], &nxt))
+		return -1;
+	rst_rcv_nxt = nxt;
+	if (nxt == rst.seq) {
+		fprintf(stderr, "Error: the server expects the benchmark's RST "
+			"(rcv_nxt %u): run it again\n", nxt);
+		return -1;
+	}
+	memset(k, 0, sizeof(*k));
+	k->family = 4;
+	inet_pton(AF_INET, RST_CLIENT, k->saddr);
+	inet_pton(AF_INET, RST_SERVER, k->daddr);
+	k->sport = pkt_sport(&rst);
+	k->dport = pkt_dport(&rst);
+	if (!m || bpf_map_update_elem(bpf_map__fd(m), k, &c, BPF_NOEXIST)) {
+		fprintf(stderr, "Error: couldn't write map 'conns'\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends rst once more at the server's rcv_nxt, which ends its connection.
+ * 0 or -1. */
+static int rst_honest(int prog_fd)
+{
+	struct pkt p = rst;
+	__u8 in[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len;
+
+	p.seq = rst_rcv_nxt;
+	len = pkt_build(&p, in, NULL);
+	if (len < 0 || xdp_run(prog_fd, in, len, out, sizeof(out), 1, &r)) {
+		fprintf(stderr, "Error: couldn't run the honest RST\n");
+		return -1;
+	}
+	return 0;
+}
+
 int bench_main(int argc, char **argv)
 {
 	struct rlgate_bpf *rl = NULL;
@@ -257,6 +336,9 @@ int bench_main(int argc, char **argv)
 	struct pass_bpf *pass = NULL;
 	struct world wr = { 0 }, wb = { 0 };
 	static struct figure f[F_MAX];
+	int rst_fds[3] = { -1, -1, -1 };
+	struct rl_flow rst_key;
+	struct rl_conn rst_entry;
 	struct rl_stats s;
 	const __u64 total = (__u64)BENCH_REPEAT * BENCH_RUNS;
 	int cpu, k, err = -1;
@@ -296,7 +378,8 @@ int bench_main(int argc, char **argv)
 	}
 	/* the benchmark's copy runs with caps on, rlgate's without */
 	if (world_init(&wr, rl->obj) || world_init(&wb, bb->obj) ||
-	    load_rules(&wr) || load_rules(&wb) || caps_on(bb->obj))
+	    load_rules(&wr) || load_rules(&wb) || caps_on(bb->obj) ||
+	    rst_conn(bb->obj, rst_fds, &rst_key))
 		goto cleanup;
 
 	f[F_FLOOR] = (struct figure){ .name = "xdp_pass_floor_ns",
@@ -324,6 +407,8 @@ int bench_main(int argc, char **argv)
 		.prog_fd = bpf_program__fd(rl->progs.xdp_rlgate), .pkt = &fin };
 	f[F_FIN_CAPS] = (struct figure){ .name = "xdp_fin_caps_ns",
 		.prog_fd = bpf_program__fd(bb->progs.xdp_rlgate), .pkt = &fin };
+	f[F_RST] = (struct figure){ .name = "xdp_rst_ns",
+		.prog_fd = bpf_program__fd(bb->progs.xdp_rlgate), .pkt = &rst };
 	/* the benchmark's admit tenant lives in bench_bpf's maps, so this
 	 * one (rlgate's) admits once and then sees only retransmissions */
 	f[F_RETRANS] = (struct figure){ .name = "xdp_syn_retrans_ns",
@@ -364,10 +449,19 @@ int bench_main(int argc, char **argv)
 	tenant_stats_sum(&wr, T_ADMIT, &s);
 	if (expect_path("xdp_syn_retrans", s.retransmits, s.denied, total))
 		goto cleanup;
+	/* the forged RST ended nothing, and the server's socket was there
+	 * to be read: the same RST at its rcv_nxt ends the connection */
+	if (expect_path("xdp_rst", !bpf_map_lookup_elem(bpf_map__fd(
+				bb->maps.conns), &rst_key, &rst_entry), 0, 1) ||
+	    rst_honest(bpf_program__fd(bb->progs.xdp_rlgate)) ||
+	    expect_path("xdp_rst at rcv_nxt", bpf_map_lookup_elem(bpf_map__fd(
+				bb->maps.conns), &rst_key, &rst_entry) != 0,
+			0, 1))
+		goto cleanup;
 
 	for (k = 0; k < F_MAX; k++)
 		printf("%s %.1f ns\n", f[k].name, f[k].median);
-	for (k = F_NONSYN; k <= F_FIN_CAPS; k++)
+	for (k = F_NONSYN; k <= F_RST; k++)
 		printf("%s_ratio %.2f x\n", f[k].name, f[k].ratio);
 	/* what one clock read and one compare-and-swap add to the floor */
 	for (k = F_KTIME; k <= F_CAS; k++)
@@ -386,6 +480,8 @@ int bench_main(int argc, char **argv)
 				    &syn_admit);
 
 cleanup:
+	for (k = 0; k < 3; k++)
+		close_rst(rst_fds[k]);
 	world_fini(&wb);
 	world_fini(&wr);
 	bench_bpf__destroy(bb);

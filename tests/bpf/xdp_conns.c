@@ -2,8 +2,11 @@
 /* Connection caps: counts in flight as the kernel keeps them (`conns`, the
  * tenant's conns) through the orders of SYNs, FINs and RSTs that broke
  * other limiters' counters - a refused connection's close, two RSTs, a lost
- * FIN healed by the agent's sweep, TIME_WAIT reuse, simultaneous close.
- * The server's side runs through tc_rlgate_egress.
+ * FIN healed by the agent's sweep, TIME_WAIT reuse, simultaneous close -
+ * and the forged ones a server ignores (a RST or FIN off its sequence
+ * numbers, a new ISN on an open 4-tuple).  The server's side runs through
+ * tc_rlgate_egress; the client's RSTs and FINs are judged against real
+ * sockets of the same 4-tuples, in a network namespace of the test's own.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
@@ -19,12 +24,22 @@
 
 #include "conns.h"
 #include "instance.h"
+#include "sockets.h"
 #include "xdp_test.h"
 
 #define CLIENT		"10.1.0.10"
 #define STRANGER	"10.9.0.10"	/* matches no rule */
 #define SERVER		"192.0.2.1"
 #define SPORT		40000
+
+#define REAL_PORTS	128	/* connections SPORT + 0 .. 127, per client */
+
+/* A real connection of the lab: the client's and the server's socket, and
+ * the server's rcv_nxt, where an honest RST or FIN of the client starts. */
+struct real {
+	int cfd, sfd;
+	__u32 rcv_nxt;
+};
 
 /* One copy of rlgate: tenant 1 (10.1/16) capped, a full bucket of 100. */
 struct cinst {
@@ -34,14 +49,97 @@ struct cinst {
 	struct rl_conn_ctl *ctl;
 	struct rl_tenant *t;
 	struct rl_tenant *instance;	/* the mmap'ed `instance` map */
+	int listen_fd;			/* the server, SERVER:443 in the lab */
+	bool no_server;			/* no socket: the server is elsewhere */
+	pthread_mutex_t lock;		/* over real */
+	struct real real[2][REAL_PORTS];	/* CLIENT, STRANGER */
 };
+
+/*
+ * The lab: a network namespace where CLIENT, STRANGER and SERVER are
+ * addresses of lo, so that a connection between them has real sockets,
+ * which the program's socket lookup finds (test_run judges on the lo of
+ * the namespace it is called in).  Made once; a scenario enters it in
+ * cinst_open() and leaves it in cinst_close(), so the other parts of
+ * test_xdp run where they always did.  0 or -1.
+ */
+static int lab_fd = -1, home_fd = -1;
+
+static int lab_enter(void)
+{
+	static const char *const addrs[] = { CLIENT, STRANGER, SERVER, NULL };
+
+	if (home_fd < 0)
+		home_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home_fd < 0) {
+		diag("couldn't open netns on '/proc/self/ns/net': %s",
+		     strerror(errno));
+		return -1;
+	}
+	if (lab_fd >= 0)
+		return setns(lab_fd, CLONE_NEWNET) ? -1 : 0;
+	lab_fd = lab_netns(addrs);
+	return lab_fd < 0 ? -1 : 0;
+}
+
+static void lab_leave(void)
+{
+	if (home_fd >= 0 && setns(home_fd, CLONE_NEWNET))
+		diag("couldn't return to netns on 'test_xdp': %s",
+		     strerror(errno));
+}
+
+/* The real connection client:sport, opened on first use.  NULL (said)
+ * when it cannot be. */
+static struct real *real_conn(struct cinst *in, const char *client,
+			      __u16 sport)
+{
+	unsigned int idx = sport - SPORT;
+	struct real *r;
+	int err;
+
+	if (idx >= REAL_PORTS)
+		return NULL;
+	r = &in->real[strcmp(client, CLIENT) != 0][idx];
+	pthread_mutex_lock(&in->lock);
+	if (r->cfd >= 0)
+		goto out;
+	if (tcp_pair(client, sport, SERVER, 443, in->listen_fd, &r->cfd,
+		     &r->sfd))
+		goto fail;
+	err = tcp_rcv_nxt(r->sfd, &r->rcv_nxt);
+	if (err) {
+		diag("couldn't read rcv_nxt on '%s:%u': %s", client, sport,
+		     strerror(-err));
+		goto fail;
+	}
+out:
+	pthread_mutex_unlock(&in->lock);
+	return r;
+fail:
+	close_rst(r->cfd);
+	close_rst(r->sfd);
+	r->cfd = r->sfd = -1;
+	pthread_mutex_unlock(&in->lock);
+	return NULL;
+}
 
 static void cinst_close(struct cinst *in)
 {
+	for (int c = 0; c < 2; c++)
+		for (int i = 0; i < REAL_PORTS; i++) {
+			close_rst(in->real[c][i].cfd);
+			close_rst(in->real[c][i].sfd);
+			in->real[c][i].cfd = in->real[c][i].sfd = -1;
+		}
+	close_rst(in->listen_fd);
+	in->listen_fd = -1;
+	lab_leave();
 	if (in->instance)
 		munmap(in->instance, (size_t)sysconf(_SC_PAGESIZE));
 	in->instance = NULL;
-	world_fini(&in->w);
+	if (in->skel)
+		world_fini(&in->w);
 	rlgate_put(in->skel);
 	in->skel = NULL;
 }
@@ -54,9 +152,23 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 	struct rl_conn_ctl ctl = { .capped = 1 };
 
 	memset(in, 0, sizeof(*in));
-	in->skel = rlgate_get(0, RL_DEFAULT_RETRANS_GAP_NS);
-	if (!in->skel)
+	pthread_mutex_init(&in->lock, NULL);
+	for (int c = 0; c < 2; c++)
+		for (int i = 0; i < REAL_PORTS; i++)
+			in->real[c][i].cfd = in->real[c][i].sfd = -1;
+	in->listen_fd = -1;
+	if (lab_enter())
 		return -1;
+	in->listen_fd = tcp_listen(SERVER, 443);
+	if (in->listen_fd < 0) {
+		cinst_close(in);
+		return -1;
+	}
+	in->skel = rlgate_get(0, RL_DEFAULT_RETRANS_GAP_NS);
+	if (!in->skel) {
+		cinst_close(in);
+		return -1;
+	}
 	if (world_init(&in->w, in->skel->obj) ||
 	    rule_add(&in->w, "10.1.0.0/16", 0, 1)) {
 		diag("couldn't set up the maps");
@@ -90,7 +202,9 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 }
 
 /* A segment from the client (ingress, XDP) or from the server (egress, tc),
- * on connection sport. */
+ * on connection sport.  A client's RST or FIN (without SYN) is sent at
+ * the server's rcv_nxt of the real connection plus seq, unless the server
+ * is elsewhere (in->no_server); everything else at seq. */
 static int seg_from(struct cinst *in, const char *client, bool from_server,
 		    __u8 flags, __u16 sport, __u32 seq, __u32 *verdict)
 {
@@ -99,7 +213,16 @@ static int seg_from(struct cinst *in, const char *client, bool from_server,
 			 .seq = seq };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
 	struct run_result r;
+	struct real *rc;
 	int len, err;
+
+	if (!from_server && !in->no_server && !(flags & TH_SYN) &&
+	    (flags & (TH_RST | TH_FIN))) {
+		rc = real_conn(in, client, sport);
+		if (!rc)
+			return -EIO;
+		p.seq = rc->rcv_nxt + seq;
+	}
 
 	if (from_server) {
 		p.src = SERVER;
@@ -178,7 +301,9 @@ struct cstep {
 #define C		1
 #define S		2
 #define SYN_(p, seq, v, n)	{ C, TH_SYN, (p), (seq), (v), (n), 0 }
-#define CLI(f, p, n)		{ C, (f), (p), 7, XDP_PASS, (n), 0 }
+#define CLI(f, p, n)		{ C, (f), (p), 0, XDP_PASS, (n), 0 }
+/* a client's segment `off` past the server's rcv_nxt */
+#define CLI_AT(f, p, off, n)	{ C, (f), (p), (off), XDP_PASS, (n), 0 }
 #define SRV(f, p, n)		{ S, (f), (p), 9, 0, (n), 0 }
 #define SWEEP(p, n)		{ 0, 0, (p), 0, 0, (n), 1 }
 #define END			{ 0 }
@@ -250,6 +375,7 @@ struct cscen {
 	struct cstep steps[16];
 	/* what conn_stats must say at the end */
 	__u64 opened, closed, denied, repeats, reused, shadow_denied;
+	bool no_server;		/* the server is not on this host */
 };
 
 #define FA	(TH_FIN | TH_ACK)
@@ -303,11 +429,47 @@ static const struct cscen cscens[] = {
 	    SWEEP(1, 0), SWEEP(1, 0), SRV(FA, 1, 0), SRV(RA, 1, 0),
 	    SYN_(2, 200, XDP_PASS, 1), END },
 	  .opened = 2, .denied = 1 },
-	{ "caps: TIME_WAIT reuse (a new ISN on a counted 4-tuple) ends the old "
-	  "connection and counts the new one", 1, RL_ACT_DROP, 0,
+	{ "caps: TIME_WAIT reuse (a new ISN on a counted 4-tuple) takes the old "
+	  "connection's place, which the new one's close gives back", 1,
+	  RL_ACT_DROP, 0,
 	  { SYN_(1, 100, XDP_PASS, 1), CLI(FA, 1, 1),
 	    SYN_(1, 5000, XDP_PASS, 1), SRV(FA, 1, 1), CLI(FA, 1, 0), END },
-	  .opened = 2, .closed = 2, .reused = 1 },
+	  .opened = 1, .closed = 1, .reused = 1 },
+	{ "caps: a client's RST the server ignores frees nothing (in the "
+	  "window past rcv_nxt: a challenge ACK; past the window; before "
+	  "it); one at rcv_nxt, with ACK or without, ends it", 2,
+	  RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
+	    CLI_AT(TH_RST, 1, 1, 2), CLI_AT(RA, 1, 1000, 2),
+	    CLI_AT(TH_RST, 1, 0x40000000, 2), CLI_AT(TH_RST, 1, -1, 2),
+	    SYN_(3, 300, XDP_DROP, 2), CLI(TH_RST, 1, 1),
+	    CLI(RA, 2, 0), SYN_(3, 300, XDP_PASS, 1), END },
+	  .opened = 3, .closed = 2, .denied = 1 },
+	{ "caps: a client's FIN out of order (the server waits for bytes "
+	  "before it) does not pair with the server's; one at rcv_nxt does",
+	  1, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), CLI_AT(FA, 1, 1000, 1),
+	    CLI_AT(FA, 1, 0x40000000, 1), SRV(FA, 1, 1),
+	    SYN_(2, 200, XDP_DROP, 1), CLI(FA, 1, 0),
+	    SYN_(2, 200, XDP_PASS, 1), END },
+	  .opened = 2, .closed = 1, .denied = 1 },
+	{ "caps: the server's RST without ACK (its listener's answer to an "
+	  "ACK no socket expected) frees nothing; its socket's RST|ACK ends "
+	  "it, and so does its RST without ACK after its FIN (data after "
+	  "its close)", 2, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(3, 300, XDP_PASS, 2),
+	    SRV(TH_RST, 1, 2), SYN_(2, 200, XDP_DROP, 2), SRV(RA, 1, 1),
+	    SYN_(2, 200, XDP_PASS, 2), SRV(FA, 3, 2), SRV(TH_RST, 3, 1),
+	    END },
+	  .opened = 3, .closed = 2, .denied = 1 },
+	{ "caps: a client's RST or FIN where the server has no socket of the "
+	  "connection (a listener only, or not on this host) frees nothing: "
+	  "the server's RST|ACK or the sweep does",
+	  2, RL_ACT_DROP, 0,
+	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
+	    CLI(TH_RST, 1, 2), CLI(FA, 2, 2), SRV(FA, 2, 2),
+	    SRV(RA, 1, 1), SWEEP(2, 0), END },
+	  .opened = 2, .closed = 1, .no_server = true },
 	{ "caps: shadow admits past the cap and counts what is really in "
 	  "flight", 1, RL_ACT_DROP, RL_F_SHADOW,
 	  { SYN_(1, 100, XDP_PASS, 1), SYN_(2, 200, XDP_PASS, 2),
@@ -328,6 +490,7 @@ static int run_cscen(const void *arg)
 
 	if (cinst_open(&in, sc->cap, sc->action, sc->flags))
 		return -1;
+	in.no_server = sc->no_server;
 	run_steps(&in, sc->steps);
 	conn_stats_sum(&in, &cs);
 	tenant_stats_sum(&in.w, 1, &st);
@@ -361,6 +524,7 @@ static int run_cscen_verifying(const void *arg)
 
 	if (cinst_open(&in, sc->cap, sc->action, sc->flags))
 		return -1;
+	in.no_server = sc->no_server;
 	in.skel->bss->verify_tenants = 1;
 	run_steps(&in, sc->steps);
 	cinst_close(&in);
@@ -406,6 +570,79 @@ fail:
 	return -1;
 }
 
+/*
+ * A SYN with a new ISN on a counted 4-tuple whose connection is still open
+ * (a hostile client's way to a second place): refused by the bucket, it
+ * leaves the place and the entry as they were; admitted, it takes the
+ * place over and adds none.  The cap still refuses another 4-tuple, and
+ * the instance limit (no tenant: the stranger's SYNs) does the same.
+ */
+static int scen_new_isn(const void *arg)
+{
+	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
+	struct rl_instance_limit il = { .max_conns = 1,
+					.rate = { 1, 3600 }, .burst = 1 };
+	struct rl_flow k = { .family = 4 };
+	struct pkt p = { .family = 4, .src = CLIENT, .dst = SERVER,
+			 .sport = SPORT + 1, .dport = 443 };
+	struct rl_conn c;
+	struct cinst in;
+	__u32 v, zero = 0;
+
+	(void)arg;
+	if (cinst_open(&in, 1, RL_ACT_DROP, 0))
+		return -1;
+	inet_pton(AF_INET, CLIENT, k.saddr);
+	inet_pton(AF_INET, SERVER, k.daddr);
+	k.sport = pkt_sport(&p);
+	k.dport = pkt_dport(&p);
+	if (seg(&in, false, TH_SYN, SPORT + 1, 100, &v))
+		goto fail;
+	/* empty bucket: nothing for an hour */
+	in.t->tat = now_ns() + 3600 * SEC_NS;
+	for (__u32 isn = 5000; isn < 5003; isn++) {
+		if (seg(&in, false, TH_SYN, SPORT + 1, isn, &v))
+			goto fail;
+		CHECK(v == XDP_DROP && in.t->conns == 1 && entries(&in) == 1,
+		      "new ISN %u refused by the bucket: verdict %u, %lld in "
+		      "flight, %u entries; want drop, 1, 1", isn, v,
+		      (long long)in.t->conns, entries(&in));
+	}
+	CHECK(!bpf_map_lookup_elem(in.conns_fd, &k, &c) && c.isn == htonl(100),
+	      "the entry holds ISN %u, want the admitted 100", ntohl(c.isn));
+	in.t->tat = 0;
+	if (seg(&in, false, TH_SYN, SPORT + 1, 6000, &v) ||
+	    seg(&in, false, TH_SYN, SPORT + 2, 200, NULL))
+		goto fail;
+	CHECK(v == XDP_PASS && in.t->conns == 1 && entries(&in) == 1,
+	      "new ISN admitted: verdict %u, %lld in flight, %u entries; want "
+	      "pass, 1, 1", v, (long long)in.t->conns, entries(&in));
+
+	/* the instance's own: a stranger's connection, the rate spent */
+	instance_configure(in.instance, &il);
+	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
+	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 1, 100, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 1, "stranger: verdict "
+	      "%u, instance %lld; want pass, 1", v,
+	      (long long)in.instance->conns);
+	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 1, 7000, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.instance->conns == 1, "stranger's new ISN "
+	      "refused by the rate: verdict %u, instance %lld; want drop, 1",
+	      v, (long long)in.instance->conns);
+	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 2, 100, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.instance->conns == 1, "another stranger "
+	      "4-tuple: verdict %u, instance %lld; want drop at the cap, 1",
+	      v, (long long)in.instance->conns);
+	cinst_close(&in);
+	return 0;
+fail:
+	cinst_close(&in);
+	return -1;
+}
+
 /* An entry counted in an earlier epoch of the slot (a deleted tenant's)
  * never lowers the count of the tenant there now, nor below zero. */
 static int scen_epoch(const void *arg)
@@ -420,7 +657,7 @@ static int scen_epoch(const void *arg)
 	/* the slot gets a new tenant: a new epoch, nothing in flight */
 	in.t->conn_epoch = 2;
 	in.t->conns = 0;
-	if (seg(&in, false, TH_RST, SPORT + 1, 7, NULL))
+	if (seg(&in, false, TH_RST, SPORT + 1, 0, NULL))
 		goto fail;
 	CHECK(in.t->conns == 0 && entries(&in) == 0, "old epoch's RST: %lld "
 	      "in flight, %u entries; want 0, 0", (long long)in.t->conns,
@@ -540,7 +777,7 @@ static int scen_gate(const void *arg)
 	if (seg(&in, false, TH_SYN, SPORT + 1, 1, NULL) ||
 	    bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero,
 				&off, 0) ||
-	    seg(&in, false, TH_RST, SPORT + 1, 7, NULL) ||
+	    seg(&in, false, TH_RST, SPORT + 1, 0, NULL) ||
 	    seg(&in, true, RA, SPORT + 1, 7, NULL))
 		goto fail;
 	CHECK(in.t->conns == 1, "ends seen with the gate closed: %lld in "
@@ -627,10 +864,10 @@ static void *race_run(void *arg)
 			if (r->opener)
 				r->err = seg(r->in, false, TH_SYN, port, k + 1, NULL);
 			else if (c % 3 == 0)
-				r->err = seg(r->in, false, TH_RST, port, 7, NULL);
+				r->err = seg(r->in, false, TH_RST, port, 0, NULL);
 			else
 				r->err = seg(r->in, c % 3 == 2, TH_FIN | TH_ACK,
-					     port, 7, NULL);
+					     port, 0, NULL);
 		}
 	}
 	return NULL;
@@ -828,7 +1065,8 @@ static int run_iscen(const void *arg)
 			instance_configure(in.instance, &il);
 		} else if (seg_from(&in, st->who == IT || st->who == ITS ?
 				    CLIENT : STRANGER, server, st->flags,
-				    SPORT + st->sport, 100 + st->sport, &v)) {
+				    SPORT + st->sport, st->flags & TH_SYN ?
+				    100 + st->sport : 0, &v)) {
 			CHECK(0, "step %d: the segment could not be run", i);
 		}
 		if (!st->new_epoch && !server)
@@ -894,7 +1132,7 @@ static int scen_inst_sweep(const void *arg)
 
 static struct scenario conn_scenarios[2 * ARRAY_SIZE(cscens) +
 				      ARRAY_SIZE(stale_rows) +
-				      ARRAY_SIZE(iscens) + 6];
+				      ARRAY_SIZE(iscens) + 7];
 static char stale_names[ARRAY_SIZE(stale_rows)][160];
 static char verifying_names[ARRAY_SIZE(cscens)][240];
 
@@ -924,6 +1162,10 @@ void conn_tests(void)
 	conn_scenarios[n++] = (struct scenario){
 		"caps: a SYN the bucket refuses gives its place back; a SYN "
 		"the cap refuses costs no token", scen_cap_and_rate, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: a new ISN on an open counted 4-tuple takes no second "
+		"place, and refused frees the first neither (tenant cap, "
+		"instance limit)", scen_new_isn, NULL };
 	conn_scenarios[n++] = (struct scenario){
 		"caps: an entry of the slot's earlier tenant (epoch) never "
 		"lowers the count of the tenant there now", scen_epoch, NULL };

@@ -8,13 +8,33 @@ a line, and answers each with a JSON line on stdout:
               connect, and reports how many connected, were refused (RST)
               or timed out
   close N     closes N of the connections held (a FIN each), oldest first
+  abort N     closes N of the connections held with a RST each (SO_LINGER
+              0: the kernel's RST, at the sequence number the server
+              expects), oldest first
+  forge N     sends, for each of the first N connections held, the segments
+              a hostile client forges on its own 4-tuple (scapy, raw IP):
+              a SYN with a new ISN (a challenge ACK), then RSTs the server
+              ignores (one past the sequence number it
+              expects: inside the window, a challenge ACK; 2^30 past it;
+              one before it) and a FIN|ACK 1000 bytes ahead (out of order);
+              reports "forged"
+  forgesyn N  the SYN with a new ISN alone, for each of the first N
+  ask         sends a request on every connection held and counts the
+              answers ("answered"): the server still holds them
   count       how many are held
   quit        closes everything and exits
 """
 import json
 import socket
+import struct
 import sys
 import time
+
+TCP_REPAIR = 19
+TCP_REPAIR_QUEUE = 20
+TCP_QUEUE_SEQ = 21
+TCP_SEND_QUEUE = 2
+TCP_REPAIR_OFF_NO_WP = -1
 
 # Half the kernel's initial SYN timeout (1 s, when it sends the SYN again):
 # a SYN the limiter dropped is judged, and counted, again when it comes
@@ -24,6 +44,60 @@ import time
 # spare; a handshake the limiter lets through completes in the kernel,
 # long before, whether or not this process is running.
 CONNECT_TIMEOUT_S = 0.5
+
+
+def snd_nxt(s):
+    """The next sequence number socket s sends (what the server expects),
+    read in repair mode (root)."""
+    s.setsockopt(socket.SOL_TCP, TCP_REPAIR, 1)
+    try:
+        s.setsockopt(socket.SOL_TCP, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE)
+        return s.getsockopt(socket.SOL_TCP, TCP_QUEUE_SEQ) & 0xffffffff
+    finally:
+        s.setsockopt(socket.SOL_TCP, TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)
+
+
+def forge(held, syn_only=False):
+    """The forged segments of each connection in held (the SYN alone if
+    syn_only); how many were sent."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.inet6 import IPv6
+    from scapy.sendrecv import send
+
+    n = 0
+    for s in held:
+        src, sport = s.getsockname()[:2]
+        dst, dport = s.getpeername()[:2]
+        seq = snd_nxt(s)
+        l3 = IPv6(src=src, dst=dst) if ":" in src else IP(src=src, dst=dst)
+        # the SYN first: a limiter that let it take a new place would
+        # otherwise have it stand in for a place a later RST freed
+        segs = [TCP(sport=sport, dport=dport, flags="S",
+                    seq=(seq + 12345678) & 0xffffffff, window=64240)]
+        if not syn_only:
+            segs += [TCP(sport=sport, dport=dport, flags="R",
+                         seq=(seq + off) & 0xffffffff)
+                     for off in (1, 1 << 30, -1)]
+            segs.append(TCP(sport=sport, dport=dport, flags="FA",
+                            seq=(seq + 1000) & 0xffffffff, ack=1))
+        for t in segs:
+            send(l3 / t, verbose=False)
+            n += 1
+    return n
+
+
+def ask(held):
+    """How many connections in held answer a request."""
+    answered = 0
+    for s in held:
+        try:
+            s.settimeout(2)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            if s.recv(4096).startswith(b"HTTP/1.1 200"):
+                answered += 1
+        except OSError:
+            pass
+    return answered
 
 
 def main():
@@ -62,6 +136,16 @@ def main():
                 for s in held[:n]:
                     s.close()
                 held = held[n:]
+            elif cmd == "abort":
+                for s in held[:n]:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                 struct.pack("ii", 1, 0))
+                    s.close()
+                held = held[n:]
+            elif cmd in ("forge", "forgesyn"):
+                out["forged"] = forge(held[:n], cmd == "forgesyn")
+            elif cmd == "ask":
+                out["answered"] = ask(held)
             elif cmd == "quit":
                 for s in held:
                     s.close()

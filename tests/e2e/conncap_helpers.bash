@@ -42,12 +42,13 @@ CONF
 }
 
 # client_start NAME HOST SERVER [4|6]: conn_client.py NAME in HOST against
-# SERVER:$CAP_PORT, driven through a fifo by client_do.
+# SERVER:$CAP_PORT, driven through a fifo by client_do.  CLIENT_PYTHON: the
+# interpreter (default python3; forge needs one with scapy).
 client_start() {
 	local d=$BATS_TEST_TMPDIR fd
 
 	mkfifo "$d/ctl-$1"
-	in_ns "$2" python3 "$BATS_TEST_DIRNAME/conn_client.py" "$(lab_addr "$3" "${4:-4}")" \
+	in_ns "$2" "${CLIENT_PYTHON:-python3}" "$BATS_TEST_DIRNAME/conn_client.py" "$(lab_addr "$3" "${4:-4}")" \
 		"$CAP_PORT" "$d/ctl-$1" >"$d/out-$1" 2>"$d/err-$1" 3>&- &
 	exec {fd}>"$d/ctl-$1"
 	CLIENT_FD[$1]=$fd
@@ -76,4 +77,9 @@ client_do() {
 server_conns() {
 	in_ns "$1" ss -Htn state all "sport = :${2:-$CAP_PORT}" |
 		awk '$1 != "LISTEN" && $1 != "TIME-WAIT" && $1 != "UNCONN"' | wc -l
+}
+
+# inst FIELD: one field of `rlctl --json instance get`.
+inst() {
+	rl --json instance get | jq -r ".$1"
 }

@@ -18,11 +18,6 @@ setup() {
 }
 teardown() { agent_teardown; }
 
-# inst FIELD: one field of `rlctl --json instance get`.
-inst() {
-	rl --json instance get | jq -r ".$1"
-}
-
 # wait_inst N SECONDS: until the instance counts N in flight.
 wait_inst() {
 	local i

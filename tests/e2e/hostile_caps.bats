@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# A hostile client against connection caps and the instance limit: it holds
+# real connections to nginx on s1 and forges, on their own 4-tuples, the
+# segments a server's TCP stack ignores - RSTs off the sequence number the
+# server expects (inside the window: a challenge ACK; far past it; one
+# before it), a FIN out of order, a SYN with a new ISN (a challenge ACK) -
+# hoping to be counted out while it keeps every connection.  The count must
+# stay what the server holds, and the cap keep refusing.  Controls: a close
+# (FINs) and an abort (the client kernel's own RST) still free their places
+# at once.  conn_client.py forges with scapy from c1's own address.
+#
+# e2e: parallel - its checks hold however busy the machine is, so it may
+# run beside another file (tools/run-tests.sh).
+
+load helpers
+load agent_helpers
+load conncap_helpers
+
+CLIENT_PYTHON=/usr/bin/python3	# Debian's, where python3-scapy is installed
+
+setup_file() {
+	e2e_require_root || return 0
+	"$CLIENT_PYTHON" -c 'import scapy.layers.inet' 2>/dev/null || {
+		echo "$CLIENT_PYTHON cannot import scapy: run tools/deps.sh (python3-scapy)" >&2
+		return 1
+	}
+}
+
+setup() {
+	agent_setup
+	command -v nginx >/dev/null || skip "nginx is not installed (tools/deps.sh)"
+}
+teardown() { agent_teardown; }
+
+# wait_count WHAT WANT SECONDS: until WHAT (a command printing a count)
+# prints WANT, then checks it.
+wait_count() {
+	local i
+
+	for ((i = 0; i < $3 * 10; i++)); do
+		[[ $($1) == "$2" ]] && break
+		sleep 0.1
+	done
+	expect_eq "$1 after at most $3 s" "$($1)" "$2"
+}
+
+# hold_three TENANT_OPTION...: nginx on s1, tenant "hold" on c1's prefixes
+# with action rst and TENANT_OPTION..., and client c holding 3 connections
+# to s1 (the agent started).
+hold_three() {
+	nginx_start s1
+	rl tenant set hold --match "$(prefixes c1)" --action rst "$@"
+	client_start c c1 s1 4
+	client_do c open 3
+	expect_eq "connected" "$(jq .connected <<<"$REPLY")" 3
+}
+
+tenant_conns() { stat_get hold conns; }
+inst_conns() { inst conns; }
+
+# forged_then_held WHAT COUNT: client c forges on each of its 3 connections
+# (WHAT: forge, or forgesyn), which the server still answers afterwards (a
+# round trip on each, behind the forged segments on the same path); COUNT
+# (a command) still says 3, and the server's socket table too.
+forged_then_held() {
+	local what=$1 count=$2 per=1
+
+	[[ $what == forge ]] && per=5
+	client_do c "$what" 3
+	expect_eq "segments forged" "$(jq .forged <<<"$REPLY")" $((3 * per))
+	client_do c ask
+	expect_eq "connections the server still answers" "$(jq .answered <<<"$REPLY")" 3
+	expect_eq "server's connections" "$(server_conns s1)" 3
+	expect_eq "$count after the forged segments" "$($count)" 3
+}
+
+# ends_free COUNT: the controls - the client closes one connection (FINs)
+# and aborts another (its kernel's RST): each frees its place at once, and
+# two new connections take them.
+ends_free() {
+	local count=$1
+
+	client_do c close 1
+	wait_count "$count" 2 5
+	client_do c abort 1
+	wait_count "$count" 1 5
+	client_do c open 2
+	expect_eq "connected once two ended" "$(jq .connected <<<"$REPLY")" 2
+	expect_eq "$count" "$($count)" 3
+}
+
+@test "forged RSTs, an out-of-order FIN and a new-ISN SYN on a client's own connections free no place of its --max-conns 3: the server keeps all 3, 3 more are refused; a close and an abort still free theirs" {
+	agent_start
+	hold_three --rate 1000/s --burst 1000 --max-conns 3
+	forged_then_held forge tenant_conns
+	client_do c open 3
+	expect_eq "connected past the cap after forging" "$(jq .connected <<<"$REPLY")" 0
+	expect_eq "refused at the cap" "$(jq .refused <<<"$REPLY")" 3
+	expect_eq "closed by the kernel (conns_closed)" "$(stat_get hold conns_closed)" 0
+	ends_free tenant_conns
+	client_do c quit
+}
+
+@test "a new-ISN SYN on a held connection, refused by an empty bucket, frees no place (cap 3, burst 3 at 1/h)" {
+	agent_start
+	hold_three --rate 1/h --burst 3 --max-conns 3
+	forged_then_held forgesyn tenant_conns
+	expect_eq "denied (the forged SYNs, by the bucket)" "$(stat_get hold denied)" 3
+	client_do c quit
+}
+
+@test "the instance limit (instance set --max-conns 3, the tenant without a cap of its own): forged RSTs, FIN and new-ISN SYNs free none of its places; a close and an abort still free theirs" {
+	agent_start
+	rl instance set --max-conns 3
+	hold_three --rate 1000/s --burst 1000
+	forged_then_held forge inst_conns
+	client_do c open 3
+	expect_eq "connected past the instance's cap after forging" \
+		"$(jq .connected <<<"$REPLY")" 0
+	ends_free inst_conns
+	client_do c quit
+}
