@@ -218,7 +218,13 @@ static const char *pool_lost(struct preload *p, char *buf, size_t len)
 
 	if (bus_hit)
 		return "truncated (a page of it was gone)";
-	if (fstat(p->fd, &st) < 0 || (uint64_t)st.st_size < p->pool.len) {
+	/* without a descriptor of its own (one could not be opened when the
+	 * pool was made), the path's file is the one looked at */
+	if (p->fd < 0 && own_fd(p, &p->pool) < 0)
+		return "removed or replaced";
+	if (fstat(p->fd, &st) < 0)
+		return "unreadable";
+	if ((uint64_t)st.st_size < p->pool.len) {
 		snprintf(buf, len, "truncated to %lld bytes",
 			 (long long)st.st_size);
 		return buf;

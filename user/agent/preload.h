@@ -8,6 +8,7 @@
 #ifndef RL_AGENT_PRELOAD_H
 #define RL_AGENT_PRELOAD_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,8 +20,6 @@
 
 struct policy_tenant;
 struct rl_cls_image;
-
-#include <dirent.h>
 
 /* A process the check looks at: its network namespace and the socket
  * inodes its fds hold (sorted, without repeats). */
@@ -235,7 +234,12 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
  * check also takes every process that maps the pool's file (in
  * /proc/PID/maps), in the initial pid namespace only (elsewhere it is
  * skipped from then on).  What it found is also what preload_conns()
- * counts at least.
+ * counts at least, and what preload_conns_found() gives the share.
+ * Each call reads at most heal_budget files of /proc (PRELOAD_HEAL_BUDGET)
+ * and the next call takes the check up where it stopped: a check of a
+ * large or hostile table spans several seconds, and judges the counts once
+ * it is whole.  The processes of other pid namespaces are found by one
+ * walk over /proc per check.
  */
 void preload_heal(struct preload *p);
 
