@@ -10,7 +10,9 @@
 # the header's sizes, truncates the file and fills the process table with
 # foreign pid namespaces: the agent stays up and answers, keeps its
 # heartbeat, makes the pool anew and says so, XDP keeps its share of the
-# cap and the cap holds, and the agent exits 0 on SIGTERM.  With
+# cap and the cap holds, and the agent exits 0 on SIGTERM; a preloaded
+# server whose close touches the pages of a pool cut short under it lives
+# on (the library's SIGBUS handler) and limits by the new pool.  With
 # RLGATE_SAN_BUILD=build-san (make SANITIZE=1) that agent is the
 # sanitized one, and its log must hold no sanitizer report.
 #
@@ -367,6 +369,47 @@ ask_status() {
 		"$(json_get .ok "$HOLD_JSON")" 1 $cap
 	release_conns p
 
+	proc_stop "$AGENT_PID" TERM
+	expect_eq "the agent's exit status on SIGTERM" "$PROC_RC" 0
+	AGENT_PID=
+	no_sanitizer_report
+}
+
+@test "standalone: the pool truncated by a member of its group under a preloaded server that holds a connection: its close touches the cut pages and the server lives; the agent makes the pool anew, and the server limits by it again" {
+	lab_up --servers 1 --clients 1
+	PIN=/sys/fs/bpf/rlgate-$LAB-a
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	# attached nowhere: the pool holds the whole cap
+	RLAGENT_IFACE='' RLGATE_BUILD=$AGENT_BUILD rlagent_start s1 "$SOCK" \
+		"$BATS_TEST_TMPDIR/a.state" "$PIN" "$LOG" --preload-pool "$POOL" \
+		--preload-group nogroup
+	AGENT_PID=$RLAGENT_PID
+	rla tenant set web --rate 1000/s --burst 1000 --max-conns 4 --action rst \
+		--match "$(prefixes c1),127.0.0.0/8" >/dev/null
+	preloaded s1 setpriv --reuid nobody --regid nogroup --groups nogroup \
+		"$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 8081
+	wait_listen s1 8081
+	wait_for 10 library_admits
+	# a connection counted in the pool the server mapped
+	hold_conns p s1 127.0.0.1 8081 1
+	expect_eq "held through the library" "$(json_get .ok "$HOLD_JSON")" 1
+	member truncate -s 4096 "$POOL"
+	# its close gives its place back in the pool's pages cut off
+	release_conns p
+	sleep 0.5
+	proc_running "$SRV_PID" || {
+		cat "$BATS_TEST_TMPDIR/srv.err" >&2
+		echo "the preloaded server died" >&2
+		return 1
+	}
+	wait_for 5 pool_sound
+	grep -E "preload: pool '$POOL': truncated" "$LOG"
+	wait_for 10 library_admits
+	hold_conns q s1 127.0.0.1 8081 6
+	expect_eq "held through the library in the new pool (its cap)" \
+		"$(json_get .ok "$HOLD_JSON")" 4
+	release_conns q
+	proc_running "$SRV_PID"
 	proc_stop "$AGENT_PID" TERM
 	expect_eq "the agent's exit status on SIGTERM" "$PROC_RC" 0
 	AGENT_PID=

@@ -1191,7 +1191,7 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 	free(procs);
 	for (uint32_t s = 0; s < p->max_tenants; s++)
 		forged += p->forged[s];
-	r = json_pack("{s:s,s:o,s:o,s:I,s:I,s:s?,s:I,s:I}", "pool", p->path,
+	r = json_pack("{s:s,s:o,s:o,s:I,s:I,s:s?,s:I,s:I,s:I}", "pool", p->path,
 		      "processes", arr, "ungoverned", unseen,
 		      "forged_tokens", (json_int_t)forged,
 		      /* the last loss, and how often the pool was made anew */
