@@ -184,7 +184,8 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CHECK_OBJ) $(LIB)
 # Tests of the agent's own files (the broker on a host of the test's own,
 # the tenant tables): linked with them, and with malloc wrapped so that it
 # fails when the test says.
-AGENT_TESTS := $(BUILD)/tests/unit/test_broker_names $(BUILD)/tests/unit/test_agent_table
+AGENT_TESTS := $(BUILD)/tests/unit/test_broker_names $(BUILD)/tests/unit/test_agent_table \
+	$(BUILD)/tests/unit/test_preload_heal
 $(AGENT_TESTS): $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CHECK_OBJ) \
 		$(filter-out $(BUILD)/obj/user/agent/main.o,$(AGENT_OBJS)) $(LIB)
 	@mkdir -p $(@D)

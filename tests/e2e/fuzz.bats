@@ -434,6 +434,26 @@ libfuzzer_available() {
 	((status == 0))
 }
 
+# --- the preload pool ----------------------------------------------------------------
+
+@test "preload pool: libFuzzer on every reader the agent has of the pool (heal, split, ledger, stats, status, watch), bounded, no crash, no SIGBUS, and a damaged pool made anew with the agent's layout" {
+	libfuzzer_available
+	e2e_require_build librl.a
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-D_GNU_SOURCE -I"$RLGATE_ROOT/bpf" -I"$RLGATE_ROOT/user/lib" \
+		-I"$RLGATE_ROOT/user/agent" "$RLGATE_ROOT/tests/fuzz/fuzz_pool.c" \
+		"$RLGATE_ROOT/user/agent/preload.c" "$RLGATE_ROOT/user/lib/pool.c" \
+		"$RLGATE_ROOT/user/lib/pool_write.c" "$RLGATE_ROOT/user/lib/ledger.c" \
+		"$RLGATE_ROOT/user/lib/slot.c" "$RLGATE_BUILD/librl.a" \
+		-ljansson -lbpf -lelf -lz -lm -o "$BATS_FILE_TMPDIR/fuzz_pool"
+	mkdir -p "$BATS_FILE_TMPDIR/pool-corpus"
+	run "$BATS_FILE_TMPDIR/fuzz_pool" -max_total_time="$LIBFUZZER_SECONDS" \
+		-artifact_prefix="$BATS_FILE_TMPDIR/" "$BATS_FILE_TMPDIR/pool-corpus" \
+		"$RLGATE_ROOT/tests/fuzz/corpus/pool"
+	echo "$output" | grep -v '^ *#[0-9]' | tail -n 40
+	((status == 0))
+}
+
 # --- packet path -------------------------------------------------------------------
 
 @test "packet path: libFuzzer on xdp_rlgate, bounded, every frame keeps the verdict rules of the independent reference" {

@@ -1,11 +1,20 @@
 #!/usr/bin/env bats
 # preload_trust.bats: what a process of the preload pool's group can do to
-# a fleet host's limits by writing the pool.  The host enforces at both
-# points: XDP on eth0 (clients of c1) and a preloaded server on loopback,
-# one tenant, one lease.  A process running as nobody in the pool's group
-# (tests/rlpool --forge) writes the pool's counts as it likes; the agent
-# believes none of it beyond its own ledger: the kernel and Redis never get
-# a token it did not lease, nor a connection slot the processes still fill.
+# a host's limits and to its agent by writing the pool.  The host enforces
+# at both points: XDP on eth0 (clients of c1) and a preloaded server on
+# loopback, one tenant.  A process running as nobody in the pool's group
+# (tests/rlpool --forge, --hostile) writes the pool as it likes.  In fleet
+# mode the agent believes none of its counts beyond its own ledger: the
+# kernel and Redis never get a token it did not lease, nor a connection
+# slot the processes still fill.  Standalone, the same process rewrites
+# the header's sizes, truncates the file and fills the process table with
+# foreign pid namespaces: the agent stays up and answers, keeps its
+# heartbeat, makes the pool anew and says so, XDP keeps its share of the
+# cap and the cap holds, and the agent exits 0 on SIGTERM; a preloaded
+# server whose close touches the pages of a pool cut short under it lives
+# on (the library's SIGBUS handler) and limits by the new pool.  With
+# RLGATE_SAN_BUILD=build-san (make SANITIZE=1) that agent is the
+# sanitized one, and its log must hold no sanitizer report.
 #
 # e2e: parallel - its checks hold however busy the machine is, so it may
 # run beside another file (tools/run-tests.sh).
@@ -31,6 +40,7 @@ setup() {
 	POOL=$dir/pool
 	LOG=$BATS_TEST_TMPDIR/a.log
 	SOCK=$BATS_TEST_TMPDIR/a.sock
+	AGENT_BUILD=${RLGATE_SAN_BUILD:-$RLGATE_BUILD}
 }
 
 teardown() {
@@ -231,4 +241,181 @@ pool_holds() {
 	done
 	echo "held: $held through the library (its count forged to 0), $admitted through XDP"
 	expect_between "admitted by XDP" "$admitted" 1 $((cap - held))
+}
+
+# --- the pool's file itself ----------------------------------------------------------
+
+# point_stat POINT FIELD: FIELD of web's enforcement point POINT.
+point_stat() {
+	json_get ".[] | select(.tenant == \"web\") | .points[] | select(.point == \"$1\") | .$2" \
+		"$(rla --json stats web)"
+}
+
+# kernel_has_slots N: the kernel's part of web's cap is N or more.
+kernel_has_slots() {
+	(($(point_stat kernel conn_slots) >= $1))
+}
+
+# member CMD...: CMD as nobody, whose only group is the pool's.
+member() {
+	setpriv --reuid nobody --regid nogroup --groups nogroup "$@"
+}
+
+# status_answers: rlctl status answers (within 5 s) and names the pool.
+status_answers() {
+	timeout 5 "$RLGATE_BUILD/rlctl" --socket "$SOCK" --json status |
+		jq -e '.preload.pool' >/dev/null
+}
+
+# no_sanitizer_report: the agent's log holds no ASan or UBSan report.
+no_sanitizer_report() {
+	if grep -E 'ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer' "$LOG" >&2; then
+		echo "the agent's log holds a sanitizer report (above)" >&2
+		return 1
+	fi
+}
+
+# pool_sound: the pool at $POOL maps (as the library maps it: its layout
+# whole, owned by root) and the agent says it is not lost.
+pool_sound() {
+	member "$RLGATE_BUILD/tests/rlpool" "$POOL" --stats >/dev/null 2>&1 &&
+		(($(metric_value rlgate_preload_pool_lost "$(metrics s1)") == 0))
+}
+
+# library_admits: a connection through the library is greeted (it mapped
+# the pool the agent made anew, and its count of web's connections is
+# below the cap again).
+LIB_TRIES=0
+library_admits() {
+	LIB_TRIES=$((LIB_TRIES + 1))
+	hold_conns "w$LIB_TRIES" s1 127.0.0.1 8081 1 >/dev/null
+	release_conns "w$LIB_TRIES"
+	(($(json_get .ok "$HOLD_JSON") == 1))
+}
+
+# ask_status SECONDS FILE: once a second, whether rlctl status answered
+# (ok) or not (no), and whether the agent still runs, into FILE.
+ask_status() {
+	local i
+
+	for ((i = 0; i < $1; i++)); do
+		if status_answers; then echo ok; else echo no; fi
+		proc_running "$AGENT_PID" || echo dead
+		sleep 1
+	done >"$2"
+}
+
+@test "standalone: a member of the pool's group rewrites the header's sizes, truncates the file, forges every count and fills the process table with foreign pid namespaces while XDP and a preloaded server carry traffic: the agent stays up and answers, keeps its heartbeat, makes the pool anew and says so, XDP keeps its share of the cap, the cap holds, and the agent exits 0 on SIGTERM" {
+	local cap=6 secs=8 held remade asker writer
+
+	lab_up --servers 1 --clients 1
+	PIN=/sys/fs/bpf/rlgate-$LAB-a
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	RLGATE_BUILD=$AGENT_BUILD rlagent_start s1 "$SOCK" "$BATS_TEST_TMPDIR/a.state" \
+		"$PIN" "$LOG" --preload-pool "$POOL" --preload-group nogroup \
+		--heartbeat-stale 1000
+	AGENT_PID=$RLAGENT_PID
+	# deny: a heartbeat gone stale would refuse every new connection at
+	# both points
+	rla tenant set web --rate 1000/s --burst 1000 --max-conns $cap --action rst \
+		--fail deny --match "$(prefixes c1),127.0.0.0/8" >/dev/null
+	in_ns s1 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s1 4)" 8080 \
+		>/dev/null 2>&1 3>&- &
+	echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
+	preloaded s1 setpriv --reuid nobody --regid nogroup --groups nogroup \
+		"$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 8081
+	wait_listen s1 8080 && wait_listen s1 8081
+	# both points carry traffic before the attack
+	wait_for 10 library_admits
+
+	writer=$BATS_TEST_TMPDIR/writer.out
+	member "$RLGATE_BUILD/tests/rlpool" "$POOL" --hostile 100 $secs \
+		>"$writer" 2>&1 3>&- &
+	BG_PIDS+=($!)
+	asker=$BATS_TEST_TMPDIR/asked
+	ask_status $((secs + 2)) "$asker" 3>&- &
+	BG_PIDS+=($!)
+	# while it writes: XDP gets at least half the cap whatever the pool's
+	# counts say (nobody holds a connection in the pool), and holds it;
+	# the tenant's fail policy being deny, nothing would be held had the
+	# heartbeat gone stale
+	sleep 2
+	wait_for 5 kernel_has_slots $((cap / 2)) || {
+		rla --json stats web >&2
+		return 1
+	}
+	hold_conns k c1 "$(lab_addr s1 4)" 8080 $((cap + 2))
+	held=$(json_get .ok "$HOLD_JSON")
+	echo "XDP: $held of $((cap + 2)) held under the attack"
+	expect_between "held through XDP (its share, never past the cap)" "$held" $((cap / 2)) $cap
+	expect_eq "refused past what XDP may hold" "$(json_get .reset "$HOLD_JSON")" $((cap + 2 - held))
+	expect_eq "in flight at the kernel" "$(point_stat kernel conns)" "$held"
+	wait "${BG_PIDS[@]}"
+	cat "$writer"
+	grep -E ' [1-9][0-9]* headers rewritten, [1-9][0-9]* truncations' "$writer"
+	expect_eq "rlctl status answered, once a second through the attack" \
+		"$(grep -c '^ok$' "$asker")" $((secs + 2))
+	release_conns k
+
+	# the agent lived through it, said what happened, and made the pool
+	# anew: the library maps it and limits again
+	proc_running "$AGENT_PID"
+	grep -E "preload: pool '$POOL': (truncated|its layout rewritten)" "$LOG"
+	wait_for 5 pool_sound
+	remade=$(metric_value rlgate_preload_pool_remade_total "$(metrics s1)")
+	((remade >= 2)) || { echo "made anew $remade time(s)" >&2; return 1; }
+	expect_eq "status: made anew" "$(json_get .preload.remade "$(rla --json status)")" "$remade"
+	rla status | grep -E "pool (truncated|its layout rewritten|replaced|removed).* made anew [0-9]+ time"
+	proc_running "$SRV_PID" || { echo "the preloaded server died" >&2; return 1; }
+	wait_for 10 library_admits
+	hold_conns p s1 127.0.0.1 8081 $((cap + 2))
+	expect_between "held through the library after the attack (never past the cap)" \
+		"$(json_get .ok "$HOLD_JSON")" 1 $cap
+	release_conns p
+
+	proc_stop "$AGENT_PID" TERM
+	expect_eq "the agent's exit status on SIGTERM" "$PROC_RC" 0
+	AGENT_PID=
+	no_sanitizer_report
+}
+
+@test "standalone: the pool truncated by a member of its group under a preloaded server that holds a connection: its close touches the cut pages and the server lives; the agent makes the pool anew, and the server limits by it again" {
+	lab_up --servers 1 --clients 1
+	PIN=/sys/fs/bpf/rlgate-$LAB-a
+	mkdir -p "$BATS_TEST_TMPDIR/a.state"
+	# attached nowhere: the pool holds the whole cap
+	RLAGENT_IFACE='' RLGATE_BUILD=$AGENT_BUILD rlagent_start s1 "$SOCK" \
+		"$BATS_TEST_TMPDIR/a.state" "$PIN" "$LOG" --preload-pool "$POOL" \
+		--preload-group nogroup
+	AGENT_PID=$RLAGENT_PID
+	rla tenant set web --rate 1000/s --burst 1000 --max-conns 4 --action rst \
+		--match "$(prefixes c1),127.0.0.0/8" >/dev/null
+	preloaded s1 setpriv --reuid nobody --regid nogroup --groups nogroup \
+		"$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 8081
+	wait_listen s1 8081
+	wait_for 10 library_admits
+	# a connection counted in the pool the server mapped
+	hold_conns p s1 127.0.0.1 8081 1
+	expect_eq "held through the library" "$(json_get .ok "$HOLD_JSON")" 1
+	member truncate -s 4096 "$POOL"
+	# its close gives its place back in the pool's pages cut off
+	release_conns p
+	sleep 0.5
+	proc_running "$SRV_PID" || {
+		cat "$BATS_TEST_TMPDIR/srv.err" >&2
+		echo "the preloaded server died" >&2
+		return 1
+	}
+	wait_for 5 pool_sound
+	grep -E "preload: pool '$POOL': truncated" "$LOG"
+	wait_for 10 library_admits
+	hold_conns q s1 127.0.0.1 8081 6
+	expect_eq "held through the library in the new pool (its cap)" \
+		"$(json_get .ok "$HOLD_JSON")" 4
+	release_conns q
+	proc_running "$SRV_PID"
+	proc_stop "$AGENT_PID" TERM
+	expect_eq "the agent's exit status on SIGTERM" "$PROC_RC" 0
+	AGENT_PID=
+	no_sanitizer_report
 }

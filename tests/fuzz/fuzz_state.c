@@ -41,6 +41,18 @@ int loop_timer_add(struct loop *l, uint64_t delay_ms, uint64_t period_ms,
 	return -ENOSYS;
 }
 
+void kern_preload_configure(struct kern *k, uint32_t slot,
+			    const struct policy_tenant *t)
+{
+	(void)k; (void)slot; (void)t;
+}
+
+int kern_preload_rules(struct kern *k, const struct kern_binding *bs, size_t n)
+{
+	(void)k; (void)bs; (void)n;
+	return 0;
+}
+
 void kern_tenant_clear(struct kern *k, uint32_t slot)
 {
 	(void)k; (void)slot;

@@ -231,7 +231,7 @@ static void test_pool_cap(void)
 	struct rl_pool p = { .hdr = &hdr, .tenants = t, .stats = st };
 	uint32_t e = 99;
 
-	hdr.max_tenants = 2;
+	p.n_tenants = 2;
 	t[0].mode = RL_MODE_STANDALONE;
 	t[0].flags = RL_F_CONNCAP;
 	t[0].conn_slots = 2;

@@ -240,7 +240,7 @@ static void test_spent_meanwhile(void)
 		return;
 	}
 	memset(&slot, 0, sizeof(slot));
-	hdr.max_tenants = 1;
+	spend_pool.n_tenants = 1;
 	slot.mode = RL_MODE_LEASED;
 	slot.fail = RL_FAIL_DENY;
 	spend_pool.hdr = &hdr;

@@ -425,7 +425,7 @@ static void test_procs(void)
 	      "the live process is listed, and the other namespace's");
 	c->pid = 0;
 	/* a full table reclaims lines of the dead, else counts the miss */
-	for (uint32_t i = 0; i < w->hdr->max_procs; i++) {
+	for (uint32_t i = 0; i < w->n_procs; i++) {
 		if (w->procs[i].pid == (uint32_t)getpid())
 			continue;
 		w->procs[i].pid = (uint32_t)child;	/* dead */
@@ -442,13 +442,13 @@ static void test_procs(void)
 		CHECK(rl_pool_proc_claim(r, 2, ns, "kthreadd") == &r->procs[5],
 		      "a line of another namespace idle past an hour is reused");
 	}
-	for (uint32_t i = 0; i < w->hdr->max_procs; i++) {
+	for (uint32_t i = 0; i < w->n_procs; i++) {
 		w->procs[i].pid = 1;
 		w->procs[i].pidns = ns;
 	}
 	CHECK(rl_pool_proc_claim(r, (uint32_t)getpid() + 1, ns, "y") == NULL &&
 	      w->hdr->procs_full == 2, "a full table of the living: counted");
-	memset(w->procs, 0, w->hdr->max_procs * sizeof(*w->procs));
+	memset(w->procs, 0, w->n_procs * sizeof(*w->procs));
 }
 
 /* Shared memory any process of the group can write: whatever is in the
@@ -486,9 +486,9 @@ static void test_garbage(void)
 		memcpy(a + 8, &x, 8);
 		t = rl_pool_classify(r, (enum rl_pool_dir)(k & 1),
 				     k & 2 ? AF_INET6 : AF_INET, a, (uint16_t)x);
-		if (t >= (int)r->hdr->max_tenants)
+		if (t >= (int)r->n_tenants)
 			bad++;
-		rl_pool_take(r, (uint32_t)(x % (r->hdr->max_tenants + 2)),
+		rl_pool_take(r, (uint32_t)(x % (r->n_tenants + 2)),
 			     T0 + (uint64_t)k);
 	}
 	CHECK(bad == 0, "%d answers named a slot past the table", bad);

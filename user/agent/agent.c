@@ -251,6 +251,23 @@ static int kern_apply(struct agent *a, const struct agent_tenant *old,
 	return err;
 }
 
+void agent_preload_refill(struct agent *a)
+{
+	struct kern_binding *bs;
+	int err = -ENOMEM;
+
+	for (size_t i = 0; i < a->n_tenants; i++)
+		kern_preload_configure(&a->kern, a->tenants[i].slot,
+				       &a->tenants[i].pol);
+	bs = bindings_of(a->tenants, a->n_tenants);
+	if (bs || !a->n_tenants)
+		err = kern_preload_rules(&a->kern, bs, a->n_tenants);
+	free(bs);
+	if (err)
+		log_error("couldn't write the rules into the new preload pool: "
+			  "%s", strerror(-err));
+}
+
 int agent_kern_apply(struct agent *a, const struct agent_tenant *old,
 		     size_t n_old, const struct agent_tenant *ts, size_t n)
 {

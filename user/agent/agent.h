@@ -238,6 +238,11 @@ void agent_prune_tombs(struct agent *a);
  * changed since they were (agent_verify.c).  Called every second. */
 void agent_verify_watch(struct agent *a);
 
+/* A preload pool made anew (preload_watch): every tenant and the rules
+ * written into it; the heartbeat follows with the next share or fleet
+ * check. */
+void agent_preload_refill(struct agent *a);
+
 /* For status: {"tenants": verifying tenants, "tcp_syncookies": the sysctl
  * (-errno unread), "verified": whether they are}, or NULL when no tenant
  * verifies. */

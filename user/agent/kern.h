@@ -160,6 +160,11 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
  * the count of live agents changes. */
 void kern_tenant_fail(struct kern *k, uint32_t slot, const struct policy_tenant *t);
 
+/* A preload pool made anew (preload_watch): tenant t written into its
+ * slot as into a fresh one, the kernel's slot untouched. */
+void kern_preload_configure(struct kern *k, uint32_t slot,
+			    const struct policy_tenant *t);
+
 /* Fleet mode's word to the kernel: alive at now_ns (a heartbeat older than
  * stale_ns means the agent died), and whether Redis is failing.  Either way
  * the kernel applies each leased tenant's fail policy once its tokens are
@@ -260,6 +265,10 @@ bool kern_slot_live(const struct kern *k, uint32_t slot);
  * k->rules_err); on failure the previous rules stay in force.  -ENOSPC: the
  * rules do not fit the classifier. */
 int kern_rules_sync(struct kern *k, const struct kern_binding *bs, size_t n);
+
+/* The rules of bs[0..n) compiled and published to the preload pool alone
+ * (one made anew).  0 or -errno. */
+int kern_preload_rules(struct kern *k, const struct kern_binding *bs, size_t n);
 
 /* kern_rules_sync in two steps, so that rules which do not fit are refused
  * before anything else of a change is done: kern_rules_compile builds the

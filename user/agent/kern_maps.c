@@ -110,6 +110,26 @@ static const struct policy_tenant *verify_usable(struct kern *k,
 	return copy;
 }
 
+/* The pool's side of a tenant's configuration: its slot written as the
+ * kernel's (fresh: its counts start from zero), the cap shared with the
+ * kernel, and what the pool held when the agent started bounded. */
+static void pool_configure(struct kern *k, uint32_t slot,
+			   const struct policy_tenant *t, bool fresh, bool shared)
+{
+	if (fresh)
+		preload_slot_fresh(k->preload, slot);
+	rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
+			  k->leased, shared, fail_shares(k), loop_now_ns());
+	if (shared && t->max_conns)
+		kern_conn_slots(k, slot, (int64_t)t->max_conns);
+	/* what the pool held when the agent started: no more than a
+	 * host may hold of the tenant */
+	if (k->leased)
+		preload_tokens_bound(k->preload, slot,
+				     policy_overshoot_budget(t));
+	preload_changed(k->preload);
+}
+
 void kern_tenant_configure(struct kern *k, uint32_t slot,
 			   const struct policy_tenant *t, bool fresh)
 {
@@ -155,20 +175,20 @@ void kern_tenant_configure(struct kern *k, uint32_t slot,
 	kern_src_configure(k, slot, t, fresh);
 	rl_slot_configure(rt, t, fresh, k->leased, shared, fail_shares(k),
 			  loop_now_ns());
-	if (k->preload) {
-		if (fresh)
-			preload_slot_fresh(k->preload, slot);
-		rl_slot_configure(preload_slot(k->preload, slot), t, fresh,
-				  k->leased, shared, fail_shares(k), loop_now_ns());
-		if (shared && t->max_conns)
-			kern_conn_slots(k, slot, (int64_t)t->max_conns);
-		/* what the pool held when the agent started: no more than a
-		 * host may hold of the tenant */
-		if (k->leased)
-			preload_tokens_bound(k->preload, slot,
-					     policy_overshoot_budget(t));
-		preload_changed(k->preload);
-	}
+	if (k->preload)
+		pool_configure(k, slot, t, fresh, shared);
+	kern_overdraft(k, slot, t);
+}
+
+void kern_preload_configure(struct kern *k, uint32_t slot,
+			    const struct policy_tenant *t)
+{
+	struct policy_tenant copy;
+
+	if (!k->preload)
+		return;
+	t = verify_usable(k, t, &copy);
+	pool_configure(k, slot, t, true, !k->leased && kern_conn_points(k) == 2);
 	kern_overdraft(k, slot, t);
 }
 
@@ -337,7 +357,7 @@ void kern_conn_slots(struct kern *k, uint32_t slot, int64_t n)
 	}
 	pt = preload_slot(k->preload, slot);
 	kc = __atomic_load_n(&kt->conns, __ATOMIC_RELAXED);
-	pc = preload_conns(k->preload, slot);
+	pc = preload_conns_found(k->preload, slot);
 	ps = __atomic_load_n(&pt->conn_slots, __ATOMIC_RELAXED);
 	if (n < 0)
 		n = 0;
@@ -741,6 +761,23 @@ int kern_rules_publish(struct kern *k, struct kern_rules *r)
 		}
 	}
 	kern_rules_free(r);
+	return err;
+}
+
+int kern_preload_rules(struct kern *k, const struct kern_binding *bs, size_t n)
+{
+	struct kern_rules r;
+	int err;
+
+	if (!k->preload)
+		return 0;
+	err = kern_rules_compile(k, bs, n, &r);
+	if (err)
+		return err;
+	err = preload_rules(k->preload, RL_POOL_IN, &r.in, r.n_in);
+	if (!err)
+		err = preload_rules(k->preload, RL_POOL_OUT, &r.out, r.n_out);
+	kern_rules_free(&r);
 	return err;
 }
 

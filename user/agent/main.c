@@ -328,6 +328,8 @@ static void on_tick(struct loop_timer *t, void *arg)
 	conntrack_sweep(&a->kern, RL_CONN_TTL_NS);
 	kern_src_sweep(&a->kern, now);
 	if (a->kern.preload) {
+		if (preload_watch(a->kern.preload, now))
+			agent_preload_refill(a);
 		preload_heal(a->kern.preload);
 		if (preload_forged_pending(a->kern.preload))
 			for (size_t i = 0; i < a->n_tenants; i++)

@@ -411,6 +411,14 @@ static void render_points(FILE *f, struct agent *a,
 		fprintf(f, "%llu\n", (unsigned long long)n);
 	}
 	host_total(f, "rlgate_preload_forged_tokens_total", forged);
+	header(f, "rlgate_preload_pool_remade_total", "counter", "Times the "
+	       "preload pool was found truncated, replaced or with its layout "
+	       "rewritten, and made anew.");
+	fprintf(f, "rlgate_preload_pool_remade_total %llu\n",
+		(unsigned long long)a->kern.preload->remade);
+	header(f, "rlgate_preload_pool_lost", "gauge", "1 while the preload "
+	       "pool is lost and not made anew yet.");
+	fprintf(f, "rlgate_preload_pool_lost %d\n", a->kern.preload->lost);
 }
 
 /* The host-wide instance limit: its cap (0: none), what is in flight, and

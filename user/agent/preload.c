@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -23,8 +25,78 @@
 #include "procnet.h"
 #include "slot.h"
 
+/*
+ * A process of the pool's group may truncate the file under the agent's
+ * mapping: the next touch of a page past the new end would raise SIGBUS
+ * and kill the agent.  The handler below puts anonymous memory in place of
+ * the whole mapping instead (zeroes, the agent's alone) and notes it; the
+ * access is then made again and succeeds, and preload_watch() makes the
+ * pool anew at the next tick.  A SIGBUS anywhere else is not the pool's:
+ * the default action is put back, and the access made again raises it.
+ * One pool per process, so the mapping's place is a static.
+ */
+static volatile uintptr_t bus_base;
+static volatile size_t bus_len;
+static volatile sig_atomic_t bus_hit;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t a = (uintptr_t)si->si_addr, b = bus_base;
+
+	(void)uc;
+	if (b && a >= b && a - b < bus_len &&
+	    mmap((void *)b, bus_len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+		bus_hit = 1;
+		return;
+	}
+	signal(sig, SIG_DFL);
+}
+
+/* The pool's mapping is the one the handler guards. */
+static void bus_guard(const struct rl_pool *pool)
+{
+	bus_base = 0;
+	bus_len = pool->len;
+	bus_base = (uintptr_t)pool->base;
+}
+
+static int bus_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, NULL) < 0 ? -errno : 0;
+}
+
+/* The agent's own descriptor of the pool's file, checked to be the file
+ * mapped: its size is what tells a truncation, whatever is at the path.
+ * 0 or -errno. */
+static int own_fd(struct preload *p, const struct rl_pool *pool)
+{
+	struct stat st;
+	int fd = open(p->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || st.st_dev != pool->dev ||
+	    st.st_ino != pool->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = fd;
+	return 0;
+}
+
 static void preload_free(struct preload *p)
 {
+	if (p->fd >= 0)
+		close(p->fd);
 	free(p->kern_seen);
 	free(p->pool_seen);
 	free(p->heal_counted);
@@ -49,6 +121,11 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 
 	if (!p)
 		return -ENOMEM;
+	p->fd = -1;
+	p->max_tenants = max_tenants;
+	p->cls_half = cls_half;
+	p->gid = gid;
+	p->heal_budget = PRELOAD_HEAL_BUDGET;
 	p->kern_seen = calloc(max_tenants, sizeof(*p->kern_seen));
 	p->pool_seen = calloc(max_tenants, sizeof(*p->pool_seen));
 	p->heal_counted = calloc(max_tenants, sizeof(int64_t));
@@ -77,6 +154,17 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 		preload_free(p);
 		return err;
 	}
+	err = own_fd(p, &p->pool);
+	if (!err)
+		err = bus_install();
+	if (err) {
+		log_error("couldn't watch the preload pool on '%s': %s", path,
+			  strerror(-err));
+		rl_pool_unmap(&p->pool);
+		preload_free(p);
+		return err;
+	}
+	bus_guard(&p->pool);
 	log_info("preload pool '%s' %s (%u tenant slots)", path,
 		 p->adopted ? "adopted" : "made", max_tenants);
 	/* the counts already there are where the next split starts from */
@@ -105,14 +193,149 @@ int preload_open(struct preload **out, const char *path, gid_t gid,
 	return 0;
 }
 
+static void heal_reset(struct heal_state *h);
+
 void preload_close(struct preload *p)
 {
 	if (!p)
 		return;
 	/* The file stays: preloaded processes keep the rules and buckets
 	 * they have, and a restarted agent adopts it. */
+	bus_base = 0;
+	heal_reset(&p->heal);
 	rl_pool_unmap(&p->pool);
 	preload_free(p);
+}
+
+/* Why the pool in use is no longer one the agent can keep, or NULL: its
+ * file truncated (seen by the agent's own descriptor, or by a SIGBUS),
+ * removed or replaced at the path, or its header's layout rewritten. */
+static const char *pool_lost(struct preload *p, char *buf, size_t len)
+{
+	const struct rl_pool_hdr *h = p->pool.hdr;
+	struct rl_pool_hdr want;
+	struct stat st;
+
+	if (bus_hit)
+		return "truncated (a page of it was gone)";
+	/* without a descriptor of its own (one could not be opened when the
+	 * pool was made), the path's file is the one looked at */
+	if (p->fd < 0 && own_fd(p, &p->pool) < 0)
+		return "removed or replaced";
+	if (fstat(p->fd, &st) < 0)
+		return "unreadable";
+	if ((uint64_t)st.st_size < p->pool.len) {
+		snprintf(buf, len, "truncated to %lld bytes",
+			 (long long)st.st_size);
+		return buf;
+	}
+	if (lstat(p->path, &st) < 0)
+		return "removed";
+	if (st.st_dev != p->pool.dev || st.st_ino != p->pool.ino)
+		return "replaced by another file";
+	if (rl_pool_layout(p->max_tenants, p->cls_half, RL_POOL_PROCS, &want))
+		return NULL;
+	if (__atomic_load_n(&h->pre.magic, __ATOMIC_RELAXED) != want.pre.magic ||
+	    __atomic_load_n(&h->pre.version, __ATOMIC_RELAXED) != want.pre.version ||
+	    __atomic_load_n(&h->pre.abi, __ATOMIC_RELAXED) != want.pre.abi ||
+	    __atomic_load_n(&h->pre.size, __ATOMIC_RELAXED) != want.pre.size ||
+	    __atomic_load_n(&h->max_tenants, __ATOMIC_RELAXED) != want.max_tenants ||
+	    __atomic_load_n(&h->cls_half, __ATOMIC_RELAXED) != want.cls_half ||
+	    __atomic_load_n(&h->max_procs, __ATOMIC_RELAXED) != want.max_procs ||
+	    __atomic_load_n(&h->off_tenants, __ATOMIC_RELAXED) != want.off_tenants ||
+	    __atomic_load_n(&h->off_stats, __ATOMIC_RELAXED) != want.off_stats ||
+	    __atomic_load_n(&h->off_procs, __ATOMIC_RELAXED) != want.off_procs ||
+	    __atomic_load_n(&h->off_cls[0], __ATOMIC_RELAXED) != want.off_cls[0] ||
+	    __atomic_load_n(&h->off_cls[1], __ATOMIC_RELAXED) != want.off_cls[1])
+		return "its layout rewritten in its header";
+	return NULL;
+}
+
+/* What the agent knew of the old pool does not hold for a new one: its
+ * ledger, counts seen, overdraft and check start from nothing.  No process
+ * holds a connection in a pool just made (those counted in the old one are
+ * given back there): the share starts from none found, whatever a process
+ * of the group writes into the new pool's counts before the next check. */
+static void forget_pool(struct preload *p)
+{
+	size_t n = p->max_tenants;
+
+	memset(p->kern_seen, 0, n * sizeof(*p->kern_seen));
+	memset(p->pool_seen, 0, n * sizeof(*p->pool_seen));
+	memset(p->heal_counted, 0, n * sizeof(int64_t));
+	memset(p->heal_found, 0, n * sizeof(int64_t));
+	memset(p->ledger, 0, n * sizeof(*p->ledger));
+	memset(p->overdraft, 0, n * sizeof(*p->overdraft));
+	for (size_t s = 0; s < n; s++)
+		p->conns_found[s] = 0;
+	heal_reset(&p->heal);
+}
+
+int preload_watch(struct preload *p, uint64_t now_ns)
+{
+	struct rl_pool q;
+	const char *why;
+	char buf[64];
+	bool adopted;
+	int err;
+
+	why = pool_lost(p, buf, sizeof(buf));
+	if (!why && !p->lost)
+		return 0;
+	if (!p->lost) {
+		/* said once per loss; a pool that cannot be made anew yet is
+		 * tried again every tick without a word more */
+		snprintf(p->lost_why, sizeof(p->lost_why), "%s", why);
+		p->lost_ns = now_ns;
+		p->lost = true;
+		log_warn("preload: pool '%s': %s (by a process of its "
+			 "group?); never followed: making it anew (the "
+			 "kernel's point enforces as before; preloaded programs "
+			 "apply RLGATE_POOL_FAIL until they map the new one)",
+			 p->path, p->lost_why);
+	}
+	err = rl_pool_create(&q, p->path, p->max_tenants, p->cls_half, p->gid,
+			     &adopted);
+	if (!err && adopted) {
+		/* a file of the right layout put there by someone else, or
+		 * the damaged one in place: never taken over */
+		rl_pool_unmap(&q);
+		if (unlink(p->path) < 0 && errno != ENOENT)
+			err = -errno;
+		else
+			err = rl_pool_create(&q, p->path, p->max_tenants,
+					     p->cls_half, p->gid, &adopted);
+	}
+	if (!err && adopted) {
+		rl_pool_unmap(&q);
+		err = -EEXIST;
+	}
+	if (!err) {
+		int fd_err;
+
+		bus_base = 0;
+		rl_pool_unmap(&p->pool);
+		p->pool = q;
+		fd_err = own_fd(p, &p->pool);
+		bus_hit = 0;
+		bus_guard(&p->pool);
+		if (fd_err)
+			log_warn("couldn't open the preload pool on '%s': %s",
+				 p->path, strerror(-fd_err));
+	}
+	if (err) {
+		if (p->remake_err != err)
+			log_error("couldn't make the preload pool anew on '%s': "
+				  "%s", p->path, strerror(-err));
+		p->remake_err = err;
+		return 0;
+	}
+	p->remake_err = 0;
+	p->lost = false;
+	p->remade++;
+	forget_pool(p);
+	log_info("preload pool '%s' made anew", p->path);
+	return 1;
 }
 
 struct rl_tenant *preload_slot(struct preload *p, uint32_t slot)
@@ -230,6 +453,16 @@ void preload_forged_log(struct preload *p, uint32_t slot, const char *tenant,
 	p->forged_log_ns[slot] = now_ns;
 }
 
+int64_t preload_conns_found(const struct preload *p, uint32_t slot)
+{
+	int64_t n = __atomic_load_n(&p->pool.tenants[slot].conns,
+				    __ATOMIC_RELAXED);
+
+	if (p->conns_found[slot] >= 0)
+		return p->conns_found[slot];
+	return n > 0 ? n : 0;
+}
+
 int64_t preload_conns(const struct preload *p, uint32_t slot)
 {
 	return rl_ledger_conns(__atomic_load_n(&p->pool.tenants[slot].conns,
@@ -301,11 +534,15 @@ size_t preload_procs(struct preload *p, struct rl_pool_proc *out, size_t max)
 
 /* --- the check of connections in flight ---------------------------------- */
 
-struct heal_proc {
-	uint64_t netns;
-	uint64_t *inodes;	/* sorted, without repeats */
-	size_t n;
-};
+/*
+ * The check is a walk over /proc that a process of the pool's group can
+ * make long (a full table, entries naming other pid namespaces): it runs
+ * in steps of at most HEAL_BUDGET reads of /proc per call of
+ * preload_heal(), each call taking up where the last one stopped, so that
+ * no tick of the loop that carries the heartbeat and the lease checks
+ * waits for more than one step.  A check whose steps span several calls
+ * judges what it found when it is done, as one check.
+ */
 
 static int u64_cmp(const void *a, const void *b)
 {
@@ -315,27 +552,34 @@ static int u64_cmp(const void *a, const void *b)
 }
 
 /* The socket inodes pid's fds hold, and its network namespace.  0; 1 for
- * a process gone (it holds nothing); -errno when it cannot be read. */
-static int proc_sockets(uint32_t pid, struct heal_proc *hp)
+ * a process gone (it holds nothing); -errno when it cannot be read.  Every
+ * /proc read is counted in *reads. */
+static int proc_sockets(uint32_t pid, struct heal_proc *hp, size_t *reads)
 {
 	char path[64], link[64];
 	struct dirent *e;
-	size_t cap = 0;
+	size_t cap = 0, w = 0;
 	struct stat st;
 	DIR *d;
 
 	snprintf(path, sizeof(path), "/proc/%u/ns/net", pid);
+	(*reads)++;
 	if (stat(path, &st) < 0)
 		return errno == ENOENT || errno == ESRCH ? 1 : -errno;
 	hp->netns = (uint64_t)st.st_ino;
 	snprintf(path, sizeof(path), "/proc/%u/fd", pid);
+	(*reads)++;
 	d = opendir(path);
 	if (!d)
 		return errno == ENOENT || errno == ESRCH ? 1 : -errno;
 	while ((e = readdir(d))) {
-		ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+		ssize_t n;
 		unsigned long long ino;
 
+		if (e->d_name[0] == '.')
+			continue;
+		(*reads)++;
+		n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
 		if (n <= 0)
 			continue;
 		link[n] = '\0';
@@ -359,7 +603,6 @@ static int proc_sockets(uint32_t pid, struct heal_proc *hp)
 		qsort(hp->inodes, hp->n, sizeof(*hp->inodes), u64_cmp);
 	/* one fd's copies count once: the library counts a connection once
 	 * per process */
-	size_t w = 0;
 	for (size_t i = 0; i < hp->n; i++)
 		if (!w || hp->inodes[w - 1] != hp->inodes[i])
 			hp->inodes[w++] = hp->inodes[i];
@@ -371,64 +614,23 @@ static int proc_sockets(uint32_t pid, struct heal_proc *hp)
  * sees every process of every namespace in its /proc. */
 #define PID_INIT_INO	0xEFFFFFFCULL
 
-/* The pid, in this agent's namespace, of the process that is `pid` in pid
- * namespace pidns (the last field of NSpid in its status): 0 if none is
- * found (it died, and so did its namespace if it was its init). */
-static uint32_t host_pid(uint64_t pidns, uint32_t pid)
+/* Whether the check may read pid's files of /proc: the agent's own
+ * process is never one (a pid the pool names is anything its writer
+ * wants). */
+static bool foreign_pid(unsigned long pid)
 {
-	DIR *d = opendir("/proc");
-	uint32_t found = 0;
-	struct dirent *e;
-
-	if (!d)
-		return 0;
-	while (!found && (e = readdir(d))) {
-		char path[300], line[256];
-		unsigned long n;
-		struct stat st;
-		char *end;
-		FILE *f;
-
-		n = strtoul(e->d_name, &end, 10);
-		if (*end || !n)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/ns/pid", e->d_name);
-		if (stat(path, &st) < 0 || (uint64_t)st.st_ino != pidns)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f)) {
-			char *last;
-
-			if (strncmp(line, "NSpid:", 6) != 0)
-				continue;
-			last = strrchr(line, '\t');
-			if (last && strtoul(last + 1, NULL, 10) == pid)
-				found = (uint32_t)n;
-			break;
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return found;
+	return pid && pid <= UINT32_MAX && pid != (unsigned long)getpid();
 }
 
-/* The processes the check looks at: their pids in the agent's namespace,
- * their sockets. */
-struct heal_set {
-	struct heal_proc *procs;
-	uint32_t *pids;
-	size_t n, cap;
-};
-
-/* Adds pid's sockets to the set.  0 (a process gone adds nothing) or
- * -errno. */
-static int heal_add(struct heal_set *set, uint32_t pid)
+/* Adds pid's sockets to the set (a pid already there adds nothing).  0 (a
+ * process gone adds nothing too) or -errno. */
+static int heal_add(struct heal_set *set, uint32_t pid, size_t *reads)
 {
 	int r;
 
+	for (size_t i = 0; i < set->n; i++)
+		if (set->pids[i] == pid)
+			return 0;
 	if (set->n == set->cap) {
 		size_t cap = set->cap ? 2 * set->cap : RL_POOL_PROCS;
 		struct heal_proc *procs = realloc(set->procs, cap * sizeof(*procs));
@@ -444,7 +646,7 @@ static int heal_add(struct heal_set *set, uint32_t pid)
 		set->cap = cap;
 	}
 	memset(&set->procs[set->n], 0, sizeof(set->procs[set->n]));
-	r = proc_sockets(pid, &set->procs[set->n]);
+	r = proc_sockets(pid, &set->procs[set->n], reads);
 	if (r != 0) {
 		free(set->procs[set->n].inodes);
 		return r < 0 ? r : 0;
@@ -459,6 +661,7 @@ static void heal_set_free(struct heal_set *set)
 		free(set->procs[i].inodes);
 	free(set->procs);
 	free(set->pids);
+	memset(set, 0, sizeof(*set));
 }
 
 /* Whether process pid (of /proc) maps the pool's file. */
@@ -483,40 +686,73 @@ static bool maps_pool(const struct preload *p, const char *pid)
 	return found;
 }
 
-/* Adds to the set every process of /proc that maps the pool and is not in
- * it yet: those that found the table full count their connections in the
- * pool too.  0 or -errno. */
-static int add_mappers(struct preload *p, struct heal_set *set)
+/* The pid of /proc entry name, or 0 for an entry that is no process. */
+static unsigned long proc_entry_pid(const char *name)
 {
-	size_t listed = set->n;
-	struct dirent *e;
-	int err = 0;
-	DIR *d;
+	char *end;
+	unsigned long pid = strtoul(name, &end, 10);
 
-	d = opendir("/proc");
-	if (!d)
-		return -errno;
-	while (!err && (e = readdir(d))) {
-		unsigned long pid;
-		bool known = false;
-		char *end;
+	return *end ? 0 : pid;
+}
 
-		pid = strtoul(e->d_name, &end, 10);
-		if (*end || !pid || pid == (unsigned long)getpid())
-			continue;
-		for (size_t i = 0; i < listed && !known; i++)
-			known = set->pids[i] == pid;
-		if (!known && maps_pool(p, e->d_name))
-			err = heal_add(set, (uint32_t)pid);
+/* One process of /proc in the scan: if it is in a pid namespace some table
+ * entry names, the entries it is (NSpid's last field, its pid there) get
+ * its pid here; if the table was found full, a process that maps the pool
+ * joins the set.  0 or -errno. */
+static int scan_one(struct preload *p, struct heal_state *h, const char *name,
+		    unsigned long pid, size_t *reads)
+{
+	char path[300], line[256];
+	struct stat st;
+	FILE *f;
+
+	if (h->want_ns) {
+		bool wanted = false;
+
+		snprintf(path, sizeof(path), "/proc/%s/ns/pid", name);
+		(*reads)++;
+		if (stat(path, &st) == 0)
+			for (uint32_t i = 0; i < h->n_snap && !wanted; i++)
+				wanted = h->snap[i].pidns == (uint64_t)st.st_ino &&
+					 !h->snap[i].host;
+		snprintf(path, sizeof(path), "/proc/%s/status", name);
+		f = wanted ? fopen(path, "re") : NULL;
+		(*reads) += wanted;
+		while (f && fgets(line, sizeof(line), f)) {
+			char *last;
+			unsigned long nspid;
+
+			if (strncmp(line, "NSpid:", 6) != 0)
+				continue;
+			last = strrchr(line, '\t');
+			nspid = last ? strtoul(last + 1, NULL, 10) : 0;
+			for (uint32_t i = 0; i < h->n_snap; i++)
+				if (h->snap[i].pidns == (uint64_t)st.st_ino &&
+				    h->snap[i].pid == nspid && !h->snap[i].host)
+					h->snap[i].host = (uint32_t)pid;
+			break;
+		}
+		if (f)
+			fclose(f);
 	}
-	closedir(d);
-	return err;
+	if (h->want_maps) {
+		bool listed = false;
+
+		for (uint32_t i = 0; i < h->n_snap && !listed; i++)
+			listed = h->snap[i].host == pid;
+		(*reads)++;
+		if (!listed && maps_pool(p, name))
+			return heal_add(&h->set, (uint32_t)pid, reads);
+	}
+	return 0;
 }
 
 /* Adds to found[] the capped connections the processes of procs[] in the
- * network namespace of procs[first] hold, from pid's socket table. */
+ * network namespace of procs[first] hold, from pid's socket table.  Every
+ * slot the pool's rules answer is checked against the agent's own count
+ * of slots before it is counted. */
 static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
-		       size_t first, uint32_t pid, int64_t *found)
+		       size_t first, uint32_t pid, int64_t *found, size_t *reads)
 {
 	for (int v6 = 0; v6 < 2; v6++) {
 		char path[64], line[512];
@@ -524,6 +760,7 @@ static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
 
 		snprintf(path, sizeof(path), "/proc/%u/net/tcp%s", pid,
 			 v6 ? "6" : "");
+		(*reads)++;
 		f = fopen(path, "re");
 		if (!f)
 			return -errno;
@@ -543,7 +780,7 @@ static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
 				t = rl_pool_classify(&p->pool, RL_POOL_IN,
 						     so.family, so.remote,
 						     so.lport);
-				if (t >= 0 && (uint32_t)t < p->pool.hdr->max_tenants)
+				if (t >= 0 && (uint32_t)t < p->max_tenants)
 					found[t]++;
 			}
 		}
@@ -556,87 +793,87 @@ static int count_netns(struct preload *p, struct heal_proc *procs, size_t n,
  * has. */
 static void conns_unknown(struct preload *p)
 {
-	for (uint32_t s = 0; s < p->pool.hdr->max_tenants; s++)
+	for (uint32_t s = 0; s < p->max_tenants; s++)
 		p->conns_found[s] = -1;
 }
 
-/* Every process that may count connections in the pool, into set: the
- * table's and, once a process found the table full, every other that
- * maps the pool (only an agent of the initial pid namespace sees them
- * all; elsewhere -EXDEV, as for a process of another namespace in the
- * table, whose fds may be out of sight).  0 or -errno. */
-static int heal_collect(struct preload *p, struct heal_set *set, uint64_t pidns)
+/* A check over: its state back to the start. */
+static void heal_reset(struct heal_state *h)
 {
-	uint32_t max = p->pool.hdr->max_procs;
-	bool full = __atomic_load_n(&p->pool.hdr->procs_full, __ATOMIC_RELAXED);
-	int err = 0;
-
-	if (full && pidns != PID_INIT_INO)
-		return -EXDEV;
-	for (uint32_t i = 0; i < max && i < RL_POOL_PROCS && !err; i++) {
-		const struct rl_pool_proc *s = &p->pool.procs[i];
-		uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
-
-		if (!pid)
-			continue;
-		if (__atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns) {
-			if (pidns != PID_INIT_INO)
-				return -EXDEV;
-			pid = host_pid(__atomic_load_n(&s->pidns, __ATOMIC_RELAXED),
-				       pid);
-			if (!pid)
-				continue;	/* gone: it holds nothing */
-		}
-		err = heal_add(set, pid);
-	}
-	if (!err && full)
-		err = add_mappers(p, set);
-	return err;
+	heal_set_free(&h->set);
+	if (h->dir)
+		closedir(h->dir);
+	h->dir = NULL;
+	h->phase = HEAL_IDLE;
+	h->i = 0;
+	h->n_snap = 0;
 }
 
-void preload_heal(struct preload *p)
+/* The start of a check: the table as it is now, copied (its pids and
+ * namespaces, each entry once), and what the check must scan for.  0,
+ * -EXDEV when this agent cannot see a process the table names, or 1 when
+ * no tenant is capped (nothing to check). */
+static int heal_begin(struct preload *p, struct heal_state *h)
 {
-	uint32_t tenants = p->pool.hdr->max_tenants;
-	int64_t *found = p->heal_found_now, *counted = p->heal_counted_now;
-	struct heal_set set = { 0 };
+	int64_t *counted = p->heal_counted_now;
 	bool capped = false;
-	int err;
 
-	/* Every capped tenant, even with nothing counted: a count a process
-	 * of the pool's group lowered to 0 is one the check must look at. */
-	for (uint32_t s = 0; s < tenants; s++) {
+	for (uint32_t s = 0; s < p->max_tenants; s++) {
 		const struct rl_tenant *t = &p->pool.tenants[s];
 
 		counted[s] = __atomic_load_n(&t->conns, __ATOMIC_ACQUIRE);
+		/* every capped tenant, even with nothing counted: a count a
+		 * process of the pool's group lowered to 0 is one the check
+		 * must look at */
 		if ((__atomic_load_n(&t->flags, __ATOMIC_RELAXED) & RL_F_CONNCAP) &&
 		    __atomic_load_n(&t->mode, __ATOMIC_RELAXED) != RL_MODE_NONE)
 			capped = true;
 	}
-	if (!capped) {
-		conns_unknown(p);
-		return;
-	}
-	memset(found, 0, tenants * sizeof(*found));
-	err = heal_collect(p, &set, rl_pool_pidns());
-	for (size_t i = 0; i < set.n && !err; i++) {
-		bool seen = false;
+	if (!capped)
+		return 1;
+	memset(p->heal_found_now, 0, p->max_tenants * sizeof(int64_t));
+	h->pidns = rl_pool_pidns();
+	h->want_ns = h->want_maps = false;
+	h->want_maps = __atomic_load_n(&p->pool.hdr->procs_full,
+				       __ATOMIC_RELAXED) != 0;
+	if (h->want_maps && h->pidns != PID_INIT_INO)
+		return -EXDEV;
+	h->n_snap = 0;
+	for (uint32_t i = 0; i < p->pool.n_procs && i < RL_POOL_PROCS; i++) {
+		const struct rl_pool_proc *s = &p->pool.procs[i];
+		uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+		uint64_t ns = __atomic_load_n(&s->pidns, __ATOMIC_RELAXED);
+		bool dup = false;
 
-		for (size_t j = 0; j < i; j++)
-			seen |= set.procs[j].netns == set.procs[i].netns;
-		if (!seen)
-			err = count_netns(p, set.procs, set.n, i, set.pids[i],
-					  found);
+		if (!pid)
+			continue;
+		for (uint32_t j = 0; j < h->n_snap && !dup; j++)
+			dup = h->snap[j].pid == pid && h->snap[j].pidns == ns;
+		if (dup)
+			continue;
+		h->snap[h->n_snap].pid = pid;
+		h->snap[h->n_snap].pidns = ns;
+		h->snap[h->n_snap].host = ns == h->pidns && foreign_pid(pid) ?
+					  pid : 0;
+		if (ns != h->pidns) {
+			if (h->pidns != PID_INIT_INO)
+				return -EXDEV;
+			h->want_ns = true;
+		}
+		h->n_snap++;
 	}
-	heal_set_free(&set);
-	if (err) {
-		log_debug("preload: connections in flight not checked: %s",
-			  strerror(-err));
-		/* not a connection is given back on a partial view */
-		memset(p->heal_counted, 0, tenants * sizeof(*p->heal_counted));
-		conns_unknown(p);
-		return;
-	}
-	for (uint32_t s = 0; s < tenants; s++) {
+	h->phase = h->want_ns || h->want_maps ? HEAL_SCAN : HEAL_TABLE;
+	h->i = 0;
+	return 0;
+}
+
+/* The check's end: each tenant's count against what was found.  A count
+ * above it by the same amount at two checks in a row is lowered by it. */
+static void heal_judge(struct preload *p)
+{
+	int64_t *found = p->heal_found_now, *counted = p->heal_counted_now;
+
+	for (uint32_t s = 0; s < p->max_tenants; s++) {
 		struct rl_tenant *t = &p->pool.tenants[s];
 		int64_t c = counted[s], d = c - found[s];
 
@@ -655,6 +892,102 @@ void preload_heal(struct preload *p)
 		p->heal_counted[s] = c;
 		p->heal_found[s] = found[s];
 	}
+}
+
+/* One step of the check, until budget reads of /proc are spent.  1 when
+ * the check is done, 0 when it goes on at the next call, -errno. */
+static int heal_step(struct preload *p, struct heal_state *h, size_t budget)
+{
+	size_t *rd = &h->reads;
+	struct dirent *e;
+	int err = 0;
+
+	if (h->phase == HEAL_SCAN) {
+		if (!h->dir) {
+			(*rd)++;
+			h->dir = opendir("/proc");
+			if (!h->dir)
+				return -errno;
+		}
+		while (!err && *rd < budget && (e = readdir(h->dir))) {
+			unsigned long pid = proc_entry_pid(e->d_name);
+
+			if (foreign_pid(pid))
+				err = scan_one(p, h, e->d_name, pid, rd);
+		}
+		if (err || *rd >= budget)
+			return err;
+		closedir(h->dir);
+		h->dir = NULL;
+		h->phase = HEAL_TABLE;
+		h->i = 0;
+	}
+	if (h->phase == HEAL_TABLE) {
+		/* a process of another namespace not found holds nothing
+		 * (its namespace's init died, and it with it) */
+		for (; !err && h->i < h->n_snap && *rd < budget; h->i++)
+			if (h->snap[h->i].host)
+				err = heal_add(&h->set, h->snap[h->i].host, rd);
+		if (err || h->i < h->n_snap)
+			return err;
+		h->phase = HEAL_COUNT;
+		h->i = 0;
+	}
+	for (; !err && h->i < h->set.n && *rd < budget; h->i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < h->i && !seen; j++)
+			seen = h->set.procs[j].netns == h->set.procs[h->i].netns;
+		if (!seen)
+			err = count_netns(p, h->set.procs, h->set.n, h->i,
+					  h->set.pids[h->i], p->heal_found_now,
+					  rd);
+	}
+	if (err || h->i < h->set.n)
+		return err;
+	return 1;
+}
+
+/* heal_step, its reads kept for the tests (heal_reads). */
+static int heal_step_counted(struct preload *p, struct heal_state *h,
+			     size_t budget)
+{
+	int r;
+
+	h->reads = 0;
+	r = heal_step(p, h, budget);
+	p->heal_reads = h->reads;
+	return r;
+}
+
+void preload_heal(struct preload *p)
+{
+	struct heal_state *h = &p->heal;
+	int err = 0;
+
+	if (h->phase == HEAL_IDLE) {
+		err = heal_begin(p, h);
+		if (err == 1) {
+			heal_reset(h);
+			conns_unknown(p);
+			return;
+		}
+	}
+	if (!err)
+		err = heal_step_counted(p, h, p->heal_budget);
+	if (err == 0)
+		return;		/* on at the next call */
+	if (err == 1) {
+		heal_judge(p);
+		p->heal_checks++;
+	} else {
+		log_debug("preload: connections in flight not checked: %s",
+			  strerror(-err));
+		/* not a connection is given back on a partial view */
+		memset(p->heal_counted, 0, p->max_tenants * sizeof(int64_t));
+		conns_unknown(p);
+	}
+	heal_reset(h);
 }
 
 /* A process's state as the operator reads it. */
@@ -856,11 +1189,17 @@ json_t *preload_status_json(struct preload *p, uint64_t now)
 	unseen = json_array();
 	unseen_listeners(procs, procs ? n : 0, pidns, unseen);
 	free(procs);
-	for (uint32_t s = 0; s < p->pool.hdr->max_tenants; s++)
+	for (uint32_t s = 0; s < p->max_tenants; s++)
 		forged += p->forged[s];
-	r = json_pack("{s:s,s:o,s:o,s:I,s:I,s:I}", "pool", p->path,
+	r = json_pack("{s:s,s:o,s:o,s:I,s:I,s:s?,s:I,s:I,s:I}", "pool", p->path,
 		      "processes", arr, "ungoverned", unseen,
 		      "forged_tokens", (json_int_t)forged,
+		      /* the last loss, and how often the pool was made anew */
+		      "remade", (json_int_t)p->remade,
+		      "lost", p->remade || p->lost ? p->lost_why : NULL,
+		      "lost_s", p->remade || p->lost ?
+				(json_int_t)((now - p->lost_ns) / 1000000000ULL) :
+				(json_int_t)-1,
 		      "other_layout", (json_int_t)__atomic_load_n(
 			      &p->pool.hdr->pre.foreign, __ATOMIC_RELAXED),
 		      "table_full", (json_int_t)__atomic_load_n(

@@ -8,6 +8,7 @@
 #ifndef RL_AGENT_PRELOAD_H
 #define RL_AGENT_PRELOAD_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,12 +21,66 @@
 struct policy_tenant;
 struct rl_cls_image;
 
+/* A process the check looks at: its network namespace and the socket
+ * inodes its fds hold (sorted, without repeats). */
+struct heal_proc {
+	uint64_t netns;
+	uint64_t *inodes;
+	size_t n;
+};
+
+/* The processes the check looks at: their pids in the agent's namespace,
+ * their sockets. */
+struct heal_set {
+	struct heal_proc *procs;
+	uint32_t *pids;
+	size_t n, cap;
+};
+
+/* A check of the connections in flight under way (preload_heal): the
+ * table as it was at its start, and how far it got. */
+struct heal_state {
+	enum { HEAL_IDLE, HEAL_SCAN, HEAL_TABLE, HEAL_COUNT } phase;
+	struct {
+		uint32_t pid;	/* as the table says, in pidns */
+		uint64_t pidns;
+		uint32_t host;	/* its pid here; 0: not found (yet) */
+	} snap[RL_POOL_PROCS];
+	uint32_t n_snap;
+	uint64_t pidns;		/* the agent's own */
+	bool want_ns;		/* entries of other pid namespaces to find */
+	bool want_maps;		/* the table was full: every mapper counts */
+	DIR *dir;		/* the scan of /proc, where it stopped */
+	size_t reads;		/* reads of /proc of the step under way */
+	size_t i;		/* the entry or process the step is at */
+	struct heal_set set;
+};
+
+/* Reads of /proc one call of preload_heal() makes at most. */
+#define PRELOAD_HEAL_BUDGET	512
+
 struct preload {
 	struct rl_pool pool;
 	char path[4096];
+	/* The agent's own sizes of the pool, never read back from it: the
+	 * file is writable by every process of its group. */
+	uint32_t max_tenants, cls_half;
+	gid_t gid;
+	int fd;			/* the pool's file, to see it truncated */
+	/* The pool lost (truncated, replaced, its layout rewritten) and made
+	 * anew: how often, why the last time, and when (CLOCK_MONOTONIC). */
+	uint64_t remade;
+	char lost_why[128];
+	uint64_t lost_ns;
+	bool lost;		/* lost and not made anew yet */
+	int remake_err;		/* why the last try to make it failed */
+	struct heal_state heal;
+	size_t heal_budget;	/* PRELOAD_HEAL_BUDGET; tests set less */
+	uint64_t heal_checks;	/* checks done to their end */
+	size_t heal_reads;	/* reads of /proc of the last call */
 	bool adopted;		/* the pool was there, with this layout */
 	/* per slot, the demand each point had seen at the last grant */
-	uint64_t *kern_seen;	/* pool.hdr->max_tenants of each */
+	uint64_t *kern_seen;	/* max_tenants of each */
 	uint64_t *pool_seen;
 	/* per slot, the last check of the connections in flight: what the
 	 * pool counted and what the processes were found to hold (and the
@@ -59,6 +114,19 @@ struct preload {
 int preload_open(struct preload **out, const char *path, gid_t gid,
 		 uint32_t cls_half, uint32_t max_tenants);
 void preload_close(struct preload *p);
+
+/*
+ * Every tick: whether the pool in use is still the agent's (its file as
+ * long as the layout, still at the path, its header's layout the agent's
+ * own).  One that is not is never followed: the loss is logged once,
+ * counted (remade) and shown (lost_why), and a new pool is made in its
+ * place (renamed over the path).  1 when a new pool was made, which the
+ * caller must then fill (tenants, rules, heartbeat) as at start; 0
+ * otherwise (nothing lost, or not made anew yet: tried at the next call).
+ * A SIGBUS on the pool's mapping (the file truncated under it) is turned
+ * into such a loss, never a crash.
+ */
+int preload_watch(struct preload *p, uint64_t now_ns);
 
 /* The pool's slot, as kern.c writes it alongside the kernel's. */
 struct rl_tenant *preload_slot(struct preload *p, uint32_t slot);
@@ -131,6 +199,16 @@ bool preload_forged_pending(struct preload *p);
  * more (a release forged in the pool frees nothing they hold). */
 int64_t preload_conns(const struct preload *p, uint32_t slot);
 
+/* The connections of slot in flight in the pool as the share between the
+ * kernel and the pool takes them: what the last complete check found the
+ * processes holding, never the pool's count (which any process of the
+ * group can write, again and again); the pool's count only while the
+ * check cannot look.  A count forged higher than that moves none of the
+ * kernel's slots to the pool; one forged lower frees none the processes
+ * fill (rl_share_store reads the pool's count before it gives the kernel
+ * slots). */
+int64_t preload_conns_found(const struct preload *p, uint32_t slot);
+
 /* Connections of slot the pool's processes refused (by the cap or the
  * rate), as they count them: only a sign of demand, never trusted more. */
 uint64_t preload_denied(const struct preload *p, uint32_t slot);
@@ -156,7 +234,12 @@ uint64_t preload_split(struct preload *p, uint32_t slot, uint64_t n,
  * check also takes every process that maps the pool's file (in
  * /proc/PID/maps), in the initial pid namespace only (elsewhere it is
  * skipped from then on).  What it found is also what preload_conns()
- * counts at least.
+ * counts at least, and what preload_conns_found() gives the share.
+ * Each call reads at most heal_budget files of /proc (PRELOAD_HEAL_BUDGET)
+ * and the next call takes the check up where it stopped: a check of a
+ * large or hostile table spans several seconds, and judges the counts once
+ * it is whole.  The processes of other pid namespaces are found by one
+ * walk over /proc per check.
  */
 void preload_heal(struct preload *p);
 

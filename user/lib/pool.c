@@ -56,15 +56,18 @@ int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
 	return 0;
 }
 
-/* Whether hdr (as read from a file of file_len bytes) is a pool of this
- * layout whose every part lies inside the file. */
-static int check(const struct rl_pool_hdr *hdr, uint64_t file_len)
+/* Whether hdr (a copy of a header read from a file of file_len bytes) is a
+ * pool of this layout whose every part lies inside the file; want is then
+ * its layout. */
+static int check(const struct rl_pool_hdr *hdr, uint64_t file_len,
+		 struct rl_pool_hdr *want_out)
 {
 	struct rl_pool_hdr want;
 
 	if (rl_pool_layout(hdr->max_tenants, hdr->cls_half, hdr->max_procs,
 			   &want))
 		return -EBADMSG;
+	*want_out = want;
 	if (hdr->pre.size != want.pre.size || file_len < want.pre.size ||
 	    hdr->off_tenants != want.off_tenants ||
 	    hdr->off_stats != want.off_stats ||
@@ -74,10 +77,21 @@ static int check(const struct rl_pool_hdr *hdr, uint64_t file_len)
 	return 0;
 }
 
+/* A copy of the header at base, word by word (its writers store with
+ * atomics; a memcpy would race with them). */
+static void hdr_copy(struct rl_pool_hdr *o, const struct rl_pool_hdr *h)
+{
+	const __u32 *in = (const __u32 *)h;
+	__u32 *out = (__u32 *)o;
+
+	for (size_t i = 0; i < sizeof(*o) / sizeof(__u32); i++)
+		out[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+}
+
 int rl_pool_map(struct rl_pool *p, const char *path)
 {
 	struct rl_pool_preamble *pre;
-	struct rl_pool_hdr *hdr;
+	struct rl_pool_hdr *hdr, h, want;
 	struct stat st;
 	void *base;
 	size_t len;
@@ -91,44 +105,69 @@ int rl_pool_map(struct rl_pool *p, const char *path)
 		close(fd);
 		return err;
 	}
+	/* a pool is the agent's, which runs as root: a file of anyone else
+	 * (a member of the group that put its own there) is not one */
+	if (st.st_uid != 0) {
+		close(fd);
+		return -EPERM;
+	}
 	if (!S_ISREG(st.st_mode) || st.st_size < RL_POOL_HDR_BYTES) {
 		close(fd);
 		return -EBADMSG;
 	}
-	len = (size_t)st.st_size;
+	/* the header alone first: the rest is mapped by its checked size */
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+		close(fd);
+		return -EBADMSG;
+	}
+	pre = &h.pre;
+	if (pre->magic != RL_POOL_MAGIC) {
+		close(fd);
+		return -EBADMSG;
+	}
+	len = RL_POOL_HDR_BYTES;
+	if (pre->version == RL_POOL_VERSION && pre->abi == RL_ABI_VERSION) {
+		err = check(&h, (uint64_t)st.st_size, &want);
+		if (err) {
+			close(fd);
+			return err;
+		}
+		len = (size_t)want.pre.size;
+	}
 	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	err = -errno;
 	close(fd);
 	if (base == MAP_FAILED)
 		return err;
-	pre = base;
 	hdr = base;
-	if (__atomic_load_n(&pre->magic, __ATOMIC_ACQUIRE) != RL_POOL_MAGIC) {
-		err = -EBADMSG;
-		goto fail;
+	if (len == RL_POOL_HDR_BYTES) {
+		/* of another layout: counted there for `rlctl status` */
+		__atomic_fetch_add(&hdr->pre.foreign, 1, __ATOMIC_RELAXED);
+		munmap(base, len);
+		return -EPROTO;
 	}
-	if (pre->version != RL_POOL_VERSION || pre->abi != RL_ABI_VERSION) {
-		__atomic_fetch_add(&pre->foreign, 1, __ATOMIC_RELAXED);
-		err = -EPROTO;
-		goto fail;
+	/* the header as mapped, read once more: it may have been rewritten
+	 * since the read above, and only a layout that held in both is
+	 * taken (its sizes from the copy, never from the file again) */
+	hdr_copy(&h, hdr);
+	if (check(&h, (uint64_t)len, &want) || want.pre.size != len) {
+		munmap(base, len);
+		return -EBADMSG;
 	}
-	err = check(hdr, len);
-	if (err)
-		goto fail;
 	p->base = base;
 	p->len = len;
+	p->n_tenants = want.max_tenants;
+	p->cls_half = want.cls_half;
+	p->n_procs = want.max_procs;
 	p->hdr = hdr;
-	p->tenants = (struct rl_tenant *)((char *)base + hdr->off_tenants);
-	p->stats = (struct rl_stats *)((char *)base + hdr->off_stats);
-	p->procs = (struct rl_pool_proc *)((char *)base + hdr->off_procs);
+	p->tenants = (struct rl_tenant *)((char *)base + want.off_tenants);
+	p->stats = (struct rl_stats *)((char *)base + want.off_stats);
+	p->procs = (struct rl_pool_proc *)((char *)base + want.off_procs);
 	for (int d = 0; d < 2; d++)
-		p->cls[d] = (struct rl_cls_group *)((char *)base + hdr->off_cls[d]);
+		p->cls[d] = (struct rl_cls_group *)((char *)base + want.off_cls[d]);
 	p->dev = st.st_dev;
 	p->ino = st.st_ino;
 	return 0;
-fail:
-	munmap(base, len);
-	return err;
 }
 
 void rl_pool_unmap(struct rl_pool *p)
@@ -150,7 +189,7 @@ int rl_pool_classify(const struct rl_pool *p, enum rl_pool_dir dir, int family,
 		     const uint8_t *addr, uint16_t port)
 {
 	struct rl_pool_cls *c = &p->hdr->cls[dir & 1];
-	uint32_t half = p->hdr->cls_half;
+	uint32_t half = p->cls_half;
 
 	/* A rule change is rare and takes microseconds: a few walks always
 	 * find a quiet moment.  One that never does answers "no rule". */
@@ -167,7 +206,7 @@ int rl_pool_classify(const struct rl_pool *p, enum rl_pool_dir dir, int family,
 		/* the walk's reads before the second look at the count */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) - s1 <= 1)
-			return t < (int)p->hdr->max_tenants ? t : -1;
+			return t >= 0 && (uint32_t)t < p->n_tenants ? t : -1;
 	}
 	return -1;
 }
@@ -303,7 +342,7 @@ enum rl_pool_verdict rl_pool_take(struct rl_pool *p, uint32_t slot,
 	uint32_t mode;
 	bool ok;
 
-	if (slot >= p->hdr->max_tenants)
+	if (slot >= p->n_tenants)
 		return RL_POOL_PASS;
 	t = &p->tenants[slot];
 	st = &p->stats[slot];
@@ -390,7 +429,7 @@ enum rl_pool_verdict rl_pool_conn_open(struct rl_pool *p, uint32_t slot,
 	struct rl_tenant *t;
 	uint32_t flags;
 
-	if (slot >= p->hdr->max_tenants)
+	if (slot >= p->n_tenants)
 		return RL_POOL_PASS;
 	t = &p->tenants[slot];
 	flags = __atomic_load_n(&t->flags, __ATOMIC_ACQUIRE);
@@ -423,7 +462,7 @@ void rl_pool_conn_close(struct rl_pool *p, uint32_t slot, uint32_t epoch)
 {
 	struct rl_tenant *t;
 
-	if (slot >= p->hdr->max_tenants)
+	if (slot >= p->n_tenants)
 		return;
 	t = &p->tenants[slot];
 	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_ACQUIRE) != epoch)
@@ -436,7 +475,7 @@ bool rl_pool_conn_hold(struct rl_pool *p, uint32_t slot, uint32_t epoch)
 {
 	struct rl_tenant *t;
 
-	if (slot >= p->hdr->max_tenants)
+	if (slot >= p->n_tenants)
 		return false;
 	t = &p->tenants[slot];
 	if (__atomic_load_n(&t->conn_epoch, __ATOMIC_ACQUIRE) != epoch)
@@ -479,7 +518,7 @@ static bool proc_stale(const struct rl_pool_proc *s, uint64_t pidns,
 struct rl_pool_proc *rl_pool_proc_claim(struct rl_pool *p, uint32_t pid,
 					uint64_t pidns, const char *comm)
 {
-	uint32_t n = p->hdr->max_procs;
+	uint32_t n = p->n_procs;
 	struct rl_pool_proc *s = NULL;
 	uint64_t now = rl_pool_now_ns();
 	int saved = errno;

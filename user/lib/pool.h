@@ -183,10 +183,16 @@ _Static_assert(sizeof(struct rl_pool_proc) == 64, "rl_pool_proc: a cache line");
  *                 only).
  */
 
-/* A mapped pool, as either side holds it. */
+/* A mapped pool, as either side holds it.  Its sizes are taken from the
+ * header once, when it is mapped, and checked against the file then: every
+ * process of the pool's group can write the header, so no reader ever looks
+ * at the header's sizes or offsets again (the layout is the mapper's own). */
 struct rl_pool {
 	void *base;
-	size_t len;
+	size_t len;		/* bytes mapped: the layout's size */
+	uint32_t n_tenants;	/* slots in tenants and stats */
+	uint32_t cls_half;	/* classifier groups per half */
+	uint32_t n_procs;	/* slots in procs */
 	struct rl_pool_hdr *hdr;
 	struct rl_tenant *tenants;
 	struct rl_stats *stats;
@@ -204,9 +210,11 @@ int rl_pool_layout(uint32_t max_tenants, uint32_t cls_half, uint32_t max_procs,
 /*
  * Maps the pool at path, read-write (the library spends tokens in it), and
  * checks its layout.  0; -ENOENT, -EACCES and other errors of open and mmap;
+ * -EPERM for a file not owned by root (only the agent makes pools);
  * -EPROTO for a pool of another layout (after counting this process in its
- * preamble's `foreign`), -EBADMSG for a damaged one.  Async-signal-safe: no
- * allocation, no locks; p is untouched on failure.
+ * preamble's `foreign`), -EBADMSG for a damaged one.  Only the layout's
+ * bytes are mapped, and its sizes are copied into p (see struct rl_pool).
+ * Async-signal-safe: no allocation, no locks; p is untouched on failure.
  */
 int rl_pool_map(struct rl_pool *p, const char *path);
 void rl_pool_unmap(struct rl_pool *p);

@@ -26,9 +26,8 @@ static int adopt(struct rl_pool *p, const char *path, const struct rl_pool_hdr *
 
 	if (err)
 		return err;
-	if (q.hdr->max_tenants != want->max_tenants ||
-	    q.hdr->cls_half != want->cls_half ||
-	    q.hdr->max_procs != want->max_procs) {
+	if (q.n_tenants != want->max_tenants || q.cls_half != want->cls_half ||
+	    q.n_procs != want->max_procs) {
 		rl_pool_unmap(&q);
 		return -EMSGSIZE;
 	}
@@ -133,7 +132,7 @@ int rl_pool_publish(struct rl_pool *p, enum rl_pool_dir dir,
 		    const struct rl_cls_image *img, size_t n_rules)
 {
 	struct rl_pool_cls *c = &p->hdr->cls[dir & 1];
-	uint32_t half = p->hdr->cls_half, next;
+	uint32_t half = p->cls_half, next;
 	struct rl_cls_group *dst;
 
 	if (!img->groups || img->n_groups < RL_CLS_POOL)
@@ -210,7 +209,7 @@ size_t rl_pool_procs(struct rl_pool *p, uint64_t pidns,
 {
 	size_t n = 0;
 
-	for (uint32_t i = 0; i < p->hdr->max_procs; i++) {
+	for (uint32_t i = 0; i < p->n_procs; i++) {
 		struct rl_pool_proc *s = &p->procs[i];
 		uint32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
 

@@ -22,11 +22,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -76,6 +78,9 @@ static char comm[16];
 
 static struct rl_pool views[MAX_VIEWS];
 static unsigned int n_views;	/* written only by the thread in look() */
+/* Views whose file was truncated under them (bit by index): anonymous
+ * memory stands in their place (on_sigbus), and none is used again. */
+static uint32_t views_dead;
 static struct rl_pool *cur;	/* the pool in use, or NULL */
 static uint64_t next_look_ns;
 static int looking;
@@ -114,8 +119,9 @@ static const char *reason(int err)
 	case ENOENT:
 		return "it does not exist (does rlagent run with --preload-pool?)";
 	case EACCES:
-	case EPERM:
 		return "permission denied (is the program in the pool's group?)";
+	case EPERM:
+		return "it is not owned by root (only rlagent makes pools)";
 	case EPROTO:
 		return "it has another layout (librlpreload.so and rlagent "
 		       "are not of one version)";
@@ -147,6 +153,60 @@ static void tell(int err)
 
 /* --- the pool in use --------------------------------------------------------- */
 
+/* Whether view v was truncated under this process (see on_sigbus). */
+static bool dead(const struct rl_pool *v)
+{
+	return __atomic_load_n(&views_dead, __ATOMIC_ACQUIRE) &
+	       (1U << (unsigned int)(v - views));
+}
+
+/*
+ * A process of the pool's group may truncate the pool's file: a page past
+ * its new end then raises SIGBUS in every process that touches it, which
+ * would kill the program.  Where the program left SIGBUS at its default
+ * (the library installs this only then), a fault inside a view puts
+ * anonymous memory in place of the view (zeroes: nothing is classified or
+ * counted through it again), marks it dead and returns, so that the access
+ * is made again and completes; the connections then fall to
+ * RLGATE_POOL_FAIL until the agent's new pool is mapped.  A fault anywhere
+ * else is not the library's: the default action is put back, and the
+ * access made again raises it as without the library.
+ */
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	unsigned int n = __atomic_load_n(&n_views, __ATOMIC_ACQUIRE);
+
+	(void)uc;
+	for (unsigned int i = 0; i < n && i < MAX_VIEWS; i++) {
+		uintptr_t b = (uintptr_t)views[i].base;
+
+		if (!b || a < b || a - b >= views[i].len)
+			continue;
+		if (mmap((void *)b, views[i].len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			 0) == MAP_FAILED)
+			break;
+		__atomic_fetch_or(&views_dead, 1U << i, __ATOMIC_RELEASE);
+		return;
+	}
+	signal(sig, SIG_DFL);
+}
+
+static void bus_install(void)
+{
+	struct sigaction old, sa;
+
+	if (sigaction(SIGBUS, NULL, &old) < 0 ||
+	    (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+		return;		/* the program's own: left alone */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
 /* At most once per LOOK_EVERY_NS, by one thread: maps the pool if there is
  * none yet, or a new file put in place of the one mapped. */
 static void look(uint64_t now, struct rl_pool *v)
@@ -165,6 +225,8 @@ static void look(uint64_t now, struct rl_pool *v)
 			tell(-errno);
 		goto out;	/* none, or none to replace the one in use */
 	}
+	if (v && dead(v))
+		v = NULL;	/* truncated: whatever is there next is new */
 	if (v && st.st_dev == v->dev && st.st_ino == v->ino)
 		goto out;	/* the same file */
 	/* A file of another layout or damaged is never fixed in place (the
@@ -184,7 +246,8 @@ static void look(uint64_t now, struct rl_pool *v)
 		tell(err);
 		goto out;
 	}
-	__atomic_store_n(&cur, &views[n_views++], __ATOMIC_RELEASE);
+	__atomic_store_n(&n_views, n_views + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&cur, &views[n_views - 1], __ATOMIC_RELEASE);
 	tell(0);
 out:
 	__atomic_store_n(&looking, 0, __ATOMIC_RELEASE);
@@ -197,6 +260,10 @@ static struct rl_pool *view(uint64_t now)
 	if (now >= __atomic_load_n(&next_look_ns, __ATOMIC_RELAXED)) {
 		look(now, v);
 		v = __atomic_load_n(&cur, __ATOMIC_ACQUIRE);
+	}
+	if (v && dead(v)) {
+		tell(-EBADMSG);
+		return NULL;
 	}
 	return v;
 }
@@ -697,7 +764,11 @@ __attribute__((constructor)) static void rlpreload_init(void)
 	int fd;
 
 	resolve();
-	e = getenv("RLGATE_POOL");
+	/* secure_getenv: in a setuid or setgid program (the library in
+	 * /etc/ld.so.preload reaches those too) the environment is the
+	 * caller's, who must not choose the pool it maps nor its failure
+	 * policy: the defaults then */
+	e = secure_getenv("RLGATE_POOL");
 	if (e && *e) {
 		if (strlen(e) < sizeof(pool_path))
 			memcpy(pool_path, e, strlen(e) + 1);
@@ -706,7 +777,7 @@ __attribute__((constructor)) static void rlpreload_init(void)
 					      "than a path: using "
 					      RL_POOL_DEFAULT_PATH, NULL });
 	}
-	e = getenv("RLGATE_POOL_FAIL");
+	e = secure_getenv("RLGATE_POOL_FAIL");
 	if (e && strcmp(e, "allow") == 0)
 		fail_allow = true;
 	else if (e && *e && strcmp(e, "deny") != 0)
@@ -725,5 +796,6 @@ __attribute__((constructor)) static void rlpreload_init(void)
 	my_pid = getpid();
 	my_pidns = rl_pool_pidns();
 	pthread_atfork(NULL, NULL, after_fork);
+	bus_install();
 	look(rl_pool_now_ns(), NULL);
 }

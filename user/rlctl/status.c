@@ -168,6 +168,16 @@ static void print_preload(json_t *p)
 		printf("             %" JSON_INTEGER_FORMAT " process(es) found "
 		       "the process table full (they are limited, not listed)\n",
 		       json_integer_value(json_object_get(p, "table_full")));
+	if (json_integer_value(json_object_get(p, "remade")) ||
+	    json_string_value(json_object_get(p, "lost")))
+		printf("             pool %s %" JSON_INTEGER_FORMAT " s ago (a "
+		       "process of its group?): made anew %" JSON_INTEGER_FORMAT
+		       " time(s)%s\n",
+		       json_string_value(json_object_get(p, "lost")) ?: "lost",
+		       json_integer_value(json_object_get(p, "lost_s")),
+		       json_integer_value(json_object_get(p, "remade")),
+		       json_integer_value(json_object_get(p, "remade")) ? "" :
+		       "; not yet, the agent tries again every second");
 	if (json_integer_value(json_object_get(p, "forged_tokens")))
 		printf("             %" JSON_INTEGER_FORMAT " leased token(s) "
 		       "written into the pool by a process of its group, beyond "

@@ -16,12 +16,24 @@
  *                         fills every free line of the process table with
  *                         PID (a process that lives as long as the test),
  *                         so that the next process finds the table full
+ *   rlpool PATH --hostile MS SECONDS
+ *                         what a process of the pool's group can do to the
+ *                         file, every MS milliseconds for SECONDS, opening
+ *                         whatever is at PATH each time: the connections
+ *                         in flight of every slot written 1000000, every
+ *                         free line of the process table taken by a pid of
+ *                         a pid namespace that does not exist, and in turn
+ *                         the header's sizes rewritten (1048576 tenants)
+ *                         or the file truncated to its header; prints what
+ *                         it did
  * Exit 0, 1 on failure, 2 on a bad argument.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "classify.h"
 #include "policy.h"
@@ -49,7 +61,7 @@ static int stats(const char *path)
 
 	if (map_pool(&p, path))
 		return 1;
-	for (uint32_t i = 0; i < p.hdr->max_tenants; i++) {
+	for (uint32_t i = 0; i < p.n_tenants; i++) {
 		struct rl_stats st;
 
 		if (p.tenants[i].mode == RL_MODE_NONE)
@@ -89,7 +101,7 @@ static int forge(const char *path, char **argv, int argc)
 	if (map_pool(&p, path))
 		return 1;
 	do {
-		for (uint32_t i = 0; i < p.hdr->max_tenants; i++) {
+		for (uint32_t i = 0; i < p.n_tenants; i++) {
 			struct rl_tenant *t = &p.tenants[i];
 
 			if (__atomic_load_n(&t->mode, __ATOMIC_ACQUIRE) !=
@@ -113,7 +125,7 @@ static int fill_procs(const char *path, const char *pid_s)
 
 	if (map_pool(&p, path))
 		return 1;
-	for (uint32_t i = 0; i < p.hdr->max_procs; i++) {
+	for (uint32_t i = 0; i < p.n_procs; i++) {
 		struct rl_pool_proc *s = &p.procs[i];
 		uint32_t free_ = 0;
 
@@ -125,6 +137,70 @@ static int fill_procs(const char *path, const char *pid_s)
 		memcpy(s->comm, "filler", sizeof("filler"));
 	}
 	rl_pool_unmap(&p);
+	return 0;
+}
+
+/* One round of --hostile on a pool mapped as the library maps it (a pool
+ * already damaged is not mapped: only the file is written). */
+static void hostile_counts(const char *path, uint32_t round)
+{
+	struct rl_pool p;
+
+	if (rl_pool_map(&p, path))
+		return;
+	for (uint32_t i = 0; i < p.n_tenants; i++)
+		__atomic_store_n(&p.tenants[i].conns, 1000000, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < p.n_procs; i++) {
+		struct rl_pool_proc *s = &p.procs[i];
+		uint32_t free_ = 0;
+
+		if (!__atomic_compare_exchange_n(&s->pid, &free_, 1 + i, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&s->pidns, 0xf0000000ULL + i + round,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&s->start_ns, rl_pool_now_ns(), __ATOMIC_RELAXED);
+	}
+	rl_pool_unmap(&p);
+}
+
+static int hostile(const char *path, const char *ms_s, const char *secs_s)
+{
+	long ms = strtol(ms_s, NULL, 10), secs = strtol(secs_s, NULL, 10);
+	uint64_t until = rl_pool_now_ns() + (uint64_t)secs * RL_NSEC_PER_SEC;
+	struct timespec gap = { ms / 1000, (ms % 1000) * 1000000L };
+	unsigned int headers = 0, truncs = 0, rounds = 0;
+
+	if (ms <= 0 || secs <= 0) {
+		fprintf(stderr, "Error: expected --hostile MS SECONDS\n");
+		return 2;
+	}
+	do {
+		int fd;
+
+		hostile_counts(path, rounds);
+		fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && rounds % 10 == 4) {
+			struct rl_pool_hdr h = { 0 };
+
+			if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h)) {
+				h.max_tenants = 1048576;
+				h.cls_half = UINT32_MAX;
+				h.max_procs = 1U << 20;
+				h.pre.size = ~0ULL;
+				headers += pwrite(fd, &h, sizeof(h), 0) ==
+					   (ssize_t)sizeof(h);
+			}
+		} else if (fd >= 0 && rounds % 10 == 9) {
+			truncs += ftruncate(fd, RL_POOL_HDR_BYTES) == 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		rounds++;
+		nanosleep(&gap, NULL);
+	} while (rl_pool_now_ns() < until);
+	printf("%u rounds, %u headers rewritten, %u truncations\n", rounds,
+	       headers, truncs);
 	return 0;
 }
 
@@ -168,6 +244,8 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[2], "--stats") == 0)
 		return stats(argv[1]);
+	if (argc == 5 && strcmp(argv[2], "--hostile") == 0)
+		return hostile(argv[1], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[2], "--fill-procs") == 0)
 		return fill_procs(argv[1], argv[3]);
 	if (argc >= 5 && argc <= 7 && strcmp(argv[2], "--forge") == 0)
@@ -175,7 +253,7 @@ int main(int argc, char **argv)
 	if (argc < 3 || n > SLOTS - 1) {
 		fprintf(stderr, "Usage: rlpool PATH SPEC... | rlpool PATH --stats | "
 			"rlpool PATH --forge tokens|conns N [MS SECONDS] | "
-			"rlpool PATH --fill-procs PID\n");
+			"rlpool PATH --fill-procs PID | rlpool PATH --hostile MS SECONDS\n");
 		return 2;
 	}
 	memset(ts, 0, sizeof(ts));
