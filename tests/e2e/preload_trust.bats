@@ -324,7 +324,8 @@ ask_status() {
 	echo $! >>"$BATS_TEST_TMPDIR/srv.pids"
 	preloaded s1 setpriv --reuid nobody --regid nogroup --groups nogroup \
 		"$PY" "$PRELOAD_HOLD" serve thread 127.0.0.1 8081
-	wait_listen s1 8080 && wait_listen s1 8081
+	wait_listen s1 8080
+	wait_listen s1 8081
 	# both points carry traffic before the attack
 	wait_for 10 library_admits
 
