@@ -143,10 +143,18 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 	json_t *ifs = json_array();
 
 	(void)req;
-	for (unsigned int i = 0; i < a->kern.n_ifaces; i++)
-		json_array_append_new(ifs, json_pack("{s:s,s:s}", "name",
+	for (unsigned int i = 0; i < a->kern.n_ifaces; i++) {
+		enum kern_rst_reach reach = kern_rst_reach(&a->kern.ifaces[i]);
+		json_t *ifc = json_pack("{s:s,s:s,s:s}", "name",
 			a->kern.ifaces[i].name, "attach",
-			kern_mode_name(a->kern.ifaces[i].mode)));
+			kern_mode_name(a->kern.ifaces[i].mode),
+			"rst", kern_rst_reach_name(reach));
+
+		if (ifc && kern_rst_advice(reach))
+			json_object_set_new(ifc, "rst_warning",
+					    json_string(kern_rst_advice(reach)));
+		json_array_append_new(ifs, ifc);
+	}
 	json_t *r = json_pack("{s:b,s:s,s:I,s:s,s:o,s:I,s:s,s:s,s:I}",
 			      "ok", 1, "version", RLGATE_VERSION,
 			      "uptime_s", (json_int_t)((loop_now_ns() -

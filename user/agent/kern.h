@@ -139,6 +139,22 @@ int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode);
 /* Detaches from ifname (only our program).  -ENOENT if not attached. */
 int kern_detach(struct kern *k, const char *ifname);
 
+/* Whether the RSTs the program sends back on an interface reach clients
+ * (kern_reach.c): a veth in native mode delivers them only while its peer
+ * runs an XDP program or has GRO on. */
+enum kern_rst_reach {
+	KERN_RST_DELIVERED,
+	KERN_RST_LOST,		/* the kernel drops them: rst acts as drop */
+	KERN_RST_UNKNOWN,	/* a veth on a kernel that does not say */
+};
+
+/* Asks the kernel now, so a peer changed since attach is seen. */
+enum kern_rst_reach kern_rst_reach(const struct kern_iface *ifc);
+/* "delivered", "lost" or "unknown". */
+const char *kern_rst_reach_name(enum kern_rst_reach r);
+/* What is wrong and what to do, in one sentence; NULL when delivered. */
+const char *kern_rst_advice(enum kern_rst_reach r);
+
 /* The keys and values of every pinned map, per-CPU ones once per possible
  * CPU (mem_map_bytes): what the kernel holds for this pin dir. */
 uint64_t kern_map_bytes(const struct kern *k);

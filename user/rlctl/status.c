@@ -235,6 +235,16 @@ int cmd_status(int argc, char **argv)
 		printf("%s%s (%s)", i ? ", " : "", name ?: "?", how ?: "?");
 	}
 	printf("\n");
+	/* an older agent does not say */
+	json_array_foreach(ifs, i, v) {
+		const char *w = json_string_value(json_object_get(v, "rst_warning"));
+
+		if (w)
+			printf("warning:     RSTs sent on %s %s reach clients: %s\n",
+			       json_string_value(json_object_get(v, "name")) ?: "?",
+			       strcmp(json_string_value(json_object_get(v, "rst")) ?: "",
+				      "lost") == 0 ? "do not" : "may not", w);
+	}
 	printf("tenants:     %" JSON_INTEGER_FORMAT "\n",
 	       json_integer_value(json_object_get(reply, "tenants")));
 	rlctl_print_instance(json_object_get(reply, "instance"));
