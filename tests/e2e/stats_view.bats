@@ -13,12 +13,6 @@ load agent_helpers
 setup() { agent_setup; }
 teardown() { agent_teardown; }
 
-# fail MESSAGE: fails the test, saying why.
-fail() {
-	echo "$*" >&2
-	return 1
-}
-
 @test "rlctl stats: the limit beside the rates, and a burst just admitted is in the rate over the stated window at once" {
 	local start end st admitted denied window rate drate try
 
@@ -56,8 +50,8 @@ fail() {
 		"$(awk -v d="$(json_get .total.attempts)" 'BEGIN { print d - 12 - 0.01 }')" \
 		"$(awk -v d="$(json_get .total.attempts)" 'BEGIN { print d - 12 + 0.01 }')"
 	run rl stats web
-	[[ $status -eq 0 ]] || fail "rlctl stats exited $status"
+	[[ $status -eq 0 ]] || { echo "rlctl stats exited $status" >&2; return 1; }
 	[[ ${lines[0]} == "TENANT"*"LIMIT"*"ADMIT/S"* && ${lines[1]} == "web "*" 1/h,12 "* ]] ||
-		fail "no limit beside the rates: $output"
-	[[ $output == *"per second over the last "[34].?" s"* ]] || fail "no window stated: $output"
+		{ echo "no limit beside the rates: $output" >&2; return 1; }
+	[[ $output == *"per second over the last "[34].?" s"* ]] || { echo "no window stated: $output" >&2; return 1; }
 }
