@@ -360,6 +360,20 @@ static void test_messages_name_the_value(void)
 	CHECK(r.rc == 2 && strstr(r.err, "unknown command 'nope'"),
 	      "unknown command: %s", r.err);
 	free_result(&r);
+	/* typos: what was most likely meant */
+	r = RUN("stat");
+	CHECK(r.rc == 2 && strstr(r.err, "unknown command 'stat'; did you mean "
+				  "'stats'?"), "stat: %s", r.err);
+	free_result(&r);
+	r = RUN("tenant", "lsit");
+	CHECK(r.rc == 2 && strstr(r.err, "did you mean 'list'?"), "tenant lsit: %s",
+	      r.err);
+	free_result(&r);
+	r = RUN("tenant", "set", "web", "--rate", "1/s", "--brust", "5");
+	CHECK(r.rc == 2 && strstr(r.err, "unknown option '--brust' for 'tenant "
+				  "set'; did you mean '--burst'?"), "--brust: %s",
+	      r.err);
+	free_result(&r);
 }
 
 static void test_no_agent(void)
