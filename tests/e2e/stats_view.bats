@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
-# What `rlctl stats` shows an operator: the configured limit beside the
-# rates, and rates that are what was admitted and denied over the window
-# they state - the latest second included - so a burst that just happened
-# is in them at once, not a second or more later.
+# What `rlctl stats` and `detach` tell an operator: the configured limit
+# beside the rates, and rates that are what was admitted and denied over
+# the window they state - the latest second included - so a burst that just
+# happened is in them at once; a detach of the wrong interface names the
+# right ones.
 #
 # e2e: parallel - its checks hold however busy the machine is, so it may
 # run beside another file (tools/run-tests.sh).
@@ -54,4 +55,12 @@ teardown() { agent_teardown; }
 	[[ ${lines[0]} == "TENANT"*"LIMIT"*"ADMIT/S"* && ${lines[1]} == "web "*" 1/h,12 "* ]] ||
 		{ echo "no limit beside the rates: $output" >&2; return 1; }
 	[[ $output == *"per second over the last "[34].?" s"* ]] || { echo "no window stated: $output" >&2; return 1; }
+}
+
+@test "rlctl detach of an interface the agent is not on exits 2 naming the interfaces it is on, and detaches nothing" {
+	agent_start
+	run rl detach eth9
+	[[ $status -eq 2 && $output == *"interface 'eth9' is not attached; attached: eth0 (native)"* ]] ||
+		{ echo "rlctl detach eth9: exit $status, '$output'" >&2; return 1; }
+	xdp_attached || { echo "eth0 lost its program" >&2; return 1; }
 }

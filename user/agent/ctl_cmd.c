@@ -786,8 +786,18 @@ static json_t *cmd_detach(struct ctl_call *call, const json_t *req)
 				 "a string");
 	e = kern_detach(&a->kern, json_string_value(v));
 	if (e == -ENOENT) {
-		snprintf(err, sizeof(err), "interface '%.32s' is not attached",
-			 json_string_value(v));
+		/* and what is, so the operator sees the right name */
+		int at = snprintf(err, sizeof(err), "interface '%.32s' is not "
+				  "attached; %s", json_string_value(v),
+				  a->kern.n_ifaces ? "attached:" :
+				  "no interface is attached");
+
+		for (unsigned int i = 0; i < a->kern.n_ifaces &&
+		     at > 0 && (size_t)at < sizeof(err); i++)
+			at += snprintf(err + at, sizeof(err) - (size_t)at,
+				       "%s %s (%s)", i ? "," : "",
+				       a->kern.ifaces[i].name,
+				       kern_mode_name(a->kern.ifaces[i].mode));
 		return ctl_error(AGENT_NOT_FOUND, err);
 	}
 	if (e) {
