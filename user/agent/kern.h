@@ -55,6 +55,9 @@ struct kern {
 	 * before then already share their caps with the pool */
 	unsigned int ifaces_planned;
 	bool maps_adopted;	/* pinned maps existed and were reused */
+	/* this agent made the pin dir; a failed start removes only such a
+	 * one (kern_unpin_failed), a last detach any (kern_unpin) */
+	bool pin_dir_made;
 	/* slots from here on were never configured since this agent made
 	 * the maps: their counters are still the new maps' zeros */
 	uint32_t pristine_from;
@@ -162,6 +165,9 @@ uint64_t kern_map_bytes(const struct kern *k);
 /* Removes the pins and the pin dir.  For after the last detach.  0, or the
  * -errno of removing the pin dir (pins that would not go are logged). */
 int kern_unpin(struct kern *k);
+/* The same after a start that failed: the pin dir goes only if this
+ * agent made it (an operator's empty directory stays). */
+int kern_unpin_failed(struct kern *k);
 
 /* Writes the configuration of tenant t into slot.  fresh: the slot is new
  * to this tenant, so its bucket starts full and its counters at zero;
