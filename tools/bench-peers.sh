@@ -796,7 +796,7 @@ plot() {
 for s in skewed even under; do
 	((fleet)) || break
 	plot <<EOF || die "couldn't plot the $s load"
-set terminal svg size 720,400 dynamic font "sans,11" noenhanced
+set terminal svg size 720,400 dynamic font "sans,11" noenhanced background rgb "white"
 set output "$out/peers-fleet-$s.svg"
 set title "3 hosts, limit $rate/s burst $burst: $s load"
 set xlabel "s"
@@ -815,7 +815,7 @@ done
 	   for (i = 1; i <= n; i++) print o[i], v[o[i], "skewed"], v[o[i], "even"] }' \
 	"$work/figures" >"$out/peers-accuracy.dat"
 ((fleet)) && { plot || die "couldn't plot the accuracy"; } <<EOF
-set terminal svg size 720,400 dynamic font "sans,11" noenhanced
+set terminal svg size 720,400 dynamic font "sans,11" noenhanced background rgb "white"
 set output "$out/peers-accuracy.svg"
 set title "admitted / (rate x T + burst), 3 hosts, limit $rate/s burst $burst"
 set style data histograms
@@ -828,7 +828,7 @@ plot "$out/peers-accuracy.dat" using 2:xtic(1) title "skewed 90/5/5, 1.5x", \
   "" using 3 title "even, 3x", 1 with lines dashtype 2 lc rgb "black" title "the limit"
 EOF
 plot <<EOF || die "couldn't plot the flood"
-set terminal svg size 720,400 dynamic font "sans,11" noenhanced
+set terminal svg size 720,400 dynamic font "sans,11" noenhanced background rgb "white"
 set output "$out/peers-flood.svg"
 set title "legitimate connections per second to s1 under a SYN flood from $flood_net"
 set xlabel "s"

@@ -74,10 +74,10 @@ trap 'exit 143' TERM
 for f in rlagent rlctl loadgen pass.bpf.o; do
 	[[ -e $build/$f ]] || die "missing $build/$f: run 'make' first"
 done
-for c in ip nsenter jq; do
-	command -v "$c" >/dev/null || die "missing command '$c': run 'make deps'"
+for c in ip nsenter jq sysctl; do
+	command -v "$c" >/dev/null || die "missing command '$c': run 'tools/deps.sh demo' (or 'make demo')"
 done
-mountpoint -q /sys/fs/bpf || die "bpffs is not mounted on /sys/fs/bpf: run 'make deps'"
+mountpoint -q /sys/fs/bpf || die "bpffs is not mounted on /sys/fs/bpf: run 'tools/deps.sh demo' (or 'make demo')"
 tmp=$(mktemp -d /tmp/rlgate-demo.XXXXXX)
 
 # --- the lab ---------------------------------------------------------------------

@@ -54,7 +54,7 @@ complete_line() {
 	[[ $(complete_line tenant set web --port "") == "any" ]]
 	[[ $(complete_line tenant set web --rate "") == "" ]]
 	[[ $(complete_line tenant set web --shards "") == "" ]]
-	[[ $(complete_line top --) == "--help --interval --iterations --json --name --socket --timeout --top" ]]
+	[[ $(complete_line top --) == "--help --interval --iterations --json --name --socket --timeout --top --wide" ]]
 	[[ $(complete_line apply --d) == "--dry-run" ]]
 }
 

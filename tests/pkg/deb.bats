@@ -2,7 +2,9 @@
 # The Debian package: `make deb` builds it with debhelper, lintian finds no
 # error, and dpkg installs it on this machine, upgrades it to a rebuilt
 # package of a higher version while an agent of it protects a lab host, and
-# purges it, leaving nothing behind.  Root; about 30 seconds.  Machine-wide
+# purges it, leaving nothing behind; a removal with the program attached
+# leaves it enforcing, says how to detach it, and the documented commands
+# do.  Root; about a minute.  Machine-wide
 # state (dpkg's database, /etc, /lib/systemd) is touched only between
 # install and purge, under a lock, and only when no rlgate is installed.
 
@@ -99,7 +101,12 @@ deb_file() {
 
 	# --- install ---
 	: >"$BATS_TEST_TMPDIR/installed"
-	DEBIAN_FRONTEND=noninteractive dpkg -i "$old" </dev/null
+	DEBIAN_FRONTEND=noninteractive dpkg -i "$old" </dev/null >"$BATS_TEST_TMPDIR/dpkg.out" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/dpkg.out" >&2; false; }
+	# the next step, since the unit cannot run yet
+	grep -q '^rlgate: Set them in /etc/default/rlagent, e.g. RLAGENT_ARGS="--iface eth0", then' \
+		"$BATS_TEST_TMPDIR/dpkg.out" || { cat "$BATS_TEST_TMPDIR/dpkg.out" >&2; false; }
+	grep -q '^rlgate:     systemctl enable --now rlagent$' "$BATS_TEST_TMPDIR/dpkg.out"
 	[[ $(dpkg-query -W -f='${db:Status-Status} ${Version}' rlgate) == "installed $v_old" ]]
 	run /usr/sbin/rlagent --version
 	[[ $output == "rlagent ${v_old%-*}" ]]
@@ -112,10 +119,13 @@ deb_file() {
 	echo "$output"
 	[[ $status -eq 0 && -z $(grep rlagent <<<"$output") ]]
 	grep -qx 'ExecStart=/usr/sbin/rlagent $RLAGENT_ARGS' /lib/systemd/system/rlagent.service
-	[[ $(systemctl is-enabled rlagent.service) == enabled ]]
-	[[ -L /etc/systemd/system/multi-user.target.wants/rlagent.service ]]
-	# Enabled, not started.
+	# Neither enabled nor started: unconfigured it would fail at each boot.
+	[[ $(systemctl is-enabled rlagent.service) == disabled ]]
+	[[ ! -e /etc/systemd/system/multi-user.target.wants/rlagent.service ]]
 	[[ -z $(pgrep -f '^/usr/sbin/rlagent') ]]
+	# The documented preload pool's directory is writable for the unit.
+	grep -qxE 'ReadWritePaths=(.* )?/run( .*)?' /lib/systemd/system/rlagent.service
+	grep -q -- '--preload-pool /run/rlgate.pool' /usr/share/doc/rlgate/operations.md*
 
 	# --- the installed agent protects a lab host ---
 	lab_up --servers 1 --clients 1
@@ -129,14 +139,21 @@ deb_file() {
 	prog=$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id')
 	[[ $prog =~ ^[0-9]+$ ]]
 
-	# The operator's settings.
+	# The operator's settings, and the unit enabled as the install said.
 	echo 'RLAGENT_ARGS="--iface eth9"' >/etc/default/rlagent
+	systemctl enable rlagent.service 2>/dev/null
 
 	# --- upgrade ---
-	DEBIAN_FRONTEND=noninteractive dpkg -i "$new" </dev/null
+	DEBIAN_FRONTEND=noninteractive dpkg -i "$new" </dev/null >"$BATS_TEST_TMPDIR/dpkg.out" 2>&1 ||
+		{ cat "$BATS_TEST_TMPDIR/dpkg.out" >&2; false; }
 	[[ $(dpkg-query -W -f='${db:Status-Status} ${Version}' rlgate) == "installed $v_new" ]]
 	grep -qx 'RLAGENT_ARGS="--iface eth9"' /etc/default/rlagent
 	[[ $(systemctl is-enabled rlagent.service) == enabled ]]
+	# configured: no next step to print
+	if grep -q 'Set them in' "$BATS_TEST_TMPDIR/dpkg.out"; then
+		cat "$BATS_TEST_TMPDIR/dpkg.out" >&2
+		false
+	fi
 	# Nothing was detached: the same program enforces, on the same pins.
 	[[ $(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id') == "$prog" ]]
 	[[ -e $PINS/tenants ]]
@@ -170,4 +187,79 @@ deb_file() {
 	run systemctl is-enabled rlagent.service
 	[[ $output != enabled ]]
 	[[ -z $(compgen -G '/var/lib/systemd/deb-systemd-helper-enabled/*rlagent*') ]]
+}
+
+# by_hand NS PINS: the commands of docs/operations.md, "Detaching by hand",
+# run as written for eth0 in namespace NS with the pins at PINS (each may
+# fail harmlessly, as the page says).
+by_hand() {
+	local ns=$1 pins=$2 cmd n=0
+
+	while IFS= read -r cmd; do
+		cmd=${cmd%%#*}
+		cmd=${cmd#sudo }
+		[[ $cmd == *"link show"* || -z ${cmd// /} ]] && continue
+		cmd=${cmd//IF/eth0}
+		cmd=${cmd//\/sys\/fs\/bpf\/rlgate/$pins}
+		case $cmd in
+		"ip "*) cmd="ip -n $ns ${cmd#ip }" ;;
+		"tc "*) cmd="ip netns exec $ns $cmd" ;;
+		esac
+		echo "by hand: $cmd"
+		eval "$cmd" 2>/dev/null || true
+		n=$((n + 1))
+	done < <(sed -n '/^### Detaching by hand/,/^### /p' "$TOP/docs/operations.md" |
+		sed -n '/^```sh$/,/^```$/p' | sed '/^```/d')
+	((n >= 5)) || { echo "found only $n commands in operations.md" >&2; return 1; }
+}
+
+@test "dpkg -r with the program attached leaves it enforcing and says how to detach, and the documented commands do" {
+	e2e_require_root
+	e2e_require_build pass.bpf.o
+	exec {lockfd}</var/lib/dpkg
+	flock -w 300 "$lockfd"
+	if dpkg-query -W -f='${db:Status-Status}' rlgate 2>/dev/null | grep -qv not-installed ||
+		[[ -e /etc/default/rlagent || -e /var/lib/rlgate || -e /lib/systemd/system/rlagent.service ]]; then
+		skip "rlgate is installed on this machine, or was: not a clean state"
+	fi
+	: >"$BATS_TEST_TMPDIR/installed"
+	DEBIAN_FRONTEND=noninteractive dpkg -i \
+		"$DEB_BUILD/rlgate_$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)_$(dpkg --print-architecture).deb" \
+		</dev/null >/dev/null 2>&1
+
+	lab_up --servers 1 --clients 1
+	PINS=/sys/fs/bpf/rlgate-$LAB-deb
+	sock=$BATS_TEST_TMPDIR/sock
+	mkdir -p "$BATS_TEST_TMPDIR/state"
+	# the service's settings, which the removal reads to find the agent
+	echo "RLAGENT_ARGS=\"--iface eth0 --pin-dir $PINS --control $sock\"" >/etc/default/rlagent
+	RLGATE_BUILD=/usr/sbin rlagent_start s1 "$sock" "$BATS_TEST_TMPDIR/state" "$PINS" \
+		"$BATS_TEST_TMPDIR/agent.log"
+	AGENT=$RLAGENT_PID
+	prog=$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id')
+	[[ $prog =~ ^[0-9]+$ ]]
+
+	run dpkg -r rlgate
+	echo "$output"
+	[[ $status -eq 0 ]]
+	[[ $output == *"rlgate: WARNING: rlgate's program stays attached after the package is gone"* ]]
+	[[ $output == *"interfaces: eth0 (native)"* ]]
+	[[ $output == *"rlctl detach IF"* && $output == *"ip link set dev IF xdp off"* ]]
+	[[ $output == *"rm -r $PINS"* ]]
+	[[ ! -e /usr/sbin/rlctl ]]
+	# the choice: still attached and enforcing, on the same pins
+	[[ $(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq '.[0].xdp.prog.id') == "$prog" ]]
+	[[ -e $PINS/tenants ]]
+
+	proc_stop "$AGENT" KILL
+	AGENT=
+	by_hand "$(lab_ns s1)" "$PINS"
+	[[ $(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq -r '.[0].xdp.prog.id // "none"') == none ]]
+	[[ -z $(ip netns exec "$(lab_ns s1)" tc filter show dev eth0 egress) ]]
+	[[ ! -e $PINS ]]
+
+	run dpkg --purge rlgate
+	[[ $status -eq 0 ]]
+	rm -f "$BATS_TEST_TMPDIR/installed"
+	[[ ! -e /etc/default/rlagent ]]
 }

@@ -202,6 +202,10 @@ static void test_errors(void)
 		{ &spec, { "web", "--even", "abc" },
 		  "invalid even thing 'abc': expected an even length" },
 		{ &spec, { "web", "--bogus" }, "unknown option '--bogus' for 'thing'" },
+		{ &spec, { "web", "--cuont", "3" }, "unknown option '--cuont' for "
+		  "'thing'; did you mean '--count'?" },
+		{ &spec, { "web", "--TTL", "3" }, "unknown option '--TTL' for "
+		  "'thing'; did you mean '--ttl'?" },
 		{ &spec, { "web", "-z" }, "unknown option '-z' for 'thing'" },
 		{ &spec, { "web", "-fz" }, "unknown option '-z' for 'thing'" },
 		{ &spec, { "web", "--count" },
@@ -229,6 +233,44 @@ static void test_errors(void)
 		CHECK(r == -EINVAL && !strcmp(res.err, cases[i].err),
 		      "case %zu: %d '%s', want '%s'", i, r, res.err, cases[i].err);
 		opts_free(cases[i].spec, &c);
+	}
+}
+
+/* A typo's likely meaning: the nearest name, near enough, and no guess
+ * between two equally near or for a word nothing like any. */
+static void test_suggest(void)
+{
+	static const char *const names[] = {
+		"tenant", "instance", "apply", "status", "stats", "top",
+		"detach", "version", "burst", "rate", "web", NULL,
+	};
+	static const struct {
+		const char *word, *want;
+	} cases[] = {
+		{ "stat", "stats" },		/* one missing */
+		{ "brust", "burst" },		/* two neighbours swapped */
+		{ "Web", "web" },		/* case */
+		{ "WEB", "web" },
+		{ "verison", "version" },
+		{ "tenat", "tenant" },
+		{ "detahc", "detach" },
+		{ "stauts", NULL },		/* status and stats: one each */
+		{ "xyz", NULL },
+		{ "to", "top" },
+		{ "op", "top" },
+		{ "rt", NULL },			/* short words: one edit at most */
+		{ "instanceses", NULL },	/* three away */
+		{ "", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = opts_suggest(cases[i].word, names,
+					       sizeof(names) / sizeof(names[0]));
+
+		CHECK((!got && !cases[i].want) ||
+		      (got && cases[i].want && !strcmp(got, cases[i].want)),
+		      "'%s': got '%s', want '%s'", cases[i].word, got ? got : "(none)",
+		      cases[i].want ? cases[i].want : "(none)");
 	}
 }
 
@@ -370,6 +412,7 @@ int main(void)
 {
 	CHECK_RUN(test_values);
 	CHECK_RUN(test_errors);
+	CHECK_RUN(test_suggest);
 	CHECK_RUN(test_usage);
 	CHECK_RUN(test_commands);
 	return check_exit();

@@ -547,6 +547,27 @@ static void test_max_conns(void)
 	json_decref(bad);
 	json_decref(j);
 
+	/* a cap alone, no rate: as `rlctl tenant set --max-conns` makes it */
+	j = json_pack("{s:s,s:[s],s:i}", "name", "capped", "match",
+		      "192.0.2.0/24", "max_conns", 40);
+	CHECK(policy_tenant_from_json(j, &ts[1], err) == 0 &&
+	      ts[1].rate.count == POLICY_RATE_MAX && ts[1].rate.period_s == 1 &&
+	      ts[1].burst == POLICY_BURST_MAX && ts[1].max_conns == 40,
+	      "a cap without a rate refused or not as tenant set: %s", err);
+	policy_tenant_free(&ts[1]);
+	json_object_set_new(j, "burst", json_integer(5));
+	CHECK(policy_tenant_from_json(j, &ts[1], err) == 0 && ts[1].burst == 5,
+	      "a cap without a rate, with a burst: %s", err);
+	policy_tenant_free(&ts[1]);
+	json_object_del(j, "max_conns");
+	CHECK(policy_tenant_from_json(j, &ts[1], err) == -EINVAL &&
+	      strstr(err, "'rate' is missing") && strstr(err, "max_conns"),
+	      "no rate and no cap accepted or badly worded: %s", err);
+	json_object_set_new(j, "max_conns", json_integer(0));
+	CHECK(policy_tenant_from_json(j, &ts[1], err) == -EINVAL,
+	      "no rate and a cap of 0 accepted");
+	json_decref(j);
+
 	make(&ts[0], "a", "10/s", "192.0.2.0/24", NULL);
 	make(&ts[1], "b", "10/s", "198.51.100.0/24", NULL);
 	make(&ts[2], "c", "10/s", "203.0.113.0/24", NULL);

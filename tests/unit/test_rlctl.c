@@ -360,6 +360,20 @@ static void test_messages_name_the_value(void)
 	CHECK(r.rc == 2 && strstr(r.err, "unknown command 'nope'"),
 	      "unknown command: %s", r.err);
 	free_result(&r);
+	/* typos: what was most likely meant */
+	r = RUN("stat");
+	CHECK(r.rc == 2 && strstr(r.err, "unknown command 'stat'; did you mean "
+				  "'stats'?"), "stat: %s", r.err);
+	free_result(&r);
+	r = RUN("tenant", "lsit");
+	CHECK(r.rc == 2 && strstr(r.err, "did you mean 'list'?"), "tenant lsit: %s",
+	      r.err);
+	free_result(&r);
+	r = RUN("tenant", "set", "web", "--rate", "1/s", "--brust", "5");
+	CHECK(r.rc == 2 && strstr(r.err, "unknown option '--brust' for 'tenant "
+				  "set'; did you mean '--burst'?"), "--brust: %s",
+	      r.err);
+	free_result(&r);
 }
 
 static void test_no_agent(void)
@@ -702,6 +716,120 @@ static void test_top(void)
 	stop_fake();
 }
 
+
+/* The widest line of text, in bytes (the tables are ASCII). */
+static size_t widest_line(const char *text)
+{
+	size_t w = 0;
+
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+
+		if (n > w)
+			w = n;
+		text += n + (text[n] == '\n');
+	}
+	return w;
+}
+
+/* A fleet agent with a capped, a per-source and a cap-only tenant: every
+ * optional column has something to show. */
+static const struct canned busy_fleet[] = {
+	{ "stats", "{\"ok\":true,\"stats\":["
+		   "{\"tenant\":\"web\",\"admitted\":1200345,\"denied\":2,"
+		   "\"shadow_denied\":0,\"retransmits\":0,\"unparsed\":0,"
+		   "\"rst_sent\":2,\"tokens\":40,\"admit_rate\":20.04,"
+		   "\"deny_rate\":0.5,\"rate\":\"20/s\",\"burst\":5,"
+		   "\"rate_window_s\":3.42,\"tokens_leased\":1200400,"
+		   "\"tokens_refunded\":55,\"redis_calls\":60123,"
+		   "\"overshoot_bound\":10,\"max_conns\":500,\"conns\":12,"
+		   "\"conn_denied\":7,\"conn_overshoot_bound\":20,"
+		   "\"denied_source\":1,\"source_overflow\":0},"
+		   "{\"tenant\":\"capped-only\",\"admitted\":3,\"denied\":0,"
+		   "\"shadow_denied\":0,\"retransmits\":0,\"unparsed\":0,"
+		   "\"rst_sent\":0,\"tokens\":1000000000,\"admit_rate\":0.3,"
+		   "\"deny_rate\":0,\"rate\":null,\"burst\":1000000000,"
+		   "\"rate_window_s\":3.42,\"tokens_leased\":0,"
+		   "\"tokens_refunded\":0,\"redis_calls\":0,"
+		   "\"overshoot_bound\":0,\"max_conns\":100,\"conns\":3,"
+		   "\"conn_denied\":0,\"conn_overshoot_bound\":4}]}" },
+	{ "status", "{\"ok\":true,\"version\":\"9.9.9\",\"uptime_s\":5,"
+		    "\"mode\":\"standalone\",\"interfaces\":[{\"name\":\"veth0\","
+		    "\"attach\":\"native\",\"rst\":\"lost\",\"rst_warning\":"
+		    "\"a veth whose peer runs no XDP program\"}],\"tenants\":0,"
+		    "\"memory\":{\"kernel_map_bytes\":37312080,\"agent_rss_bytes\":"
+		    "24506368,\"agent_anon_bytes\":1556480}}" },
+	{ NULL, NULL },
+};
+
+/* Many tenants: the memory per tenant means something. */
+static const struct canned many_tenants[] = {
+	{ "status", "{\"ok\":true,\"version\":\"9.9.9\",\"uptime_s\":5,"
+		    "\"mode\":\"standalone\",\"interfaces\":[{\"name\":\"eth0\","
+		    "\"attach\":\"native\",\"rst\":\"delivered\"}],\"tenants\":5000,"
+		    "\"memory\":{\"kernel_map_bytes\":52428800,\"agent_rss_bytes\":"
+		    "10485760,\"agent_anon_bytes\":4194304,"
+		    "\"kernel_bytes_per_tenant\":10485,\"agent_bytes_per_tenant\":2097,"
+		    "\"agent_anon_bytes_per_tenant\":838}}" },
+	{ NULL, NULL },
+};
+
+static void test_stats_table(void)
+{
+	struct result r;
+
+	start_fake(busy_fleet);
+	r = RUN("stats");
+	CHECK(r.rc == 0 && widest_line(r.out) <= 100,
+	      "stats: %zu columns, want at most 100: '%s'", widest_line(r.out), r.out);
+	/* the limit beside the rates, and the window they are over */
+	CHECK(strstr(r.out, "LIMIT") && strstr(r.out, "20/s,5") &&
+	      strstr(r.out, "20.0") && strstr(r.out, "over the last 3.4 s"),
+	      "stats: no limit, rate or window: '%s'", r.out);
+	CHECK(strstr(r.out, "12/500") && strstr(r.out, "3/100"),
+	      "stats: connections in flight not beside their cap: '%s'", r.out);
+	/* a cap alone has no rate limit and no tokens to show */
+	CHECK(!strstr(r.out, "1000000000"), "stats: the cap-only tenant's "
+	      "sentinel rate shown: '%s'", r.out);
+	/* would-deny is 0 everywhere: left out, not hidden */
+	CHECK(!strstr(r.out, "WOULD-DENY"), "stats: an all-0 column: '%s'", r.out);
+	CHECK(strstr(r.out, "not shown, to fit 100 columns (--wide shows them): ") &&
+	      strstr(r.out, "REFUNDED,"), "stats: hidden columns not named: '%s'", r.out);
+	free_result(&r);
+
+	r = RUN("stats", "--wide");
+	CHECK(r.rc == 0 && strstr(r.out, "REFUNDED") && strstr(r.out, "WOULD-DENY") &&
+	      strstr(r.out, "REDIS-CALLS") && !strstr(r.out, "not shown"),
+	      "stats --wide: '%s'", r.out);
+	free_result(&r);
+
+	r = RUN("top", "-n", "1");
+	CHECK(r.rc == 0 && widest_line(r.out) <= 100 && strstr(r.out, "20/s,5"),
+	      "top: %zu columns: '%s'", widest_line(r.out), r.out);
+	free_result(&r);
+
+	/* no tenants: no memory per tenant; the RST warning */
+	r = RUN("status");
+	CHECK(r.rc == 0 && strstr(r.out, "kernel maps 35.6 MiB, agent 23.4 MiB "
+				  "resident, 1.5 MiB of it its own\n") &&
+	      !strstr(r.out, "per tenant"), "status, 0 tenants: '%s'", r.out);
+	CHECK(strstr(r.out, "warning:     RSTs sent on veth0 do not reach clients: "
+			    "a veth whose peer runs no XDP program\n") != NULL,
+	      "status: no RST warning: '%s'", r.out);
+	free_result(&r);
+	stop_fake();
+
+	start_fake(many_tenants);
+	r = RUN("status");
+	CHECK(r.rc == 0 && strstr(r.out, "kernel maps 50.0 MiB (10485 bytes per "
+				  "tenant), agent 10.0 MiB resident (2097 bytes "
+				  "per tenant), 4.0 MiB of it its own (838 bytes "
+				  "per tenant)") && !strstr(r.out, "warning:"),
+	      "status, 5000 tenants: '%s'", r.out);
+	free_result(&r);
+	stop_fake();
+}
+
 /* The filters travel in the request: the agent keeps the tenants asked
  * for, and encodes only those. */
 static void test_filters_in_request(void)
@@ -894,6 +1022,7 @@ int main(int argc, char **argv)
 	CHECK_RUN(test_agent_refusals);
 	CHECK_RUN(test_read_commands);
 	CHECK_RUN(test_top);
+	CHECK_RUN(test_stats_table);
 	CHECK_RUN(test_filters_in_request);
 	CHECK_RUN(test_apply);
 	CHECK_RUN(test_help);

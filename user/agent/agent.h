@@ -281,7 +281,9 @@ struct agent_tenant_stats {
 	uint64_t src_denied;	/* SYNs refused by a source's bucket or the
 				 * overflow bucket (also in s.denied) */
 	uint64_t src_overflow;	/* SYNs of sources without an entry */
-	double admit_rate, deny_rate;
+	/* admitted and denied per second over the last rate_window_s
+	 * seconds: from the tenant's oldest sample kept to these counters */
+	double admit_rate, deny_rate, rate_window_s;
 	/* by enforcement point, with a preload pool (s is their sum) */
 	bool points;
 	struct rl_stats kernel, preload;
@@ -313,6 +315,13 @@ static inline uint64_t agent_sample_ns(const struct agent *a,
 /* A tenant's admit and deny rates over its samples (0 before two). */
 void agent_tenant_rates(const struct agent *a, const struct agent_tenant *t,
 			double *admit, double *deny);
+
+/* A tenant's admit and deny rates from its oldest sample to the counters
+ * s read now, over *window seconds (all 0 without a sample): what a reader
+ * can check against the counters, the latest second included. */
+void agent_tenant_rates_now(const struct agent *a, const struct agent_tenant *t,
+			    const struct rl_stats *s, double *admit, double *deny,
+			    double *window);
 
 /* Called every second: samples every tenant's counters for the rates. */
 void agent_sample(struct agent *a);

@@ -114,7 +114,28 @@ void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 		out->src_denied = ss.denied;
 		out->src_overflow = ss.overflow;
 	}
-	agent_tenant_rates(a, t, &out->admit_rate, &out->deny_rate);
+	agent_tenant_rates_now(a, t, &out->s, &out->admit_rate, &out->deny_rate,
+			       &out->rate_window_s);
+}
+
+void agent_tenant_rates_now(const struct agent *a, const struct agent_tenant *t,
+			    const struct rl_stats *s, double *admit, double *deny,
+			    double *window)
+{
+	const struct agent_sample *o = &t->samples[0];
+	uint64_t now = loop_now_ns(), then;
+
+	*admit = *deny = *window = 0;
+	if (!t->n_samples)
+		return;
+	then = agent_sample_ns(a, t, 0);
+	/* a slot reset on re-creation could make counters fall: no
+	 * negative rates */
+	if (now <= then || s->admitted < o->admitted || s->denied < o->denied)
+		return;
+	*window = (double)(now - then) / 1e9;
+	*admit = (double)(s->admitted - o->admitted) / *window;
+	*deny = (double)(s->denied - o->denied) / *window;
 }
 
 void agent_tenant_rates(const struct agent *a, const struct agent_tenant *t,

@@ -125,16 +125,24 @@ static void agent_rss(uint64_t *rss, uint64_t *anon)
 static json_t *memory_json(struct agent *a)
 {
 	uint64_t kernel = kern_map_bytes(&a->kern), rss, anon;
-	uint64_t n = a->n_tenants ? a->n_tenants : 1;
+	uint64_t n = a->n_tenants;
+	json_t *m;
 
 	agent_rss(&rss, &anon);
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}",
-			 "kernel_map_bytes", (json_int_t)kernel,
-			 "agent_rss_bytes", (json_int_t)rss,
-			 "agent_anon_bytes", (json_int_t)anon,
-			 "kernel_bytes_per_tenant", (json_int_t)(kernel / n),
-			 "agent_bytes_per_tenant", (json_int_t)(rss / n),
-			 "agent_anon_bytes_per_tenant", (json_int_t)(anon / n));
+	m = json_pack("{s:I,s:I,s:I}",
+		      "kernel_map_bytes", (json_int_t)kernel,
+		      "agent_rss_bytes", (json_int_t)rss,
+		      "agent_anon_bytes", (json_int_t)anon);
+	/* nothing to divide by without tenants */
+	if (m && n) {
+		json_object_set_new(m, "kernel_bytes_per_tenant",
+				    json_integer((json_int_t)(kernel / n)));
+		json_object_set_new(m, "agent_bytes_per_tenant",
+				    json_integer((json_int_t)(rss / n)));
+		json_object_set_new(m, "agent_anon_bytes_per_tenant",
+				    json_integer((json_int_t)(anon / n)));
+	}
+	return m;
 }
 
 static json_t *cmd_status(struct ctl_call *call, const json_t *req)
@@ -143,10 +151,18 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 	json_t *ifs = json_array();
 
 	(void)req;
-	for (unsigned int i = 0; i < a->kern.n_ifaces; i++)
-		json_array_append_new(ifs, json_pack("{s:s,s:s}", "name",
+	for (unsigned int i = 0; i < a->kern.n_ifaces; i++) {
+		enum kern_rst_reach reach = kern_rst_reach(&a->kern.ifaces[i]);
+		json_t *ifc = json_pack("{s:s,s:s,s:s}", "name",
 			a->kern.ifaces[i].name, "attach",
-			kern_mode_name(a->kern.ifaces[i].mode)));
+			kern_mode_name(a->kern.ifaces[i].mode),
+			"rst", kern_rst_reach_name(reach));
+
+		if (ifc && kern_rst_advice(reach))
+			json_object_set_new(ifc, "rst_warning",
+					    json_string(kern_rst_advice(reach)));
+		json_array_append_new(ifs, ifc);
+	}
 	json_t *r = json_pack("{s:b,s:s,s:I,s:s,s:o,s:I,s:s,s:s,s:I}",
 			      "ok", 1, "version", RLGATE_VERSION,
 			      "uptime_s", (json_int_t)((loop_now_ns() -
@@ -573,6 +589,20 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 			 "tokens", (json_int_t)st.tokens,
 			 "admit_rate", st.admit_rate,
 			 "deny_rate", st.deny_rate);
+	/* the limit beside the rates, and the window they are over */
+	if (j) {
+		char rate[32];
+
+		policy_format_rate(&t->pol.rate, rate, sizeof(rate));
+		/* a cap alone has the highest rate there is: no rate limit */
+		json_object_set_new(j, "rate", t->pol.rate.count &&
+				    t->pol.rate.count < POLICY_RATE_MAX *
+				    t->pol.rate.period_s ?
+				    json_string(rate) : json_null());
+		json_object_set_new(j, "burst", json_integer((json_int_t)t->pol.burst));
+		json_object_set_new(j, "rate_window_s",
+				    json_real(st.rate_window_s));
+	}
 	if (j && st.points) {
 		json_t *kp = point_json("kernel", &st.kernel, st.kernel_tokens);
 		json_t *pp = point_json("preload", &st.preload, st.preload_tokens);
@@ -756,8 +786,18 @@ static json_t *cmd_detach(struct ctl_call *call, const json_t *req)
 				 "a string");
 	e = kern_detach(&a->kern, json_string_value(v));
 	if (e == -ENOENT) {
-		snprintf(err, sizeof(err), "interface '%.32s' is not attached",
-			 json_string_value(v));
+		/* and what is, so the operator sees the right name */
+		int at = snprintf(err, sizeof(err), "interface '%.32s' is not "
+				  "attached; %s", json_string_value(v),
+				  a->kern.n_ifaces ? "attached:" :
+				  "no interface is attached");
+
+		for (unsigned int i = 0; i < a->kern.n_ifaces &&
+		     at > 0 && (size_t)at < sizeof(err); i++)
+			at += snprintf(err + at, sizeof(err) - (size_t)at,
+				       "%s %s (%s)", i ? "," : "",
+				       a->kern.ifaces[i].name,
+				       kern_mode_name(a->kern.ifaces[i].mode));
 		return ctl_error(AGENT_NOT_FOUND, err);
 	}
 	if (e) {

@@ -62,7 +62,9 @@ static int lock_pin_dir(struct kern *k)
 	 * takes mkdir like any file system.  A failure is logged there, and
 	 * the mkdir below says what it means for the pin dir. */
 	state_mkdir_parents(k->pin_dir);
-	if (mkdir(k->pin_dir, 0700) < 0 && errno != EEXIST) {
+	if (mkdir(k->pin_dir, 0700) == 0)
+		k->pin_dir_made = true;
+	else if (errno != EEXIST) {
 		err = -errno;
 		log_error("couldn't create pin dir on '%s': %s%s", k->pin_dir,
 			  strerror(-err), err == -ENOENT ?
@@ -82,7 +84,8 @@ static int lock_pin_dir(struct kern *k)
 			  "rlagent with nsenter --net=/run/netns/NAME, not ip netns "
 			  "exec, which hides /sys/fs/bpf)", k->pin_dir);
 		/* We may just have created it on the wrong filesystem. */
-		rmdir(k->pin_dir);
+		if (k->pin_dir_made)
+			rmdir(k->pin_dir);
 		return -ENOTSUP;
 	}
 	k->lock_fd = open(k->pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -426,7 +429,7 @@ cleanup:
 	free(vlog);
 	/* Pins we just created would only confuse the next start. */
 	if (k->skel && !k->maps_adopted)
-		kern_unpin(k);
+		kern_unpin_failed(k);
 	kern_close(k);
 	return err;
 }
@@ -506,7 +509,20 @@ uint64_t kern_map_bytes(const struct kern *k)
 	return sum;
 }
 
+static int unpin(struct kern *k, bool dir);
+
 int kern_unpin(struct kern *k)
+{
+	return unpin(k, true);
+}
+
+int kern_unpin_failed(struct kern *k)
+{
+	return unpin(k, k->pin_dir_made);
+}
+
+/* The pins, and the pin dir with dir; 0 or the -errno of the rmdir. */
+static int unpin(struct kern *k, bool dir)
 {
 	struct bpf_map *map;
 	char path[PATH_MAX + 64];
@@ -530,7 +546,7 @@ int kern_unpin(struct kern *k)
 			log_warn("couldn't unpin old map on '%s': %s", path,
 				 strerror(errno));
 	}
-	if (rmdir(k->pin_dir) < 0) {
+	if (dir && rmdir(k->pin_dir) < 0) {
 		err = -errno;
 		log_warn("couldn't remove pin dir on '%s': %s", k->pin_dir,
 			 strerror(-err));

@@ -55,6 +55,9 @@ struct kern {
 	 * before then already share their caps with the pool */
 	unsigned int ifaces_planned;
 	bool maps_adopted;	/* pinned maps existed and were reused */
+	/* this agent made the pin dir; a failed start removes only such a
+	 * one (kern_unpin_failed), a last detach any (kern_unpin) */
+	bool pin_dir_made;
 	/* slots from here on were never configured since this agent made
 	 * the maps: their counters are still the new maps' zeros */
 	uint32_t pristine_from;
@@ -139,6 +142,22 @@ int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode);
 /* Detaches from ifname (only our program).  -ENOENT if not attached. */
 int kern_detach(struct kern *k, const char *ifname);
 
+/* Whether the RSTs the program sends back on an interface reach clients
+ * (kern_reach.c): a veth in native mode delivers them only while its peer
+ * runs an XDP program or has GRO on. */
+enum kern_rst_reach {
+	KERN_RST_DELIVERED,
+	KERN_RST_LOST,		/* the kernel drops them: rst acts as drop */
+	KERN_RST_UNKNOWN,	/* a veth on a kernel that does not say */
+};
+
+/* Asks the kernel now, so a peer changed since attach is seen. */
+enum kern_rst_reach kern_rst_reach(const struct kern_iface *ifc);
+/* "delivered", "lost" or "unknown". */
+const char *kern_rst_reach_name(enum kern_rst_reach r);
+/* What is wrong and what to do, in one sentence; NULL when delivered. */
+const char *kern_rst_advice(enum kern_rst_reach r);
+
 /* The keys and values of every pinned map, per-CPU ones once per possible
  * CPU (mem_map_bytes): what the kernel holds for this pin dir. */
 uint64_t kern_map_bytes(const struct kern *k);
@@ -146,6 +165,9 @@ uint64_t kern_map_bytes(const struct kern *k);
 /* Removes the pins and the pin dir.  For after the last detach.  0, or the
  * -errno of removing the pin dir (pins that would not go are logged). */
 int kern_unpin(struct kern *k);
+/* The same after a start that failed: the pin dir goes only if this
+ * agent made it (an operator's empty directory stays). */
+int kern_unpin_failed(struct kern *k);
 
 /* Writes the configuration of tenant t into slot.  fresh: the slot is new
  * to this tenant, so its bucket starts full and its counters at zero;

@@ -279,6 +279,7 @@ static void detach_egress(int ifindex)
 int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode)
 {
 	enum kern_mode got = mode;
+	enum kern_rst_reach reach;
 	struct kern_iface *ifc;
 	int ifindex, err;
 
@@ -320,6 +321,12 @@ int kern_attach(struct kern *k, const char *ifname, enum kern_mode mode)
 	ifc->mode = got;
 	log_info("attached %s to %s (%s)", prog_name(k), ifname,
 		 kern_mode_name(got));
+	/* once, here: `rlctl status` asks again each time */
+	reach = kern_rst_reach(ifc);
+	if (reach != KERN_RST_DELIVERED)
+		log_warn("RSTs sent on '%s' %s reach clients: %s", ifname,
+			 reach == KERN_RST_LOST ? "do not" : "may not",
+			 kern_rst_advice(reach));
 	return 0;
 }
 

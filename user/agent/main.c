@@ -544,7 +544,7 @@ cleanup:
 	if (kern_opened && a.exit_code != 0 && !a.kern.maps_adopted) {
 		while (a.kern.n_ifaces)
 			kern_detach(&a.kern, a.kern.ifaces[0].name);
-		kern_unpin(&a.kern);
+		kern_unpin_failed(&a.kern);
 	}
 	/* Otherwise never detaches: enforcement outlives the agent. */
 	if (tick)

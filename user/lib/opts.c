@@ -2,6 +2,7 @@
 /* Option and command tables: parsing argv by them (on getopt_long) and
  * printing the usage from them (see opts.h).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -247,6 +248,28 @@ static void bad_option(const struct table *t, char **argv, char *buf,
 		snprintf(buf, len, "%.64s", argv[optind - 1]);
 }
 
+/* The error for an unknown option bad, with the option it is most likely
+ * a typo of ("--brust": did you mean '--burst'?). */
+static int unknown_option(const struct table *t, const struct opts_spec *spec,
+			  const char *bad, struct opts_result *res)
+{
+	const char *names[OPTS_MAX], *near = NULL;
+	char mean[96] = "";
+	size_t n = 0;
+
+	if (!strncmp(bad, "--", 2)) {
+		for (size_t i = 0; i < t->n; i++)
+			if (is_option(t->row[i]) && !(t->row[i]->flags & OPT_HIDDEN))
+				names[n++] = t->row[i]->name;
+		near = opts_suggest(bad + 2, names, n);
+	}
+	if (near)
+		snprintf(mean, sizeof(mean), "; did you mean '--%s'?", near);
+	return spec->cmd ?
+		fail(res, "unknown option '%s' for '%s'%s", bad, spec->cmd, mean) :
+		fail(res, "unknown option '%s'%s", bad, mean);
+}
+
 static int positionals(const struct table *t, int argc, char **argv,
 		       struct opts_result *res)
 {
@@ -356,10 +379,7 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,
 					fail(res, "option '%s' of '%s' needs a value",
 					     bad, spec->cmd) :
 					fail(res, "option '%s' needs a value", bad);
-			return spec->cmd ?
-				fail(res, "unknown option '%s' for '%s'", bad,
-				     spec->cmd) :
-				fail(res, "unknown option '%s'", bad);
+			return unknown_option(&t, spec, bad, res);
 		}
 		res->seen |= 1ULL << i;
 		if (o->kind == OPT_HELP)
@@ -602,6 +622,76 @@ static bool is_alias(const void *row)
 void opts_command_names(const struct opts_command *cmds, char *buf, size_t len)
 {
 	join_or(cmds, sizeof(*cmds), is_alias, buf, len);
+}
+
+/* The optimal string alignment distance of a and b, case ignored, or
+ * limit + 1 once it is certainly above limit (names are short: 64
+ * characters at most are compared). */
+static size_t typo_distance(const char *a, const char *b, size_t limit)
+{
+	enum { MAXW = 64 };
+	size_t la = strnlen(a, MAXW), lb = strnlen(b, MAXW);
+	size_t d[MAXW + 1][MAXW + 1];
+
+	if ((la > lb ? la - lb : lb - la) > limit)
+		return limit + 1;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			int x = tolower((unsigned char)a[i - 1]);
+			int y = tolower((unsigned char)b[j - 1]);
+			size_t v = d[i - 1][j - 1] + (x != y);
+
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && x == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == y &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[la][lb];
+}
+
+const char *opts_suggest(const char *word, const char *const *names, size_t n)
+{
+	size_t limit = strlen(word) <= 4 ? 1 : 2, best = limit + 1;
+	const char *found = NULL;
+	bool tie = false;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t d;
+
+		if (!names[i])
+			continue;
+		d = typo_distance(word, names[i], limit);
+		if (d < best) {
+			best = d;
+			found = names[i];
+			tie = false;
+		} else if (d == best && found && strcmp(found, names[i]) != 0) {
+			tie = true;
+		}
+	}
+	return tie ? NULL : found;
+}
+
+const char *opts_command_suggest(const struct opts_command *cmds,
+				 const char *word)
+{
+	const char *names[OPTS_MAX];
+	size_t n = 0;
+
+	for (; cmds->name && n < OPTS_MAX; cmds++)
+		if (!is_alias(cmds))
+			names[n++] = cmds->name;
+	return opts_suggest(word, names, n);
 }
 
 static void list(const struct opts_command *cmds, const char *group, int col,

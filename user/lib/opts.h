@@ -152,6 +152,17 @@ const struct opts_command *opts_command_find(const struct opts_command *cmds,
 /* "set, get, list or del": the listed commands, for "expected ...". */
 void opts_command_names(const struct opts_command *cmds, char *buf, size_t len);
 
+/* The name of names[0..n) that word is most likely a typo of: the
+ * nearest by edit distance (a swap of two neighbours counts one; case is
+ * ignored, so "Web" finds "web"), at most 1 away for words of up to four
+ * characters and 2 beyond; NULL when none is that near or two are equally
+ * near.  For "did you mean ...?" after an unknown name. */
+const char *opts_suggest(const char *word, const char *const *names, size_t n);
+
+/* opts_suggest() over the listed commands of cmds. */
+const char *opts_command_suggest(const struct opts_command *cmds,
+				 const char *word);
+
 /* Lists the commands, a line each with its summary at col (0: the default);
  * a group's commands under its name ("tenant set NAME ..."). */
 void opts_command_list(const struct opts_command *cmds, int col, FILE *f);

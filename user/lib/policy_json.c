@@ -318,6 +318,7 @@ static int tenant_from_json(const json_t *j, struct policy_tenant *t,
 {
 	const json_t *v, *item;
 	const char *key;
+	bool cap_only = false;
 	size_t i;
 
 	memset(t, 0, sizeof(*t));
@@ -340,15 +341,24 @@ static int tenant_from_json(const json_t *j, struct policy_tenant *t,
 		return -EINVAL;
 
 	v = json_object_get(j, "rate");
-	if (!json_is_string(v))
+	if (!v && json_integer_value(json_object_get(j, "max_conns")) > 0) {
+		/* A cap alone, as `rlctl tenant set NAME --max-conns N`
+		 * makes it: the highest rate there is, which no host
+		 * reaches, so that only the cap refuses. */
+		t->rate = (struct policy_rate){ POLICY_RATE_MAX, 1 };
+		cap_only = true;
+	} else if (!json_is_string(v)) {
 		return fail(err, "field 'rate' is missing or not a string "
-			    "(e.g. \"100/s\")");
-	if (policy_parse_rate(json_string_value(v), &t->rate, err) < 0)
+			    "(e.g. \"100/s\"; only a tenant with max_conns may "
+			    "leave it out)");
+	} else if (policy_parse_rate(json_string_value(v), &t->rate, err) < 0) {
 		return -EINVAL;
+	}
 
 	v = json_object_get(j, "burst");
 	if (!v || json_is_null(v)) {
-		t->burst = policy_default_burst(&t->rate);
+		t->burst = cap_only ? POLICY_BURST_MAX :
+				      policy_default_burst(&t->rate);
 	} else if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 		   (uint64_t)json_integer_value(v) > POLICY_BURST_MAX) {
 		return fail(err, "field 'burst' must be a whole number from 1 "

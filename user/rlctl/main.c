@@ -312,10 +312,18 @@ static int run(const struct opts_command *cmds, const char *group, int argc,
 	char names[256];
 
 	if (!c) {
+		const char *near = opts_command_suggest(cmds, argv[0]);
+
 		opts_command_names(cmds, names, sizeof(names));
-		rlctl_error("unknown %s%scommand '%.64s': expected %s; see 'rlctl "
-			    "%s%s--help'", group ? group : "", group ? " " : "",
-			    argv[0], names, group ? group : "", group ? " " : "");
+		if (near)
+			rlctl_error("unknown %s%scommand '%.64s'; did you mean "
+				    "'%s'? (expected %s)", group ? group : "",
+				    group ? " " : "", argv[0], near, names);
+		else
+			rlctl_error("unknown %s%scommand '%.64s': expected %s; see "
+				    "'rlctl %s%s--help'", group ? group : "",
+				    group ? " " : "", argv[0], names,
+				    group ? group : "", group ? " " : "");
 		return RLCTL_EXIT_USAGE;
 	}
 	if (!c->subs)

@@ -111,6 +111,6 @@ void rlctl_keep(json_t *arr, const char *key, const char *glob,
 void rlctl_page_request(json_t *req, const char *after, uint64_t limit);
 
 /* Table output of the stats array, shared by `stats` and `top`. */
-void rlctl_print_stats_table(json_t *stats, bool sort_by_rate);
+void rlctl_print_stats_table(json_t *stats, bool sort_by_rate, bool wide);
 
 #endif /* RLCTL_H */

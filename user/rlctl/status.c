@@ -32,15 +32,17 @@ struct stats_args {
 	uint64_t limit;
 	uint64_t top;
 	uint64_t sources;
+	bool wide;
 };
 
 static const struct opts_spec stats_spec = {
 	RLCTL_CMD("stats"),
 	.doc =
-"Per-tenant counters: connections admitted, denied, would-deny (shadow\n"
-"mode), retransmitted SYNs not charged again, tokens left, and admit and\n"
-"deny rates per second over the last few seconds, by tenant name (byte\n"
-"order).  NAME limits the output to one tenant, --name to those whose\n"
+"Per-tenant counters beside each tenant's limit (RATE,BURST): admit and\n"
+"deny rates per second over the last 3 to 4 seconds (the window is shown),\n"
+"connections admitted and denied, tokens left, and where some tenant has\n"
+"them would-deny (shadow mode), retransmitted SYNs not charged again,\n"
+"unparsed packets and RSTs sent, by tenant name (byte order).  NAME limits the output to one tenant, --name to those whose\n"
 "name matches, --after and --limit to a page of them, --top to the\n"
 "busiest.\n",
 	.opts = (const struct opt[]){
@@ -63,6 +65,9 @@ static const struct opts_spec stats_spec = {
 		  .arg = "N", .min = 1, .max = RL_SRC_TOP,
 		  .help = "then the N sources refused most by their per-source "
 			  "limit (of NAME, or of every tenant), most first" },
+		{ "wide", 'w', OPT_FLAG, OPT_AT(struct stats_args, wide),
+		  .help = "every column, whatever the width (default: within "
+			  "100 columns, counters that are 0 everywhere left out)" },
 		{ .kind = OPT_END },
 	},
 };
@@ -72,6 +77,7 @@ struct top_args {
 	uint64_t iterations;
 	char *glob;
 	uint64_t top;
+	bool wide;
 };
 
 static const struct opts_spec top_spec = {
@@ -94,6 +100,9 @@ static const struct opts_spec top_spec = {
 		{ "top", 0, OPT_U64, OPT_AT(struct top_args, top),
 		  .arg = "N", .min = 1, .max = 1048576, .def_doc = "all",
 		  .help = "only the N busiest (admit and deny rates)" },
+		{ "wide", 'w', OPT_FLAG, OPT_AT(struct top_args, wide),
+		  .help = "every column, whatever the width (default: within "
+			  "100 columns)" },
 		{ .kind = OPT_END },
 	},
 };
@@ -210,6 +219,41 @@ static void print_preload(json_t *p)
 		       json_string_value(json_object_get(v, "state")) ?: "?");
 }
 
+/* Below this many tenants the fixed maps (the classifier, the flow cache,
+ * conns: tens of MiB) make a per-tenant figure meaningless. */
+#define MEMORY_PER_TENANT_FROM	1000
+
+/* One figure of the memory line: MiB, and per tenant where it means
+ * something. */
+static void print_mib(const char *what, json_t *m, const char *key,
+		      const char *after, const char *per_key, bool per)
+{
+	printf("%s %.1f MiB%s", what,
+	       (double)json_integer_value(json_object_get(m, key)) / 1048576.0,
+	       after);
+	if (per && json_object_get(m, per_key))
+		printf(" (%" JSON_INTEGER_FORMAT " bytes per tenant)",
+		       json_integer_value(json_object_get(m, per_key)));
+}
+
+/* The memory line of the status: the kernel's maps, the agent's resident
+ * set and its own part of it, per tenant only from MEMORY_PER_TENANT_FROM
+ * tenants on (--json has the figures whenever there are tenants). */
+static void print_memory(json_t *m, json_int_t tenants)
+{
+	bool per = tenants >= MEMORY_PER_TENANT_FROM;
+
+	print_mib("memory:      kernel maps", m, "kernel_map_bytes", "",
+		  "kernel_bytes_per_tenant", per);
+	print_mib(", agent", m, "agent_rss_bytes", " resident",
+		  "agent_bytes_per_tenant", per);
+	/* an older agent does not say */
+	if (json_object_get(m, "agent_anon_bytes"))
+		print_mib(",", m, "agent_anon_bytes", " of it its own",
+			  "agent_anon_bytes_per_tenant", per);
+	putchar('\n');
+}
+
 int cmd_status(int argc, char **argv)
 {
 	struct opts_result res;
@@ -245,6 +289,16 @@ int cmd_status(int argc, char **argv)
 		printf("%s%s (%s)", i ? ", " : "", name ?: "?", how ?: "?");
 	}
 	printf("\n");
+	/* an older agent does not say */
+	json_array_foreach(ifs, i, v) {
+		const char *w = json_string_value(json_object_get(v, "rst_warning"));
+
+		if (w)
+			printf("warning:     RSTs sent on %s %s reach clients: %s\n",
+			       json_string_value(json_object_get(v, "name")) ?: "?",
+			       strcmp(json_string_value(json_object_get(v, "rst")) ?: "",
+				      "lost") == 0 ? "do not" : "may not", w);
+	}
 	printf("tenants:     %" JSON_INTEGER_FORMAT "\n",
 	       json_integer_value(json_object_get(reply, "tenants")));
 	rlctl_print_instance(json_object_get(reply, "instance"));
@@ -260,28 +314,8 @@ int cmd_status(int argc, char **argv)
 		       "verified" : "not verified, their SYNs are charged");
 	}
 	rlctl_print_src_table(json_object_get(reply, "per_source_table"));
-	if ((v = json_object_get(reply, "memory")) && json_is_object(v)) {
-		printf("memory:      kernel maps %.1f MiB (%" JSON_INTEGER_FORMAT
-		       " bytes per tenant), agent %.1f MiB resident (%"
-		       JSON_INTEGER_FORMAT " bytes per tenant)",
-		       (double)json_integer_value(json_object_get(v,
-				"kernel_map_bytes")) / 1048576.0,
-		       json_integer_value(json_object_get(v,
-				"kernel_bytes_per_tenant")),
-		       (double)json_integer_value(json_object_get(v,
-				"agent_rss_bytes")) / 1048576.0,
-		       json_integer_value(json_object_get(v,
-				"agent_bytes_per_tenant")));
-		/* an older agent does not say */
-		if (json_object_get(v, "agent_anon_bytes"))
-			printf(", %.1f MiB of it its own (%" JSON_INTEGER_FORMAT
-			       " bytes per tenant)",
-			       (double)json_integer_value(json_object_get(v,
-					"agent_anon_bytes")) / 1048576.0,
-			       json_integer_value(json_object_get(v,
-					"agent_anon_bytes_per_tenant")));
-		putchar('\n');
-	}
+	if ((v = json_object_get(reply, "memory")) && json_is_object(v))
+		print_memory(v, json_integer_value(json_object_get(reply, "tenants")));
 	if ((v = json_object_get(reply, "pin_dir")) && json_is_string(v))
 		printf("pin dir:     %s\n", json_string_value(v));
 	if ((v = json_object_get(reply, "state_dir")) && json_is_string(v))
@@ -386,39 +420,100 @@ static void print_points(json_t **rows, size_t n, int wname)
 	}
 }
 
-void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
+/* How wide a stats table may be unless --wide: what fits a terminal
+ * beside another. */
+#define STATS_COLUMNS	100
+
+enum col_kind {
+	COL_NUM,	/* an integer counter */
+	COL_RATE,	/* per second, one decimal */
+	COL_LIMIT,	/* RATE,BURST of the policy */
+	COL_CONNS,	/* in flight / cap */
+};
+
+enum col_when {
+	COL_ALWAYS,
+	COL_NONZERO,	/* when some row has it above 0 */
+	COL_PRESENT,	/* when some row has the key (caps, per-source, fleet) */
+};
+
+/* One cell of row as text. */
+static void stats_cell(json_t *row, const char *key, enum col_kind kind,
+		       char *buf, size_t len)
 {
+	json_t *v = json_object_get(row, key);
+
+	switch (kind) {
+	case COL_LIMIT:
+		if (json_is_string(v))
+			snprintf(buf, len, "%s,%" JSON_INTEGER_FORMAT,
+				 json_string_value(v),
+				 json_integer_value(json_object_get(row, "burst")));
+		else
+			snprintf(buf, len, "-");
+		return;
+	case COL_CONNS:
+		if (json_is_integer(v))
+			snprintf(buf, len, "%" JSON_INTEGER_FORMAT "/%"
+				 JSON_INTEGER_FORMAT, json_integer_value(v),
+				 json_integer_value(json_object_get(row, "max_conns")));
+		else
+			snprintf(buf, len, "-");
+		return;
+	default:
+		/* the tokens of a tenant without a rate limit mean nothing */
+		if (!strcmp(key, "tokens") && json_object_get(row, "rate") &&
+		    !json_is_string(json_object_get(row, "rate")))
+			snprintf(buf, len, "-");
+		else
+			format_num(v, kind == COL_RATE, buf, len);
+	}
+}
+
+/*
+ * The stats as a table: the limit beside the rates, each column as wide
+ * as its widest cell, counters that are 0 for every tenant (would-deny,
+ * retransmits, unparsed) and the features no tenant uses left out.  Unless
+ * wide, it stays within STATS_COLUMNS by leaving out the least needed
+ * columns first, and says which; then the window the rates are over.
+ */
+void rlctl_print_stats_table(json_t *stats, bool sort_by_rate, bool wide)
+{
+	/* in the order shown; drop: the order columns go in to fit (1 first,
+	 * 0 never) */
 	static const struct {
 		const char *title, *key;
-		bool rate, fleet, caps, src;
+		enum col_kind kind;
+		enum col_when when;
+		int drop;
 	} cols[] = {
-		{ "ADMITTED", "admitted", false, false, false, false },
-		{ "DENIED", "denied", false, false, false, false },
-		{ "WOULD-DENY", "shadow_denied", false, false, false, false },
-		{ "RETRANS", "retransmits", false, false, false, false },
-		{ "UNPARSED", "unparsed", false, false, false, false },
-		{ "TOKENS", "tokens", false, false, false, false },
-		{ "ADMIT/S", "admit_rate", true, false, false, false },
-		{ "DENY/S", "deny_rate", true, false, false, false },
-		/* when a tenant has a connection cap */
-		{ "CONNS", "conns", false, false, true, false },
-		{ "MAX-CONNS", "max_conns", false, false, true, false },
-		{ "CONN-DENIED", "conn_denied", false, false, true, false },
-		/* when a tenant has a per-source limit */
-		{ "DENIED-SRC", "denied_source", false, false, false, true },
-		{ "OVERFLOW", "source_overflow", false, false, false, true },
-		/* fleet mode only */
-		{ "LEASED", "tokens_leased", false, true, false, false },
-		{ "REFUNDED", "tokens_refunded", false, true, false, false },
-		{ "REDIS-CALLS", "redis_calls", false, true, false, false },
-		{ "OVERSHOOT", "overshoot_bound", false, true, false, false },
-		{ "CONN-BOUND", "conn_overshoot_bound", false, true, true, false },
+		{ "LIMIT", "rate", COL_LIMIT, COL_ALWAYS, 0 },
+		{ "ADMIT/S", "admit_rate", COL_RATE, COL_ALWAYS, 0 },
+		{ "DENY/S", "deny_rate", COL_RATE, COL_ALWAYS, 0 },
+		{ "ADMITTED", "admitted", COL_NUM, COL_ALWAYS, 0 },
+		{ "DENIED", "denied", COL_NUM, COL_ALWAYS, 0 },
+		{ "CONNS", "conns", COL_CONNS, COL_PRESENT, 0 },
+		{ "TOKENS", "tokens", COL_NUM, COL_ALWAYS, 13 },
+		{ "WOULD-DENY", "shadow_denied", COL_NUM, COL_NONZERO, 12 },
+		{ "OVERSHOOT", "overshoot_bound", COL_NUM, COL_PRESENT, 11 },
+		{ "CONN-DENIED", "conn_denied", COL_NUM, COL_PRESENT, 10 },
+		{ "DENIED-SRC", "denied_source", COL_NUM, COL_PRESENT, 9 },
+		{ "UNPARSED", "unparsed", COL_NUM, COL_NONZERO, 8 },
+		{ "RETRANS", "retransmits", COL_NUM, COL_NONZERO, 7 },
+		{ "OVERFLOW", "source_overflow", COL_NUM, COL_PRESENT, 6 },
+		{ "CONN-BOUND", "conn_overshoot_bound", COL_NUM, COL_PRESENT, 5 },
+		{ "REDIS-CALLS", "redis_calls", COL_NUM, COL_PRESENT, 4 },
+		{ "LEASED", "tokens_leased", COL_NUM, COL_PRESENT, 3 },
+		{ "REFUNDED", "tokens_refunded", COL_NUM, COL_PRESENT, 2 },
+		{ "RST-SENT", "rst_sent", COL_NUM, COL_NONZERO, 1 },
 	};
+	enum { NCOLS = sizeof(cols) / sizeof(cols[0]) };
 	size_t n = json_array_size(stats), i;
 	json_t **rows = calloc(n + 1, sizeof(*rows));
-	bool fleet = n && json_object_get(json_array_get(stats, 0), "redis_calls");
-	bool caps = false, src = false;
-	int wname = 6;
+	int width[NCOLS], wname = 6, total;
+	bool show[NCOLS];
+	char buf[64], hidden[256] = "";
+	double window = 0;
 
 	if (!rows)
 		return;
@@ -426,34 +521,77 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate)
 		const char *name;
 
 		rows[i] = json_array_get(stats, i);
-		caps = caps || json_object_get(rows[i], "max_conns");
-		src = src || json_object_get(rows[i], "denied_source");
 		name = json_string_value(json_object_get(rows[i], "tenant"));
 		if (name && (int)strlen(name) > wname)
 			wname = (int)strlen(name);
+		if (json_number_value(json_object_get(rows[i], "rate_window_s")) > window)
+			window = json_number_value(json_object_get(rows[i],
+								   "rate_window_s"));
 	}
+	total = wname;
+	for (size_t c = 0; c < NCOLS; c++) {
+		show[c] = cols[c].when == COL_ALWAYS || wide;
+		width[c] = (int)strlen(cols[c].title);
+		for (i = 0; i < n; i++) {
+			json_t *v = json_object_get(rows[i], cols[c].key);
+
+			if (cols[c].when == COL_PRESENT && v)
+				show[c] = true;
+			if (cols[c].when == COL_NONZERO &&
+			    json_number_value(v) > 0)
+				show[c] = true;
+			stats_cell(rows[i], cols[c].key, cols[c].kind, buf, sizeof(buf));
+			if ((int)strlen(buf) > width[c])
+				width[c] = (int)strlen(buf);
+		}
+		if (show[c])
+			total += 2 + width[c];
+	}
+	/* the least needed first, until it fits */
+	for (int d = 1; !wide && total > STATS_COLUMNS && d <= NCOLS; d++)
+		for (size_t c = 0; c < NCOLS; c++)
+			if (show[c] && cols[c].drop == d) {
+				show[c] = false;
+				total -= 2 + width[c];
+				snprintf(hidden + strlen(hidden),
+					 sizeof(hidden) - strlen(hidden), "%s%s",
+					 *hidden ? ", " : "", cols[c].title);
+			}
 	if (sort_by_rate)
 		qsort(rows, n, sizeof(*rows), by_rate);
 	printf("%-*s", wname, "TENANT");
-	for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
-		if ((fleet || !cols[c].fleet) && (caps || !cols[c].caps) &&
-		    (src || !cols[c].src))
-			printf("  %12s", cols[c].title);
+	for (size_t c = 0; c < NCOLS; c++)
+		if (show[c])
+			printf("  %*s", width[c], cols[c].title);
 	printf("\n");
 	for (i = 0; i < n; i++) {
 		printf("%-*s", wname, json_string_value(json_object_get(rows[i],
 				"tenant")) ?: "?");
-		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
-			char buf[32];
-
-			if ((cols[c].fleet && !fleet) || (cols[c].caps && !caps) ||
-			    (cols[c].src && !src))
+		for (size_t c = 0; c < NCOLS; c++) {
+			if (!show[c])
 				continue;
-			format_num(json_object_get(rows[i], cols[c].key),
-				   cols[c].rate, buf, sizeof(buf));
-			printf("  %12s", buf);
+			stats_cell(rows[i], cols[c].key, cols[c].kind, buf, sizeof(buf));
+			printf("  %*s", width[c], buf);
 		}
 		printf("\n");
+	}
+	/* an older agent does not say */
+	if (window > 0)
+		printf("LIMIT is RATE,BURST; ADMIT/S and DENY/S: admitted and "
+		       "denied per second over the last %.1f s\n", window);
+	if (*hidden) {
+		int at = printf("not shown, to fit %d columns (--wide shows "
+				"them):", STATS_COLUMNS);
+
+		/* the names wrapped within the width too */
+		for (char *w = strtok(hidden, " "); w; w = strtok(NULL, " ")) {
+			if (at + 1 + (int)strlen(w) > STATS_COLUMNS) {
+				printf("\n ");
+				at = 1;
+			}
+			at += printf(" %s", w);
+		}
+		putchar('\n');
 	}
 	print_points(rows, n, wname);
 	free(rows);
@@ -520,7 +658,7 @@ int cmd_stats(int argc, char **argv)
 	else if (json_array_size(stats) == 0)
 		printf("no tenants\n");
 	else
-		rlctl_print_stats_table(stats, args.top != 0);
+		rlctl_print_stats_table(stats, args.top != 0, args.wide);
 	if (!rlctl.json && !args.name[0] &&
 	    json_is_object(json_object_get(reply, "instance")))
 		rlctl_print_instance(json_object_get(reply, "instance"));
@@ -658,7 +796,7 @@ int cmd_top(int argc, char **argv)
 			       when, args.interval, json_array_size(stats),
 			       json_array_size(stats) == 1 ? "" : "s",
 			       keys ? " - q to quit" : "");
-			rlctl_print_stats_table(stats, true);
+			rlctl_print_stats_table(stats, true, args.wide);
 			if (sources)
 				rlctl_print_sources(sources);
 		}
