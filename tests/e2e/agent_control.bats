@@ -12,7 +12,50 @@ load helpers
 load agent_helpers
 
 setup() { agent_setup; }
-teardown() { agent_teardown; }
+teardown() {
+	agent_teardown
+	[[ -z ${RUN_DIR:-} ]] || rm -rf "$RUN_DIR"
+}
+
+# The connection holder of the tests below: `python3 -c "$HOLD_PY" unix
+# PATH N SECONDS` (or `tcp HOST:PORT ...`) opens N connections one after
+# the other, and after a second prints how many the agent left open (a
+# refusal, or a close, is not open); then holds them SECONDS, idle.
+HOLD_PY='
+import socket, sys, time
+kind, addr, n, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+socks = []
+for i in range(n):
+    if kind == "unix":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(addr)
+    else:
+        host, port = addr.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)))
+    socks.append(s)
+time.sleep(1)
+held = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        s.recv(4096)
+    except BlockingIOError:
+        held += 1
+print(held, flush=True)
+time.sleep(secs)
+'
+
+# held_by OUT: the count a holder printed into OUT (10 s at most).
+held_by() {
+	local n
+
+	for ((n = 0; n < 200; n++)); do
+		[[ -s $1 ]] && { head -n 1 "$1"; return 0; }
+		sleep 0.05
+	done
+	echo "the connection holder printed nothing: $(cat "$1.err" 2>/dev/null)" >&2
+	return 1
+}
 
 # ctl_send: stdin to the agent's control socket as one client, which then
 # shuts its side; prints the replies until the agent closes (10 s at most).
@@ -553,4 +596,39 @@ metric_tenants() {
 		burst: 10, match: ["198.51.100.64/28"]}' "$f" >"$f.new" && mv "$f.new" "$f"
 	expect_eq "one changed, one new, one gone" "$(applied)" '[1,1,1]'
 	expect_eq "the tenants" "$(rl --json tenant list | jq -c '[.[].name] | sort')" '["s0","s1","s3"]'
+}
+
+@test "control socket: a user of the control group other than root holds at most 16 of the 64 connections, and connections held idle keep rlctl out for a second at most" {
+	local out=$BATS_TEST_TMPDIR/held nobody_pid root_pid
+
+	# a socket nobody (in nogroup) may reach, where a test's tmp dir is not
+	RUN_DIR=/run/rlgate-test-$LAB
+	CTL=$RUN_DIR/ctl.sock
+	agent_start --control-group nogroup
+	setpriv --reuid nobody --regid nogroup --clear-groups /usr/bin/python3 -c "$HOLD_PY" \
+		unix "$CTL" 20 60 >"$out.nobody" 2>"$out.nobody.err" &
+	nobody_pid=$!
+	expect_eq "connections nobody holds of 20" "$(held_by "$out.nobody")" 16
+	# root fills the other 48 places
+	python3 -c "$HOLD_PY" unix "$CTL" 48 60 >"$out.root" 2>"$out.root.err" &
+	root_pid=$!
+	expect_eq "connections root holds of 48" "$(held_by "$out.root")" 48
+	expect_eq "the agent's control connections" "$(agent_conns)" 64
+	# every place taken by a connection idle for a second: rlctl gets one
+	rl status >/dev/null
+	kill "$nobody_pid" "$root_pid"
+	wait "$nobody_pid" "$root_pid" 2>/dev/null || true
+}
+
+@test "metrics: 32 connections held open without a request keep a scrape out for a second at most" {
+	local out=$BATS_TEST_TMPDIR/held pid
+
+	agent_start
+	in_ns s1 python3 -c "$HOLD_PY" tcp "$METRICS_ADDR" 32 60 >"$out" 2>"$out.err" &
+	pid=$!
+	expect_eq "connections held of 32" "$(held_by "$out")" 32
+	metrics s1 | grep -q '^rlgate_agent_info' ||
+		{ echo "no scrape while 32 connections are held" >&2; kill "$pid"; return 1; }
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
 }
