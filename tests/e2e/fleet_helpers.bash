@@ -119,13 +119,15 @@ fleet_agent_start() {
 # fleet_agent_launch I [rlagent options]: the start of fleet_agent_start,
 # without waiting for the agent to answer (rlagent_ready).
 fleet_agent_launch() {
-	local i=$1 dir
+	local i=$1 dir redis=(--redis "$REDIS_ADDR")
 
 	shift
+	# a test's own --redis instead of the lab's (rlagent takes one)
+	[[ " $* " != *" --redis "* ]] || redis=()
 	dir=$(fleet_dir "$i")
 	mkdir -p "$dir/state"
 	rlagent_launch "s$i" "$(fleet_ctl "$i")" "$dir/state" "$(fleet_pin_dir "$i")" \
-		"$(fleet_log "$i")" --redis "$REDIS_ADDR" --agent-id "s$i" \
+		"$(fleet_log "$i")" "${redis[@]}" --agent-id "s$i" \
 		"${FLEET_AGENT_OPTS[@]}" "$@"
 	# kept even when it does not answer: the teardown kills it
 	echo "$RLAGENT_PID" >"$dir/pid"
