@@ -18,38 +18,48 @@ teardown() {
 }
 
 # The connection holder of the tests below: `python3 -c "$HOLD_PY" unix
-# PATH N SECONDS` (or `tcp HOST:PORT ...`) opens N connections one after
-# the other, and after a second prints how many the agent left open (a
-# refusal, or a close, is not open); then holds them SECONDS, idle.
+# PATH N SECONDS` opens N connections one after the other, each asking for
+# the agent's version and waiting for the answer (an answer: held; the
+# connection closed instead: refused), so what it counts does not depend on
+# how fast a loaded agent accepts; `tcp HOST:PORT N SECONDS` opens N and
+# asks nothing.  A second after the last, it prints how many it holds, then
+# holds them SECONDS, idle.
 HOLD_PY='
 import socket, sys, time
 kind, addr, n, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 socks = []
+held = 0
 for i in range(n):
     if kind == "unix":
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(addr)
+        s.settimeout(60)
+        try:
+            s.sendall(b"{\"cmd\":\"version\"}\n")
+            held += 1 if s.recv(4096) else 0
+        except OSError:
+            pass
     else:
         host, port = addr.rsplit(":", 1)
         s = socket.create_connection((host, int(port)))
+        held += 1
     socks.append(s)
 time.sleep(1)
-held = 0
-for s in socks:
-    s.setblocking(False)
-    try:
-        s.recv(4096)
-    except BlockingIOError:
-        held += 1
 print(held, flush=True)
 time.sleep(secs)
 '
 
-# held_by OUT: the count a holder printed into OUT (10 s at most).
+# metrics_conns: the connections to /metrics the agent has accepted.
+metrics_conns() {
+	in_ns s1 ss -tnHp state established "( sport = :${METRICS_ADDR##*:} )" |
+		grep -c "pid=$AGENT_PID," || true
+}
+
+# held_by OUT: the count a holder printed into OUT (60 s at most).
 held_by() {
 	local n
 
-	for ((n = 0; n < 200; n++)); do
+	for ((n = 0; n < 1200; n++)); do
 		[[ -s $1 ]] && { head -n 1 "$1"; return 0; }
 		sleep 0.05
 	done
@@ -621,12 +631,20 @@ metric_tenants() {
 }
 
 @test "metrics: 32 connections held open without a request keep a scrape out for a second at most" {
-	local out=$BATS_TEST_TMPDIR/held pid
+	local out=$BATS_TEST_TMPDIR/held pid n
 
 	agent_start
 	in_ns s1 python3 -c "$HOLD_PY" tcp "$METRICS_ADDR" 32 60 >"$out" 2>"$out.err" &
 	pid=$!
 	expect_eq "connections held of 32" "$(held_by "$out")" 32
+	# every one accepted by the agent (not left in the backlog), then a
+	# second more: each has been held that long at least
+	for ((n = 0; n < 200; n++)); do
+		(($(metrics_conns) == 32)) && break
+		sleep 0.05
+	done
+	expect_eq "the agent's metrics connections" "$(metrics_conns)" 32
+	sleep 1.1
 	metrics s1 | grep -q '^rlgate_agent_info' ||
 		{ echo "no scrape while 32 connections are held" >&2; kill "$pid"; return 1; }
 	kill "$pid"
