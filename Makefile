@@ -2,6 +2,8 @@
 #   make              BPF objects, skeletons, rlagent, rlctl, tools, test programs
 #   make SANITIZE=1   user space with ASan/UBSan (into build-san/)
 #   make test         dependencies, build, every suite, one summary line
+#   make test-san     the unit suite and the e2e files of the fault paths with
+#                     rlagent, rlctl and the tests built with ASan/UBSan
 #   make bench        per-packet and fleet benchmarks
 #   make bench-peers  rlgate against nftables, iptables and HAProxy, and a SYN flood
 #   make demo         the quick start: a lab, a limit, load, a report
@@ -115,7 +117,7 @@ ifneq ($(ACCEPT_BENCH_OBJS),)
 PROGS += $(BUILD)/tests/accept_bench
 endif
 
-.PHONY: all deps test bench bench-peers demo clean
+.PHONY: all deps test test-san bench bench-peers demo clean
 all: $(SKELS) $(PROGS) $(UNIT_BINS)
 
 $(BUILD):
@@ -200,6 +202,25 @@ deps:
 test: deps
 	$(MAKE) all
 	tools/run-tests.sh $(BUILD)
+
+# The e2e files that take the agent down its fault paths: stops and
+# restarts on pins, Redis lost, killed and misbehaving (the fuzzers), a
+# cluster's master killed, a Sentinel failover, preload pools, mutated
+# control requests (fuzz.bats), and the stop storm of fleet agents with
+# Redis dying under them.  Any sanitizer report fails them: an agent's
+# in its log (tests/e2e/agent_helpers.bash checks every stop), a test
+# program's or rlctl's in its exit status.  Not chaos.bats, fleet.bats and
+# agent_control.bats: they judge deadlines of a second and rates, which a
+# sanitizer build misses on a loaded machine (docs/testing.md).
+SAN_E2E := agent_lifecycle.bats cluster.bats \
+	   sentinel.bats fuzz.bats preload_agent.bats preload_trust.bats \
+	   stop_storm.bats
+
+test-san: deps
+	$(MAKE) SANITIZE=1 all
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		RLGATE_UNIT_TIMEOUT=600 RLGATE_E2E_FILES="$(SAN_E2E)" \
+		tools/run-tests.sh build-san unit e2e
 
 bench: deps
 	$(MAKE) all

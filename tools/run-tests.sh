@@ -4,6 +4,9 @@
 # the end of its plan).  Exits non-zero when anything failed.  Output of a
 # test is shown only when it fails.
 #   tools/run-tests.sh [BUILD_DIR] [SUITE...]  suites: lint unit bpf lua pkg e2e
+# RLGATE_E2E_FILES (names of tests/e2e files, space-separated, e.g.
+# "fleet.bats chaos.bats") runs only those of the e2e suite;
+# RLGATE_UNIT_TIMEOUT (seconds, default 120) bounds each unit test program.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,7 +61,7 @@ unit_tap() {
 	for t in "$build"/tests/unit/test_*; do
 		[[ -x $t ]] || continue
 		prog=$(basename "$t")
-		timeout 120 "$t" >"$tmp/unit.out" 2>&1
+		timeout "${RLGATE_UNIT_TIMEOUT:-120}" "$t" >"$tmp/unit.out" 2>&1
 		rc=$?
 		tap=0 failed=0
 		while IFS= read -r line; do
@@ -203,13 +206,20 @@ run_pool() {
 	wait
 }
 
+# e2e_wanted FILE: FILE is one of RLGATE_E2E_FILES (every file when unset).
+e2e_wanted() {
+	[[ -z ${RLGATE_E2E_FILES:-} || " $RLGATE_E2E_FILES " == *" $(basename "$1") "* ]]
+}
+
 # bats_files SUITE: the suite's bats files, largest first.
 bats_files() {
-	local files
+	local files f
 
 	files=$(ls "$top/tests/$1"/*.bats 2>/dev/null) || return 0
 	# shellcheck disable=SC2086
-	ls -S $files
+	for f in $(ls -S $files); do
+		[[ $1 != e2e ]] || e2e_wanted "$f" && echo "$f"
+	done
 }
 
 # tally_bats SUITE: one TAP stream of the suite's files, in file order.
@@ -226,6 +236,7 @@ tally_bats() {
 		return
 	fi
 	for f in "$top/tests/e2e"/*.bats; do
+		e2e_wanted "$f" || continue
 		tap=$tmp/tap/e2e-$(basename "$f")
 		cat "$tap" 2>/dev/null || echo "not ok 1 - $(basename "$f") # did not run at all"
 	done | tally_tap e2e
@@ -247,6 +258,10 @@ for s in "${suites[@]}"; do
 	lint | unit | bpf | lua | pkg | e2e) ;;
 	*) echo "unknown suite '$s' (expected lint, unit, bpf, lua, pkg or e2e)" >&2; exit 2 ;;
 	esac
+done
+for f in ${RLGATE_E2E_FILES:-}; do
+	[[ -e $top/tests/e2e/$f ]] ||
+		{ echo "RLGATE_E2E_FILES names '$f', which is not in tests/e2e" >&2; exit 2; }
 done
 jobs=${RLGATE_TEST_JOBS:-2}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] ||

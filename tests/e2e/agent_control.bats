@@ -12,7 +12,60 @@ load helpers
 load agent_helpers
 
 setup() { agent_setup; }
-teardown() { agent_teardown; }
+teardown() {
+	agent_teardown
+	[[ -z ${RUN_DIR:-} ]] || rm -rf "$RUN_DIR"
+}
+
+# The connection holder of the tests below: `python3 -c "$HOLD_PY" unix
+# PATH N SECONDS` opens N connections one after the other, each asking for
+# the agent's version and waiting for the answer (an answer: held; the
+# connection closed instead: refused), so what it counts does not depend on
+# how fast a loaded agent accepts; `tcp HOST:PORT N SECONDS` opens N and
+# asks nothing.  A second after the last, it prints how many it holds, then
+# holds them SECONDS, idle.
+HOLD_PY='
+import socket, sys, time
+kind, addr, n, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+socks = []
+held = 0
+for i in range(n):
+    if kind == "unix":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(addr)
+        s.settimeout(60)
+        try:
+            s.sendall(b"{\"cmd\":\"version\"}\n")
+            held += 1 if s.recv(4096) else 0
+        except OSError:
+            pass
+    else:
+        host, port = addr.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)))
+        held += 1
+    socks.append(s)
+time.sleep(1)
+print(held, flush=True)
+time.sleep(secs)
+'
+
+# metrics_conns: the connections to /metrics the agent has accepted.
+metrics_conns() {
+	in_ns s1 ss -tnHp state established "( sport = :${METRICS_ADDR##*:} )" |
+		grep -c "pid=$AGENT_PID," || true
+}
+
+# held_by OUT: the count a holder printed into OUT (60 s at most).
+held_by() {
+	local n
+
+	for ((n = 0; n < 1200; n++)); do
+		[[ -s $1 ]] && { head -n 1 "$1"; return 0; }
+		sleep 0.05
+	done
+	echo "the connection holder printed nothing: $(cat "$1.err" 2>/dev/null)" >&2
+	return 1
+}
 
 # ctl_send: stdin to the agent's control socket as one client, which then
 # shuts its side; prints the replies until the agent closes (10 s at most).
@@ -583,4 +636,47 @@ metric_tenants() {
 	expect_eq "b- tombstones (the newest)" "$(jq '[.[] | select(startswith("b"))] | length' <<<"$tombs")" 100
 	expect_eq "a- tombstones" "$(jq '[.[] | select(startswith("a"))] | length' <<<"$tombs")" 3996
 	expect_eq "tenants listed" "$(rl --json tenant list | jq length)" 0
+}
+
+@test "control socket: a user of the control group other than root holds at most 16 of the 64 connections, and connections held idle keep rlctl out for a second at most" {
+	local out=$BATS_TEST_TMPDIR/held nobody_pid root_pid
+
+	# a socket nobody (in nogroup) may reach, where a test's tmp dir is not
+	RUN_DIR=/run/rlgate-test-$LAB
+	CTL=$RUN_DIR/ctl.sock
+	agent_start --control-group nogroup
+	setpriv --reuid nobody --regid nogroup --clear-groups /usr/bin/python3 -c "$HOLD_PY" \
+		unix "$CTL" 20 60 >"$out.nobody" 2>"$out.nobody.err" &
+	nobody_pid=$!
+	expect_eq "connections nobody holds of 20" "$(held_by "$out.nobody")" 16
+	# root fills the other 48 places
+	python3 -c "$HOLD_PY" unix "$CTL" 48 60 >"$out.root" 2>"$out.root.err" &
+	root_pid=$!
+	expect_eq "connections root holds of 48" "$(held_by "$out.root")" 48
+	expect_eq "the agent's control connections" "$(agent_conns)" 64
+	# every place taken by a connection idle for a second: rlctl gets one
+	rl status >/dev/null
+	kill "$nobody_pid" "$root_pid"
+	wait "$nobody_pid" "$root_pid" 2>/dev/null || true
+}
+
+@test "metrics: 32 connections held open without a request keep a scrape out for a second at most" {
+	local out=$BATS_TEST_TMPDIR/held pid n
+
+	agent_start
+	in_ns s1 python3 -c "$HOLD_PY" tcp "$METRICS_ADDR" 32 60 >"$out" 2>"$out.err" &
+	pid=$!
+	expect_eq "connections held of 32" "$(held_by "$out")" 32
+	# every one accepted by the agent (not left in the backlog), then a
+	# second more: each has been held that long at least
+	for ((n = 0; n < 200; n++)); do
+		(($(metrics_conns) == 32)) && break
+		sleep 0.05
+	done
+	expect_eq "the agent's metrics connections" "$(metrics_conns)" 32
+	sleep 1.1
+	metrics s1 | grep -q '^rlgate_agent_info' ||
+		{ echo "no scrape while 32 connections are held" >&2; kill "$pid"; return 1; }
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
 }

@@ -27,8 +27,9 @@ proc_running() {
 }
 
 # proc_wait_exit PID SECONDS [WHAT]: waits until PID is gone; fails after
-# SECONDS.  When PID is this shell's child its exit status is left in
-# PROC_RC (otherwise 127: the status went to its parent).
+# SECONDS.  Its exit status is left in PROC_RC when PID is this shell's
+# child or an agent rlagent_launch started (otherwise 127: the status went
+# to its parent).
 proc_wait_exit() {
 	local n
 
@@ -41,15 +42,98 @@ proc_wait_exit() {
 		return 1
 	fi
 	PROC_RC=0
+	rlagent_exit_status "$1" && return 0
 	wait "$1" 2>/dev/null || PROC_RC=$?
 }
 
 # proc_stop PID SIGNAL: sends SIGNAL and waits (5 s at most) until PID is
-# gone; PROC_RC as for proc_wait_exit.  Nothing to do without a PID.
+# gone; PROC_RC as for proc_wait_exit.  Nothing to do without a PID.  An
+# agent rlagent_launch started is given RLAGENT_STOP_S and checked as
+# rlagent_exit_check says: how every test that stops an agent sees how it
+# went.
 proc_stop() {
+	local log
+
 	[[ -n $1 ]] || return 0
-	kill "-$2" "$1" 2>/dev/null || true
+	log=$(rlagent_log_of "$1")
+	# an agent whose exit is recorded is gone: its PID may be another's
+	[[ -n $log && -e $RLAGENT_DIR/$1.rc ]] || kill "-$2" "$1" 2>/dev/null || true
+	if [[ -n $log ]]; then
+		proc_wait_exit "$1" "$RLAGENT_STOP_S" "$RLAGENT_STOP_S s after SIG$2" ||
+			return 1
+		rlagent_exit_check "$1" "$2" "$PROC_RC" "$log"
+		return
+	fi
 	proc_wait_exit "$1" 5 "5 s after SIG$2"
+}
+
+# --- how an agent exited -------------------------------------------------------------
+#
+# rlagent_launch runs each agent under a small shell of its own that waits
+# for it and writes down its exit status (RLAGENT_DIR/PID.rc), beside the
+# log it writes to (RLAGENT_DIR/PID.log): so the status of an agent started
+# in setup_file, or by another test's shell, is known to whoever stops it.
+
+RLAGENT_DIR=${BATS_RUN_TMPDIR:-${TMPDIR:-/tmp}}/rlagents
+# How long a stopped agent may take: its own deadline for Redis's last
+# answers is 1 s; a loaded machine and a sanitizer build take more.
+RLAGENT_STOP_S=${RLAGENT_STOP_S:-10}
+# What a sanitizer (ASan, LSan, UBSan) writes when it finds something.
+RLAGENT_SAN_RE='ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime error: |^SUMMARY: [A-Za-z]+Sanitizer'
+
+# rlagent_log_of PID: the log of agent PID if rlagent_launch started it,
+# nothing otherwise.
+rlagent_log_of() {
+	if [[ -n $1 && -s $RLAGENT_DIR/$1.log ]]; then
+		cat "$RLAGENT_DIR/$1.log"
+	fi
+}
+
+# rlagent_exit_status PID: for an agent rlagent_launch started, waits (5 s
+# at most: its shell writes it once the agent is reaped) for its exit status
+# and leaves it in PROC_RC; fails for any other PID.
+rlagent_exit_status() {
+	local f=$RLAGENT_DIR/$1.rc n
+
+	[[ -n $(rlagent_log_of "$1") ]] || return 1
+	for ((n = 0; n < 100; n++)); do
+		[[ -s $f ]] && break
+		sleep 0.05
+	done
+	PROC_RC=$(cat "$f" 2>/dev/null) || PROC_RC=127
+	[[ -n $PROC_RC ]] || PROC_RC=127
+	return 0
+}
+
+# rlagent_log_clean LOG [WHO]: LOG holds no sanitizer report (shown when
+# it does).
+rlagent_log_clean() {
+	[[ -s $1 ]] || return 0
+	grep -Eq "$RLAGENT_SAN_RE" "$1" || return 0
+	echo "${2:-rlagent} left a sanitizer report in $1:" >&2
+	grep -E -A 30 "$RLAGENT_SAN_RE" "$1" | head -n 60 >&2
+	return 1
+}
+
+# rlagent_exit_check PID SIGNAL STATUS LOG: agent PID, sent SIGNAL, exited
+# as it must: 0 after SIGTERM or SIGINT (refunds done or given up, state
+# written), never by a signal other than the one sent (a crash: SIGSEGV,
+# SIGABRT), and without a sanitizer report in LOG.  Forgets PID's record.
+rlagent_exit_check() {
+	local pid=$1 sig=${2#SIG} rc=$3 log=$4 signum err=0
+
+	rm -f "$RLAGENT_DIR/$pid.rc" "$RLAGENT_DIR/$pid.log"
+	signum=$(kill -l "$sig" 2>/dev/null) || signum=
+	if [[ $sig == TERM || $sig == INT ]] && ((rc != 0)); then
+		echo "rlagent $pid exited with status $rc after SIG$sig, not 0" >&2
+		err=1
+	elif ((rc > 128)) && [[ $((rc - 128)) != "$signum" ]]; then
+		echo "rlagent $pid died by signal $(kill -l $((rc - 128)) 2>/dev/null ||
+			echo $((rc - 128))) after SIG$sig" >&2
+		err=1
+	fi
+	rlagent_log_clean "$log" "rlagent $pid" || err=1
+	((err == 0)) || { tail -n 30 "$log" >&2; return 1; }
 }
 
 # --- rlagent -------------------------------------------------------------------------
@@ -57,8 +141,8 @@ proc_stop() {
 # rlagent_start HOST SOCKET STATE_DIR PIN_DIR LOG [rlagent options]: rlagent
 # on HOST's eth0 (on no interface when RLAGENT_IFACE is set empty: a preload
 # host) in the background (RLAGENT_PID), its output appended to LOG;
-# returns once it answers on its control SOCKET.  Not disowned, so that
-# proc_stop can read its exit status.
+# returns once it answers on its control SOCKET.  proc_stop reads its exit
+# status and checks it (rlagent_exit_check).
 rlagent_start() {
 	rlagent_launch "$@"
 	rlagent_ready "$1" "$2" "$5" "$RLAGENT_PID"
@@ -66,15 +150,20 @@ rlagent_start() {
 
 # rlagent_launch HOST SOCKET STATE_DIR PIN_DIR LOG [rlagent options]: the
 # start of rlagent_start, without waiting (several agents load their
-# programs at once); rlagent_ready then waits for each.
+# programs at once); rlagent_ready then waits for each.  RLAGENT_PID is the
+# agent's, RLAGENT_JOB the job of the shell that waits for it (what a suite
+# disowns).
 # nsenter rather than `ip netns exec`: the latter mounts a fresh /sys in a
 # mount namespace of its own, which hides the bpffs at /sys/fs/bpf, so pins
 # would not outlive the process and a restarted agent could not adopt them.
 rlagent_launch() {
-	local host=$1 sock=$2 log=$5 iface=()
+	local host=$1 sock=$2 log=$5 iface=() n
 
 	[[ -n ${RLAGENT_IFACE-eth0} ]] && iface=(--iface "${RLAGENT_IFACE-eth0}")
+	mkdir -p "$RLAGENT_DIR"
 	(
+		rc=0
+
 		# None of the test's descriptors above 2 stays open in the
 		# agent (bats' fd 3, the write ends of fifos a connection holder
 		# of the test reads: an agent restarted inside a test would keep
@@ -84,11 +173,30 @@ rlagent_launch() {
 			((fd > 2)) && exec {fd}>&-
 		done 2>/dev/null
 		# at nice -10, as the systemd unit runs it (Nice=-10)
-		exec nice -n -10 nsenter --net="/run/netns/$(lab_ns "$host")" \
+		nice -n -10 nsenter --net="/run/netns/$(lab_ns "$host")" \
 			"$RLGATE_BUILD/rlagent" "${iface[@]}" --control "$sock" --state-dir "$3" \
-			--pin-dir "$4" --metrics "$METRICS_ADDR" "${@:6}" >>"$log" 2>&1
+			--pin-dir "$4" --metrics "$METRICS_ADDR" "${@:6}" >>"$log" 2>&1 &
+		pid=$!
+		exec >/dev/null 2>&1 </dev/null
+		echo "$log" >"$RLAGENT_DIR/$pid.log"
+		echo "$pid" >"$RLAGENT_DIR/job.$BASHPID.tmp"
+		mv "$RLAGENT_DIR/job.$BASHPID.tmp" "$RLAGENT_DIR/job.$BASHPID"
+		wait "$pid" || rc=$?
+		echo "$rc" >"$RLAGENT_DIR/$pid.rc.tmp"
+		mv "$RLAGENT_DIR/$pid.rc.tmp" "$RLAGENT_DIR/$pid.rc"
 	) &
-	RLAGENT_PID=$!
+	RLAGENT_JOB=$!
+	RLAGENT_PID=
+	for ((n = 0; n < 200; n++)); do
+		if [[ -s $RLAGENT_DIR/job.$RLAGENT_JOB ]]; then
+			RLAGENT_PID=$(<"$RLAGENT_DIR/job.$RLAGENT_JOB")
+			rm -f "$RLAGENT_DIR/job.$RLAGENT_JOB"
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "rlagent on $host was not started within 10 s" >&2
+	return 1
 }
 
 # rlagent_ready HOST SOCKET LOG PID: waits (10 s at most) until the agent
@@ -101,7 +209,8 @@ rlagent_ready() {
 		"$RLGATE_BUILD/rlctl" --socket "$sock" status >/dev/null 2>&1 && return 0
 		if ! proc_running "$pid"; then
 			rc=0
-			wait "$pid" 2>/dev/null || rc=$?
+			rlagent_exit_status "$pid" && rc=$PROC_RC ||
+				{ wait "$pid" 2>/dev/null || rc=$?; }
 			echo "rlagent on $host exited with status $rc before answering:" >&2
 			tail -n 30 "$log" >&2
 			return 1
@@ -203,9 +312,10 @@ agent_setup() {
 agent_teardown() {
 	local lab=${LAB:-} rc=0
 
+	# killed, and its log checked for sanitizer reports: a test that
+	# passed with an agent that crashed or leaked behind it fails here
 	if [[ -n ${AGENT_PID:-} ]]; then
-		kill -KILL "$AGENT_PID" 2>/dev/null || true
-		wait "$AGENT_PID" 2>/dev/null || true
+		proc_stop "$AGENT_PID" KILL || rc=1
 	fi
 	e2e_teardown
 	if [[ -n ${PIN_DIR:-} && -e $PIN_DIR ]]; then
@@ -250,12 +360,17 @@ agent_start() {
 }
 
 # agent_stop SIGNAL: sends SIGNAL to the agent, waits for it to exit and
-# leaves its exit status in AGENT_RC.
+# leaves its exit status in AGENT_RC; fails unless it exited as
+# rlagent_exit_check says (0 after SIGTERM, no crash, no sanitizer report).
 agent_stop() {
+	local err=0
+
 	proc_running "$AGENT_PID" || { echo "rlagent ${AGENT_PID:-(none)} does not run" >&2; return 1; }
-	proc_stop "$AGENT_PID" "$1" || return 1
+	proc_stop "$AGENT_PID" "$1" || err=1
+	proc_running "$AGENT_PID" && return 1
 	AGENT_RC=$PROC_RC
 	AGENT_PID=
+	return $err
 }
 
 # agent_wait_exit SECONDS: waits for the agent to exit on its own; its
@@ -263,6 +378,7 @@ agent_stop() {
 agent_wait_exit() {
 	proc_wait_exit "$AGENT_PID" "$1" || return 1
 	AGENT_RC=$PROC_RC
+	rlagent_log_clean "$AGENT_LOG" || return 1
 	AGENT_PID=
 }
 

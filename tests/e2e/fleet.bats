@@ -263,7 +263,7 @@ wait_policy() {
 	apply_changed 1 'map(if .name == "rs-old" then .name = "rs-new" else . end)'
 	fleet_wait_tenant rs-new 2 2 >/dev/null
 	fleet_agent_start 3
-	disown "$RLAGENT_PID"
+	disown "$RLAGENT_JOB"
 	wait_policy 2 'any(.[]; .name == "rs-new" and .match == ["203.0.113.128/25"])
 		and all(.[]; .name != "rs-old")'
 	fleet_wait_steady 5
@@ -275,7 +275,7 @@ wait_policy() {
 	# s3, away from Redis, gets a tenant of its own on the prefix...
 	fleet_agent_stop 3 TERM
 	fleet_agent_start 3 --redis 192.0.2.250:1
-	disown "$RLAGENT_PID"
+	disown "$RLAGENT_JOB"
 	echo cf-local >>"$BATS_TEST_TMPDIR/tenants"
 	rls 3 tenant set cf-local --rate 5/s --match 198.51.100.0/25 >/dev/null
 	fleet_agent_stop 3 TERM
@@ -284,7 +284,7 @@ wait_policy() {
 	fleet_wait_tenant cf-fleet 2 2 >/dev/null
 	lines=$(wc -l <"$(fleet_log 3)")
 	fleet_agent_start 3
-	disown "$RLAGENT_PID"
+	disown "$RLAGENT_JOB"
 	fleet_wait_steady 5
 	sleep 1.5
 	for i in 1 2; do
@@ -380,7 +380,7 @@ status_of() {
 
 	fleet_agent_wipe 4
 	fleet_agent_start 4
-	disown "$RLAGENT_PID"	# killed below: no "Killed" notice
+	disown "$RLAGENT_JOB"	# killed below: no "Killed" notice
 	lines=$(wc -l <"$(fleet_log 4)")
 	t0=$(now_ms)
 	until [[ $(status_of 2 .live_agents) == 4 ]]; do
@@ -873,7 +873,7 @@ slow_link_start() {
 	fleet_tenant_set 1 adopted --rate 400/s --burst 400 --match "$(client_prefix c2)"
 	fleet_agent_wipe 4
 	fleet_agent_start 4 --expected-agents 4
-	disown "$RLAGENT_PID"
+	disown "$RLAGENT_JOB"
 	fleet_wait_tenant adopted 2 4 >/dev/null
 	fleet_wait_stat 4 adopted leases 1 3	# its credit paid back
 	fleet_agent_stop 4 KILL
@@ -884,7 +884,7 @@ slow_link_start() {
 	fleet_tenant_set 1 adopted --rate 200/s --burst 20 --overshoot 200 \
 		--match "$(client_prefix c2)"
 	fleet_agent_start 4 --expected-agents 4
-	disown "$RLAGENT_PID"
+	disown "$RLAGENT_JOB"
 	for ((n = 0; n < 100; n++)); do
 		live=$(rls 4 --json status | jq .live_agents)
 		hold=$((200 / live - 200 / live / 4)) reserve=$((20 / live))

@@ -120,13 +120,15 @@ fleet_agent_start() {
 # fleet_agent_launch I [rlagent options]: the start of fleet_agent_start,
 # without waiting for the agent to answer (rlagent_ready).
 fleet_agent_launch() {
-	local i=$1 dir
+	local i=$1 dir redis=(--redis "$REDIS_ADDR")
 
 	shift
+	# a test's own --redis instead of the lab's (rlagent takes one)
+	[[ " $* " != *" --redis "* ]] || redis=()
 	dir=$(fleet_dir "$i")
 	mkdir -p "$dir/state"
 	rlagent_launch "s$i" "$(fleet_ctl "$i")" "$dir/state" "$(fleet_pin_dir "$i")" \
-		"$(fleet_log "$i")" --redis "$REDIS_ADDR" --agent-id "s$i" \
+		"$(fleet_log "$i")" "${redis[@]}" --agent-id "s$i" \
 		"${FLEET_AGENT_OPTS[@]}" "$@"
 	# kept even when it does not answer: the teardown kills it
 	echo "$RLAGENT_PID" >"$dir/pid"
@@ -149,17 +151,41 @@ fleet_agent_start_counted() {
 	done
 }
 
-# fleet_agent_stop I SIGNAL: sends SIGNAL to agent I and waits (5 s at most)
-# for it to exit.  When the agent is this shell's child its exit status is
-# left in FLEET_RC.
+# fleet_agent_stop I SIGNAL: sends SIGNAL to agent I and waits for it to
+# exit (proc_stop: RLAGENT_STOP_S at most), failing unless it exits as
+# rlagent_exit_check says; its exit status is left in FLEET_RC.  An agent
+# that exited already (say, on a SIGNAL the test sent every agent at once)
+# is checked all the same.
 fleet_agent_stop() {
-	local pid
+	local f=$FLEET_DIR/s$1/pid pid err=0
 
-	pid=$(fleet_pid "$1")
-	[[ -n $pid ]] || return 0
-	proc_stop "$pid" "$2" || return 1
+	[[ -s $f ]] || return 0
+	pid=$(<"$f")
+	# gone already, and not an agent whose exit is to be checked
+	[[ -n $(fleet_pid "$1") || -n $(rlagent_log_of "$pid") ]] || { rm -f "$f"; return 0; }
+	proc_stop "$pid" "$2" || err=1
+	proc_running "$pid" && return 1
 	FLEET_RC=$PROC_RC
 	rm -f "$(fleet_dir "$1")/pid"
+	return $err
+}
+
+# fleet_agents_start: agents s1..s$FLEET_AGENTS started all at once (each
+# spends a second or more having its program verified); returns once each
+# answers.
+fleet_agents_start() {
+	local i
+
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		fleet_agent_launch "$i"
+		# Tests kill them from their own processes: not jobs of this
+		# shell, which would print a "Killed" notice into the TAP output.
+		disown "$RLAGENT_JOB"
+	done
+	for ((i = 1; i <= FLEET_AGENTS; i++)); do
+		rlagent_ready "s$i" "$(fleet_ctl "$i")" "$(fleet_log "$i")" \
+			"$(<"$(fleet_dir "$i")/pid")" || return 1
+	done
 }
 
 # fleet_agent_wipe I: after agent I stopped, removes what it leaves behind
@@ -222,26 +248,20 @@ fleet_setup_file() {
 			serve_start "s$i" "$p"
 		done
 	done
-	# all at once: each spends a second or more having its program verified
-	for ((i = 1; i <= FLEET_AGENTS; i++)); do
-		fleet_agent_launch "$i"
-		# Tests kill them from their own processes: not jobs of this
-		# shell, which would print a "Killed" notice into the TAP output.
-		disown "$RLAGENT_PID"
-	done
-	for ((i = 1; i <= FLEET_AGENTS; i++)); do
-		rlagent_ready "s$i" "$(fleet_ctl "$i")" "$(fleet_log "$i")" \
-			"$(<"$(fleet_dir "$i")/pid")"
-	done
+	fleet_agents_start
 	fleet_wait_steady 10
 }
 
-# Agents and Redis by PID, then the lab, then the pins; never fails.
+# Agents and Redis by PID, then the lab, then the pins.  The agents are
+# stopped as an operator stops them, with SIGTERM, and fail the file when
+# one does not exit cleanly (rlagent_exit_check); the cleanup goes on.
 fleet_teardown_file() {
-	local i
+	local i rc=0
 
 	if [[ -n ${FLEET_DIR:-} ]]; then
 		for ((i = 1; i <= FLEET_SERVERS; i++)); do
+			[[ -n $(fleet_pid "$i") ]] || continue
+			fleet_agent_stop "$i" TERM || rc=1
 			fleet_agent_stop "$i" KILL 2>/dev/null || true
 		done
 		proc_stop "$(redis_pid)" KILL 2>/dev/null || true
@@ -252,7 +272,7 @@ fleet_teardown_file() {
 			rm -rf "$(fleet_pin_dir "$i")" || true
 		done
 	fi
-	return 0
+	return $rc
 }
 
 fleet_setup() {

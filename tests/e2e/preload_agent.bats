@@ -24,13 +24,13 @@ setup() {
 }
 
 teardown() {
-	local pid d
+	local pid d rc=0
 
 	release_all_conns
 	preload_teardown
+	# killed and awaited, and their logs checked for sanitizer reports
 	for pid in "${AGENT_PIDS[@]}"; do
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
+		proc_stop "$pid" KILL || rc=1
 	done
 	if [[ -n ${FLEET_DIR:-} ]]; then
 		proc_stop "$(redis_pid)" KILL 2>/dev/null || true
@@ -46,6 +46,7 @@ teardown() {
 			tail -n 30 "$d" >&2
 		done
 	fi
+	return $rc
 }
 
 # preload_agent HOST NAME [rlagent options]: rlagent on HOST attached to no

@@ -5,7 +5,8 @@
  * one seed, calls routed by slot, MOVED followed and remembered, ASK
  * followed once and not remembered, TRYAGAIN and CLUSTERDOWN waited out or
  * given up on, NOSCRIPT answered by loading the script on that node, a
- * redirection loop cut short, and a node that goes away reported down.
+ * redirection loop cut short, a node that goes away reported down, and no
+ * call sent from the callbacks cc_close() runs.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -444,6 +445,46 @@ static void test_node_down(void)
 	CHECK(eval("b") == 0 && res.integer == 0, "node 0 still answers");
 }
 
+/* What the calls answered by cc_close() did: how many were answered, with
+ * a reply, and how many calls their callbacks could still send. */
+static int closed_answers, closed_replies, closed_sent;
+
+static void on_closing_reply(void *priv, int n, redisReply *r)
+{
+	const char *keys[] = { "a", "b" };
+
+	(void)priv;
+	(void)n;
+	closed_answers++;
+	closed_replies += r != NULL;
+	/* What a caller's callback does on a lost call: send the next one.
+	 * One key on each node still up, so that whichever node is closed
+	 * first, the other would take it. */
+	for (int i = 0; i < 2; i++) {
+		const char *args[] = { keys[i] };
+
+		closed_sent += cc_eval(cc, 0, 1, args, 1, on_closing_reply, NULL) == 0;
+	}
+}
+
+/* cc_close() answers each call in flight once with no reply, and refuses
+ * every call sent from those callbacks: none goes out on a node not freed
+ * yet (to be answered again by its freeing, or to outlive the client). */
+static void test_close_refuses_calls(void)
+{
+	const char *a[] = { "a" }, *b[] = { "b" };
+
+	CHECK(cc_eval(cc, 0, 1, a, 1, on_closing_reply, NULL) == 0 &&
+	      cc_eval(cc, 0, 1, b, 1, on_closing_reply, NULL) == 0,
+	      "two calls in flight, on nodes 2 and 0");
+	cc_close(cc);
+	cc = NULL;
+	CHECK(closed_answers == 2, "each call answered once: %d answers",
+	      closed_answers);
+	CHECK(closed_replies == 0, "%d answers with a reply", closed_replies);
+	CHECK(closed_sent == 0, "%d calls sent while the client closed", closed_sent);
+}
+
 int main(void)
 {
 	log_set_level(LOG_LVL_ERROR);
@@ -472,6 +513,7 @@ int main(void)
 		CHECK_RUN(test_noscript);
 		CHECK_RUN(test_moved_loop);
 		CHECK_RUN(test_node_down);
+		CHECK_RUN(test_close_refuses_calls);
 	}
 	cc_close(cc);
 	for (int i = 0; i < NODES; i++)

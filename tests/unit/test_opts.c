@@ -65,7 +65,7 @@ static const struct opt table[] = {
 	{ "list", 'l', OPT_LIST, AT(list), .arg = "X[,X...]",
 	  .help = "things; may repeat" },
 	{ "lists", 0, OPT_LIST, OPT_HIDDEN, AT(list), .arg = "X" },
-	{ "even", 0, OPT_CUSTOM, AT(custom), .arg = "E", .parse = parse_even,
+	{ "even", 0, OPT_CUSTOM, OPT_ONCE, AT(custom), .arg = "E", .parse = parse_even,
 	  .help = "a long help line that goes on and on so that it has to be "
 		  "wrapped at least once, and maybe twice, before it ends" },
 	{ "help", 'h', OPT_HELP, .help = "this help" },
@@ -201,6 +201,8 @@ static void test_errors(void)
 		  "invalid --id 'abcde': expected 1 to 4 characters" },
 		{ &spec, { "web", "--even", "abc" },
 		  "invalid even thing 'abc': expected an even length" },
+		{ &spec, { "web", "--even", "ab", "--even", "cd" },
+		  "option '--even' of 'thing' given twice: it takes one value" },
 		{ &spec, { "web", "--bogus" }, "unknown option '--bogus' for 'thing'" },
 		{ &spec, { "web", "--cuont", "3" }, "unknown option '--cuont' for "
 		  "'thing'; did you mean '--count'?" },

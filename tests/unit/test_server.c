@@ -1,7 +1,9 @@
 /* test_server: the socket server of the control socket and /metrics accepts
  * clients up to its limit (the one over it gets the refusal and is closed),
  * hands each one's readiness to its owner with its state set up, drops
- * clients that stall but not idle ones, and releases everything it holds.
+ * clients that stall, and idle ones only after longer, lets a new client
+ * take the place of the one that made no progress for longest when asked
+ * to, and releases everything it holds.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -76,10 +78,12 @@ static bool is_idle(const struct server_client *sc)
 	return ((const struct echo_client *)sc)->idle;
 }
 
-static const struct server_ops ops = {
+/* Not const: the eviction test turns evict_ns on. */
+static struct server_ops ops = {
 	.client_size = sizeof(struct echo_client),
 	.max_clients = MAX_CLIENTS,
 	.stall_ns = 1000000000ULL,
+	.idle_ns = 5000000000ULL,
 	.open = on_open,
 	.event = on_event,
 	.close = on_close,
@@ -190,14 +194,65 @@ static void test_drops_stalled_not_idle(void)
 	      n < 0 ? strerror(errno) : "data");
 }
 
+/* With evict_ns, a client over the limit takes the place of the one that
+ * made no progress for longest (the idle one, accepted first), instead of
+ * being refused: held connections cannot keep a new client out. */
+static void test_evicts_longest_without_progress(void)
+{
+	char buf[64];
+	ssize_t n;
+
+	close(c[0]);
+	close(c[2]);
+	close(c[3]);
+	c[0] = connect_to(path);
+	settle(the_loop);
+	c[2] = connect_to(path);
+	settle(the_loop);
+	CHECK(n_clients(srv) == MAX_CLIENTS, "%u clients", n_clients(srv));
+	ops.evict_ns = 1;
+	c[3] = connect_to(path);
+	settle(the_loop);
+	ops.evict_ns = 0;
+	CHECK(refused == 1 && n_clients(srv) == MAX_CLIENTS,
+	      "one over the limit: %d refused in all, %u clients", refused,
+	      n_clients(srv));
+	n = recv(c[1], buf, sizeof(buf), 0);
+	CHECK(n == 0, "the oldest client was not the one disconnected (recv %zd)", n);
+	CHECK(send(c[3], "hello", 5, MSG_NOSIGNAL) == 5, "send");
+	n = answer(the_loop, c[3], buf, sizeof(buf));
+	CHECK(n == 5, "the new client is not served (%zd bytes)", n);
+}
+
+/* An idle client goes too, after idle_ns. */
+static void test_drops_idle_after_idle_ns(void)
+{
+	char buf[64];
+
+	CHECK(send(c[0], "idle", 4, MSG_NOSIGNAL) == 4, "send");
+	CHECK(answer(the_loop, c[0], buf, sizeof(buf)) == 4, "no echo of idle");
+	server_tick(srv, loop_now_ns() + 2 * ops.stall_ns);
+	CHECK(n_clients(srv) == 1, "%u clients after a stall; expected the idle "
+	      "one alone", n_clients(srv));
+	server_tick(srv, loop_now_ns() + ops.idle_ns + ops.stall_ns);
+	CHECK(n_clients(srv) == 0 && closed == opened,
+	      "after idle_ns: %u clients, %d of %d closed", n_clients(srv),
+	      closed, opened);
+}
+
 /* A peer that hangs up is freed by its owner; stop frees the rest and
  * closes the listening socket. */
 static void test_hangup_and_stop_release_everything(void)
 {
 	close(c[1]);
+	c[1] = connect_to(path);
 	settle(the_loop);
-	CHECK(n_clients(srv) == 0 && closed == MAX_CLIENTS,
-	      "after EOF: %u clients, %d closed", n_clients(srv), closed);
+	CHECK(n_clients(srv) == 1, "%u clients", n_clients(srv));
+	close(c[1]);
+	settle(the_loop);
+	CHECK(n_clients(srv) == 0 && closed == opened,
+	      "after EOF: %u clients, %d of %d closed", n_clients(srv), closed,
+	      opened);
 	c[1] = connect_to(path);
 	settle(the_loop);
 	server_stop(srv);
@@ -232,6 +287,8 @@ int main(void)
 	CHECK_RUN(test_serves_up_to_the_limit);
 	CHECK_RUN(test_refuses_one_over);
 	CHECK_RUN(test_drops_stalled_not_idle);
+	CHECK_RUN(test_evicts_longest_without_progress);
+	CHECK_RUN(test_drops_idle_after_idle_ns);
 	CHECK_RUN(test_hangup_and_stop_release_everything);
 	for (int i = 0; i <= MAX_CLIENTS; i++)
 		if (c[i] >= 0)

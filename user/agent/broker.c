@@ -264,28 +264,37 @@ fail:
 	return err;
 }
 
+/* Frees c's connection.  redisAsyncFree() calls back every call in flight
+ * with no reply before it returns: c is down (and its context gone from it)
+ * first, so that no callback sends on the context being freed. */
 static void conn_close(struct conn *c)
 {
+	redisAsyncContext *ac = c->ac;
+
 	if (c->retry)
 		loop_timer_cancel(c->retry);
 	c->retry = NULL;
-	if (c->ac) {
-		redisAsyncContext *ac = c->ac;
-
-		c->ac = NULL;
+	c->state = C_DOWN;
+	c->ac = NULL;
+	if (ac) {
 		ac->data = c;
 		/* Not redisAsyncSetDisconnectCallback(): hiredis only sets a
 		 * callback where none is set.  Going away is not an outage. */
 		ac->onDisconnect = NULL;
 		redisAsyncFree(ac);
 	}
-	c->state = C_DOWN;
 }
 
+/* Frees b and everything it holds.  The calls still in flight are called
+ * back with no reply while the connections go; from the first line on
+ * (closing) none of those callbacks starts a call, a connection or a
+ * timer, and each still finds b, its slots and its queues in place: they
+ * are freed only once every connection is. */
 void broker_close(struct broker *b)
 {
 	if (!b)
 		return;
+	b->closing = true;
 	b->done = NULL;
 	if (b->deadline)
 		loop_timer_cancel(b->deadline);

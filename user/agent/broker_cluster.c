@@ -51,9 +51,12 @@ int broker_cluster_send(struct broker *b, enum script_id s, int nkeys,
 			const char **args, int nargs, const char *key,
 			redisCallbackFn *fn, void *priv)
 {
-	struct cluster_req *q = calloc(1, sizeof(*q));
+	struct cluster_req *q;
 	int err;
 
+	if (!broker_may_start(b))
+		return -ENOTCONN;
+	q = calloc(1, sizeof(*q));
 	if (!q)
 		return -ENOTCONN;
 	q->b = b;
@@ -140,6 +143,8 @@ void broker_cluster_probe(struct broker *b)
 {
 	const char *argv[] = { "CLUSTER", "INFO" };
 
+	if (!broker_may_start(b))
+		return;
 	for (int n = 0; n < cc_nodes(b->cc) && n < CLUSTER_NODES_MAX; n++) {
 		struct cluster_req *q;
 

@@ -437,7 +437,7 @@ static void want_policy(struct broker *b, const char *name)
 {
 	if (names_add(&b->want, &b->n_want, &b->cap_want, name))
 		return;
-	if (!b->want_timer &&
+	if (!b->want_timer && broker_may_start(b) &&
 	    loop_timer_add(host_loop(b), POLICY_BATCH_MS, 0, on_want_timer, b,
 			   &b->want_timer))
 		b->want_timer = NULL;

@@ -231,6 +231,11 @@ struct broker {
 	uint64_t ring[CALL_RING];	/* send times of calls in flight */
 	unsigned int ring_head, ring_len;
 	/* clean shutdown */
+	/* broker_close() runs: hiredis and the cluster client call back
+	 * every call in flight with no reply while they free their
+	 * connections, and nothing those callbacks do may send, connect or
+	 * set a timer (broker_may_start()) */
+	bool closing;
 	void (*done)(void *arg);
 	void *done_arg;
 	unsigned int pending;
@@ -352,6 +357,14 @@ static inline void host_tenant_at(const struct broker *b, size_t i,
 	b->h.tenant_at(b->h.ctx, i, out);
 }
 
+
+/* New work (a call, a connection, a timer) may start: false from
+ * broker_close() on, when every callback that runs is a call in flight
+ * answered with no reply by a connection being freed. */
+static inline bool broker_may_start(const struct broker *b)
+{
+	return !b->closing;
+}
 
 /* broker_redis.c */
 void broker_conn_start(struct conn *c);

@@ -329,7 +329,7 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
 	if (c->shards > 1)
 		wait_ms = hot_wait_ms(c->shards, c->got, c->want,
 				      c->wait_ms == UINT64_MAX ? 0 : c->wait_ms);
-	if (wait_ms) {
+	if (wait_ms && broker_may_start(b)) {
 		/* Saturated: come back exactly when a worthwhile chunk is
 		 * there.  Late, the bucket overflows its burst and the fleet
 		 * admits less than the limit; early, it costs a call. */

@@ -248,6 +248,13 @@ bool broker_int_array(const redisReply *r, size_t n)
 	return true;
 }
 
+/* The command connection can take a call: up, and not being freed (a
+ * callback hiredis runs from redisAsyncFree() finds it down). */
+static bool cmd_ready(const struct broker *b)
+{
+	return broker_may_start(b) && b->cmd.state == C_UP && b->cmd.ac;
+}
+
 /* A plain command about key (argv[0] the command): on the single Redis,
  * or on key's master.  0 or -ENOTCONN. */
 int broker_command(struct broker *b, const char *key, int argc, const char **argv,
@@ -255,7 +262,7 @@ int broker_command(struct broker *b, const char *key, int argc, const char **arg
 {
 	if (b->cc)
 		return broker_cluster_send(b, S_COUNT, 0, argv, argc, key, fn, priv);
-	if (b->cmd.state != C_UP ||
+	if (!cmd_ready(b) ||
 	    redisAsyncCommandArgv(b->cmd.ac, fn, priv, argc, argv, NULL) != REDIS_OK)
 		return -ENOTCONN;
 	b->redis_calls++;
@@ -279,7 +286,7 @@ int broker_eval(struct broker *b, enum script_id s, int nkeys, const char **args
 		c->fn = fn;
 		return broker_cluster_send(b, s, nkeys, args, nargs, NULL, fn, c);
 	}
-	if (b->cmd.state != C_UP || !b->scripts_ok)
+	if (!cmd_ready(b) || !b->scripts_ok)
 		return -ENOTCONN;
 	if (nargs + 3 > (int)(sizeof(few) / sizeof(few[0])) &&
 	    !(argv = malloc((size_t)(nargs + 3) * sizeof(*argv))))
@@ -356,7 +363,7 @@ static void script_load_failed(struct broker *b, int idx, const redisReply *r)
 	breaker_open(b, why);
 	/* Already open: the reason an operator sees is the current one. */
 	snprintf(b->reason, sizeof(b->reason), "%s", why);
-	if (b->load_retry)
+	if (b->load_retry || !broker_may_start(b))
 		return;
 	if (loop_timer_add(host_loop(b), b->load_backoff_ms, 0, on_load_retry, b,
 			   &b->load_retry))
@@ -403,7 +410,7 @@ static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
 /* Sends SCRIPT LOAD for every script not loaded yet. */
 static void send_script_loads(struct broker *b)
 {
-	if (b->cmd.state != C_UP)
+	if (!cmd_ready(b))
 		return;
 	b->load_sent_ns = loop_now_ns();
 	for (int i = 0; i < S_COUNT; i++) {
@@ -474,7 +481,7 @@ static void conn_retry(struct conn *c)
 {
 	c->state = C_DOWN;
 	c->ac = NULL;
-	if (c->b->done)
+	if (c->b->done || !broker_may_start(c->b))
 		return;
 	/* Up to a quarter more, at random: a fleet that lost Redis together
 	 * does not come back in lockstep. */

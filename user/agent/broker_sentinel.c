@@ -232,7 +232,7 @@ void broker_sentinel_ask(struct broker *b, bool next)
 	unsigned int i;
 	redisAsyncContext *ac;
 
-	if (!sn || b->done)
+	if (!sn || b->done || !broker_may_start(b))
 		return;
 	if (sn->ac) {
 		if (sn->pending && loop_now_ns() - sn->asked_ns < ASK_LOST_NS)

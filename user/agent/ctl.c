@@ -35,6 +35,7 @@ struct ctl_client {
 	size_t out_off, out_len, out_cap;
 	bool closing;		/* close once out is flushed */
 	bool exit_after;	/* stop the agent once out is flushed */
+	uid_t uid;		/* the peer's (SO_PEERCRED) */
 };
 
 struct ctl {
@@ -287,10 +288,25 @@ static void on_client(struct server_client *sc, unsigned int events)
 	update_interest(cl);
 }
 
+/* Sets up a new client; refuses it (-EUSERS) when its user, other than
+ * root, already holds CTL_MAX_PER_UID connections. */
 static int client_open(struct server_client *sc)
 {
 	struct ctl_client *cl = (struct ctl_client *)sc;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	unsigned int held = 0;
 
+	if (getsockopt(sc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	cl->uid = cred.uid;
+	for (struct server_client *o = server_clients(sc->srv); o && cl->uid; o = o->next)
+		held += ((struct ctl_client *)o)->uid == cl->uid;
+	if (held >= CTL_MAX_PER_UID) {
+		log_debug("control client of uid %u refused: it holds %u "
+			  "connections", (unsigned int)cl->uid, held);
+		return -EUSERS;
+	}
 	cl->ctl = server_ctx(sc->srv);
 	cl->in = malloc(CTL_LINE_MAX);
 	return cl->in ? 0 : -ENOMEM;
@@ -329,6 +345,8 @@ static const struct server_ops ctl_ops = {
 	.client_size = sizeof(struct ctl_client),
 	.max_clients = CTL_MAX_CLIENTS,
 	.stall_ns = CTL_STALL_NS,
+	.idle_ns = CTL_IDLE_NS,
+	.evict_ns = CTL_EVICT_NS,
 	.open = client_open,
 	.event = on_client,
 	.close = client_close,

@@ -13,6 +13,14 @@
 
 #define CTL_MAX_CLIENTS		64
 #define CTL_STALL_NS		(10ULL * 1000000000ULL)
+/* A client waiting for its next request goes after this long */
+#define CTL_IDLE_NS		(60ULL * 1000000000ULL)
+/* With every place taken, a new client takes that of one that made no
+ * progress for this long (server_ops.evict_ns) */
+#define CTL_EVICT_NS		(1ULL * 1000000000ULL)
+/* Connections one user other than root may hold at once: a user of the
+ * control group cannot keep the others out */
+#define CTL_MAX_PER_UID		(CTL_MAX_CLIENTS / 4)
 /* Unread replies a client may leave queued: one that has this much and
  * sends another request is pipelining without reading, and is cut off. */
 #define CTL_OUT_MAX		(1U << 20)
@@ -35,7 +43,7 @@ int ctl_open(struct agent *a, const char *path, gid_t gid, struct ctl **out);
 void ctl_close(struct ctl *c);
 
 /* Housekeeping: disconnects clients stalled mid-line (or not reading their
- * replies) for CTL_STALL_NS. */
+ * replies) for CTL_STALL_NS, and idle ones after CTL_IDLE_NS. */
 void ctl_tick(struct ctl *c, uint64_t now_ns);
 
 #endif /* RL_CTL_H */

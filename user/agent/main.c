@@ -123,7 +123,7 @@ static const struct opt options[] = {
 	{ .kind = OPT_SECTION,
 	  .help = "Fleet mode (tokens leased from one global bucket per tenant "
 		  "in Redis):" },
-	{ "redis", 'r', OPT_CUSTOM, CLI(broker.redis), .arg = "ADDR",
+	{ "redis", 'r', OPT_CUSTOM, OPT_ONCE, CLI(broker.redis), .arg = "ADDR",
 	  .parse = parse_redis,
 	  .help = "HOST:PORT, [IPV6]:PORT or unix:PATH; a Redis Cluster: "
 		  "cluster:HOST:PORT[,HOST:PORT...] (seeds); the master named "

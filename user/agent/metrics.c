@@ -720,6 +720,7 @@ static const struct server_ops metrics_ops = {
 	.client_size = sizeof(struct metrics_client),
 	.max_clients = METRICS_MAX_CLIENTS,
 	.stall_ns = METRICS_STALL_NS,
+	.evict_ns = METRICS_EVICT_NS,
 	.event = on_client,
 	.close = client_close,
 };

@@ -10,6 +10,9 @@
 #define METRICS_REQ_MAX		8192
 #define METRICS_MAX_CLIENTS	32
 #define METRICS_STALL_NS	(10ULL * 1000000000ULL)
+/* With every place taken, a new client takes that of one that made no
+ * progress for this long (server_ops.evict_ns) */
+#define METRICS_EVICT_NS	(1ULL * 1000000000ULL)
 
 struct agent;
 struct metrics;

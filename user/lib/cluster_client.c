@@ -80,6 +80,9 @@ struct cc {
 	struct loop_timer *tick;
 	struct cc_call *waiting;
 	bool parse_warned;
+	/* cc_close() runs: the calls it answers with no reply may not send
+	 * others, and no node connects or sets a timer again */
+	bool closing;
 };
 
 static void node_connect(struct cc_node *n);
@@ -183,7 +186,7 @@ static void node_retry(struct cc_node *n)
 	recount(n->cc);
 	n->ac = NULL;
 	n->ring_len = 0;
-	if (n->retry || !wanted(n))
+	if (n->retry || !wanted(n) || n->cc->closing)
 		return;
 	/* Up to a quarter more, at random: agents that lost a node together
 	 * do not come back in lockstep. */
@@ -458,6 +461,8 @@ static void send_refresh(struct cc *cc)
 
 void cc_refresh(struct cc *cc)
 {
+	if (cc->closing)
+		return;
 	cc->refresh_wanted = true;
 	if (!cc->refreshing &&
 	    loop_now_ns() - cc->refresh_sent_ns >= REFRESH_GAP_MS * 1000000ULL)
@@ -704,7 +709,7 @@ static int call_arg(struct cc_call *c, const char *s)
 
 static int call_start(struct cc *cc, struct cc_call *c)
 {
-	struct cc_node *n = target_of(cc, c);
+	struct cc_node *n = cc->closing ? NULL : target_of(cc, c);
 
 	if (!n || send_on(c, n, false)) {
 		call_free(c);
@@ -836,6 +841,7 @@ void cc_close(struct cc *cc)
 {
 	if (!cc)
 		return;
+	cc->closing = true;
 	if (cc->tick)
 		loop_timer_cancel(cc->tick);
 	while (cc->waiting) {

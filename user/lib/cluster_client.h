@@ -60,7 +60,8 @@ int cc_parse_seeds(const char *s, char *err, size_t errlen);
  * backoff).  0 or -errno (-EINVAL: bad seeds or too many scripts). */
 int cc_open(struct loop *l, const struct cc_opts *o, struct cc **out);
 
-/* Closes every connection; calls in flight get r NULL.  NULL is fine. */
+/* Closes every connection; calls in flight get r NULL, and a call sent
+ * from such a callback is refused (-ENOTCONN).  NULL is fine. */
 void cc_close(struct cc *cc);
 
 /* Runs script s (an index into cc_opts.scripts) with args[0..nargs) -

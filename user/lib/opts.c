@@ -381,6 +381,12 @@ int opts_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,
 					fail(res, "option '%s' needs a value", bad);
 			return unknown_option(&t, spec, bad, res);
 		}
+		if ((o->flags & OPT_ONCE) && (res->seen & (1ULL << i)))
+			return spec->cmd ?
+				fail(res, "option '--%s' of '%s' given twice: it takes "
+				     "one value", o->name, spec->cmd) :
+				fail(res, "option '--%s' given twice: it takes one "
+				     "value", o->name);
 		res->seen |= 1ULL << i;
 		if (o->kind == OPT_HELP)
 			return OPTS_HELP;

@@ -44,6 +44,8 @@ enum {
 	OPT_REST = 1 << 3,	/* OPT_POS: this and every argument after it
 				 * are left to the caller (opts_result.rest) */
 	OPT_ABOVE = 1 << 4,	/* OPT_NUMBER: lo itself is not accepted */
+	OPT_ONCE = 1 << 5,	/* given twice is an error, not the last one
+				 * winning (two places to send to) */
 };
 
 struct opt_value {

@@ -65,6 +65,29 @@ static void on_client(struct loop_watch *w, int fd, unsigned int events,
 	cl->srv->ops->event(cl, events);
 }
 
+/* A place for one more client: the server is below its limit, or the
+ * client that made no progress for longest, evict_ns or more, goes. */
+static bool make_room(struct server *s)
+{
+	struct server_client *cl, *oldest = NULL;
+	uint64_t now = loop_now_ns();
+
+	if (s->n_clients < s->ops->max_clients)
+		return true;
+	if (!s->ops->evict_ns)
+		return false;
+	for (cl = s->clients; cl; cl = cl->next)
+		if (!oldest || cl->last_ns < oldest->last_ns)
+			oldest = cl;
+	if (!oldest || now - oldest->last_ns < s->ops->evict_ns)
+		return false;
+	log_debug("client of '%s' made no progress for %llu ms; disconnecting "
+		  "it for a new one", s->name,
+		  (unsigned long long)((now - oldest->last_ns) / 1000000));
+	server_client_free(oldest);
+	return true;
+}
+
 static void on_accept(struct loop_watch *w, int fd, unsigned int events,
 		      void *arg)
 {
@@ -82,7 +105,7 @@ static void on_accept(struct loop_watch *w, int fd, unsigned int events,
 					 s->name, strerror(errno));
 			return;
 		}
-		if (s->n_clients >= s->ops->max_clients) {
+		if (!make_room(s)) {
 			if (s->ops->refuse)
 				s->ops->refuse(cfd);
 			close(cfd);
@@ -121,8 +144,16 @@ void server_tick(struct server *s, uint64_t now_ns)
 		return;
 	for (cl = s->clients; cl; cl = next) {
 		next = cl->next;
-		if (s->ops->idle && s->ops->idle(cl))
+		if (s->ops->idle && s->ops->idle(cl)) {
+			if (s->ops->idle_ns && now_ns - cl->last_ns > s->ops->idle_ns) {
+				log_debug("client of '%s' idle for %llu s; "
+					  "disconnecting", s->name,
+					  (unsigned long long)(s->ops->idle_ns /
+							       1000000000ULL));
+				server_client_free(cl);
+			}
 			continue;
+		}
 		if (now_ns - cl->last_ns > s->ops->stall_ns) {
 			log_debug("client of '%s' stalled for %llu s; "
 				  "disconnecting", s->name,

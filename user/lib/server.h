@@ -28,7 +28,15 @@ struct server_client {
 struct server_ops {
 	size_t client_size;	/* at least sizeof(struct server_client) */
 	unsigned int max_clients;
-	uint64_t stall_ns;	/* server_tick drops clients idle this long */
+	uint64_t stall_ns;	/* server_tick drops clients stalled this long */
+	/* server_tick drops idle clients (idle()) that made no progress for
+	 * this long (0: idle clients stay) */
+	uint64_t idle_ns;
+	/* A client over max_clients takes the place of the one that made no
+	 * progress for longest, if that is this long or more; else it is
+	 * refused.  0: always refused.  So a few connections held open
+	 * cannot keep the others out for longer than this. */
+	uint64_t evict_ns;
 	/* Optional: sets up a new client's state (zeroed before).  Non-zero
 	 * refuses it: the connection is closed without a word. */
 	int (*open)(struct server_client *cl);
@@ -55,7 +63,7 @@ int server_start(struct loop *l, int fd, const char *name,
 void server_stop(struct server *s);
 
 /* Disconnects clients that made no progress for stall_ns (and are not
- * idle). */
+ * idle), and idle ones that made none for idle_ns. */
 void server_tick(struct server *s, uint64_t now_ns);
 
 /* Disconnects one client: the owner's close, the watch, the fd, the
