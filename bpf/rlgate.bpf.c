@@ -233,7 +233,10 @@ struct {
 	__type(value, struct rl_src_top);
 } src_top SEC(".maps");
 
-enum verdict { V_PASS, V_DROP, V_RST };
+/* V_LOOKUP: judge_open() needs the server's socket table (si->sk) and has
+ * changed nothing but si's classification; the entry point, which alone
+ * may call the lookup helper, fills si->sk in and calls it again. */
+enum verdict { V_PASS, V_DROP, V_RST, V_LOOKUP };
 
 #ifndef READ_ONCE
 #define READ_ONCE(x)		(*(volatile typeof(x) *)&(x))
@@ -283,10 +286,29 @@ struct syn_info {
 	__u8 fragment;		/* part of a fragmented datagram: never a RST */
 	__u8 tcp_flags;		/* P_SYN, P_END, P_ACK: the TCP flags byte */
 	__u8 classified;	/* cls holds classify()'s answer */
+	__u8 sk;		/* enum sk_seen: the server's socket table */
 	__be32 ack_seq;		/* P_ACK: the acknowledgement number */
 	__s32 cls;		/* set by judge_syn() when it passes the SYN
 				 * on to judge_open(), which then need not
 				 * walk the classifier again */
+};
+
+/*
+ * What the server's socket table holds for a packet's 4-tuple, as the
+ * entry point looked it up (sk_seen()) for a decision that needs it: a
+ * handshake ACK of a verifying tenant, a client's RST or FIN.  The table
+ * is the truth of what the server's kernel will do with the packet: a
+ * segment that meets a socket of its own never goes through the cookie
+ * check, and one that meets a request socket completes that socket's
+ * handshake, cookie or none.
+ */
+enum sk_seen {
+	SK_UNKNOWN,	/* not looked up */
+	SK_NOTHING,	/* no socket at all: no server listens on this host */
+	SK_LISTEN,	/* only a listener: a cookie's ACK opens a connection */
+	SK_OPEN,	/* a full socket or TIME_WAIT of the 4-tuple */
+	SK_REQ,		/* a request socket whose handshake this ACK completes */
+	SK_REQ_OTHER,	/* a request socket, other numbers: opens nothing */
 };
 
 /* What the parser reads from the TCP header once it knows the packet is
@@ -1626,12 +1648,16 @@ static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
  * Verification (RL_F_VERIFY).  The SYN of a verifying tenant passes
  * uncharged: the server's kernel answers it with a SYN cookie and keeps
  * nothing (net.ipv4.tcp_syncookies=2), so a SYN from a forged source costs
- * one SYN-ACK sent to that source and nothing else.  The ACK that completes
- * the handshake returns the cookie, which only a client that received the
- * SYN-ACK knows; the kernel's own check of it (the helper shares the
- * kernel's secret) says that the connection opens now, and that ACK is
- * charged as the connection.  ACKs of open connections fail the check (their
- * numbers have moved on, or were never a cookie) and pass.
+ * one SYN-ACK sent to that source and nothing else.  The connection is
+ * charged at the ACK that completes its handshake, as the server's kernel
+ * will complete it, which the socket table of the 4-tuple says (sk_seen()):
+ * with no socket of its own, the ACK must return a valid cookie (the
+ * kernel's own check; the helper shares the kernel's secret); with a
+ * request socket - a SYN that met a TIME_WAIT socket gets one, cookies
+ * or not - it must return that socket's numbers.  A segment that meets an
+ * open connection or a TIME_WAIT socket is never a handshake, whatever its
+ * numbers (the cookie check depends on ack - seq alone, which the segments
+ * of an open connection can line up again), and passes.
  */
 
 /* Whether si's numbers are a SYN cookie ACK: the kernel's check, on
@@ -1668,11 +1694,12 @@ static __always_inline bool cookie_valid(const struct syn_info *si)
 }
 
 /*
- * What verification makes of a packet of a verifying tenant: true when it
- * passes here, uncharged (a SYN, or an ACK that is no cookie's); false for
- * a handshake ACK to charge, whose si->flow.isn is then the client's ISN
- * (the ACK's sequence number less one), so that it is keyed as its SYN
- * would have been (flow cache, `conns`).
+ * What verification makes of a packet of a verifying tenant, si->sk set for
+ * an ACK: true when it passes here, uncharged (a SYN, a segment of an open
+ * connection, an ACK that completes no handshake); false for a handshake
+ * ACK to charge, whose si->flow.isn is then the client's ISN (the ACK's
+ * sequence number less one), so that it is keyed as its SYN would have
+ * been (flow cache, `conns`).
  */
 static __always_inline bool verify_passes(struct syn_info *si)
 {
@@ -1680,7 +1707,9 @@ static __always_inline bool verify_passes(struct syn_info *si)
 		count(RL_CNT_VERIFY_SYN);
 		return true;
 	}
-	if (!cookie_valid(si))
+	if (si->sk != SK_REQ &&
+	    ((si->sk != SK_LISTEN && si->sk != SK_NOTHING) ||
+	     !cookie_valid(si)))
 		return true;
 	si->flow.isn = bpf_htonl(bpf_ntohl(si->flow.isn) - 1);
 	count(RL_CNT_VERIFY_ACK);
@@ -1818,6 +1847,11 @@ __noinline int judge_open(struct syn_info *si)
 	if (!t || !st || t->mode == RL_MODE_NONE)
 		return si->kind == P_ACK ? V_PASS : judge_nomatch(si);
 	if (READ_ONCE(t->flags) & RL_F_VERIFY) {
+		if (si->kind == P_ACK && si->sk == SK_UNKNOWN) {
+			si->cls = id;
+			si->classified = 1;
+			return V_LOOKUP;
+		}
 		if (verify_passes(si))
 			return V_PASS;
 	} else if (si->kind == P_ACK) {
@@ -2037,13 +2071,78 @@ __noinline int judge(struct syn_info *si)
 	return V_PASS;
 }
 
+/* The two numbers of a request socket (struct tcp_request_sock) that its
+ * handshake's ACK must return, found through the kernel's BTF at load. */
+struct tcp_request_sock {
+	__u32 rcv_isn;
+	__u32 snt_isn;
+} __attribute__((preserve_access_index));
+
+/* Whether an ACK completes the handshake of request socket sk: it
+ * acknowledges the server's SYN-ACK and follows the client's SYN, as the
+ * kernel's tcp_check_req() wants before it makes the connection.  si->isn
+ * is still the ACK's own sequence number. */
+static __always_inline bool req_completes(struct bpf_sock *sk,
+					  const struct syn_info *si)
+{
+	struct tcp_request_sock *req = bpf_skc_to_tcp_request_sock(sk);
+
+	if (!req)
+		return false;
+	return req->snt_isn + 1 == bpf_ntohl(si->ack_seq) &&
+	       req->rcv_isn + 1 == bpf_ntohl(si->flow.isn);
+}
+
+/*
+ * The server's socket table for si's 4-tuple, seen from the client (enum
+ * sk_seen).  Only an entry point may call the lookup (it needs the program's
+ * context), so judge_open() asks for it with V_LOOKUP; judge() gets it
+ * before it is called.  The lookup takes the established table first, then
+ * the listeners: a few tens of ns, paid only by a verifying tenant's ACKs
+ * and, while the flow cache is on, by RSTs and FINs.
+ */
+static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
+{
+	struct bpf_sock_tuple tup = {};
+	struct bpf_sock *sk;
+	__u8 r;
+
+	if (si->flow.family == 4) {
+		__builtin_memcpy(&tup.ipv4.saddr, si->flow.saddr, 4);
+		__builtin_memcpy(&tup.ipv4.daddr, si->flow.daddr, 4);
+		tup.ipv4.sport = si->flow.sport;
+		tup.ipv4.dport = si->flow.dport;
+		sk = bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv4),
+					BPF_F_CURRENT_NETNS, 0);
+	} else {
+		__builtin_memcpy(tup.ipv6.saddr, si->flow.saddr, 16);
+		__builtin_memcpy(tup.ipv6.daddr, si->flow.daddr, 16);
+		tup.ipv6.sport = si->flow.sport;
+		tup.ipv6.dport = si->flow.dport;
+		sk = bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv6),
+					BPF_F_CURRENT_NETNS, 0);
+	}
+	if (!sk)
+		return SK_NOTHING;
+	if (sk->state == BPF_TCP_LISTEN)
+		r = SK_LISTEN;
+	else if (sk->state != BPF_TCP_NEW_SYN_RECV)
+		r = SK_OPEN;
+	else if (si->kind == P_ACK && req_completes(sk, si))
+		r = SK_REQ;
+	else
+		r = SK_REQ_OTHER;
+	bpf_sk_release(sk);
+	return r;
+}
+
 /*
  * The decision, shared by the XDP and tc entry points.  Returns the verdict;
  * for V_RST the packet has been rewritten and *reply_len is the length to trim
  * it to.
  */
-static __always_inline enum verdict decide(void *data, void *data_end,
-					   int *reply_len)
+static __always_inline enum verdict decide(void *ctx, void *data,
+					   void *data_end, int *reply_len)
 {
 	struct syn_info si;
 	struct rl_stats *st;
@@ -2062,6 +2161,10 @@ static __always_inline enum verdict decide(void *data, void *data_end,
 		break;
 	case P_ACK:
 		v = judge_open(&si);
+		if (v == V_LOOKUP) {
+			si.sk = sk_seen(ctx, &si);
+			v = judge_open(&si);
+		}
 		/* a FIN with ACK ends its flow too, whatever the verdict */
 		if (si.tcp_flags & TCP_FLAG_FIN)
 			judge(&si);
@@ -2091,7 +2194,7 @@ static __always_inline int xdp_decide(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	int reply_len;
 
-	switch (decide(data, data_end, &reply_len)) {
+	switch (decide(ctx, data, data_end, &reply_len)) {
 	case V_PASS:
 		return XDP_PASS;
 	case V_RST:
@@ -2122,7 +2225,7 @@ int tc_rlgate(struct __sk_buff *skb)
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
 
-	switch (decide(data, data_end, &reply_len)) {
+	switch (decide(skb, data, data_end, &reply_len)) {
 	case V_PASS:
 		return TC_ACT_OK;
 	case V_RST:

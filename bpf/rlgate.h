@@ -561,8 +561,9 @@ enum rl_counter {
 	RL_CNT_VERIFY_SYN,	/* SYNs of RL_F_VERIFY tenants, passed
 				 * uncharged to the server's SYN cookies */
 	RL_CNT_VERIFY_ACK,	/* handshake ACKs of RL_F_VERIFY tenants whose
-				 * SYN cookie checked out: charged as the
-				 * connection (free copies included) */
+				 * SYN cookie checked out, or that complete
+				 * a request socket's handshake: charged as
+				 * the connection (free copies included) */
 	RL_CNT_SRC_DENIED,	/* SYNs refused by their source's bucket */
 	RL_CNT_SRC_OVERFLOW,	/* SYNs of a new source while `sources` was
 				 * full: judged by the tenant's overflow
