@@ -1009,8 +1009,14 @@ static __always_inline __u64 *flow_end_word(__u64 h)
  * fingerprint, or with RL_FLOW_END_ANY when its place holds another flow's
  * end still young enough to matter, so that neither end is lost.  Two ends
  * marked at once on two CPUs: the one that loses the compare-and-swap
- * stores RL_FLOW_END_ANY, which stands for both. */
-static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now)
+ * stores RL_FLOW_END_ANY, which stands for both.  An end that no socket of
+ * this host backs (`backed` false: the server is elsewhere) never marks
+ * RL_FLOW_END_ANY and never takes a place from a young end: a blind flood
+ * of RSTs with made-up 4-tuples then marks only its own fingerprints, which
+ * no real flow's copy matches, where it would otherwise end every flow of
+ * every place it reaches. */
+static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now,
+					  bool backed)
 {
 	__u64 h = rl_flow_mix(f), old, mark, *w = flow_end_word(h);
 	__u32 fp = rl_flow_end_fp(h), t = rl_flow_end_time(now), ofp;
@@ -1018,10 +1024,13 @@ static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now)
 	old = READ_ONCE(*w);
 	ofp = old >> 32;
 	if (ofp && ofp != fp &&
-	    (__s32)(t - (__u32)old) <= (__s32)rl_flow_end_time(retrans_window_ns))
+	    (__s32)(t - (__u32)old) <= (__s32)rl_flow_end_time(retrans_window_ns)) {
+		if (!backed)
+			return;
 		fp = RL_FLOW_END_ANY;
+	}
 	mark = (__u64)fp << 32 | t;
-	if (__sync_val_compare_and_swap(w, old, mark) != old)
+	if (__sync_val_compare_and_swap(w, old, mark) != old && backed)
 		WRITE_ONCE(*w, (__u64)RL_FLOW_END_ANY << 32 | t);
 }
 
@@ -1187,7 +1196,8 @@ static __always_inline int make_rst(void *data, void *data_end,
  * of a verified handshake's ACK, is a retransmission any more (see
  * RL_FLOW_MAX_REPEATS).  On this CPU its slot says so; for every other CPU
  * the end is marked in `flow_ends`, which a copy found free in any CPU's
- * slot asks first (flow_ended()).  Where a flow's packets are not steered
+ * slot asks first (flow_ended()), as far as the server's socket table
+ * backs it (si->sk, looked up by the entry point).  Where a flow's packets are not steered
  * to one queue (a veth judges each packet on the CPU that sent it), a copy
  * that comes after the end may be judged on the CPU that admitted the
  * flow, and found free there it would open a new connection on the server,
@@ -1200,7 +1210,13 @@ static __always_inline void flow_end(const struct syn_info *si)
 
 	if (!retrans_window_ns)
 		return;
-	flow_end_mark(&si->flow, bpf_ktime_get_coarse_ns());
+	/* A listener alone: the server has no connection of this 4-tuple
+	 * for the packet to end, and ignores it.  No socket at all: the
+	 * server is not on this host, and the end is taken on trust, only
+	 * where it removes no other end. */
+	if (si->sk != SK_LISTEN)
+		flow_end_mark(&si->flow, bpf_ktime_get_coarse_ns(),
+			      si->sk >= SK_OPEN);
 	/* the tag leaves the ISN out, as the slot does */
 	flow_find(&si->flow, &at);
 	if (flow_maybe(&at) && flow_same_conn(&at.slot->flow, &si->flow))
@@ -2166,10 +2182,16 @@ static __always_inline enum verdict decide(void *ctx, void *data,
 			v = judge_open(&si);
 		}
 		/* a FIN with ACK ends its flow too, whatever the verdict */
-		if (si.tcp_flags & TCP_FLAG_FIN)
+		if (si.tcp_flags & TCP_FLAG_FIN) {
+			if (!si.sk && retrans_window_ns)
+				si.sk = sk_seen(ctx, &si);
 			judge(&si);
+		}
 		break;
 	default:
+		/* an end is marked only as the socket table backs it */
+		if (si.kind == P_END && retrans_window_ns)
+			si.sk = sk_seen(ctx, &si);
 		v = judge(&si);
 		break;
 	}

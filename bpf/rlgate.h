@@ -500,7 +500,10 @@ static inline __u32 rl_flow_bits(int ncpus)
  * end from within the retransmission window, the new end is marked
  * RL_FLOW_END_ANY, which ends every flow of that place stamped before it:
  * its copies are charged a token each, and no end is lost to a flow that
- * shares, or was made to share, its place.  Half a MiB, whatever the CPUs,
+ * shares, or was made to share, its place.  Only an end that a socket of
+ * this host backs does so; one that meets a bare listener marks nothing, and
+ * one that meets no socket at all only its own fingerprint in a free or old
+ * place, so that a blind flood cannot end other flows (see flow_end()).  Half a MiB, whatever the CPUs,
  * in the program's global data: not pinned, so a new program starts with
  * no end marked.
  */
