@@ -383,6 +383,8 @@ enum parse {
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
 	P_ACK,		/* an ACK while some tenant verifies: it may complete a
 			 * handshake whose SYN passed uncharged (verify_passes()) */
+	P_DEEP,		/* more than RL_VLAN_MAX VLAN tags: no IP header found,
+			 * no source to classify, refused whatever it is */
 };
 
 /* A packet that might open a connection and cannot be judged; the ports
@@ -642,17 +644,27 @@ static __always_inline enum parse parse_packet(void *data, void *data_end,
 	if (proto == ETH_P_IP_BE) {
 		r = parse_ipv4(l3, data_end, &l4);
 	} else {
+		/* Stacked tags, 802.1Q or 802.1ad in any order: Linux strips
+		 * one per VLAN device, as deep as devices are stacked.  Up to
+		 * RL_VLAN_MAX are walked; the offset is then forgotten, so the
+		 * verifier walks the IP parsers once, not once per depth. */
+		__u32 off = 0, noise = *(__u8 *)data;
+
 #pragma unroll
-		for (int i = 0; i < 2; i++) {
-			struct vlan_hdr *vh = l3;
+		for (int i = 0; i < RL_VLAN_MAX; i++) {
+			struct vlan_hdr *vh = l3 + off;
 
 			if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
 				break;
 			if ((void *)(vh + 1) > data_end)
 				return P_OTHER;
 			proto = vh->proto;
-			l3 = vh + 1;
+			off += sizeof(*vh);
 		}
+		if (proto == ETH_P_8021Q_BE || proto == ETH_P_8021AD_BE)
+			return P_DEEP;
+		/* off <= 4 * RL_VLAN_MAX: kept by a mask of twice that */
+		l3 += verifier_forget(off, noise) & (8 * RL_VLAN_MAX - 1);
 		if (proto == ETH_P_IP_BE) {
 			r = parse_ipv4(l3, data_end, &l4);
 		} else if (proto == ETH_P_IPV6_BE) {
@@ -2170,6 +2182,9 @@ static __always_inline enum verdict decide(void *ctx, void *data,
 	case P_SHORT:
 		count(RL_CNT_UNPARSED);
 		return V_PASS;
+	case P_DEEP:
+		count(RL_CNT_UNPARSED_DROP);
+		return V_DROP;
 	case P_SYN:
 		v = judge_syn(&si);
 		if (v < 0)

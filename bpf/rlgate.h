@@ -795,6 +795,13 @@ _Static_assert((1u << RL_SRC_TOP_BITS) == RL_SRC_TOP, "src_top: 2^bits");
  * source is refused (see parse_ipv6()). */
 #define RL_IPV6_MAX_EXT		8
 
+/* VLAN tags (802.1Q, 802.1ad, in any order) the parser walks to find the IP
+ * header; a frame with more is refused and counted as unparsed, since no
+ * source can be read to tell whose it is (Linux would need VLAN devices
+ * stacked that deep to deliver it).  A power of two. */
+#define RL_VLAN_MAX		8
+_Static_assert((RL_VLAN_MAX & (RL_VLAN_MAX - 1)) == 0, "RL_VLAN_MAX: 2^n");
+
 #define RL_DEFAULT_RETRANS_WINDOW_NS	(5ULL * RL_NSEC_PER_SEC)
 
 #endif /* RLGATE_H */
