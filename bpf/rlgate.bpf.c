@@ -233,7 +233,10 @@ struct {
 	__type(value, struct rl_src_top);
 } src_top SEC(".maps");
 
-enum verdict { V_PASS, V_DROP, V_RST };
+/* V_LOOKUP: judge_open() needs the server's socket table (si->sk) and has
+ * changed nothing but si's classification; the entry point, which alone
+ * may call the lookup helper, fills si->sk in and calls it again. */
+enum verdict { V_PASS, V_DROP, V_RST, V_LOOKUP };
 
 #ifndef READ_ONCE
 #define READ_ONCE(x)		(*(volatile typeof(x) *)&(x))
@@ -283,10 +286,29 @@ struct syn_info {
 	__u8 fragment;		/* part of a fragmented datagram: never a RST */
 	__u8 tcp_flags;		/* P_SYN, P_END, P_ACK: the TCP flags byte */
 	__u8 classified;	/* cls holds classify()'s answer */
+	__u8 sk;		/* enum sk_seen: the server's socket table */
 	__be32 ack_seq;		/* P_ACK: the acknowledgement number */
 	__s32 cls;		/* set by judge_syn() when it passes the SYN
 				 * on to judge_open(), which then need not
 				 * walk the classifier again */
+};
+
+/*
+ * What the server's socket table holds for a packet's 4-tuple, as the
+ * entry point looked it up (sk_seen()) for a decision that needs it: a
+ * handshake ACK of a verifying tenant, a client's RST or FIN.  The table
+ * is the truth of what the server's kernel will do with the packet: a
+ * segment that meets a socket of its own never goes through the cookie
+ * check, and one that meets a request socket completes that socket's
+ * handshake, cookie or none.
+ */
+enum sk_seen {
+	SK_UNKNOWN,	/* not looked up */
+	SK_NOTHING,	/* no socket at all: no server listens on this host */
+	SK_LISTEN,	/* only a listener: a cookie's ACK opens a connection */
+	SK_OPEN,	/* a full socket or TIME_WAIT of the 4-tuple */
+	SK_REQ,		/* a request socket whose handshake this ACK completes */
+	SK_REQ_OTHER,	/* a request socket, other numbers: opens nothing */
 };
 
 /* What the parser reads from the TCP header once it knows the packet is
@@ -361,6 +383,8 @@ enum parse {
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
 	P_ACK,		/* an ACK while some tenant verifies: it may complete a
 			 * handshake whose SYN passed uncharged (verify_passes()) */
+	P_DEEP,		/* more than RL_VLAN_MAX VLAN tags: no IP header found,
+			 * no source to classify, refused whatever it is */
 };
 
 /* A packet that might open a connection and cannot be judged; the ports
@@ -620,17 +644,27 @@ static __always_inline enum parse parse_packet(void *data, void *data_end,
 	if (proto == ETH_P_IP_BE) {
 		r = parse_ipv4(l3, data_end, &l4);
 	} else {
+		/* Stacked tags, 802.1Q or 802.1ad in any order: Linux strips
+		 * one per VLAN device, as deep as devices are stacked.  Up to
+		 * RL_VLAN_MAX are walked; the offset is then forgotten, so the
+		 * verifier walks the IP parsers once, not once per depth. */
+		__u32 off = 0, noise = *(__u8 *)data;
+
 #pragma unroll
-		for (int i = 0; i < 2; i++) {
-			struct vlan_hdr *vh = l3;
+		for (int i = 0; i < RL_VLAN_MAX; i++) {
+			struct vlan_hdr *vh = l3 + off;
 
 			if (proto != ETH_P_8021Q_BE && proto != ETH_P_8021AD_BE)
 				break;
 			if ((void *)(vh + 1) > data_end)
 				return P_OTHER;
 			proto = vh->proto;
-			l3 = vh + 1;
+			off += sizeof(*vh);
 		}
+		if (proto == ETH_P_8021Q_BE || proto == ETH_P_8021AD_BE)
+			return P_DEEP;
+		/* off <= 4 * RL_VLAN_MAX: kept by a mask of twice that */
+		l3 += verifier_forget(off, noise) & (8 * RL_VLAN_MAX - 1);
 		if (proto == ETH_P_IP_BE) {
 			r = parse_ipv4(l3, data_end, &l4);
 		} else if (proto == ETH_P_IPV6_BE) {
@@ -987,8 +1021,14 @@ static __always_inline __u64 *flow_end_word(__u64 h)
  * fingerprint, or with RL_FLOW_END_ANY when its place holds another flow's
  * end still young enough to matter, so that neither end is lost.  Two ends
  * marked at once on two CPUs: the one that loses the compare-and-swap
- * stores RL_FLOW_END_ANY, which stands for both. */
-static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now)
+ * stores RL_FLOW_END_ANY, which stands for both.  An end that no socket of
+ * this host backs (`backed` false: the server is elsewhere) never marks
+ * RL_FLOW_END_ANY and never takes a place from a young end: a blind flood
+ * of RSTs with made-up 4-tuples then marks only its own fingerprints, which
+ * no real flow's copy matches, where it would otherwise end every flow of
+ * every place it reaches. */
+static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now,
+					  bool backed)
 {
 	__u64 h = rl_flow_mix(f), old, mark, *w = flow_end_word(h);
 	__u32 fp = rl_flow_end_fp(h), t = rl_flow_end_time(now), ofp;
@@ -996,10 +1036,13 @@ static __always_inline void flow_end_mark(const struct rl_flow *f, __u64 now)
 	old = READ_ONCE(*w);
 	ofp = old >> 32;
 	if (ofp && ofp != fp &&
-	    (__s32)(t - (__u32)old) <= (__s32)rl_flow_end_time(retrans_window_ns))
+	    (__s32)(t - (__u32)old) <= (__s32)rl_flow_end_time(retrans_window_ns)) {
+		if (!backed)
+			return;
 		fp = RL_FLOW_END_ANY;
+	}
 	mark = (__u64)fp << 32 | t;
-	if (__sync_val_compare_and_swap(w, old, mark) != old)
+	if (__sync_val_compare_and_swap(w, old, mark) != old && backed)
 		WRITE_ONCE(*w, (__u64)RL_FLOW_END_ANY << 32 | t);
 }
 
@@ -1165,7 +1208,8 @@ static __always_inline int make_rst(void *data, void *data_end,
  * of a verified handshake's ACK, is a retransmission any more (see
  * RL_FLOW_MAX_REPEATS).  On this CPU its slot says so; for every other CPU
  * the end is marked in `flow_ends`, which a copy found free in any CPU's
- * slot asks first (flow_ended()).  Where a flow's packets are not steered
+ * slot asks first (flow_ended()), as far as the server's socket table
+ * backs it (si->sk, looked up by the entry point).  Where a flow's packets are not steered
  * to one queue (a veth judges each packet on the CPU that sent it), a copy
  * that comes after the end may be judged on the CPU that admitted the
  * flow, and found free there it would open a new connection on the server,
@@ -1178,7 +1222,13 @@ static __always_inline void flow_end(const struct syn_info *si)
 
 	if (!retrans_window_ns)
 		return;
-	flow_end_mark(&si->flow, bpf_ktime_get_coarse_ns());
+	/* A listener alone: the server has no connection of this 4-tuple
+	 * for the packet to end, and ignores it.  No socket at all: the
+	 * server is not on this host, and the end is taken on trust, only
+	 * where it removes no other end. */
+	if (si->sk != SK_LISTEN)
+		flow_end_mark(&si->flow, bpf_ktime_get_coarse_ns(),
+			      si->sk >= SK_OPEN);
 	/* the tag leaves the ISN out, as the slot does */
 	flow_find(&si->flow, &at);
 	if (flow_maybe(&at) && flow_same_conn(&at.slot->flow, &si->flow))
@@ -1283,8 +1333,12 @@ struct tcp_sock {
 	__u32 rcv_nxt;
 } __attribute__((preserve_access_index));
 
+/* rcv_nxt for a half-open connection's RST; rcv_isn and snt_isn, the two
+ * numbers its handshake's ACK must return (verify, req_completes()). */
 struct tcp_request_sock {
 	__u32 rcv_nxt;
+	__u32 rcv_isn;
+	__u32 snt_isn;
 } __attribute__((preserve_access_index));
 
 /* A global function's argument the verifier takes as the program's
@@ -1771,12 +1825,16 @@ static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
  * Verification (RL_F_VERIFY).  The SYN of a verifying tenant passes
  * uncharged: the server's kernel answers it with a SYN cookie and keeps
  * nothing (net.ipv4.tcp_syncookies=2), so a SYN from a forged source costs
- * one SYN-ACK sent to that source and nothing else.  The ACK that completes
- * the handshake returns the cookie, which only a client that received the
- * SYN-ACK knows; the kernel's own check of it (the helper shares the
- * kernel's secret) says that the connection opens now, and that ACK is
- * charged as the connection.  ACKs of open connections fail the check (their
- * numbers have moved on, or were never a cookie) and pass.
+ * one SYN-ACK sent to that source and nothing else.  The connection is
+ * charged at the ACK that completes its handshake, as the server's kernel
+ * will complete it, which the socket table of the 4-tuple says (sk_seen()):
+ * with no socket of its own, the ACK must return a valid cookie (the
+ * kernel's own check; the helper shares the kernel's secret); with a
+ * request socket - a SYN that met a TIME_WAIT socket gets one, cookies
+ * or not - it must return that socket's numbers.  A segment that meets an
+ * open connection or a TIME_WAIT socket is never a handshake, whatever its
+ * numbers (the cookie check depends on ack - seq alone, which the segments
+ * of an open connection can line up again), and passes.
  */
 
 /* Whether si's numbers are a SYN cookie ACK: the kernel's check, on
@@ -1813,11 +1871,12 @@ static __always_inline bool cookie_valid(const struct syn_info *si)
 }
 
 /*
- * What verification makes of a packet of a verifying tenant: true when it
- * passes here, uncharged (a SYN, or an ACK that is no cookie's); false for
- * a handshake ACK to charge, whose si->flow.isn is then the client's ISN
- * (the ACK's sequence number less one), so that it is keyed as its SYN
- * would have been (flow cache, `conns`).
+ * What verification makes of a packet of a verifying tenant, si->sk set for
+ * an ACK: true when it passes here, uncharged (a SYN, a segment of an open
+ * connection, an ACK that completes no handshake); false for a handshake
+ * ACK to charge, whose si->flow.isn is then the client's ISN (the ACK's
+ * sequence number less one), so that it is keyed as its SYN would have
+ * been (flow cache, `conns`).
  */
 static __always_inline bool verify_passes(struct syn_info *si)
 {
@@ -1825,7 +1884,9 @@ static __always_inline bool verify_passes(struct syn_info *si)
 		count(RL_CNT_VERIFY_SYN);
 		return true;
 	}
-	if (!cookie_valid(si))
+	if (si->sk != SK_REQ &&
+	    ((si->sk != SK_LISTEN && si->sk != SK_NOTHING) ||
+	     !cookie_valid(si)))
 		return true;
 	si->flow.isn = bpf_htonl(bpf_ntohl(si->flow.isn) - 1);
 	count(RL_CNT_VERIFY_ACK);
@@ -1964,6 +2025,11 @@ __noinline int judge_open(struct syn_info *si)
 	if (!t || !st || t->mode == RL_MODE_NONE)
 		return si->kind == P_ACK ? V_PASS : judge_nomatch(si);
 	if (READ_ONCE(t->flags) & RL_F_VERIFY) {
+		if (si->kind == P_ACK && si->sk == SK_UNKNOWN) {
+			si->cls = id;
+			si->classified = 1;
+			return V_LOOKUP;
+		}
 		if (verify_passes(si))
 			return V_PASS;
 	} else if (si->kind == P_ACK) {
@@ -2186,6 +2252,64 @@ __noinline int judge(struct syn_info *si, void *ctx __arg_ctx)
 	return V_PASS;
 }
 
+/* Whether an ACK completes the handshake of request socket sk: it
+ * acknowledges the server's SYN-ACK and follows the client's SYN, as the
+ * kernel's tcp_check_req() wants before it makes the connection.  si->isn
+ * is still the ACK's own sequence number. */
+static __always_inline bool req_completes(struct bpf_sock *sk,
+					  const struct syn_info *si)
+{
+	struct tcp_request_sock *req = bpf_skc_to_tcp_request_sock(sk);
+
+	if (!req)
+		return false;
+	return req->snt_isn + 1 == bpf_ntohl(si->ack_seq) &&
+	       req->rcv_isn + 1 == bpf_ntohl(si->flow.isn);
+}
+
+/*
+ * The server's socket table for si's 4-tuple, seen from the client (enum
+ * sk_seen).  Only an entry point may call the lookup (it needs the program's
+ * context), so judge_open() asks for it with V_LOOKUP; judge() gets it
+ * before it is called.  The lookup takes the established table first, then
+ * the listeners: a few tens of ns, paid only by a verifying tenant's ACKs
+ * and, while the flow cache is on, by RSTs and FINs.
+ */
+static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
+{
+	struct bpf_sock_tuple tup = {};
+	struct bpf_sock *sk;
+	__u8 r;
+
+	if (si->flow.family == 4) {
+		__builtin_memcpy(&tup.ipv4.saddr, si->flow.saddr, 4);
+		__builtin_memcpy(&tup.ipv4.daddr, si->flow.daddr, 4);
+		tup.ipv4.sport = si->flow.sport;
+		tup.ipv4.dport = si->flow.dport;
+		sk = bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv4),
+					BPF_F_CURRENT_NETNS, 0);
+	} else {
+		__builtin_memcpy(tup.ipv6.saddr, si->flow.saddr, 16);
+		__builtin_memcpy(tup.ipv6.daddr, si->flow.daddr, 16);
+		tup.ipv6.sport = si->flow.sport;
+		tup.ipv6.dport = si->flow.dport;
+		sk = bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv6),
+					BPF_F_CURRENT_NETNS, 0);
+	}
+	if (!sk)
+		return SK_NOTHING;
+	if (sk->state == BPF_TCP_LISTEN)
+		r = SK_LISTEN;
+	else if (sk->state != BPF_TCP_NEW_SYN_RECV)
+		r = SK_OPEN;
+	else if (si->kind == P_ACK && req_completes(sk, si))
+		r = SK_REQ;
+	else
+		r = SK_REQ_OTHER;
+	bpf_sk_release(sk);
+	return r;
+}
+
 /*
  * The decision, shared by the XDP and tc entry points.  Returns the verdict;
  * for V_RST the packet has been rewritten and *reply_len is the length to trim
@@ -2204,6 +2328,9 @@ static __always_inline enum verdict decide(void *ctx, void *data,
 	case P_SHORT:
 		count(RL_CNT_UNPARSED);
 		return V_PASS;
+	case P_DEEP:
+		count(RL_CNT_UNPARSED_DROP);
+		return V_DROP;
 	case P_SYN:
 		v = judge_syn(&si);
 		if (v < 0)
@@ -2211,11 +2338,21 @@ static __always_inline enum verdict decide(void *ctx, void *data,
 		break;
 	case P_ACK:
 		v = judge_open(&si);
+		if (v == V_LOOKUP) {
+			si.sk = sk_seen(ctx, &si);
+			v = judge_open(&si);
+		}
 		/* a FIN with ACK ends its flow too, whatever the verdict */
-		if (si.tcp_flags & TCP_FLAG_FIN)
+		if (si.tcp_flags & TCP_FLAG_FIN) {
+			if (!si.sk && retrans_window_ns)
+				si.sk = sk_seen(ctx, &si);
 			judge(&si, ctx);
+		}
 		break;
 	default:
+		/* an end is marked only as the socket table backs it */
+		if (si.kind == P_END && retrans_window_ns)
+			si.sk = sk_seen(ctx, &si);
 		v = judge(&si, ctx);
 		break;
 	}

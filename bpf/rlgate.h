@@ -500,7 +500,10 @@ static inline __u32 rl_flow_bits(int ncpus)
  * end from within the retransmission window, the new end is marked
  * RL_FLOW_END_ANY, which ends every flow of that place stamped before it:
  * its copies are charged a token each, and no end is lost to a flow that
- * shares, or was made to share, its place.  Half a MiB, whatever the CPUs,
+ * shares, or was made to share, its place.  Only an end that a socket of
+ * this host backs does so; one that meets a bare listener marks nothing, and
+ * one that meets no socket at all only its own fingerprint in a free or old
+ * place, so that a blind flood cannot end other flows (see flow_end()).  Half a MiB, whatever the CPUs,
  * in the program's global data: not pinned, so a new program starts with
  * no end marked.
  */
@@ -561,8 +564,9 @@ enum rl_counter {
 	RL_CNT_VERIFY_SYN,	/* SYNs of RL_F_VERIFY tenants, passed
 				 * uncharged to the server's SYN cookies */
 	RL_CNT_VERIFY_ACK,	/* handshake ACKs of RL_F_VERIFY tenants whose
-				 * SYN cookie checked out: charged as the
-				 * connection (free copies included) */
+				 * SYN cookie checked out, or that complete
+				 * a request socket's handshake: charged as
+				 * the connection (free copies included) */
 	RL_CNT_SRC_DENIED,	/* SYNs refused by their source's bucket */
 	RL_CNT_SRC_OVERFLOW,	/* SYNs of a new source while `sources` was
 				 * full: judged by the tenant's overflow
@@ -792,6 +796,13 @@ _Static_assert((1u << RL_SRC_TOP_BITS) == RL_SRC_TOP, "src_top: 2^bits");
 /* IPv6 extension headers followed before TCP; a longer chain from a tenant's
  * source is refused (see parse_ipv6()). */
 #define RL_IPV6_MAX_EXT		8
+
+/* VLAN tags (802.1Q, 802.1ad, in any order) the parser walks to find the IP
+ * header; a frame with more is refused and counted as unparsed, since no
+ * source can be read to tell whose it is (Linux would need VLAN devices
+ * stacked that deep to deliver it).  A power of two. */
+#define RL_VLAN_MAX		8
+_Static_assert((RL_VLAN_MAX & (RL_VLAN_MAX - 1)) == 0, "RL_VLAN_MAX: 2^n");
 
 #define RL_DEFAULT_RETRANS_WINDOW_NS	(5ULL * RL_NSEC_PER_SEC)
 

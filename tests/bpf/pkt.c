@@ -101,7 +101,7 @@ static int put_l2(const struct pkt *p, __u8 *b, __u16 type,
 	memcpy(b, dst, 6);
 	memcpy(b + 6, src, 6);
 	mark(lay, 0, "Ethernet header");
-	if (p->vlans == 2) {
+	for (int i = 1; i < p->vlans; i++) {
 		put16(b + off, 0x88a8);
 		put16(b + off + 2, TCI_OUTER);
 		mark(lay, off + 2, "802.1ad tag");

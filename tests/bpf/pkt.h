@@ -30,7 +30,8 @@
 struct pkt {
 	int family;		/* 4 or 6; 0 with `ethertype` for anything else */
 	__u16 ethertype;	/* only when family is 0 (ARP, ...) */
-	int vlans;		/* 0, 1 (802.1Q) or 2 (802.1ad outer, 802.1Q inner) */
+	int vlans;		/* 0, 1 (802.1Q), or N: N - 1 802.1ad outer
+				 * tags, then one 802.1Q */
 	__u8 proto;		/* IPPROTO_*; 0 means TCP */
 	__u8 flags;		/* TCP flags byte */
 	const char *src;	/* source address; family default if NULL */

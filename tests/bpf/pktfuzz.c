@@ -787,8 +787,12 @@ static int check_prog(struct pktfuzz *f, bool tc, const __u8 *in, size_t len,
 			BROKEN(buf);
 		}
 	}
-	if (r.kind == REF_DEEP_VLAN)
+	if (r.kind == REF_DEEP_VLAN) {
+		if (res.retval != XDP_DROP || oc != OC_UNPARSED_DROP)
+			BROKEN("a frame with more than RL_VLAN_MAX VLAN tags was "
+			       "not refused as unparsed");
 		return 0;
+	}
 
 	/* 5. Traffic from a source no rule covers passes untouched; and
 	 *    no tenant is charged for a port no rule of it names.  (A frame

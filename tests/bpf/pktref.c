@@ -16,6 +16,7 @@
 
 #include "pkt.h"
 #include "pktref.h"
+#include "rlgate.h"
 
 #define IPPROTO_HOPOPTS_	0
 #define IPPROTO_TCP_		6
@@ -353,13 +354,13 @@ void ref_judge(const __u8 *f, size_t len, struct ref *r)
 		return;
 	}
 	/* 802.1Q and 802.1ad tags, in either order: Linux strips one per
-	 * VLAN device (vlan_do_receive).  Two are what rlgate parses; a
-	 * third needs a VLAN device stacked three deep and is left out of
-	 * the model (nothing is asserted about such frames). */
+	 * VLAN device (vlan_do_receive), as deep as devices are stacked.
+	 * rlgate walks RL_VLAN_MAX; a frame with more is refused whatever
+	 * it carries. */
 	type = be16(f + type_off);
 	while (type == 0x8100 || type == 0x88a8) {
-		if (r->vlans == 2) {
-			decide(r, REF_DEEP_VLAN, "three VLAN tags or more");
+		if (r->vlans == RL_VLAN_MAX) {
+			decide(r, REF_DEEP_VLAN, "more than RL_VLAN_MAX VLAN tags");
 			return;
 		}
 		if (type_off + 6 > len) {
@@ -383,7 +384,7 @@ const char *ref_kind_name(enum ref_kind k)
 {
 	static const char *names[] = {
 		[REF_NOT_IP] = "not IP",
-		[REF_DEEP_VLAN] = "three VLAN tags",
+		[REF_DEEP_VLAN] = "too many VLAN tags",
 		[REF_DROPPED] = "dropped by Linux",
 		[REF_NOT_TCP] = "not TCP",
 		[REF_LATE_FRAGMENT] = "late fragment",

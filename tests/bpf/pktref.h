@@ -14,7 +14,7 @@
 /* What a frame is, from the point of view of opening a TCP connection. */
 enum ref_kind {
 	REF_NOT_IP,		/* no IPv4 or IPv6 behind at most two tags */
-	REF_DEEP_VLAN,		/* three tags or more: outside the model */
+	REF_DEEP_VLAN,		/* more than RL_VLAN_MAX tags: refused */
 	REF_DROPPED,		/* Linux drops it before TCP sees it */
 	REF_NOT_TCP,		/* IP, but its upper layer is not TCP */
 	REF_LATE_FRAGMENT,	/* a fragment at offset >= 24 bytes */

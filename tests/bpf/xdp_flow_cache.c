@@ -455,8 +455,9 @@ gap_other_flow = {
 
 /* A source (in src, of small_world()'s 10.1.0.0/16) and port whose flow has
  * its end marked at the same place of `flow_ends` as *a's, with another
- * fingerprint; 0 if none. */
-static __u16 end_place_sharer(const struct rl_flow *a, char *src, size_t len)
+ * fingerprint than *a's and than skip_fp's flow (0: none); 0 if none. */
+static __u16 end_place_sharer_but(const struct rl_flow *a, __u32 skip_fp,
+				  char *src, size_t len)
 {
 	__u64 ha = rl_flow_mix(a), hb;
 	struct rl_flow b;
@@ -468,10 +469,88 @@ static __u16 end_place_sharer(const struct rl_flow *a, char *src, size_t len)
 			syn_flow_from(src, port, 0, &b);
 			hb = rl_flow_mix(&b);
 			if (rl_flow_end_place(hb) == rl_flow_end_place(ha) &&
-			    rl_flow_end_fp(hb) != rl_flow_end_fp(ha))
+			    rl_flow_end_fp(hb) != rl_flow_end_fp(ha) &&
+			    rl_flow_end_fp(hb) != skip_fp)
 				return port;
 		}
 	}
+	return 0;
+}
+
+static __u16 end_place_sharer(const struct rl_flow *a, char *src, size_t len)
+{
+	return end_place_sharer_but(a, 0, src, len);
+}
+
+/* One RST or FIN: from src (NULL: the client's own address), port, with
+ * these flags and sequence number. */
+struct end_pkt {
+	const char *src;
+	__u8 flags;
+	__u16 port;
+	__u32 seq;
+};
+
+/* Opens small_world() with tenant 1 at one token an hour, burst `burst`;
+ * sends the SYN (1000, 77) on this CPU, then the two ends e on CPU other,
+ * then the SYN's copy on this CPU again: the four verdicts in v.  0, or -1
+ * with nothing open. */
+static int syn_ends_copy(struct inst *in, __u64 burst, int other,
+			 const struct end_pkt *e, __u32 *v)
+{
+	if (small_world(in, RL_DEFAULT_RETRANS_WINDOW_NS))
+		return -1;
+	tenant_standalone(&in->w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS,
+			  burst);
+	send_syn(in, 1000, 77, &v[0]);
+	CHECK(!pin_to_cpu(other), "couldn't pin to CPU %d", other);
+	for (int i = 0; i < 2; i++)
+		send_tcp_from(in, e[i].src ? e[i].src : "10.1.0.10", e[i].flags,
+			      e[i].port, e[i].seq, &v[1 + i]);
+	CHECK(!pin_to_cpu(test_cpu), "couldn't pin back to CPU %d", test_cpu);
+	send_syn(in, 1000, 77, &v[3]);
+	return 0;
+}
+
+/* A blind flood of RSTs and FINs with made-up 4-tuples, none a socket of
+ * this host's: two of them land at the place of an admitted flow's end, on
+ * another CPU, in its retransmission window.  Without a socket behind
+ * them they mark only their own fingerprints, never RL_FLOW_END_ANY, so
+ * the admitted flow's retransmission stays free with no token left. */
+static int scen_blind_ends(const void *arg)
+{
+	char src1[32], src2[32];
+	__u16 port1, port2;
+	struct rl_flow a, b;
+	__u32 v[4] = { 0 };
+	struct inst in;
+	int other;
+
+	(void)arg;
+	other = other_cpu();
+	if (other < 0)
+		return 0;
+	syn_flow(1000, 77, &a);
+	port1 = end_place_sharer(&a, src1, sizeof(src1));
+	if (port1)
+		syn_flow_from(src1, port1, 0, &b);
+	port2 = port1 ? end_place_sharer_but(&a, rl_flow_end_fp(rl_flow_mix(&b)),
+					     src2, sizeof(src2)) : 0;
+	if (!port2) {
+		diag("no two flows from other ports share the end's place");
+		return -1;
+	}
+	if (syn_ends_copy(&in, 1, other, (const struct end_pkt[]){
+		{ src1, TH_RST, port1, 5000 },
+		{ src2, TH_FIN | TH_ACK, port2, 6000 } }, v))
+		return -1;
+	CHECK(v[0] == XDP_PASS, "first SYN: verdict %u, want pass", v[0]);
+	CHECK(v[1] == XDP_PASS && v[2] == XDP_PASS,
+	      "the forged RST and FIN: verdicts %u, %u, want pass", v[1], v[2]);
+	CHECK(v[3] == XDP_PASS, "the retransmission after the flood: verdict "
+	      "%u, want pass (free, no token left)", v[3]);
+	EXPECT_STATS(&in.w, 1, "admitted=2 retransmits=1 denied=0");
+	inst_close(&in);
 	return 0;
 }
 
@@ -499,16 +578,10 @@ static int scen_end_shared_place(const void *arg)
 		diag("no flow from another port shares the end's place");
 		return -1;
 	}
-	if (small_world(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
+	if (syn_ends_copy(&in, 2, other, (const struct end_pkt[]){
+		{ NULL, TH_RST, 1000, 78 },
+		{ src, TH_FIN | TH_ACK, port, 5000 } }, v))
 		return -1;
-	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP, 0, 3600 * SEC_NS, 2);
-
-	send_syn(&in, 1000, 77, &v[0]);
-	CHECK(!pin_to_cpu(other), "couldn't pin to CPU %d", other);
-	send_tcp(&in, TH_RST, 1000, 78, &v[1]);
-	send_tcp_from(&in, src, TH_FIN | TH_ACK, port, 5000, &v[2]);
-	CHECK(!pin_to_cpu(test_cpu), "couldn't pin back to CPU %d", test_cpu);
-	send_syn(&in, 1000, 77, &v[3]);
 	CHECK(v[0] == XDP_PASS, "first SYN: verdict %u, want pass", v[0]);
 	CHECK(v[1] == XDP_PASS && v[2] == XDP_PASS,
 	      "the RST and the other flow's FIN: verdicts %u, %u, want pass",
@@ -566,6 +639,9 @@ static const struct scenario scenarios[] = {
 	{ "two ends at one place of flow_ends, from another CPU: the first "
 	  "flow's copy is still charged; a new connection of its 4-tuple has "
 	  "its retransmission free", scen_end_shared_place, NULL },
+	{ "a blind flood's RST and FIN at an admitted flow's end place, from "
+	  "another CPU and backed by no socket: its retransmission stays "
+	  "free", scen_blind_ends, NULL },
 	{ "flow-cache tag collision: a flow with another's slot and tag is "
 	  "charged, and its refusal leaves the other's retransmission free",
 	  scen_tag_collision, NULL },

@@ -9,7 +9,11 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <linux/if_ether.h>
 #include <bpf/libbpf.h>
 
@@ -66,16 +70,26 @@ static int vinst_open(struct vinst *v, __u32 action, __u32 flags,
 	return vinst_open_gap(v, 0, action, flags, burst);
 }
 
-/* The segment of flow (family, sport) with these flags, numbers and
- * payload: its verdict, and the frame that came out in out (*out_len). */
-static int send_seg(struct vinst *v, int family, __u8 flags, __u16 sport,
-		    __u32 seq, __u32 ack, int payload, __u32 *verdict,
-		    __u8 *out, __u32 *out_len)
+/* A 4-tuple as the client sends it: the tenant's client addresses and the
+ * default destination unless src and dst are set (ports host order; dport
+ * 0: the default). */
+struct tuple {
+	int family;
+	const char *src, *dst;
+	__u16 sport, dport;
+};
+
+/* The segment of flow t with these flags, numbers and payload: its
+ * verdict, and the frame that came out in out (*out_len). */
+static int send_seg_at(struct vinst *v, const struct tuple *t, __u8 flags,
+		       __u32 seq, __u32 ack, int payload, __u32 *verdict,
+		       __u8 *out, __u32 *out_len)
 {
-	struct pkt p = { .family = family, .flags = flags,
-			 .src = family == 4 ? CLIENT4 : CLIENT6,
-			 .sport = sport, .seq = seq, .ack = ack,
-			 .payload = payload };
+	struct pkt p = { .family = t->family, .flags = flags,
+			 .src = t->src ? t->src :
+				t->family == 4 ? CLIENT4 : CLIENT6,
+			 .dst = t->dst, .sport = t->sport, .dport = t->dport,
+			 .seq = seq, .ack = ack, .payload = payload };
 	__u8 buf[PKT_MAX], scratch[PKT_MAX];
 	struct run_result r;
 	int len = pkt_build(&p, buf, NULL), err;
@@ -91,17 +105,31 @@ static int send_seg(struct vinst *v, int family, __u8 flags, __u16 sport,
 	return 0;
 }
 
-/* The cookie the server's kernel answers the SYN (family, sport, isn)
- * with, host order; 0 when the generator failed (a failed check). */
-static __u32 cookie_for(struct vinst *v, int family, __u16 sport, __u32 isn)
+/* The same from the tenant's client (family, sport) to the default
+ * destination. */
+static int send_seg(struct vinst *v, int family, __u8 flags, __u16 sport,
+		    __u32 seq, __u32 ack, int payload, __u32 *verdict,
+		    __u8 *out, __u32 *out_len)
 {
-	struct pkt p = { .family = family, SYN,
-			 .src = family == 4 ? CLIENT4 : CLIENT6,
-			 .sport = sport, .seq = isn };
+	struct tuple t = { .family = family, .sport = sport };
+
+	return send_seg_at(v, &t, flags, seq, ack, payload, verdict, out,
+			   out_len);
+}
+
+/* The cookie the server's kernel answers the SYN (t, isn) with, host
+ * order; 0 when the generator failed (a failed check). */
+static __u32 cookie_at(struct vinst *v, const struct tuple *t, __u32 isn)
+{
+	struct pkt p = { .family = t->family, SYN,
+			 .src = t->src ? t->src :
+				t->family == 4 ? CLIENT4 : CLIENT6,
+			 .dst = t->dst, .sport = t->sport, .dport = t->dport,
+			 .seq = isn };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
 	struct run_result r;
 	int len = pkt_build(&p, buf, NULL), l4 = pkt_l3_off(&p) +
-						  (family == 4 ? 20 : 40);
+						  (t->family == 4 ? 20 : 40);
 	__u32 c;
 	int err;
 
@@ -113,6 +141,14 @@ static __u32 cookie_for(struct vinst *v, int family, __u16 sport, __u32 isn)
 		return 0;
 	memcpy(&c, out + l4 + 8, 4);
 	return ntohl(c);
+}
+
+/* The same for the tenant's client (family, sport). */
+static __u32 cookie_for(struct vinst *v, int family, __u16 sport, __u32 isn)
+{
+	struct tuple t = { .family = family, .sport = sport };
+
+	return cookie_at(v, &t, isn);
 }
 
 /* A SYN, then the handshake's ACK with its cookie: the ACK's verdict. */
@@ -519,6 +555,202 @@ static int scen_random_acks(const void *arg)
 	return 0;
 }
 
+/*
+ * Real connections on this network namespace's loopback, which the
+ * program's socket lookup sees: a test run's frames arrive on lo.  The
+ * client is put in repair mode once connected, which gives its sequence
+ * numbers and keeps it from sending anything, even at close.
+ */
+struct lo_conn {
+	int lfd, cfd, sfd;	/* listener, client, accepted (or -1) */
+	struct tuple t;		/* the client's 4-tuple */
+	__u32 snd_nxt, rcv_nxt;	/* the client's next to send and to get */
+	char addr[INET6_ADDRSTRLEN];
+};
+
+static void lo_close(struct lo_conn *c)
+{
+	if (c->sfd >= 0)
+		close(c->sfd);
+	if (c->cfd >= 0)
+		close(c->cfd);
+	if (c->lfd >= 0)
+		close(c->lfd);
+	c->lfd = c->cfd = c->sfd = -1;
+}
+
+/* The port of socket fd, host order. */
+static __u16 lo_port(int fd)
+{
+	struct sockaddr_in6 a = {};
+	socklen_t len = sizeof(a);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &len))
+		return 0;
+	return ntohs(a.sin6_port);	/* sin_port sits at the same place */
+}
+
+/* A listener on family's loopback address and a client connected to it:
+ * accepted when defer_s is 0, else left to the server as a request socket
+ * (TCP_DEFER_ACCEPT keeps it until data comes).  0 or -1. */
+static int lo_open(struct lo_conn *c, int family, int defer_s)
+{
+	struct sockaddr_storage ss = {};
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	socklen_t len = family == 4 ? sizeof(*a4) : sizeof(*a6);
+	int af = family == 4 ? AF_INET : AF_INET6, on = 1, q;
+	socklen_t ql = sizeof(__u32);
+
+	memset(c, 0, sizeof(*c));
+	c->lfd = c->cfd = c->sfd = -1;
+	strcpy(c->addr, family == 4 ? "127.0.0.1" : "::1");
+	if (family == 4) {
+		a4->sin_family = AF_INET;
+		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	} else {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_addr = in6addr_loopback;
+	}
+	c->lfd = socket(af, SOCK_STREAM, 0);
+	if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&ss, len) ||
+	    (defer_s && setsockopt(c->lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+				   &defer_s, sizeof(defer_s))) ||
+	    listen(c->lfd, 8))
+		goto fail;
+	if (family == 4)
+		a4->sin_port = htons(lo_port(c->lfd));
+	else
+		a6->sin6_port = htons(lo_port(c->lfd));
+	c->cfd = socket(af, SOCK_STREAM, 0);
+	if (c->cfd < 0 || connect(c->cfd, (struct sockaddr *)&ss, len))
+		goto fail;
+	if (!defer_s && (c->sfd = accept(c->lfd, NULL, NULL)) < 0)
+		goto fail;
+	q = TCP_SEND_QUEUE;
+	if (setsockopt(c->cfd, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)) ||
+	    setsockopt(c->cfd, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
+	    getsockopt(c->cfd, IPPROTO_TCP, TCP_QUEUE_SEQ, &c->snd_nxt, &ql))
+		goto fail;
+	q = TCP_RECV_QUEUE;
+	if (setsockopt(c->cfd, IPPROTO_TCP, TCP_REPAIR_QUEUE, &q, sizeof(q)) ||
+	    getsockopt(c->cfd, IPPROTO_TCP, TCP_QUEUE_SEQ, &c->rcv_nxt, &ql))
+		goto fail;
+	c->t.family = family;
+	c->t.src = c->t.dst = c->addr;
+	c->t.sport = lo_port(c->cfd);
+	c->t.dport = lo_port(c->lfd);
+	return 0;
+fail:
+	diag("couldn't open a loopback connection on '%s': %s", c->addr,
+	     strerror(errno));
+	lo_close(c);
+	return -1;
+}
+
+/* A verifying tenant that owns the loopback sources too. */
+static int vinst_open_lo(struct vinst *v, __u32 action, __u64 burst)
+{
+	if (vinst_open(v, action, 0, burst))
+		return -1;
+	if (rule_add(&v->in.w, "127.0.0.0/8", 0, 1) ||
+	    rule_add(&v->in.w, "::1/128", 0, 1)) {
+		diag("couldn't add the loopback rules");
+		vinst_close(v);
+		return -1;
+	}
+	return 0;
+}
+
+/* Segments of an open connection whose numbers pass the cookie check (the
+ * check depends on ack - seq alone, which a request and its answer of equal
+ * length line up) meet the server's socket and pass uncharged, never
+ * refused nor reset, with the bucket of one spent by the first; while a
+ * cookie ACK of a 4-tuple with only the listener is charged. */
+static int scen_open_conn(const void *arg)
+{
+	int family = *(const int *)arg;
+	struct lo_conn c;
+	struct tuple alone;
+	struct vinst v;
+	__u32 verdict, cookie, isn;
+	int i, bad = 0;
+
+	if (vinst_open_lo(&v, RL_ACT_RST, 1))
+		return -1;
+	if (lo_open(&c, family, 0)) {
+		vinst_close(&v);
+		return -1;
+	}
+	for (i = 0; i < 4; i++) {
+		isn = c.snd_nxt + 1000 * i - 1;
+		cookie = cookie_at(&v, &c.t, isn);
+		if (send_seg_at(&v, &c.t, TH_ACK | TH_PSH, isn + 1, cookie + 1,
+				100, &verdict, NULL, NULL))
+			break;
+		bad += verdict != XDP_PASS;
+	}
+	CHECK(bad == 0, "%d of 4 segments of an open connection refused", bad);
+	EXPECT_STATS(&v.in.w, 1, "admitted=0 denied=0 rst_sent=0");
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 0, "%llu segments of an open "
+	      "connection charged as handshakes",
+	      (unsigned long long)counter(&v, RL_CNT_VERIFY_ACK));
+
+	/* the control: port 1 of the client has no socket of its own */
+	alone = c.t;
+	alone.sport = 1;
+	cookie = cookie_at(&v, &alone, 5000);
+	send_seg_at(&v, &alone, TH_ACK, 5001, cookie + 1, 0, &verdict, NULL,
+		    NULL);
+	CHECK(verdict == XDP_PASS, "a cookie ACK to the listener: verdict %u",
+	      verdict);
+	EXPECT_STATS(&v.in.w, 1, "admitted=1 denied=0");
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 1, "a cookie ACK to the "
+	      "listener not charged");
+	lo_close(&c);
+	vinst_close(&v);
+	return 0;
+}
+
+/* A handshake the server holds in a request socket, not a cookie (what a
+ * SYN that meets a TIME_WAIT socket gets): the ACK that completes it is
+ * charged, though it returns no cookie, and its copy is free; one with
+ * other numbers, which the server refuses, passes uncharged. */
+static int scen_request_sock(const void *arg)
+{
+	int family = *(const int *)arg;
+	struct lo_conn c;
+	struct vinst v;
+	__u32 verdict;
+
+	if (vinst_open_lo(&v, RL_ACT_DROP, 1))
+		return -1;
+	if (lo_open(&c, family, 30)) {
+		vinst_close(&v);
+		return -1;
+	}
+	send_seg_at(&v, &c.t, TH_ACK, c.snd_nxt, c.rcv_nxt + 7, 10, &verdict,
+		    NULL, NULL);
+	CHECK(verdict == XDP_PASS, "an ACK with other numbers: verdict %u",
+	      verdict);
+	EXPECT_STATS(&v.in.w, 1, "admitted=0 denied=0");
+	for (int i = 0; i < 2; i++) {
+		send_seg_at(&v, &c.t, TH_ACK | TH_PSH, c.snd_nxt, c.rcv_nxt, 10,
+			    &verdict, NULL, NULL);
+		CHECK(verdict == XDP_PASS, "the request socket's ACK %d: "
+		      "verdict %u", i, verdict);
+	}
+	EXPECT_STATS(&v.in.w, 1, "admitted=2 retransmits=1 denied=0");
+	/* the counter counts the copy too, as it does a cookie's */
+	CHECK(counter(&v, RL_CNT_VERIFY_ACK) == 2, "%llu handshake ACKs of a "
+	      "request socket counted, want 2",
+	      (unsigned long long)counter(&v, RL_CNT_VERIFY_ACK));
+	CHECK(v.t->tat != 0, "no token spent");
+	lo_close(&c);
+	vinst_close(&v);
+	return 0;
+}
+
 static const int v4 = 4, v6 = 6;
 
 static const struct scenario verify_scenarios[] = {
@@ -535,6 +767,10 @@ static const struct scenario verify_scenarios[] = {
 	{ "verify: leased tokens spent by the cookie ACK", scen_leased, NULL },
 	{ "verify: a tenant without it charges SYNs, not ACKs", scen_other_tenant, NULL },
 	{ "verify: 2,000 random ACKs of a verifying tenant pass uncharged", scen_random_acks, NULL },
+	{ "verify: segments of an open connection that pass the cookie check are never charged nor reset (IPv4)", scen_open_conn, &v4 },
+	{ "verify: segments of an open connection that pass the cookie check are never charged nor reset (IPv6)", scen_open_conn, &v6 },
+	{ "verify: the ACK that completes a request socket's handshake is charged once (IPv4)", scen_request_sock, &v4 },
+	{ "verify: the ACK that completes a request socket's handshake is charged once (IPv6)", scen_request_sock, &v6 },
 };
 
 void verify_tests(void)

@@ -25,10 +25,9 @@ def csum(data):
     return ~s & 0xffff
 
 
-def syn(src, dst, sport, dport, isn):
-    """The IP packet of a SYN with an MSS option, checksums filled in."""
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, isn, 0, 6 << 4, 0x02,
-                      64240, 0, 0) + struct.pack("!BBH", 2, 4, 1460)
+def ip_packet(src, dst, tcp):
+    """The IP packet carrying the TCP segment tcp (its checksum field 0),
+    both checksums filled in."""
     if dst.version == 4:
         pseudo = src.packed + dst.packed + struct.pack("!BBH", 0, 6, len(tcp))
     else:
@@ -43,6 +42,13 @@ def syn(src, dst, sport, dport, isn):
         ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp), 6, 64,
                          src.packed, dst.packed)
     return ip + tcp
+
+
+def syn(src, dst, sport, dport, isn):
+    """The IP packet of a SYN with an MSS option, checksums filled in."""
+    return ip_packet(src, dst, struct.pack("!HHIIBBHHH", sport, dport, isn, 0,
+                                           6 << 4, 0x02, 64240, 0, 0) +
+                     struct.pack("!BBH", 2, 4, 1460))
 
 
 def main():
