@@ -480,7 +480,8 @@ static void stats_cell(json_t *row, const char *key, enum col_kind kind,
 void rlctl_print_stats_table(json_t *stats, bool sort_by_rate, bool wide)
 {
 	/* in the order shown; drop: the order columns go in to fit (1 first,
-	 * 0 never) */
+	 * 0 never).  The bounds above the limit and the cap go last but for
+	 * the tokens: they say what the limit is worth. */
 	static const struct {
 		const char *title, *key;
 		enum col_kind kind;
@@ -494,14 +495,14 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate, bool wide)
 		{ "DENIED", "denied", COL_NUM, COL_ALWAYS, 0 },
 		{ "CONNS", "conns", COL_CONNS, COL_PRESENT, 0 },
 		{ "TOKENS", "tokens", COL_NUM, COL_ALWAYS, 13 },
-		{ "WOULD-DENY", "shadow_denied", COL_NUM, COL_NONZERO, 12 },
-		{ "OVERSHOOT", "overshoot_bound", COL_NUM, COL_PRESENT, 11 },
-		{ "CONN-DENIED", "conn_denied", COL_NUM, COL_PRESENT, 10 },
-		{ "DENIED-SRC", "denied_source", COL_NUM, COL_PRESENT, 9 },
-		{ "UNPARSED", "unparsed", COL_NUM, COL_NONZERO, 8 },
-		{ "RETRANS", "retransmits", COL_NUM, COL_NONZERO, 7 },
-		{ "OVERFLOW", "source_overflow", COL_NUM, COL_PRESENT, 6 },
-		{ "CONN-BOUND", "conn_overshoot_bound", COL_NUM, COL_PRESENT, 5 },
+		{ "WOULD-DENY", "shadow_denied", COL_NUM, COL_NONZERO, 10 },
+		{ "OVERSHOOT", "overshoot_bound", COL_NUM, COL_PRESENT, 12 },
+		{ "CONN-DENIED", "conn_denied", COL_NUM, COL_PRESENT, 9 },
+		{ "DENIED-SRC", "denied_source", COL_NUM, COL_PRESENT, 8 },
+		{ "UNPARSED", "unparsed", COL_NUM, COL_NONZERO, 7 },
+		{ "RETRANS", "retransmits", COL_NUM, COL_NONZERO, 6 },
+		{ "OVERFLOW", "source_overflow", COL_NUM, COL_PRESENT, 5 },
+		{ "CONN-BOUND", "conn_overshoot_bound", COL_NUM, COL_PRESENT, 11 },
 		{ "REDIS-CALLS", "redis_calls", COL_NUM, COL_PRESENT, 4 },
 		{ "LEASED", "tokens_leased", COL_NUM, COL_PRESENT, 3 },
 		{ "REFUNDED", "tokens_refunded", COL_NUM, COL_PRESENT, 2 },
