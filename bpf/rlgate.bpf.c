@@ -1688,7 +1688,8 @@ static __always_inline void src_top_note(const struct rl_src_key *k,
 /*
  * The source's half of a SYN of a tenant with RL_F_PERSOURCE: takes a token
  * from its source's bucket - inserted, full, when the source is new and
- * `sources` has room, else the tenant's overflow bucket.  False when it
+ * `sources` has room, within the tenant's share of it (rl_src_ctl.share),
+ * else the tenant's overflow bucket.  False when it
  * has none (counted, as would-deny for a shadow tenant: the caller's
  * shadow path then admits).  An entry is never evicted here (see
  * RL_SRC_TABLE).
@@ -1701,9 +1702,10 @@ static __always_inline bool src_take(const struct syn_info *si, __u32 id,
 	struct rl_src fresh = {};
 	struct rl_src_ctl *ctl;
 	struct rl_src_key k;
-	__u64 interval, tol;
+	__u64 interval, tol, share;
 	struct rl_src *s;
 	__u32 zero = 0;
+	__s64 held;
 	bool ok;
 
 	if (!c || !ss)
@@ -1714,13 +1716,23 @@ static __always_inline bool src_take(const struct syn_info *si, __u32 id,
 		return true;
 	src_key(si, id, c, &k);
 	s = bpf_map_lookup_elem(&sources, &k);
-	if (!s && !bpf_map_update_elem(&sources, &k, &fresh, BPF_NOEXIST)) {
-		ss->inserted++;
-		ctl = bpf_map_lookup_elem(&src_ctl, &zero);
-		if (ctl)
+	ctl = s ? NULL : bpf_map_lookup_elem(&src_ctl, &zero);
+	if (ctl) {
+		/* The tenant's place is taken before the insert and given
+		 * back when it fails: CPUs inserting at once never take it
+		 * past its share. */
+		share = READ_ONCE(ctl->share);
+		held = __sync_fetch_and_add(&c->used, 1);
+		if ((share && held >= (__s64)share) ||
+		    bpf_map_update_elem(&sources, &k, &fresh, BPF_NOEXIST)) {
+			__sync_fetch_and_sub(&c->used, 1);
+		} else {
+			ss->inserted++;
 			__sync_fetch_and_add(&ctl->used, 1);
+		}
 	}
-	/* ours, another CPU's of the same source, or none: the table is full */
+	/* ours, another CPU's of the same source, or none: the table or the
+	 * tenant's share of it is full */
 	if (!s)
 		s = bpf_map_lookup_elem(&sources, &k);
 	if (s) {

@@ -54,7 +54,14 @@
  *      its start otherwise: a program of before keeps the kernel's part
  *      of such a cap whatever the fail policy once the agent is dead, as
  *      it did; an agent of before never wrote it standalone, and the
- *      first agent of this build to start on the pins does
+ *      first agent of this build to start on the pins does.  So did each
+ *      tenant's share of `sources`: rl_src_ctl.share and
+ *      rl_src_conf.used take padding that was zero (share 0: the whole
+ *      table, as before, until an agent of this build writes it).  The
+ *      entries a program of before inserted were never counted in
+ *      `used`; user space never lowers a count below 0, so such a tenant
+ *      may go over its share by at most its entries of before, once,
+ *      until the sweep has reclaimed them
  */
 #define RL_ABI_VERSION		4
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
@@ -681,10 +688,12 @@ _Static_assert(sizeof(struct rl_conn_ctl) == 8, "rl_conn_ctl: two words");
  * source refuses costs the tenant nothing.
  *
  * The table holds what the loader sized it to (rlagent --per-source-table;
- * RL_SRC_TABLE in this object as compiled) over every tenant.  The kernel
- * only inserts: a new source gets an entry, full, while there is room, and
- * while there is none it shares its tenant's one overflow bucket
- * (rl_src_conf.overflow_tat) with every other source without an entry.
+ * RL_SRC_TABLE in this object as compiled) over every tenant, each tenant
+ * at most its share of it (rl_src_ctl.share, counted in rl_src_conf.used).
+ * The kernel only inserts: a new source gets an entry, full, while there
+ * is room in the table and in its tenant's share, and otherwise it shares
+ * its tenant's one overflow bucket (rl_src_conf.overflow_tat) with every
+ * other source of that tenant without an entry.
  * User space deletes an entry only once its bucket is full again (tat at or
  * before now), when a fresh entry would hold exactly the same tokens: no
  * order of arrivals gives a source more than its own bucket, or the
@@ -729,14 +738,18 @@ struct rl_src_conf {
 	__u64 tolerance_ns;	/* burst * interval_ns */
 	__u8 mask4[16];		/* ANDed with an IPv4 source (4 bytes) */
 	__u8 mask6[16];		/* ANDed with an IPv6 source */
-	__u64 overflow_tat;	/* new sources while `sources` is full */
-	__u64 _pad;
+	__u64 overflow_tat;	/* new sources while `sources` is full, or
+				 * this tenant holds its share of it */
+	__s64 used;		/* entries of `sources` this tenant holds:
+				 * raised by the kernel on each insert,
+				 * lowered by user space on each delete */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct rl_src_conf) == 64 &&
 	       __builtin_offsetof(struct rl_src_conf, mask4) == 16 &&
 	       __builtin_offsetof(struct rl_src_conf, mask6) == 32 &&
-	       __builtin_offsetof(struct rl_src_conf, overflow_tat) == 48,
+	       __builtin_offsetof(struct rl_src_conf, overflow_tat) == 48 &&
+	       __builtin_offsetof(struct rl_src_conf, used) == 56,
 	       "rl_src_conf: one cache line");
 
 /* Per tenant, per CPU (`src_stats`): what the per-source limit did. */
@@ -753,11 +766,20 @@ struct rl_src_stats {
 _Static_assert(sizeof(struct rl_src_stats) == 64, "rl_src_stats: one line");
 
 /* `src_ctl`, one entry, mmapable: entries of `sources` in use, raised by
- * the kernel on each insert and lowered by user space on each delete. */
+ * the kernel on each insert and lowered by user space on each delete; and
+ * the most entries one tenant may hold (0: no share, the whole table),
+ * written by user space: the table over the tenants with a per-source
+ * limit, so that one tenant's flood of new (or forged) sources fills only
+ * its own share and sends only its own new sources to its overflow
+ * bucket, never another tenant's. */
 struct rl_src_ctl {
 	__s64 used;
-	__u64 _pad;
+	__u64 share;
 };
+
+_Static_assert(sizeof(struct rl_src_ctl) == 16 &&
+	       __builtin_offsetof(struct rl_src_ctl, share) == 8,
+	       "rl_src_ctl: two words");
 
 /*
  * The sources refused most (ARRAY `src_top`, RL_SRC_TOP slots, mmapable):

@@ -267,6 +267,73 @@ static int scen_top(const void *arg)
 	return 0;
 }
 
+/* Two per-source tenants share a table of 16 entries, 8 each as the agent
+ * writes it (src_share()).  Tenant 1 meets a flood of 40 new sources, one
+ * SYN each, as forged ones would be: it fills its own 8 entries and the
+ * rest share its overflow bucket (burst 2).  Tenant 2's 5 new sources then
+ * still get entries of their own: 2 SYNs each, all admitted, none judged
+ * by an overflow bucket.  Without the share, tenant 1's flood fills the
+ * whole table and tenant 2's sources share its one overflow bucket. */
+static int scen_share(const void *arg)
+{
+	const struct ps_row *row = arg;
+	struct rl_src_conf c1, c2 = { 0 };
+	struct policy_tenant t = { 0 };
+	struct rl_src_ctl ctl = { .share = src_share(row->table, 2) };
+	struct rl_src_stats ss;
+	__u32 zero = 0, one = 1, two = 2;
+	struct ps_inst p;
+	int flood = 0, got = 0, n;
+	char a[32];
+
+	if (ps_open(&p, row))
+		return -1;
+	t.src_rate = (struct policy_rate){ 1, 100 };
+	t.src_burst = row->src_burst;
+	t.src_len4 = 32;
+	t.src_len6 = 64;
+	src_conf_write(&c2, &t, true);
+	if (rule_add(&p.in.w, "10.2.0.0/16", 0, 2) ||
+	    bpf_map_update_elem(bpf_map__fd(p.in.skel->maps.src_conf), &two,
+				&c2, 0) ||
+	    bpf_map_update_elem(bpf_map__fd(p.in.skel->maps.src_ctl), &zero,
+				&ctl, 0)) {
+		diag("couldn't set up tenant 2: %s", strerror(errno));
+		inst_close(&p.in);
+		return -1;
+	}
+	tenant_standalone(&p.in.w.tenants[2], RL_ACT_DROP, RL_F_PERSOURCE, SLOW,
+			  1000);
+	for (int i = 0; i < 40; i++) {
+		snprintf(a, sizeof(a), "10.1.7.%d", 1 + i);
+		n = admits_from(&p.in, 4, a, 1, (__u16)(1000 + i));
+		flood += n > 0 ? n : 0;
+	}
+	CHECK(flood == 8 + 2, "tenant 1's flood of 40 new sources: %d admitted, "
+	      "want 10 (its 8 entries, then its overflow bucket's 2)", flood);
+	for (int i = 0; i < 5; i++) {
+		snprintf(a, sizeof(a), "10.2.0.%d", 1 + i);
+		n = admits_from(&p.in, 4, a, 2, (__u16)(2000 + 2 * i));
+		got += n > 0 ? n : 0;
+	}
+	CHECK(got == 10, "tenant 2's 5 new sources, 2 SYNs each: %d admitted, "
+	      "want 10", got);
+	src_stats_sum(&p, &ss);
+	CHECK(ss.overflow == 32 && ss.inserted == 8, "tenant 1: %llu judged by "
+	      "its overflow bucket, %llu inserted; want 32 and 8",
+	      (unsigned long long)ss.overflow, (unsigned long long)ss.inserted);
+	if (!bpf_map_lookup_elem(bpf_map__fd(p.in.skel->maps.src_conf), &one,
+				 &c1))
+		CHECK(c1.used == 8, "tenant 1 holds %lld entries, want 8",
+		      (long long)c1.used);
+	if (!bpf_map_lookup_elem(bpf_map__fd(p.in.skel->maps.src_conf), &two,
+				 &c2))
+		CHECK(c2.used == 5, "tenant 2 holds %lld entries, want 5",
+		      (long long)c2.used);
+	inst_close(&p.in);
+	return 0;
+}
+
 /* Without RL_F_PERSOURCE the per-source configuration is not read: no
  * entry is made, no source refused. */
 static int scen_flag_off(const void *arg)
@@ -289,7 +356,9 @@ static int scen_flag_off(const void *arg)
 
 void per_source_tests(void)
 {
-	struct scenario s[ARRAY_SIZE(rows) + 2];
+	static const struct ps_row share_row = {
+		.family = 4, .src_burst = 2, .tenant_burst = 1000, .table = 16 };
+	struct scenario s[ARRAY_SIZE(rows) + 3];
 
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
 		s[i] = (struct scenario){ rows[i].name, scen_row, &rows[i] };
@@ -299,5 +368,9 @@ void per_source_tests(void)
 	s[ARRAY_SIZE(rows) + 1] = (struct scenario){
 		"without RL_F_PERSOURCE no source is looked up or refused",
 		scen_flag_off, NULL };
+	s[ARRAY_SIZE(rows) + 2] = (struct scenario){
+		"one tenant's flood of new sources fills only its share of the "
+		"table: another tenant's new sources still get their own buckets",
+		scen_share, &share_row };
 	run_scenarios(s, ARRAY_SIZE(s));
 }

@@ -4,7 +4,8 @@
 # spend the tenant's budget for its other clients; IPv6 addresses of one
 # /64 are one source; a full per-source table evicts nobody, so cycling
 # addresses gains an abuser nothing beyond the overflow bucket, and entries
-# come back once their buckets have refilled.
+# come back once their buckets have refilled; a forged flood through one
+# tenant fills only that tenant's share of the table.
 #
 # e2e: parallel - one agent, no Redis: what it admits follows the kernel's
 # token bucket and the client's clock, so it may run beside another file
@@ -44,6 +45,33 @@ connect_from() {
 			"$(lab_target s1 "$PORT" "$4")" >/dev/null || return 1
 		expect_eq "attempts from $2" "$(json_get .total.attempts)" 1 || return 1
 	done
+}
+
+# table_used_after_sweep N: the per-source table's entries in use once they
+# are down to N, or after five seconds (a sweep runs every second while the
+# table is a quarter full), whatever they are then.
+table_used_after_sweep() {
+	local i used
+
+	for ((i = 0; i < 50; i++)); do
+		used=$(rl --json status | jq -r .per_source_table.used)
+		((used == $1)) && break
+		sleep 0.1
+	done
+	echo "$used"
+}
+
+# forged_flood: about 200 SYNs from forged sources of 198.51.100.0/24 (far
+# more than 16 addresses) from c2 straight onto s1's wire, to s1:$PORT; s1
+# has no route back to them.  How many were sent in FLOOD_SENT.
+forged_flood() {
+	local mac
+
+	mac=$(ip -n "$(lab_ns s1)" -j link show dev eth0 | jq -r '.[0].address')
+	FLOOD_SENT=$(in_ns c2 /usr/bin/python3 "$BATS_TEST_DIRNAME/syn_flood.py" \
+		eth0 "$mac" "$(lab_addr s1 4)" "$PORT" 198.51.100.0/24 198.51.100.1 \
+		100 2 | jq -r .sent)
+	expect_between "forged SYNs sent" "$FLOOD_SENT" 150 201
 }
 
 # admitted_since TENANT BEFORE: SYNs of TENANT the kernel admitted since
@@ -153,13 +181,48 @@ admitted_since() {
 	# refilled buckets are reclaimed by the sweep (every second while the
 	# table is a quarter full): a fast rate refills them at once
 	rl tenant set cyc --per-source 1000/s,2
-	for i in $(seq 1 50); do
-		used=$(rl --json status | jq -r .per_source_table.used)
-		((used == 0)) && break
-		sleep 0.1
-	done
-	expect_eq "entries used after the sweep" "$used" 0
+	expect_eq "entries used after the sweep" "$(table_used_after_sweep 0)" 0
 	expect_eq "reclaimed" "$(rl --json status | jq -r .per_source_table.reclaimed)" 16
 	expect_eq "metric rlgate_per_source_table_size" \
 		"$(metric_value rlgate_per_source_table_size "$(metrics s1)")" 16
+}
+
+@test "a forged flood of new sources through one tenant fills only its share of the table: another, verifying tenant's 5 new real clients each get a bucket of their own (5 of 5)" {
+	local a i addrs=() sent
+
+	in_ns s1 sysctl -qw net.ipv4.tcp_syncookies=2
+	agent_start --per-source-table 16
+	# two tenants with a per-source limit: 8 entries each
+	rl tenant set noisy --rate 100000/s --burst 100000 --match 198.51.100.0/24 \
+		--per-source 1/h,1 --action drop
+	rl tenant set web --rate 1000/s --burst 1000 --match "$(prefixes c1)" \
+		--per-source 1/h,1 --verify syncookie --action rst
+	forged_flood
+	sent=$FLOOD_SENT
+	expect_eq "noisy's entries: its share" \
+		"$(rl --json status | jq -r .per_source_table.used)" 8
+	expect_between "noisy's SYNs judged by its overflow bucket" \
+		"$(stat_get noisy source_overflow)" $((sent - 8 - 40)) $((sent - 8))
+
+	# web's new clients, one connection each from 5 addresses
+	for i in 66 67 68 69; do addrs+=("192.0.2.$i"); done
+	add_addrs c1 4 "${addrs[@]}"
+	addrs=("$(lab_addr c1 4)" "${addrs[@]}")
+	for a in "${addrs[@]}"; do
+		connect_from c1 "$a" 1 4
+	done
+	expect_eq "web's connections admitted (of 5)" "$(admitted_since web 0)" 5
+	expect_eq "web's SYNs judged by an overflow bucket" \
+		"$(stat_get web source_overflow)" 0
+	expect_eq "entries used" "$(rl --json status | jq -r .per_source_table.used)" 13
+
+	# the sweep gives noisy's share back as it reclaims its entries (a
+	# fast rate refills them at once): a second flood takes 8 entries again
+	rl tenant set noisy --per-source 1000/s,1
+	expect_eq "entries used after the sweep (web's 5, in debt)" \
+		"$(table_used_after_sweep 5)" 5
+	rl tenant set noisy --per-source 1/h,1
+	forged_flood
+	expect_eq "entries used after a second flood" \
+		"$(rl --json status | jq -r .per_source_table.used)" 13
 }

@@ -1,4 +1,4 @@
-/* Unit test of user/lib/persource.c: the masks of source prefix lengths, src_conf written from a policy (and cleared), the reclaim rule, sources as text, and the heaviest refused sources picked from src_top. */
+/* Unit test of user/lib/persource.c: the masks of source prefix lengths, src_conf written from a policy (and cleared), the reclaim rule, each tenant's share of the table, sources as text, and the heaviest refused sources picked from src_top. */
 #include <arpa/inet.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,6 +78,35 @@ static struct rl_src_key key(uint32_t tenant, int family, const char *addr)
 	return k;
 }
 
+/* Each tenant's share of the table: an equal part, rounded down, so the
+ * shares never add up to more than the table while it has an entry per
+ * tenant; the whole table for one tenant or none; never 0 (no share). */
+static void test_share(void)
+{
+	static const struct {
+		uint32_t table, tenants;
+		uint64_t want;
+	} cases[] = {
+		{ 65536, 0, 65536 }, { 65536, 1, 65536 }, { 65536, 4, 16384 },
+		{ 16, 2, 8 }, { 16, 3, 5 }, { 16, 16, 1 }, { 16, 17, 1 },
+		{ 16u << 20, 1u << 20, 16 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t got = src_share(cases[i].table, cases[i].tenants);
+
+		CHECK(got == cases[i].want, "table %u over %u tenants: %llu, "
+		      "want %llu", cases[i].table, cases[i].tenants,
+		      (unsigned long long)got, (unsigned long long)cases[i].want);
+		CHECK(got > 0, "table %u over %u tenants: no share",
+		      cases[i].table, cases[i].tenants);
+		CHECK(cases[i].tenants > cases[i].table ||
+		      got * cases[i].tenants <= cases[i].table,
+		      "table %u over %u tenants: shares overfill it",
+		      cases[i].table, cases[i].tenants);
+	}
+}
+
 static void test_format(void)
 {
 	static const struct {
@@ -130,6 +159,7 @@ int main(void)
 	CHECK_RUN(test_masks);
 	CHECK_RUN(test_conf);
 	CHECK_RUN(test_reclaimable);
+	CHECK_RUN(test_share);
 	CHECK_RUN(test_format);
 	CHECK_RUN(test_top_pick);
 	return check_exit();

@@ -100,6 +100,8 @@ struct kern {
 	struct rl_src_top *src_top;	/* the mmap'ed `src_top` map */
 	size_t src_top_len;
 	uint32_t src_table;		/* entries of `sources` */
+	bool *src_on;			/* per slot: has a per-source limit */
+	uint32_t src_tenants;		/* slots with one: the table's sharers */
 	uint64_t src_next_sweep_ns;	/* kern_src_sweep() runs from then */
 	uint64_t src_reclaimed;		/* entries it deleted */
 };
@@ -358,8 +360,9 @@ int kern_events_consume(struct kern *k);
 /* Per-source limits (kern_sources.c; see RL_SRC_TABLE). */
 
 /* Writes t's per-source limit into slot's `src_conf` (before the slot's
- * flags say to use it: call ahead of the tenant's own configuration).
- * fresh: the overflow bucket starts full. */
+ * flags say to use it: call ahead of the tenant's own configuration), and
+ * each tenant's share of `sources` anew when the number of tenants with a
+ * per-source limit changes.  fresh: the overflow bucket starts full. */
 void kern_src_configure(struct kern *k, uint32_t slot,
 			const struct policy_tenant *t, bool fresh);
 

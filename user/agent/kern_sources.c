@@ -47,7 +47,10 @@ int kern_src_open(struct kern *k)
 	k->src_ctl = map_shared(k, k->skel->maps.src_ctl, page, "src_ctl");
 	k->src_top = map_shared(k, k->skel->maps.src_top, k->src_top_len,
 				"src_top");
-	if (!k->src_conf || !k->src_ctl || !k->src_top)
+	k->src_on = calloc(k->max_tenants ? k->max_tenants : 1,
+			   sizeof(*k->src_on));
+	k->src_tenants = 0;
+	if (!k->src_conf || !k->src_ctl || !k->src_top || !k->src_on)
 		return -ENOMEM;
 	return 0;
 }
@@ -62,6 +65,8 @@ void kern_src_close(struct kern *k)
 		munmap(k->src_ctl, page);
 	if (k->src_top)
 		munmap(k->src_top, k->src_top_len);
+	free(k->src_on);
+	k->src_on = NULL;
 	k->src_conf = NULL;
 	k->src_ctl = NULL;
 	k->src_top = NULL;
@@ -70,8 +75,40 @@ void kern_src_close(struct kern *k)
 void kern_src_configure(struct kern *k, uint32_t slot,
 			const struct policy_tenant *t, bool fresh)
 {
-	if (k->src_conf && slot < k->max_tenants)
-		src_conf_write(&k->src_conf[slot], t, fresh);
+	bool on = t->src_rate.count != 0;
+
+	if (!k->src_conf || slot >= k->max_tenants)
+		return;
+	if (on != k->src_on[slot]) {
+		k->src_on[slot] = on;
+		if (on)
+			k->src_tenants++;
+		else
+			k->src_tenants--;
+		/* before the new tenant's limit is on: its first new source
+		 * already meets the share that counts it */
+		__atomic_store_n(&k->src_ctl->share,
+				 src_share(k->src_table, k->src_tenants),
+				 __ATOMIC_RELAXED);
+	}
+	src_conf_write(&k->src_conf[slot], t, fresh);
+}
+
+/* Lowers a tenant's count of entries by the one just deleted, never
+ * below 0: entries a program of before inserted were never counted
+ * (layout 4 in rlgate.h). */
+static void tenant_entry_gone(struct kern *k, uint32_t tenant)
+{
+	__s64 *used, n;
+
+	if (tenant >= k->max_tenants)
+		return;
+	used = &k->src_conf[tenant].used;
+	n = __atomic_load_n(used, __ATOMIC_RELAXED);
+	while (n > 0 && !__atomic_compare_exchange_n(used, &n, n - 1, false,
+						     __ATOMIC_RELAXED,
+						     __ATOMIC_RELAXED))
+		;
 }
 
 /* Whether the entry (key, s) may go at now: its bucket is full again, or
@@ -133,6 +170,7 @@ static uint64_t sweep_table(struct kern *k, uint64_t now)
 			if (bpf_map_delete_elem(fd, &keys[i]) < 0)
 				continue;
 			__atomic_fetch_sub(&k->src_ctl->used, 1, __ATOMIC_RELAXED);
+			tenant_entry_gone(k, keys[i].tenant);
 			deleted++;
 		}
 	}

@@ -20,6 +20,18 @@
 void src_conf_write(struct rl_src_conf *c, const struct policy_tenant *t,
 		    bool fresh);
 
+/* The most entries of a table of `table` one of `tenants` tenants with a
+ * per-source limit may hold (rl_src_ctl.share): an equal part, so that no
+ * tenant's new sources, forged or not, take another's room; the whole
+ * table while there is at most one.  Never 0, which the kernel reads as no
+ * share at all: one entry each when there are more tenants than entries. */
+static inline uint64_t src_share(uint32_t table, uint32_t tenants)
+{
+	if (tenants <= 1)
+		return table;
+	return table / tenants ? table / tenants : 1;
+}
+
 /* The masks of prefix lengths len4 and len6 (as in rl_src_conf). */
 void src_masks(uint8_t len4, uint8_t len6, uint8_t mask4[16],
 	       uint8_t mask6[16]);
