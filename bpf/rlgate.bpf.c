@@ -1358,6 +1358,31 @@ enum {
 #define SRV_OPEN	((1U << SRV_ESTABLISHED) | (1U << SRV_FIN_WAIT1) | \
 			 (1U << SRV_FIN_WAIT2) | SRV_FIN_TAKEN)
 
+/* The server's socket of si's 4-tuple in this namespace (any state,
+ * listeners included), or NULL; a socket found must be released
+ * (bpf_sk_release()).  Only an entry point's callees may call it: the
+ * lookup needs the program's context. */
+static __always_inline struct bpf_sock *sk_lookup(void *ctx,
+						  const struct syn_info *si)
+{
+	struct bpf_sock_tuple tup = {};
+
+	if (si->flow.family == 4) {
+		__builtin_memcpy(&tup.ipv4.saddr, si->flow.saddr, 4);
+		__builtin_memcpy(&tup.ipv4.daddr, si->flow.daddr, 4);
+		tup.ipv4.sport = si->flow.sport;
+		tup.ipv4.dport = si->flow.dport;
+		return bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv4),
+					  BPF_F_CURRENT_NETNS, 0);
+	}
+	__builtin_memcpy(tup.ipv6.saddr, si->flow.saddr, 16);
+	__builtin_memcpy(tup.ipv6.daddr, si->flow.daddr, 16);
+	tup.ipv6.sport = si->flow.sport;
+	tup.ipv6.dport = si->flow.dport;
+	return bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv6),
+				  BPF_F_CURRENT_NETNS, 0);
+}
+
 /*
  * Whether the server's TCP stack, local to this host, will end connection
  * si (a client's RST, or take a client's FIN in order): the socket of the
@@ -1386,27 +1411,13 @@ enum {
  */
 static __always_inline bool server_ends(void *ctx, const struct syn_info *si)
 {
-	struct bpf_sock_tuple tup = {};
 	struct tcp_request_sock *rq;
-	__u32 size, seq = bpf_ntohl(si->flow.isn), nxt, state;
+	__u32 seq = bpf_ntohl(si->flow.isn), nxt, state;
 	bool rst = si->tcp_flags & TCP_FLAG_RST, ends = false;
 	struct bpf_sock *sk;
 	struct tcp_sock *tp;
 
-	if (si->flow.family == 4) {
-		__builtin_memcpy(&tup.ipv4.saddr, si->flow.saddr, 4);
-		__builtin_memcpy(&tup.ipv4.daddr, si->flow.daddr, 4);
-		tup.ipv4.sport = si->flow.sport;
-		tup.ipv4.dport = si->flow.dport;
-		size = sizeof(tup.ipv4);
-	} else {
-		__builtin_memcpy(tup.ipv6.saddr, si->flow.saddr, 16);
-		__builtin_memcpy(tup.ipv6.daddr, si->flow.daddr, 16);
-		tup.ipv6.sport = si->flow.sport;
-		tup.ipv6.dport = si->flow.dport;
-		size = sizeof(tup.ipv6);
-	}
-	sk = bpf_skc_lookup_tcp(ctx, &tup, size, BPF_F_CURRENT_NETNS, 0);
+	sk = sk_lookup(ctx, si);
 	if (!sk)
 		return false;
 	state = sk->state;
@@ -2289,25 +2300,10 @@ static __always_inline bool req_completes(struct bpf_sock *sk,
  */
 static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
 {
-	struct bpf_sock_tuple tup = {};
 	struct bpf_sock *sk;
 	__u8 r;
 
-	if (si->flow.family == 4) {
-		__builtin_memcpy(&tup.ipv4.saddr, si->flow.saddr, 4);
-		__builtin_memcpy(&tup.ipv4.daddr, si->flow.daddr, 4);
-		tup.ipv4.sport = si->flow.sport;
-		tup.ipv4.dport = si->flow.dport;
-		sk = bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv4),
-					BPF_F_CURRENT_NETNS, 0);
-	} else {
-		__builtin_memcpy(tup.ipv6.saddr, si->flow.saddr, 16);
-		__builtin_memcpy(tup.ipv6.daddr, si->flow.daddr, 16);
-		tup.ipv6.sport = si->flow.sport;
-		tup.ipv6.dport = si->flow.dport;
-		sk = bpf_skc_lookup_tcp(ctx, &tup, sizeof(tup.ipv6),
-					BPF_F_CURRENT_NETNS, 0);
-	}
+	sk = sk_lookup(ctx, si);
 	if (!sk)
 		return SK_NOTHING;
 	if (sk->state == BPF_TCP_LISTEN)
