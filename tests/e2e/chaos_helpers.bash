@@ -87,17 +87,20 @@ ch_uncut() { ip -n "$(lab_ns "s$1")" route del blackhole "${REDIS_ADDR%:*}/32" 2
 # --- stats ----------------------------------------------------------------------------
 
 # ch_snap TENANT: one snapshot of TENANT's stats on every agent, as a JSON
-# object {"1": {"ms": ..., "admitted": ..., "denied": ..., "degraded": ...,
-# "broker": ...}, ...}; ms is taken right before each host's query.
+# object {"1": {"ms": ..., "ms1": ..., "admitted": ..., "denied": ...,
+# "degraded": ..., "broker": ...}, ...}; ms is taken right before each
+# host's query and ms1 right after it: the counts were read in between.
 ch_snap() {
-	local i ms st b out='{}'
+	local i ms ms1 st b out='{}'
 
 	for ((i = 1; i <= FLEET_AGENTS; i++)); do
 		ms=$(now_ms)
 		st=$(rls "$i" --json stats "$1") || { echo "rlctl stats $1 on s$i failed" >&2; return 1; }
+		ms1=$(now_ms)
 		b=$(ch_broker "$i")
-		out=$(jq -c --arg i "$i" --argjson ms "$ms" --arg b "$b" --argjson st "$st" \
-			'. + {($i): ($st[0] | {admitted, denied, degraded} + {ms: $ms, broker: $b})}' \
+		out=$(jq -c --arg i "$i" --argjson ms "$ms" --argjson ms1 "$ms1" --arg b "$b" \
+			--argjson st "$st" \
+			'. + {($i): ($st[0] | {admitted, denied, degraded} + {ms: $ms, ms1: $ms1, broker: $b})}' \
 			<<<"$out")
 	done
 	echo "$out"
@@ -119,6 +122,38 @@ ch_sum_delta() {
 ch_secs() {
 	jq -rn --argjson a "$1" --argjson b "$2" --arg h "$3" \
 		'($b[$h].ms - $a[$h].ms) / 1000'
+}
+
+# ch_window A B in|out [HOST]: the window between snapshots A and B on HOST
+# (every host's, without HOST), in seconds.  A count read in A and again
+# in B covers at least the inner window (from the end of A's reads to the
+# start of B's) and at most the outer one (from the start of A's reads to
+# the end of B's): a rate's lower bound takes the first, an upper bound the
+# second, so that however slowly a loaded machine answers the reads, the
+# bounds stay true.
+ch_window() {
+	jq -rn --argjson a "$1" --argjson b "$2" --arg w "$3" --arg h "${4-}" '
+		(if $h == "" then [$b | keys[]] else [$h] end) as $hs
+		| if $w == "in" then ([$hs[] | $b[.].ms] | min) - ([$hs[] | $a[.].ms1] | max)
+		  else ([$hs[] | $b[.].ms1] | max) - ([$hs[] | $a[.].ms] | min) end
+		| . / 1000'
+}
+
+# ch_rate_check WHAT N PER_S A B [HOST] [SLACK]: N counted between snapshots A
+# and B is at least half of PER_S over the inner window (the loads offer
+# twice what they expect to see counted, and a generator on a loaded
+# machine has fallen a fifth behind: half tells a working policy from a
+# broken one without measuring the machine) and, given SLACK, at most
+# PER_S over the outer window + SLACK (the bucket: its refill and what it
+# held).
+ch_rate_check() {
+	local wi wo hi=1000000000
+
+	wi=$(ch_window "$4" "$5" in "${6-}")
+	wo=$(ch_window "$4" "$5" out "${6-}")
+	[[ -n ${7-} ]] && hi=$(ch_calc "$3 * $wo + $7")
+	echo "$1: $2 in $wi to $wo s (expected $3/s)"
+	expect_between "$1 (in $wi to $wo s at $3/s${7:+, + $7})" "$2" "$(ch_calc "$3 * $wi / 2")" "$hi"
 }
 
 # ch_id I TENANT: TENANT's kernel slot on agent I.

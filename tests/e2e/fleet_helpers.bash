@@ -523,6 +523,25 @@ fleet_raise_check() {
 
 # --- load ----------------------------------------------------------------------------
 
+# fleet_admitted_check WHAT N RATE BURST BOUND [JSON]: N, what a limit of
+# RATE (BURST, overshoot BOUND) admitted of the load whose report is JSON
+# (run_loadgen_json's by default), is at most RATE over the load's elapsed
+# time and its connect timeout (a late SYN is still judged then) + BURST +
+# BOUND, and at least half of RATE over the load's duration.  The loads
+# offer 1.5x or more; a generator that a loaded machine stalls and that
+# then catches up has its catch-up refused past the burst (a CI run gave a
+# static share 78% of its rate), so half tells a working limit from a
+# broken one without measuring the machine.  Upper bounds are the test.
+fleet_admitted_check() {
+	local json=${6-$LOADGEN_JSON} t d to
+
+	t=$(json_get .elapsed_s "$json") || return 1
+	d=$(json_get .duration_s "$json") || return 1
+	to=$(json_get .timeout_ms "$json") || return 1
+	expect_between "$1 in $t s (limit $3/s, burst $4, bound $5)" "$2" \
+		"$(calc "$3 * $d / 2")" "$(calc "$3 * ($t + $to / 1000) + $4 + $5")"
+}
+
 # fleet_targets PORT W1 W2 ...: loadgen targets PORT on s1, s2, ... with
 # weights (a weight 0 leaves the host out).
 fleet_targets() {
