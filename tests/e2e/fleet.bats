@@ -45,7 +45,7 @@ settle() {
 
 	for t in "$@"; do
 		for i in 2 3; do
-			fleet_wait_tenant "$t" 1 "$i" >/dev/null
+			fleet_wait_tenant "$t" "$FLEET_WAIT_S" "$i" >/dev/null
 		done
 	done
 	sleep 2
@@ -132,44 +132,52 @@ settle() {
 	expect_between "light refused" "$(fleet_sum light denied)" 0 15
 }
 
-@test "a limit set on host 1 is listed by host 3 within 1 s; lowered on host 1, host 3's kernel refuses within 1 s" {
-	local out=$BATS_TEST_TMPDIR/load.json ms t0 a0 d0 a1 d1 a2 d2 left
+@test "a limit set on host 1 is listed by host 3; lowered on host 1, host 3's kernel refuses once the change has reached it and its lease is spent" {
+	local out=$BATS_TEST_TMPDIR/load.json ms a0 d0 a1 d1 a2 d2 a3 d3
 
 	fleet_tenant_set 1 pp --rate 100/s --burst 10 --match "$(client_prefix c1)" --action rst
-	ms=$(fleet_wait_tenant pp 1 3)
+	ms=$(fleet_wait_tenant pp "$FLEET_WAIT_S" 3)
 	echo "tenant set on s1 listed by s3 after $ms ms"
 	settle pp
 
 	# 50/s to host 3, under the limit: everything gets through
-	fleet_loadgen_bg c1 "$out" --rate 50 --duration 5 "$(lab_target s3 "$PORT")"
+	fleet_loadgen_bg c1 "$out" --rate 50 --duration 8 "$(lab_target s3 "$PORT")"
 	sleep 1.5
 	a0=$(fleet_stat 3 pp admitted)
 	d0=$(fleet_stat 3 pp denied)
-	expect_between "s3 admitted under 100/s" "$a0" 50 100
+	expect_between "s3 admitted under 100/s" "$a0" 1 100
 	expect_eq "s3 denied under 100/s" "$d0" 0
 
-	# Lowered to nothing on host 1.  Host 3 may still spend the tokens it
-	# holds (its lease, a third of the old overshoot budget: 16, a third of
-	# a second of this load) and the one the new burst allows; after a
-	# second it refuses everything.
-	t0=$(now_ms)
+	# Lowered to nothing on host 1.  Once host 3 has the change it may
+	# still spend the tokens it holds (its lease, a third of the old
+	# overshoot budget: 16) and the one the new burst allows, for a lease
+	# TTL (1 s) at most; then it refuses everything.
 	rls 1 tenant set pp --rate 1/h --burst 1 >/dev/null
-	sleep_until $((t0 + 1000))
+	ms=$(fleet_wait_value "$FLEET_WAIT_S" 1/h rls_rate 3 pp)
+	echo "s3 has the new rate $ms ms after the change"
 	a1=$(fleet_stat 3 pp admitted)
 	d1=$(fleet_stat 3 pp denied)
-	expect_eq "s3's rate 1 s after the change" \
-		"$(rls 3 --json tenant get pp | jq -r .rate)" 1/h
-	sleep 2
+	sleep 1.2
 	a2=$(fleet_stat 3 pp admitted)
 	d2=$(fleet_stat 3 pp denied)
-	echo "s3: admitted $a0 -> $a1 (1 s after the change) -> $a2 (3 s after); denied $d0 -> $d1 -> $d2"
-	expect_between "s3 admitted from 1 s to 3 s after the change" $((a2 - a1)) 0 1
-	expect_between "s3 refused from 1 s to 3 s after the change (50/s offered)" \
-		$((d2 - d1)) 80 120
+	sleep 2
+	a3=$(fleet_stat 3 pp admitted)
+	d3=$(fleet_stat 3 pp denied)
+	echo "s3: admitted $a0 -> $a1 (the change there) -> $a2 (a lease TTL later) -> $a3;" \
+		"denied $d0 -> $d1 -> $d2 -> $d3"
+	expect_between "s3 admitted in the lease TTL after the change reached it" \
+		$((a2 - a1)) 0 17
+	expect_between "s3 admitted in the 2 s after that" $((a3 - a2)) 0 1
+	expect_between "s3 refused in the 2 s after that (50/s offered)" $((d3 - d2)) 1 1000
 	loadgen_wait "$LOADGEN_BG_PID" "$out"
-	left=$(jq .total.connected "$out")
-	expect_between "connected in total (5 s at 50/s, lowered after 1.5 s)" "$left" \
-		$((a0)) $((a0 + 30))
+	expect_eq "connected in total: what s3's kernel admitted" \
+		"$(jq .total.connected "$out")" "$(fleet_stat 3 pp admitted)"
+	expect_eq "connections timed out" "$(jq .total.timed_out "$out")" 0
+}
+
+# rls_rate I NAME: tenant NAME's rate as agent I holds it.
+rls_rate() {
+	rls "$1" --json tenant get "$2" | jq -r .rate
 }
 
 # apply_changed HOST JQ: `rlctl apply` on HOST of its own policy changed by
@@ -214,18 +222,18 @@ wait_policy() {
 	echo "every host after $(($(now_ms) - t0)) ms"
 }
 
-@test "rlctl apply renaming a tenant on host 1: every host has the new name and not the old within 2 s, and always one of them" {
+@test "rlctl apply renaming a tenant on host 1: every host has the new name and not the old, and always one of them" {
 	local seen=$BATS_TEST_TMPDIR/gaps
 
 	fleet_tenant_set 1 ren-old --rate 50/s --match 198.51.100.0/24,203.0.113.0/25 --action rst
-	fleet_wait_tenant ren-old 2 >/dev/null
+	fleet_wait_tenant ren-old "$FLEET_WAIT_S" >/dev/null
 	echo ren-new >>"$BATS_TEST_TMPDIR/tenants"
 	: >"$seen"
 	watch_prefix 203.0.113.0/25 "$seen" &
 	fleet_bg_track $!
 
 	apply_changed 1 'map(if .name == "ren-old" then .name = "ren-new" else . end)'
-	wait_policy 2 'any(.[]; .name == "ren-new" and .match == ["198.51.100.0/24", "203.0.113.0/25"])
+	wait_policy "$FLEET_WAIT_S" 'any(.[]; .name == "ren-new" and .match == ["198.51.100.0/24", "203.0.113.0/25"])
 		and all(.[]; .name != "ren-old")'
 	# and it stays so
 	sleep 1.5
@@ -233,13 +241,13 @@ wait_policy() {
 	[[ ! -s $seen ]] || { head -n 5 "$seen"; return 1; }
 }
 
-@test "rlctl apply moving a prefix from one tenant to another on host 1: every host has the new split within 2 s, the prefix always held" {
+@test "rlctl apply moving a prefix from one tenant to another on host 1: every host has the new split, the prefix always held" {
 	local seen=$BATS_TEST_TMPDIR/gaps
 
 	fleet_tenant_set 1 mv-a --rate 50/s --match 198.51.100.0/25,198.51.100.128/25
 	fleet_tenant_set 1 mv-b --rate 20/s --match 203.0.113.0/24
-	fleet_wait_tenant mv-a 2 >/dev/null
-	fleet_wait_tenant mv-b 2 >/dev/null
+	fleet_wait_tenant mv-a "$FLEET_WAIT_S" >/dev/null
+	fleet_wait_tenant mv-b "$FLEET_WAIT_S" >/dev/null
 	: >"$seen"
 	watch_prefix 198.51.100.128/25 "$seen" &
 	fleet_bg_track $!
@@ -248,23 +256,23 @@ wait_policy() {
 	apply_changed 1 'map(if .name == "mv-a" then .match = ["198.51.100.0/25"]
 		elif .name == "mv-b" then .match = ["198.51.100.128/25", "203.0.113.0/24"]
 		else . end) | sort_by(.name != "mv-b")'
-	wait_policy 2 'any(.[]; .name == "mv-a" and .match == ["198.51.100.0/25"]) and
+	wait_policy "$FLEET_WAIT_S" 'any(.[]; .name == "mv-a" and .match == ["198.51.100.0/25"]) and
 		any(.[]; .name == "mv-b" and .match == ["198.51.100.128/25", "203.0.113.0/24"])'
 	sleep 1.5
 	wait_policy 0 'any(.[]; .name == "mv-b" and (.match | length) == 2)'
 	[[ ! -s $seen ]] || { head -n 5 "$seen"; return 1; }
 }
 
-@test "a host stopped during a rename has the new name and not the old within 2 s of starting again" {
+@test "a host stopped during a rename has the new name and not the old once started again" {
 	fleet_tenant_set 1 rs-old --rate 50/s --match 203.0.113.128/25
-	fleet_wait_tenant rs-old 2 >/dev/null
+	fleet_wait_tenant rs-old "$FLEET_WAIT_S" >/dev/null
 	fleet_agent_stop 3 TERM
 	echo rs-new >>"$BATS_TEST_TMPDIR/tenants"
 	apply_changed 1 'map(if .name == "rs-old" then .name = "rs-new" else . end)'
-	fleet_wait_tenant rs-new 2 2 >/dev/null
+	fleet_wait_tenant rs-new "$FLEET_WAIT_S" 2 >/dev/null
 	fleet_agent_start 3
 	disown "$RLAGENT_JOB"
-	wait_policy 2 'any(.[]; .name == "rs-new" and .match == ["203.0.113.128/25"])
+	wait_policy "$FLEET_WAIT_S" 'any(.[]; .name == "rs-new" and .match == ["203.0.113.128/25"])
 		and all(.[]; .name != "rs-old")'
 	fleet_wait_steady 5
 }
@@ -281,7 +289,7 @@ wait_policy() {
 	fleet_agent_stop 3 TERM
 	# ...while the fleet gets another one on it
 	fleet_tenant_set 1 cf-fleet --rate 50/s --match 198.51.100.0/25
-	fleet_wait_tenant cf-fleet 2 2 >/dev/null
+	fleet_wait_tenant cf-fleet "$FLEET_WAIT_S" 2 >/dev/null
 	lines=$(wc -l <"$(fleet_log 3)")
 	fleet_agent_start 3
 	disown "$RLAGENT_JOB"
@@ -299,17 +307,17 @@ wait_policy() {
 		"$(fleet_log 1)"
 
 	rls 3 tenant del cf-local >/dev/null
-	wait_policy 3 'any(.[]; .name == "cf-fleet") and all(.[]; .name != "cf-local")'
+	wait_policy "$FLEET_WAIT_S" 'any(.[]; .name == "cf-fleet") and all(.[]; .name != "cf-local")'
 }
 
-@test "an agent started after the policy was set gets the whole policy within 2 s" {
+@test "an agent started after the policy was set gets the whole policy" {
 	local want got t0
 
 	fleet_tenant_set 1 np-a --rate 10/s --match 198.51.100.0/24 --port 9001
 	fleet_tenant_set 2 np-b --rate 5/m --burst 3 --match 203.0.113.0/24 \
 		--action rst --overshoot 7
-	fleet_wait_tenant np-b 1 1 >/dev/null
-	fleet_wait_tenant np-a 1 3 >/dev/null
+	fleet_wait_tenant np-b "$FLEET_WAIT_S" 1 >/dev/null
+	fleet_wait_tenant np-a "$FLEET_WAIT_S" 3 >/dev/null
 	want=$(fleet_policy 1)
 	expect_eq "policy on s3" "$(fleet_policy 3)" "$want"
 	[[ $(jq length <<<"$want") -ge 2 ]]
@@ -318,7 +326,7 @@ wait_policy() {
 	fleet_agent_start 4
 	t0=$(now_ms)
 	while got=$(fleet_policy 4) && [[ $got != "$want" ]]; do
-		if (($(now_ms) - t0 > 2000)); then
+		if (($(now_ms) - t0 > FLEET_WAIT_S * 1000)); then
 			echo "s1 has: $want" >&2
 			echo "s4 has: $got" >&2
 			return 1
@@ -605,11 +613,11 @@ tb_tombs() {
 	done
 }
 
-@test "a tenant set and another deleted on host 1 while Redis is busy (-BUSY) reach hosts 2 and 3 within 3 s of Redis answering again" {
+@test "a tenant set and another deleted on host 1 while Redis is busy (-BUSY) reach hosts 2 and 3 once Redis answers again" {
 	local t0
 
 	fleet_tenant_set 1 bz-old --rate 10/s --match 203.0.113.0/26
-	fleet_wait_tenant bz-old 2 >/dev/null
+	fleet_wait_tenant bz-old "$FLEET_WAIT_S" >/dev/null
 	rcli CONFIG SET busy-reply-threshold 100 >/dev/null
 	rcli EVAL 'while true do end' 0 >/dev/null 2>&1 &
 	fleet_bg_track $!
@@ -629,7 +637,7 @@ tb_tombs() {
 	fi
 
 	rcli SCRIPT KILL >/dev/null
-	wait_policy 3 'any(.[]; .name == "bz-new") and all(.[]; .name != "bz-old")'
+	wait_policy "$FLEET_WAIT_S" 'any(.[]; .name == "bz-new") and all(.[]; .name != "bz-old")'
 }
 
 # held_by_s4 NAME ARGS...: a fourth agent that keeps idle tokens for 30 s
@@ -641,7 +649,7 @@ held_by_s4() {
 	shift
 	fleet_agent_start_counted 4 --lease-ttl 30000
 	fleet_tenant_set 1 "$name" "$@" --match "$(client_prefix c2)" --action rst
-	fleet_wait_tenant "$name" 2 4 >/dev/null
+	fleet_wait_tenant "$name" "$FLEET_WAIT_S" 4 >/dev/null
 	fleet_wait_stat 4 "$name" tokens 1 2
 	run_loadgen_json c2 --rate 20 --duration 0.5 "$(lab_target s4 "$PORT")"
 	expect_eq "connected through s4" "$(json_get .total.connected)" 10
@@ -748,7 +756,7 @@ slow_link_start() {
 	# far above the load: only a fail policy, or a missing token, refuses
 	fleet_tenant_set 4 rj --rate 5000/s --burst 500 --match "$(client_prefix c2)" \
 		--port 8080 --action rst --fail allow
-	fleet_wait_tenant rj 2 4 >/dev/null
+	fleet_wait_tenant rj "$FLEET_WAIT_S" 4 >/dev/null
 	sleep 1.5
 	fleet_loadgen_bg c2 "$out" --rate 1000 --duration 7 "$(lab_target s4 8080)"
 	sleep 1
@@ -839,14 +847,14 @@ slow_link_start() {
 	local out=$BATS_TEST_TMPDIR/load.json i n
 
 	fleet_tenant_set 1 fresh --rate 300/s --match "$(client_prefix c2)" --action rst
-	fleet_wait_tenant fresh 2 >/dev/null
+	fleet_wait_tenant fresh "$FLEET_WAIT_S" >/dev/null
 	fleet_agent_wipe 4
 	# 60/s to host 4 alone, a fifth of the limit, while its agent starts,
 	# is stopped, and starts again on new pins with its state file
 	fleet_loadgen_bg c2 "$out" --rate 60 --duration 7 "$(lab_target s4 "$PORT")"
 	sleep 0.5
 	fleet_agent_start 4
-	fleet_wait_tenant fresh 2 4 >/dev/null
+	fleet_wait_tenant fresh "$FLEET_WAIT_S" 4 >/dev/null
 	fleet_wait_stat 4 fresh leases 1 2
 	sleep 1
 	n=$(fleet_stat 4 fresh admitted)
@@ -874,7 +882,7 @@ slow_link_start() {
 	fleet_agent_wipe 4
 	fleet_agent_start 4 --expected-agents 4
 	disown "$RLAGENT_JOB"
-	fleet_wait_tenant adopted 2 4 >/dev/null
+	fleet_wait_tenant adopted "$FLEET_WAIT_S" 4 >/dev/null
 	fleet_wait_stat 4 adopted leases 1 3	# its credit paid back
 	fleet_agent_stop 4 KILL
 	# While it is away, a burst of 20 in an overshoot budget of 200: the

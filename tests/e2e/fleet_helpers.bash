@@ -350,6 +350,28 @@ fleet_lists() {
 		jq --arg n "$2" '[.[] | select(.name == $n)] | length' 2>/dev/null) == 1 ]]
 }
 
+# How long a test waits for a change to reach every host: a deadline for a
+# loaded machine, not a measure (make bench's fleet_change_ms measures how
+# fast a change travels).
+FLEET_WAIT_S=10
+
+# fleet_wait_value SECONDS WANT CMD...: polls until CMD prints WANT; prints
+# how many ms that took.  Fails after SECONDS, with what CMD printed last.
+fleet_wait_value() {
+	local limit=$(($1 * 1000)) want=$2 t0 v
+
+	shift 2
+	t0=$(now_ms)
+	until v=$("$@" 2>/dev/null) && [[ $v == "$want" ]]; do
+		if (($(now_ms) - t0 > limit)); then
+			echo "$*: '$v' after $((limit / 1000)) s, expected '$want'" >&2
+			return 1
+		fi
+		sleep 0.02
+	done
+	echo $(($(now_ms) - t0))
+}
+
 # fleet_wait_tenant NAME SECONDS [HOST...]: waits until every HOST (default:
 # every agent s1..s$FLEET_AGENTS) lists NAME; prints how many ms that took.
 # Fails after SECONDS.

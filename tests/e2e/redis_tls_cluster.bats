@@ -21,8 +21,12 @@ CLUSTER_NODE_TLS=(--tls-cert-file "$TLS_DIR/server.pem" --tls-key-file "$TLS_DIR
 	--tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients no
 	--requirepass tls-secret --masterauth tls-secret)
 CLUSTER_CLI_TLS=(--tls --cacert "$TLS_DIR/ca.pem" -a tls-secret --no-auth-warning)
+# A call unanswered for a second has failed (not 50 ms): a loaded machine's
+# slow TLS round trips are then no failures, so what the kill of a master
+# does to each tenant is judged in every run; the kill itself is seen at
+# once (the connection closes).
 FLEET_AGENT_OPTS=(--redis-tls --redis-ca "$TLS_DIR/ca.pem"
-	--redis-password-file "$TLS_DIR/password")
+	--redis-password-file "$TLS_DIR/password" --redis-timeout 1000)
 
 setup_file() {
 	e2e_require_root || return 0
@@ -52,8 +56,8 @@ teardown() { fleet_teardown cluster_restore; }
 		--action rst
 	fleet_tenant_set 2 beta --rate 100/s --burst 10 --match 192.0.2.64/28 --port 8081 \
 		--action rst
-	fleet_wait_tenant acme 2 >/dev/null
-	fleet_wait_tenant beta 2 >/dev/null
+	fleet_wait_tenant acme "$FLEET_WAIT_S" >/dev/null
+	fleet_wait_tenant beta "$FLEET_WAIT_S" >/dev/null
 	sleep 1.5
 	run_loadgen_json c1 --rate 300 --duration 5 $(fleet_targets 8080 1 1 1) \
 		$(fleet_targets 8081 1 1 1)
@@ -81,7 +85,7 @@ teardown() { fleet_teardown cluster_restore; }
 }
 
 @test "a master killed under load over TLS: its tenant (fail allow) refuses nothing and leases from the promoted replica over TLS within seconds, at its limit; the other tenant's shard never notices" {
-	local out=$BATS_TEST_TMPDIR/load.json ma mb t0 a0 a1 b0 b1 b2 to0 to1 to2 lim i lost \
+	local out=$BATS_TEST_TMPDIR/load.json ma mb t0 a0 a1 b0 b1 b2 to0 to1 to2 i lost \
 		seen=()
 
 	ma=$(cluster_master_of t:acme)
@@ -90,8 +94,8 @@ teardown() { fleet_teardown cluster_restore; }
 		--action rst --fail deny
 	fleet_tenant_set 2 beta --rate 100/s --burst 10 --match 192.0.2.64/28 --port 8081 \
 		--action rst --fail allow
-	fleet_wait_tenant acme 2 >/dev/null
-	fleet_wait_tenant beta 2 >/dev/null
+	fleet_wait_tenant acme "$FLEET_WAIT_S" >/dev/null
+	fleet_wait_tenant beta "$FLEET_WAIT_S" >/dev/null
 	sleep 1.5
 	# 80/s each, and then 150/s of beta on its new master
 	fleet_loadgen_bg c1 "$out" --rate 160 --duration 12 $(fleet_targets 8080 1 1 1) \
@@ -103,7 +107,7 @@ teardown() { fleet_teardown cluster_restore; }
 	done
 	t0=$(now_ms)
 	proc_stop "$(cluster_node_pid "$mb")" KILL
-	ch_wait_broker "$t0" degraded 2 1 2 3
+	ch_wait_broker "$t0" degraded 5 1 2 3
 	fleet_wait_steady 15
 	echo "beta's master $mb killed; every agent healthy over TLS $(($(now_ms) - t0)) ms later"
 	a1=$(fleet_snap acme) b1=$(fleet_snap beta) to1=$(fleet_timeouts)
@@ -119,33 +123,19 @@ teardown() { fleet_teardown cluster_restore; }
 			grep -vF "'$CLUSTER_IP:$mb'" || true)
 		[[ -z $lost ]] || { echo "s$i lost another node than $mb: $lost" >&2; return 1; }
 	done
-	# A node that misses the agents' --redis-timeout (a loaded machine)
-	# leaves its tenants short of tokens or on their fail policy whatever
-	# the kill did: refusals and fail-policy decisions are judged only
-	# over a stretch in which every call was answered in time.
-	if ((to1 == to0)); then
-		expect_eq "beta refused (fail allow)" "$(fleet_delta "$b0" "$b1" denied)" 0
-		expect_eq "acme SYNs decided by its fail policy (deny)" \
-			"$(fleet_delta "$a0" "$a1" degraded)" 0
-		expect_eq "acme refused" "$(fleet_delta "$a0" "$a1" denied)" 0
-	else
-		echo "Redis calls unanswered past --redis-timeout $((to1 - to0)) time(s) around" \
-			"the kill: refusals and fail-policy decisions not judged"
-	fi
+	echo "Redis calls unanswered past --redis-timeout (1 s) around the kill: $((to1 - to0))"
+	expect_eq "beta refused (fail allow)" "$(fleet_delta "$b0" "$b1" denied)" 0
+	expect_eq "acme SYNs decided by its fail policy (deny)" \
+		"$(fleet_delta "$a0" "$a1" degraded)" 0
+	expect_eq "acme refused" "$(fleet_delta "$a0" "$a1" denied)" 0
 	# 12 s covers the slowest promotion; the load ends here after a quicker one
 	loadgen_stop "$LOADGEN_BG_PID" "$out"
 	b1=$(fleet_snap beta) to1=$(fleet_timeouts)
 	run_loadgen_json c1 --rate 150 --duration 3 $(fleet_targets 8081 1 1 1)
 	b2=$(fleet_snap beta) to2=$(fleet_timeouts)
-	if ((to2 != to1)); then
-		echo "Redis calls unanswered past --redis-timeout $((to2 - to1)) time(s) on" \
-			"the new master: its leasing not judged"
-		return 0
-	fi
+	echo "Redis calls unanswered past --redis-timeout (1 s) on the new master: $((to2 - to1))"
 	expect_eq "beta SYNs decided by its fail policy on the new master" \
 		"$(fleet_delta "$b1" "$b2" degraded)" 0
-	lim=$(calc "100 * 3 + 10")
-	expect_between "beta admitted 1.5x over its limit for 3 s on the new master" \
-		"$(json_get .total.connected)" "$(calc "0.9 * $lim")" \
-		"$(calc "$lim + $(fleet_stat 1 beta overshoot_bound)")"
+	fleet_admitted_check "beta admitted 1.5x over its limit on the new master" \
+		"$(json_get .total.connected)" 100 10 "$(fleet_stat 1 beta overshoot_bound)"
 }
