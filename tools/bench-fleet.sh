@@ -8,7 +8,10 @@
 # token (one call per connection).  Then two clients offering 85% and 95% of
 # a bigger tenant's limit (FLEET_BENCH_RATE/s, default 3000, burst a tenth of
 # a second), spread evenly and skewed 90/5/5: the part refused, which under
-# the limit is false refusals.  Prints `name value unit` lines.  Exits 1 when
+# the limit is false refusals.  Last, a cap of 50 connections in flight
+# opened back to back from cold onto one host: the part held
+# (fleet_conncap_burst_held_ratio, target at least 0.95).  Prints `name
+# value unit` lines.  Exits 1 when
 # the benchmark could not run; the figures themselves are results, not errors.
 # With FLEET_BENCH_REDIS=cluster the agents lease from a Redis Cluster of
 # three masters instead (--redis cluster:...), and only the first three
@@ -225,6 +228,19 @@ if [[ $mode == cluster ]]; then
 	exit 0
 fi
 
+# reached NAME: tenant NAME set on host 1 has reached hosts 2 and 3 (2 s
+# at most each).
+reached() {
+	local i n
+
+	for i in 2 3; do
+		for ((n = 0; n < 40; n++)); do
+			rl "$i" tenant get "$1" >/dev/null 2>&1 && break
+			sleep 0.05
+		done
+	done
+}
+
 # under NAME PERCENT W1 W2 W3: a fresh tenant NAME of $big/s (burst a tenth
 # of a second) for both clients' prefixes, settled; PERCENT of it offered
 # for $secs s from both clients, weighted W1/W2/W3 over the hosts.  Prints
@@ -236,12 +252,7 @@ under() {
 	shift 2
 	rl 1 tenant set "$name" --rate "$big/s" --burst $((big / 10)) \
 		--match 192.0.2.64/28,192.0.2.80/28 --action rst >/dev/null || return 1
-	for i in 2 3; do
-		for ((n = 0; n < 40; n++)); do
-			rl "$i" tenant get "$name" >/dev/null 2>&1 && break
-			sleep 0.05
-		done
-	done
+	reached "$name"
 	sleep 1.5
 	per=$(awk -v r="$big" -v p="$pct" 'BEGIN { printf "%.1f", r * p / 100 / 2 }')
 	for c in 1 2; do
@@ -274,6 +285,70 @@ for pct in 85 95; do
 	done
 done
 
+# conn_burst NAME CAP: a fresh tenant NAME capped at CAP connections in
+# flight (a RST past it, rate no object) for client 1's prefix.  Once no
+# host holds a slot of it in Redis (an idle host gives its holding back)
+# and s1 may admit the whole cap (its last call saw it free), client 1
+# opens CAP connections to a server on s1 that keeps them, back to back -
+# each as soon as the last one connected, 0.5 s at most each - and holds
+# them.  Prints "held cap": those still open half a second later.
+conn_burst() {
+	local name=$1 cap=$2 n held slots port=8090
+
+	ip netns exec "$lab-s1" python3 -c '
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(1024)
+held = []
+while True:
+    held.append(s.accept()[0])
+' 192.0.2.11 "$port" >/dev/null 2>"$work/s1/hold.log" &
+	pids+=($!)
+	disown $!
+	rl 1 tenant set "$name" --rate 100000/s --burst 100000 --max-conns "$cap" \
+		--match 192.0.2.64/28 --port "$port" --action rst >/dev/null || return 1
+	reached "$name"
+	for ((n = 0; n < 150; n++)); do
+		held=$(ip netns exec "$lab-redis" redis-cli -h "$redis_ip" -p "$redis_port" \
+			HVALS "rl:{t:$name}:slots" | awk '{ s += $1 } END { print s + 0 }')
+		slots=$(rl 1 --json stats "$name" | jq -r '.[0].conn_slots')
+		[[ $held == 0 && $slots == "$cap" ]] && break
+		sleep 0.1
+	done
+	[[ $held == 0 && $slots == "$cap" ]] ||
+		{ echo "tenant '$name' not cold: Redis holds $held, s1 may admit $slots" >&2; return 1; }
+	held=$(ip netns exec "$lab-c1" python3 -c '
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[3])):
+    c = socket.socket()
+    c.settimeout(0.5)
+    try:
+        c.connect((sys.argv[1], int(sys.argv[2])))
+        held.append(c)
+    except OSError:
+        c.close()
+time.sleep(0.5)
+alive = 0
+for c in held:
+    c.setblocking(False)
+    try:
+        alive += c.recv(1) != b""
+    except BlockingIOError:
+        alive += 1
+    except OSError:
+        pass
+print(alive)
+' 192.0.2.11 "$port" "$cap") || return 1
+	rl 1 tenant del "$name" >/dev/null
+	echo "$held $cap"
+}
+
+conn_burst conn-burst 50 >"$work/conn-burst" || die "the connection burst scenario did not run"
+read -r cheld ccap <"$work/conn-burst"
+
 limit=$((rate * secs + burst))
 echo "# fleet: 3 hosts, limit $rate/s burst $burst, offered $offered/s for $secs s split" \
 	"${weights[*]}; limit x T + burst = $limit"
@@ -298,3 +373,6 @@ awk -v a="$adm" -v c="$calls" -v a1="$adm1" -v c1="$calls1" -v l="$limit" \
 	printf "fleet_redis_calls_per_admit_lease1 %.3f calls\n", c1 / a1
 	printf "fleet_redis_calls_lease1_over_adaptive %.1f ratio\n", (c1 / a1) / (c / a)
 }'
+echo "# a cap of $ccap, cold, opened back to back onto one host of 3: $cheld held" \
+	"(target >= 0.95: $(awk -v h="$cheld" -v c="$ccap" 'BEGIN { print ((h / c >= 0.95) ? "PASS" : "MISS") }'))"
+awk -v h="$cheld" -v c="$ccap" 'BEGIN { printf "fleet_conncap_burst_held_ratio %.3f ratio\n", h / c }'

@@ -21,7 +21,34 @@ setup_file() {
 }
 teardown_file() { fleet_teardown_file; }
 setup() { fleet_setup; }
-teardown() { fleet_teardown; }
+teardown() { fleet_teardown fleet_back; }
+
+# nginx_kill HOST: HOST's nginx, its worker first, SIGKILLed by PID.
+nginx_kill() {
+	local master w
+
+	master=$(<"$BATS_FILE_TMPDIR/nginx-$1/nginx.pid")
+	for w in $(pgrep -P "$master"); do
+		proc_stop "$w" KILL
+	done
+	proc_stop "$master" KILL
+}
+
+# fleet_back: every agent and nginx running again, if a test killed one
+# and failed before it restarted it (the next tests need the whole fleet).
+fleet_back() {
+	local h started=0
+
+	for h in 1 2 3; do
+		if ! in_ns "s$h" ss -Htln "sport = :$CAP_PORT" | grep -q .; then
+			BATS_TEST_TMPDIR=$BATS_FILE_TMPDIR nginx_start "s$h" || return 1
+		fi
+		[[ -z $(fleet_pid "$h") ]] || continue
+		fleet_agent_start "$h" || return 1
+		started=1
+	done
+	((started == 0)) || fleet_wait_steady 10
+}
 
 # slots_held TENANT: the slots every live holder holds in Redis, summed.
 slots_held() {
@@ -76,6 +103,50 @@ open_paced() {
 	REPLY=$(jq -c ".connected = $c | .refused = $r | .timed_out = $t | .failed = $f" <<<"$REPLY")
 }
 
+# capped_50 TENANT: TENANT capped at 50 in flight across the fleet (refused
+# with a RST), rate no object, and client a in c1 connected to s1.
+capped_50() {
+	fleet_tenant_set 1 "$1" --rate 100000/s --burst 100000 --match "$(prefixes c1)" \
+		--action rst --max-conns 50
+	fleet_wait_tenant "$1" 5 >/dev/null
+	client_start a c1 s1
+}
+
+# wait_cold TENANT CAP SECONDS: no host holds a slot of TENANT in Redis (an
+# idle host gives its holding back) and s1 has seen that at a renewal: its
+# kernel may admit the whole CAP.
+wait_cold() {
+	local n
+
+	for ((n = 0; n < $3 * 10; n++)); do
+		(($(slots_live "$1") == 0)) && (($(fleet_stat 1 "$1" conn_slots) == $2)) &&
+			return 0
+		sleep 0.1
+	done
+	echo "'$1' not cold after $3 s: s1's slots $(fleet_stat 1 "$1" conn_slots); Redis: $(held_by "$1")" >&2
+	return 1
+}
+
+# burst_held TENANT CAP: client a opens CAP connections to s1 back to back
+# (each as soon as the last connected), from a cold fleet; at least 95 % of
+# them hold, the fleet's servers never hold more than CAP + the bound the
+# agents show, and s1's holding claims what its kernel admitted beyond it
+# within a few checks.
+burst_held() {
+	local held bound total
+
+	client_do a open "$2"
+	held=$(jq .connected <<<"$REPLY")
+	bound=$(fleet_stat 1 "$1" conn_overshoot_bound)
+	total=$(($(server_conns s1) + $(server_conns s2) + $(server_conns s3)))
+	echo "back to back: $held of $2 held on s1; fleet $total, bound $bound; Redis: $(held_by "$1")"
+	expect_between "held of $2 opened back to back on s1" "$held" $(((95 * $2 + 99) / 100)) "$2"
+	expect_eq "the bound above the cap (3 - 1 agents x the cap)" "$bound" $((2 * $2))
+	expect_between "connections the fleet's servers hold" "$total" "$held" $(($2 + bound))
+	fleet_wait_stat 1 "$1" conn_held "$held" 5
+	expect_between "slots held in Redis" "$(slots_held "$1")" "$held" "$2"
+}
+
 # capped_30 TENANT RATE: TENANT capped at 30 in flight across the fleet
 # (refused with a RST), RATE SYNs a second, and clients a, b and c in c1
 # connected to s1, s2 and s3.
@@ -127,10 +198,13 @@ kill_stale_holding() {
 	expect_eq "held on s1" "$(jq .connected <<<"$REPLY")" 4
 	# the next check tops the holding up by a chunk
 	for ((i = 0; i < 30; i++)); do
-		(($(fleet_stat 1 "$1" conn_slots) > 4)) && break
+		(($(fleet_stat 1 "$1" conn_held) > 4)) && break
 		sleep 0.1
 	done
-	expect_between "s1's slots, room for more" "$(fleet_stat 1 "$1" conn_slots)" 5 8
+	expect_between "s1's holding, room for more" "$(fleet_stat 1 "$1" conn_held)" 5 8
+	# and its kernel may fill the slots nobody holds
+	expect_eq "s1's slots, the cap less the others' holdings" \
+		"$(fleet_stat 1 "$1" conn_slots)" 30
 	expect_eq "the bound above the cap, stats" "$(fleet_stat 1 "$1" conn_overshoot_bound)" "$3"
 	expect_eq "the bound above the cap, rlctl stats's CONN-BOUND" "$(rls 1 stats "$1" |
 		awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "CONN-BOUND") c = i }
@@ -142,6 +216,60 @@ kill_stale_holding() {
 	fleet_agent_stop 1 KILL
 	T0=$(now_ms)
 	sleep_until $((T0 + 2500))
+}
+
+@test "a cap of 50 opened back to back from cold on one host of three: at least 48 held (the kernel admits into the free slots, the holding claims them); never more than the cap + the bound" {
+	capped_50 capb
+	wait_cold capb 50 10
+	burst_held capb 50
+	client_do a quit
+}
+
+@test "a cap of 50 opened back to back on one host after the other two closed what they held: at least 48 held" {
+	local n
+
+	capped_50 capo
+	client_start b c1 s2
+	client_start c c1 s3
+	client_do b open 25
+	client_do c open 25
+	expect_eq "held on s2 and s3" $(($(server_conns s2) + $(server_conns s3))) 50
+	# s1 sees the others' holdings at its next renewal (a heartbeat)
+	for ((n = 0; n < 50; n++)); do
+		(($(fleet_stat 1 capo conn_slots) == 0)) && break
+		sleep 0.1
+	done
+	expect_eq "s1's slots with the cap held elsewhere" "$(fleet_stat 1 capo conn_slots)" 0
+	client_do a open 5
+	expect_eq "more on s1 with the cap held elsewhere" "$(jq .connected <<<"$REPLY")" 0
+	client_do b close 25
+	client_do c close 25
+	# s2 and s3 give all back once idle (no SYN over their samples), and
+	# s1 sees it at its next renewal
+	wait_cold capo 50 15
+	burst_held capo 50
+	for n in a b c; do client_do "$n" quit; done
+}
+
+@test "a cap of 50 opened back to back on one host after another's agent and server were killed holding 25: at least 48 held once the dead holding expired (3 s)" {
+	local t0
+
+	capped_50 capx
+	client_start b c1 s2
+	client_do b open 25
+	expect_eq "held on s2" "$(server_conns s2)" 25
+	fleet_wait_stat 2 capx conn_held 25 5
+	fleet_agent_stop 2 KILL
+	nginx_kill s2
+	t0=$(now_ms)
+	# the client's side of what the dead server left half closed
+	client_do b close 25
+	wait_cold capx 50 15
+	echo "cold $(($(now_ms) - t0)) ms after the kill"
+	burst_held capx 50
+	client_do a quit
+	client_do b quit
+	fleet_back
 }
 
 @test "a cap of 30 shared by 3 hosts: clients trying to hold 20 on each hold at most 30; 10 closed on one host are given back and taken by another" {
@@ -183,7 +311,7 @@ kill_stale_holding() {
 }
 
 @test "an agent SIGKILLed while holding slots loses them within the holding's TTL (3 s); until then the fleet stays within the cap" {
-	local t0 a b
+	local t0 a b i
 
 	fleet_tenant_set 1 capk --rate 10000/s --burst 10000 --match "$(prefixes c1)" \
 		--action rst --max-conns 10
@@ -194,6 +322,12 @@ kill_stale_holding() {
 	a=$(jq .connected <<<"$REPLY")
 	# s2 and s3 hold a chunk (1 slot) each for their first SYN
 	expect_between "held on s1" "$a" 8 10
+	# s2 sees s1's holding at its next renewal (a heartbeat): before
+	# that it may admit into slots it saw free (within the bound)
+	for ((i = 0; i < 50; i++)); do
+		(($(fleet_stat 2 capk conn_slots) + a <= 10)) && break
+		sleep 0.1
+	done
 	fleet_agent_stop 1 KILL
 	t0=$(now_ms)
 	client_do b open 3 100
@@ -217,8 +351,8 @@ kill_stale_holding() {
 	client_start b c1 s2
 	# s1 holds its 4 and at most two chunks (2 slots each): fewer than
 	# its share of 10
-	# (3 - 1) hosts x 10
-	kill_stale_holding capd static 20
+	# (3 - 1) hosts x the cap of 30
+	kill_stale_holding capd static 60
 	t0=$T0
 	client_do a open 10 100
 	more=$(jq .connected <<<"$REPLY")
@@ -237,7 +371,7 @@ kill_stale_holding() {
 }
 
 @test "an agent SIGKILLed with fail deny: once its heartbeat is stale its kernel admits no new connection, whatever slots it held; those in flight stay" {
-	kill_stale_holding capn deny 0
+	kill_stale_holding capn deny 60
 	client_do a open 3 100
 	expect_eq "new connections on s1, agent dead and stale" "$(jq .connected <<<"$REPLY")" 0
 	expect_eq "connections s1 still serves" "$(server_conns s1)" 4
@@ -281,7 +415,7 @@ kill_stale_holding() {
 	open_paced a 1 caps 30 5
 	expect_eq "more on s1 once Redis answers" "$(jq .connected <<<"$REPLY")" 5
 	expect_eq "s1's holding in Redis" "$(rcli HGET "rl:{t:caps}:slots" "$(rcli HKEYS "rl:{t:caps}:slots" | grep '^s1/')")" \
-		"$(fleet_stat 1 caps conn_slots)"
+		"$(fleet_stat 1 caps conn_held)"
 	client_do a quit
 }
 
@@ -384,11 +518,11 @@ kill_stale_holding() {
 	# it: what is left beside the old one, less than what s1 has in flight
 	for ((i = 0; i < 100; i++)); do
 		new=$(rcli HKEYS "rl:{t:capr}:slots" | grep '^s1/' | grep -vxF "$old") &&
-			[[ $(rcli HGET "rl:{t:capr}:slots" "$new") == "$(fleet_stat 1 capr conn_slots)" ]] &&
+			[[ $(rcli HGET "rl:{t:capr}:slots" "$new") == "$(fleet_stat 1 capr conn_held)" ]] &&
 			break
 		sleep 0.1
 	done
-	held=$(fleet_stat 1 capr conn_slots)
+	held=$(fleet_stat 1 capr conn_held)
 	echo "s1 restarted: slots $held, in flight $(fleet_stat 1 capr conns); Redis: $(held_by capr)"
 	expect_between "s1's slots beside its old holding" "$held" 0 5
 	client_do a open 2 100
@@ -397,11 +531,13 @@ kill_stale_holding() {
 	# the old holding expires now: the next call of any holder removes
 	# it, and s1, short of slots, asks again within a heartbeat
 	rcli ZADD "rl:{t:capr}:slot_exp" XX 0 "$old" >/dev/null
-	fleet_wait_stat 1 capr conn_slots 7 5
+	fleet_wait_stat 1 capr conn_held 7 5
 	[[ $(held_by capr) != *"$old"* ]] || { echo "$old's holding is still in Redis" >&2; return 1; }
-	echo "after the old holding expired: slots $(fleet_stat 1 capr conn_slots); Redis: $(held_by capr)"
+	echo "after the old holding expired: slots $(fleet_stat 1 capr conn_held); Redis: $(held_by capr)"
 	expect_eq "s1's connections, counted across the restart" "$(fleet_stat 1 capr conns)" 6
-	expect_between "s1's slots once the old holding expired" "$(fleet_stat 1 capr conn_slots)" 7 8
+	expect_between "s1's holding once the old holding expired" "$(fleet_stat 1 capr conn_held)" 7 8
+	expect_eq "s1's slots once the old holding expired: the whole cap" \
+		"$(fleet_stat 1 capr conn_slots)" 10
 	open_paced a 1 capr 10 2
 	expect_eq "more on s1 once the old holding expired" "$(jq .connected <<<"$REPLY")" 2
 	client_do a quit

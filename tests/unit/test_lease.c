@@ -486,7 +486,9 @@ static void test_conns(void)
 		uint64_t held, in_flight, syns;
 		uint64_t want;
 	} rows[] = {
-		{ "none held yet: a chunk (30 / 3 / 4)", 30, 3, 1, 0, 0, 0, 2 },
+		{ "idle, none held: none to ask for", 30, 3, 1, 0, 0, 0, 0 },
+		{ "idle, a chunk held: all of it back", 30, 3, 1, 2, 0, 0, 0 },
+		{ "first in flight, none held: it and a chunk (30 / 3 / 4)", 30, 3, 1, 0, 1, 0, 3 },
 		{ "one free of a chunk of 2: nothing to ask", 30, 3, 1, 3, 2, 0, 3 },
 		{ "none free: a chunk more", 30, 3, 1, 3, 3, 0, 5 },
 		{ "more than two chunks free: back to a chunk", 30, 3, 1, 10, 1, 0, 3 },

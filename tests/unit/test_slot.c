@@ -112,7 +112,8 @@ static void test_conn_fail_slots(void)
 }
 
 /* The bound on connections in flight above the cap across the fleet: every
- * host but one at its fail share (static), none (allow), nothing (deny). */
+ * host but one admitting the whole cap (its free slots) at once, whatever
+ * the fail policy but allow, which has none. */
 static void test_conn_bound(void)
 {
 	static const struct {
@@ -120,9 +121,9 @@ static void test_conn_bound(void)
 		enum policy_fail fail;
 		uint64_t want;
 	} rows[] = {
-		{ 30, 3, POLICY_FAIL_STATIC, 20 }, { 30, 1, POLICY_FAIL_STATIC, 0 },
-		{ 30, 0, POLICY_FAIL_STATIC, 0 }, { 2, 5, POLICY_FAIL_STATIC, 4 },
-		{ 30, 3, POLICY_FAIL_DENY, 0 }, { 30, 3, POLICY_FAIL_ALLOW, UINT64_MAX },
+		{ 30, 3, POLICY_FAIL_STATIC, 60 }, { 30, 1, POLICY_FAIL_STATIC, 0 },
+		{ 30, 0, POLICY_FAIL_STATIC, 0 }, { 2, 5, POLICY_FAIL_STATIC, 8 },
+		{ 30, 3, POLICY_FAIL_DENY, 60 }, { 30, 3, POLICY_FAIL_ALLOW, UINT64_MAX },
 		{ 0, 3, POLICY_FAIL_ALLOW, 0 },
 	};
 	struct policy_tenant t;

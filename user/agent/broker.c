@@ -465,6 +465,7 @@ void broker_tenant_stats(const struct broker *b, uint32_t slot,
 		out->redis_calls = s->st.redis_calls;
 		out->static_charged = s->st.static_charged;
 		out->owed = s->debt;
+		out->conn_held = slot_rare(s)->conn_held;
 	}
 	out->lease_size = ours && s->lease ? s->lease :
 			  lease_credit(p, broker_agents_of(b));

@@ -128,6 +128,7 @@ struct broker_tenant_stats {
 	uint64_t static_charged;	/* static share admissions owed, ever */
 	uint64_t overshoot_bound;	/* lease_bound() */
 	uint64_t conn_bound;		/* policy_conn_bound(): UINT64_MAX none */
+	uint64_t conn_held;		/* slots held of the fleet's cap */
 };
 
 #define BROKER_LEASE_BUCKETS	12

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* Fleet mode's connection caps: each capped tenant's kernel slot may have
  * in flight what this agent holds of the fleet's cap in Redis (slots.lua),
- * taken in chunks as connections open and given back as they close; while
- * Redis is out of reach the tenant's fail policy sets it instead.
+ * taken as connections open and given back as they close, and beyond it
+ * the slots no host held at the last answer (an overdraft the next holding
+ * pays back); while Redis is out of reach the tenant's fail policy sets it
+ * instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +37,26 @@ static int64_t conn_fail_slots(const struct broker *b, const struct policy_tenan
 	}
 }
 
+/*
+ * What the kernel may have in flight while the tenant leases: the holding
+ * and the slots no live holder held at Redis's last answer, never more than
+ * the cap - the cap less what the other hosts held then.  A burst of
+ * connections faster than a check and a Redis round trip is admitted into
+ * those free slots at once, and the next holding claims them; two hosts
+ * that fill the same free slots before either's next answer are what the
+ * fleet's bound above the cap (policy_conn_bound()) is made of.
+ */
+static int64_t conn_room(const struct policy_tenant *p, const struct slot_rare *x)
+{
+	uint64_t n = x->conn_held + x->conn_free;
+
+	return (int64_t)(n < p->max_conns ? n : p->max_conns);
+}
+
 struct conn_call {
 	struct call c;
 	uint64_t want;
+	uint64_t cap;		/* the cap asked under */
 };
 
 static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
@@ -46,7 +65,7 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
 	struct broker *b = cc->c.b;
 	struct slot *s = &b->slots[cc->c.slot];
 	redisReply *r = reply;
-	uint64_t held;
+	uint64_t held, free_;
 
 	(void)ac;
 	if (s->gen == cc->c.gen)
@@ -57,24 +76,27 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	}
 	breaker_success(b);
-	held = (uint64_t)r->element[0]->integer;
+	held = r->element[0]->integer > 0 ? (uint64_t)r->element[0]->integer : 0;
+	free_ = r->element[1]->integer > 0 ? (uint64_t)r->element[1]->integer : 0;
 	if (s->gen == cc->c.gen) {
 		struct slot_rare *x = slot_rare(s);
 
 		x->conn_starved_ns = held < cc->want ? loop_now_ns() : 0;
 		x->conn_held = held;
+		x->conn_free = free_;
 		x->conn_renewed_ns = loop_now_ns();
-		host_conn_slots(b, cc->c.slot, (int64_t)held);
-		log_debug("slots '%s': asked %llu, hold %llu, %lld free",
+		host_conn_slots(b, cc->c.slot, (int64_t)(held + free_ < cc->cap ?
+							 held + free_ : cc->cap));
+		log_debug("slots '%s': asked %llu, hold %llu, %llu free",
 			  cc->c.name, (unsigned long long)cc->want,
-			  (unsigned long long)held, r->element[1]->integer);
+			  (unsigned long long)held, (unsigned long long)free_);
 	}
 	free(cc);
 }
 
-/* Asks slots.lua for a holding of want in all.  Giving back lowers the
- * kernel's slots first, so that it never admits on slots Redis has already
- * handed to another host. */
+/* Asks slots.lua for a holding of want in all.  What is given back stays
+ * admissible until the answer: it becomes free slots, which the kernel may
+ * fill anyway (conn_room()); a cap lowered meanwhile lowers it at once. */
 static void conn_ask(struct broker *b, const struct broker_tenant *t,
 		     struct slot *s, uint64_t want)
 {
@@ -84,7 +106,7 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
 	struct conn_call *cc;
 
 	if (want < x->conn_held)
-		host_conn_slots(b, t->slot, (int64_t)want);
+		host_conn_slots(b, t->slot, conn_room(t->pol, x));
 	cc = calloc(1, sizeof(*cc));
 	if (!cc)
 		return;
@@ -97,20 +119,24 @@ static void conn_ask(struct broker *b, const struct broker_tenant *t,
 	cc->c.slot = t->slot;
 	cc->c.gen = s->gen;
 	cc->want = want;
+	cc->cap = t->pol->max_conns;
 	snprintf(cc->c.name, sizeof(cc->c.name), "%s", t->pol->name);
 	if (broker_eval(b, S_SLOTS, 2, args, 6, on_slots, &cc->c)) {
 		free(cc);
 		return;
 	}
-	if (want < x->conn_held)
+	if (want < x->conn_held) {
+		x->conn_free += x->conn_held - want;
 		x->conn_held = want;
+	}
 	s->conn_inflight = true;
 	s->st.redis_calls++;
 }
 
 /*
  * Every check: for each capped tenant, the holding lease_conns_want() asks
- * for (a chunk more or back, more room under churn), not asked again for
+ * for (what is in flight and a chunk more or back, more room under churn,
+ * none while idle), not asked again for
  * CONN_STARVED_NS once Redis granted less, and renewed every heartbeat;
  * the fail policy's slots while its Redis is out of reach.
  */
@@ -150,6 +176,7 @@ void broker_conns_check(struct broker *b, uint64_t now)
 			/* what Redis held for us has expired by the time it
 			 * answers again: ask afresh */
 			x->conn_held = 0;
+			x->conn_free = 0;
 			x->conn_renewed_ns = 0;
 			continue;
 		}
@@ -170,7 +197,7 @@ void broker_conns_check(struct broker *b, uint64_t now)
 		else
 			/* shared anew between the points by what each has
 			 * in flight now */
-			host_conn_slots(b, t->slot, (int64_t)x->conn_held);
+			host_conn_slots(b, t->slot, conn_room(t->pol, x));
 	}
 	b->conns_any = any;
 }

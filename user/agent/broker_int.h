@@ -119,8 +119,11 @@ struct slot_rare {
 	 * (shard_down) */
 	uint64_t shard_down_ns;
 	/* connection caps: the slots held of the fleet's cap (slots.lua),
-	 * when the holding was last renewed */
+	 * the slots no live holder held at its last answer (what the kernel
+	 * may admit into beyond the holding: broker_conns.c), when the
+	 * holding was last renewed */
 	uint64_t conn_held;
+	uint64_t conn_free;
 	uint64_t conn_renewed_ns;
 	uint64_t conn_starved_ns;	/* the last ask got less than it wanted */
 	/* a hot tenant (--shards): where the tokens the kernel holds came

@@ -631,8 +631,11 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 				    json_integer((json_int_t)st.s.degraded));
 		set_fields(j, &bt, lease_fields,
 			   sizeof(lease_fields) / sizeof(lease_fields[0]));
-		if (t->pol.max_conns)
+		if (t->pol.max_conns) {
 			set_conn_bound(j, bt.conn_bound);
+			json_object_set_new(j, "conn_held",
+					    json_integer((json_int_t)bt.conn_held));
+		}
 	}
 	return j;
 }

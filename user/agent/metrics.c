@@ -163,8 +163,9 @@ static const struct {
 	  "Connections of a capped tenant in flight, as the kernel counts them.",
 	  STAT(conns) },
 	{ "rlgate_conn_slots", "gauge",
-	  "Connections this host may have in flight for the tenant (slots "
-	  "held): the cap, standalone.", STAT(conn_slots) },
+	  "Connections this host may have in flight for the tenant: the cap, "
+	  "standalone; in a fleet, the slots held and those free at the last "
+	  "call to Redis.", STAT(conn_slots) },
 	{ "rlgate_conn_denied_total", "counter",
 	  "SYNs refused because the tenant's cap was reached (also in "
 	  "rlgate_denied_total).", STAT(conn_denied) },

@@ -285,11 +285,22 @@ static uint64_t conns_room(const struct lease_conns *c, uint64_t chunk,
 	return n > chunk ? n : 0;
 }
 
+/* Nothing in flight and no SYN between the samples (or none taken yet). */
+static bool conns_idle(const struct lease_conns *c)
+{
+	const struct lease_sample *f = &c->first, *l = &c->last;
+
+	return !c->in_flight &&
+	       (c->n_samples < 2 || l->admitted + l->denied == f->admitted + f->denied);
+}
+
 uint64_t lease_conns_want(const struct lease_conns *c)
 {
 	uint64_t share = c->cap / c->agents, chunk = c->cap / (4 * c->agents);
 	uint64_t room, top, free_, want = c->held;
 
+	if (conns_idle(c))
+		return 0;
 	if (chunk < c->points)
 		chunk = c->points;
 	room = conns_room(c, chunk, share);

@@ -194,7 +194,10 @@ struct lease_conns {
 };
 
 /*
- * The holding to ask for now (held: none to ask for).  By the chunk (a
+ * The holding to ask for now (held: none to ask for).  None while idle -
+ * nothing in flight and no SYN between the samples, or no samples yet - so
+ * that the cap is free for a burst on any host, which its kernel admits
+ * into the free slots before the agent claims them.  By the chunk (a
  * quarter of the host's share of the cap, at least points): a chunk more
  * when fewer than half a chunk are free (or fewer than points), a chunk
  * back when more than two are.  Under churn - SYNs (refusals included, over

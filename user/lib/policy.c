@@ -178,14 +178,12 @@ uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents)
 
 uint64_t policy_conn_bound(const struct policy_tenant *t, uint64_t agents)
 {
-	uint64_t share = policy_conn_fail_share(t, agents);
-
-	if (!t->max_conns || t->fail == POLICY_FAIL_DENY || agents < 2)
+	if (!t->max_conns || agents < 2)
 		return 0;
 	if (t->fail == POLICY_FAIL_ALLOW)
 		return UINT64_MAX;
-	return share > UINT64_MAX / (agents - 1) ? UINT64_MAX :
-	       share * (agents - 1);
+	return t->max_conns > UINT64_MAX / (agents - 1) ? UINT64_MAX :
+	       t->max_conns * (agents - 1);
 }
 
 uint64_t policy_overshoot_budget(const struct policy_tenant *t)

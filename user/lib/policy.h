@@ -188,13 +188,13 @@ void policy_fail_share(const struct policy_tenant *t, uint64_t agents,
 uint64_t policy_conn_fail_share(const struct policy_tenant *t, uint64_t agents);
 
 /* The most connections a fleet of `agents` live agents may have in flight
- * above t's cap, beyond those a host had in flight when it stopped renewing
- * its slots: every host but one cut off from Redis (or dead: its kernel
- * then follows the fail policy) while the others lease what it held, each
- * admitting up to its fail share.  0 without a cap, with fail deny, or with
- * one agent; UINT64_MAX (no bound) with fail allow.  A host whose agent is
- * dead and no longer counted in `agents` adds its own share on top
- * (docs/operations.md, "The bound above the cap"). */
+ * above t's cap: each host's kernel admits no more than the cap (its
+ * holding and the slots it last saw free, or its fail share once cut off),
+ * so every host but one filling the same free slots at once, before any
+ * sees the others' claims, is the worst case: (agents - 1) x cap.  0
+ * without a cap or with one agent; UINT64_MAX (no bound) with fail allow.
+ * A host whose agent is dead and no longer counted in `agents` adds what it
+ * still has in flight (docs/operations.md, "The bound above the cap"). */
 uint64_t policy_conn_bound(const struct policy_tenant *t, uint64_t agents);
 
 /* Checks one tenant on its own (name, rate, burst within policy_burst_max,
