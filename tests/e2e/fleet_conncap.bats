@@ -443,11 +443,12 @@ kill_stale_holding() {
 	renewals=$((3 * ((t1 - t0) / 1000 + 1)))
 	echo "connected $connected of 1500, counted in $opened, Redis calls $calls (tokens and slots) in $((t1 - t0)) ms, $renewals of them renewals at most"
 	expect_eq "attempts" "$(json_get .total.attempts)" 1500
-	# the rest refused by a host whose slots were all in flight before its
-	# agent's next check took a chunk more: more of them on a loaded
-	# machine, where connections last longer, but far from all
+	# The rest refused by a host whose holding and the free slots it saw
+	# were all in flight before its agent's next check: a host admits into
+	# the slots nobody holds, so at most a few of them (1,500 of 1,500 on a
+	# loaded machine); 95% is the bound.
 	expect_eq "connected + refused" "$(json_get '.total.connected + .total.refused')" 1500
-	expect_between "connected" "$connected" 150 1500
+	expect_between "connected" "$connected" 1425 1500
 	expect_between "connections counted in" "$opened" "$connected" 1500
 	expect_between "Redis calls: $renewals renewals + one per 10 of $connected admitted, at most" \
 		"$calls" 0 $((renewals + connected / 10))
