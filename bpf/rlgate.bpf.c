@@ -387,8 +387,10 @@ enum parse {
 	P_END,		/* RST or FIN: the client ends a flow */
 	P_SUSPECT,	/* might open a connection, cannot be judged */
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
-	P_ACK,		/* an ACK while some tenant verifies: it may complete a
-			 * handshake whose SYN passed uncharged (verify_passes()) */
+	P_ACK,		/* an ACK while some tenant verifies or the instance
+			 * has a cap: it may complete a handshake whose SYN
+			 * passed uncharged (verify_passes(),
+			 * judge_nomatch_ack()) */
 	P_DEEP,		/* more than RL_VLAN_MAX VLAN tags: no IP header found,
 			 * no source to classify, refused whatever it is */
 };
@@ -412,7 +414,7 @@ static __always_inline enum parse suspect(void *tcp, __s32 l4_len,
 
 /*
  * An ACK without SYN or RST (with FIN or without) while some tenant
- * verifies.  Only the fixed header is needed: the cookie lies in the
+ * verifies or the instance has a cap.  Only the fixed header is needed: the cookie lies in the
  * sequence numbers.  A
  * header length the IP length cannot hold makes a segment the stack drops,
  * one that completes nothing: P_OTHER.  seg_len is what a RST acknowledges
@@ -2296,10 +2298,10 @@ pass_on:
 /*
  * What is left of the decision on a parsed packet: P_SUSPECT is judged
  * (judge_unparsed()), and P_END - or P_ACK with FIN, once its handshake was
- * judged - ends its flow.  A FIN with ACK, while some tenant verifies,
- * comes as P_ACK: it may complete a handshake (the server's kernel takes a
- * cookie from a FIN too, and the data it carries), so decide() judges it as
- * an ACK first, and then it ends its flow as any FIN does.  A global
+ * judged - ends its flow.  A FIN with ACK, while some tenant verifies or
+ * the instance has a cap, comes as P_ACK: it may complete a handshake (the
+ * server's kernel takes a cookie from a FIN too, and the data it carries),
+ * so decide() judges it as an ACK first, and then it ends its flow as any FIN does.  A global
  * function, as judge_open(), which it never calls: the stacks of the two
  * never add up.
  */
@@ -2335,8 +2337,9 @@ static __always_inline bool req_completes(struct bpf_sock *sk,
  * sk_seen).  Only an entry point may call the lookup (it needs the program's
  * context), so judge_open() asks for it with V_LOOKUP; judge() gets it
  * before it is called.  The lookup takes the established table first, then
- * the listeners: a few tens of ns, paid only by a verifying tenant's ACKs
- * and, while the flow cache is on, by RSTs and FINs.
+ * the listeners: a few tens of ns, paid only by a verifying tenant's ACKs,
+ * while the instance has a cap by the ACKs no tenant matches that `conns`
+ * does not hold, and, while the flow cache is on, by RSTs and FINs.
  */
 static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
 {
@@ -2475,7 +2478,8 @@ int tc_rlgate(struct __sk_buff *skb)
  */
 __noinline int egress_end(struct syn_info *si)
 {
-	/* a FIN with ACK comes as P_ACK while some tenant verifies */
+	/* a FIN with ACK comes as P_ACK while some tenant verifies or the
+	 * instance has a cap */
 	if (!si || (si->kind != P_END &&
 		    !(si->kind == P_ACK && (si->tcp_flags & TCP_FLAG_FIN))))
 		return 0;
