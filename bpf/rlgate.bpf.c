@@ -36,6 +36,12 @@ const volatile __u32 flow_bits = RL_FLOW_BITS;
  * program sets it anew from its policy. */
 __u32 verify_tenants;
 
+/* 1 while the instance has a cap (conn_ctl.instance), as the agent last
+ * wrote it, before it attaches this program: ACKs are read then too, for
+ * the handshakes of connections no tenant takes are counted where they
+ * complete (judge_nomatch_ack()).  Not pinned, as verify_tenants. */
+__u32 inst_capped;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -381,8 +387,10 @@ enum parse {
 	P_END,		/* RST or FIN: the client ends a flow */
 	P_SUSPECT,	/* might open a connection, cannot be judged */
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
-	P_ACK,		/* an ACK while some tenant verifies: it may complete a
-			 * handshake whose SYN passed uncharged (verify_passes()) */
+	P_ACK,		/* an ACK while some tenant verifies or the instance
+			 * has a cap: it may complete a handshake whose SYN
+			 * passed uncharged (verify_passes(),
+			 * judge_nomatch_ack()) */
 	P_DEEP,		/* more than RL_VLAN_MAX VLAN tags: no IP header found,
 			 * no source to classify, refused whatever it is */
 };
@@ -406,7 +414,7 @@ static __always_inline enum parse suspect(void *tcp, __s32 l4_len,
 
 /*
  * An ACK without SYN or RST (with FIN or without) while some tenant
- * verifies.  Only the fixed header is needed: the cookie lies in the
+ * verifies or the instance has a cap.  Only the fixed header is needed: the cookie lies in the
  * sequence numbers.  A
  * header length the IP length cannot hold makes a segment the stack drops,
  * one that completes nothing: P_OTHER.  seg_len is what a RST acknowledges
@@ -453,15 +461,15 @@ static __always_inline enum parse parse_tcp(struct tcphdr *tcp, void *data_end,
 	flags = ((__u8 *)tcp)[TCP_FLAGS_OFF];
 	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN &&
 	    !(flags & (TCP_FLAG_RST | TCP_FLAG_FIN))) {
-		if (!READ_ONCE(verify_tenants) ||
-		    (flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_ACK)
+		if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_ACK ||
+		    !(READ_ONCE(verify_tenants) | READ_ONCE(inst_capped)))
 			return P_OTHER;
 		return parse_ack(tcp, si, l4_len, flags);
 	}
 	/* a FIN with ACK may complete a handshake as well as end a flow */
 	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK | TCP_FLAG_RST |
 		      TCP_FLAG_FIN)) == (TCP_FLAG_ACK | TCP_FLAG_FIN) &&
-	    READ_ONCE(verify_tenants))
+	    (READ_ONCE(verify_tenants) | READ_ONCE(inst_capped)))
 		return parse_ack(tcp, si, l4_len, flags);
 
 	__builtin_memset(si, 0, sizeof(*si));
@@ -1772,41 +1780,34 @@ static __always_inline bool src_take(const struct syn_info *si, __u32 id,
 
 /*
  * A SYN no tenant takes (no rule matches, or its rule's slot is being
- * cleared): only the instance limit judges it, and drops it over the cap or
- * the rate.  A SYN that also carries RST or FIN opens nothing: not counted.
+ * cleared): only the instance limit judges it, and drops it over the rate,
+ * or while the instance's cap is full.  It takes no place: the server's
+ * kernel answers it with a request socket or a cookie, not a connection,
+ * and a SYN from a forged source never becomes one (its request socket
+ * lives a minute, retransmitting to nobody).  Its place is taken where the
+ * server's kernel makes the connection, at the handshake's ACK
+ * (judge_nomatch_ack()), so forged SYNs cannot fill the cap that the
+ * tenants share.  The full cap refuses here already, so that a client over
+ * it fails at connect as a tenant's does, rather than be refused at its
+ * ACK (which it sees only when its data goes unanswered).
  */
 static __always_inline enum verdict judge_nomatch(const struct syn_info *si)
 {
 	struct rl_tenant *in = instance_on();
-	enum conn_seen seen = CONN_NEW;
-	struct rl_flow k;
-	bool counted;
-	__u64 now;
 
 	if (!in)
 		return V_PASS;
-	now = bpf_ktime_get_coarse_ns();
-	counted = (READ_ONCE(in->flags) & RL_F_CONNCAP) &&
-		  !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
-	if (counted) {
-		conn_key(si, false, &k);
-		seen = conn_repeat(&k, si, NULL);
-		if (seen == CONN_AGAIN)
-			return V_PASS;
-		if (seen == CONN_NEW && !inst_reserve(in))
-			return V_DROP;
+	if ((READ_ONCE(in->flags) & RL_F_CONNCAP) &&
+	    READ_ONCE(in->conns) >= READ_ONCE(in->conn_slots)) {
+		count(RL_CNT_INST_FULL);
+		return V_DROP;
 	}
 	if (READ_ONCE(in->interval_ns) &&
-	    !take_gcra(&in->tat, in->interval_ns, in->tolerance_ns, now)) {
-		if (counted && seen == CONN_NEW)
-			__sync_fetch_and_add(&in->conns, -1);
+	    !take_gcra(&in->tat, in->interval_ns, in->tolerance_ns,
+		       bpf_ktime_get_coarse_ns())) {
 		count(RL_CNT_INST_RATE);
 		return V_DROP;
 	}
-	if (counted && seen == CONN_PORTS)
-		return conn_take_over(NULL, &k, si, now) ? V_PASS : V_DROP;
-	if (counted && !conn_insert(NULL, 0, NULL, in, &k, si, now))
-		return V_DROP;
 	return V_PASS;
 }
 
@@ -1914,6 +1915,46 @@ static __always_inline bool verify_passes(struct syn_info *si)
 	si->flow.isn = bpf_htonl(bpf_ntohl(si->flow.isn) - 1);
 	count(RL_CNT_VERIFY_ACK);
 	return false;
+}
+
+/*
+ * An ACK no tenant takes, while the instance has a cap: the place of its
+ * connection is taken here if it completes a handshake on the server, as
+ * the server's socket table says (si->sk, looked up by the entry point on
+ * V_LOOKUP): a request socket whose numbers it returns (SK_REQ), or a
+ * valid SYN cookie where only the listener is (the kernel's own check).
+ * Over the cap it is dropped: the server makes no connection, and keeps
+ * its request socket, or nothing for a cookie; the client's next segment,
+ * which carries the same numbers, is judged again.  A segment of a
+ * connection already counted costs one lookup in `conns` and passes; any
+ * other (an open connection's, one the server would refuse, one for a
+ * server this host's namespace does not hold) passes uncounted.
+ */
+static __always_inline enum verdict judge_nomatch_ack(struct syn_info *si)
+{
+	struct rl_tenant *in = instance_on();
+	struct rl_flow k;
+	__be32 seq;
+	bool ok;
+
+	if (!in || !(READ_ONCE(in->flags) & RL_F_CONNCAP))
+		return V_PASS;
+	conn_key(si, false, &k);
+	if (bpf_map_lookup_elem(&conns, &k))
+		return V_PASS;
+	if (si->sk == SK_UNKNOWN)
+		return V_LOOKUP;
+	if (si->sk != SK_REQ && (si->sk != SK_LISTEN || !cookie_valid(si)))
+		return V_PASS;
+	if (!inst_reserve(in))
+		return V_DROP;
+	/* the entry holds the client's ISN, as a SYN's does; si keeps the
+	 * ACK's own, which a FIN with it is judged by */
+	seq = si->flow.isn;
+	si->flow.isn = bpf_htonl(bpf_ntohl(seq) - 1);
+	ok = conn_insert(NULL, 0, NULL, in, &k, si, bpf_ktime_get_coarse_ns());
+	si->flow.isn = seq;
+	return ok ? V_PASS : V_DROP;
 }
 
 /*
@@ -2036,9 +2077,12 @@ __noinline int judge_open(struct syn_info *si)
 		return V_PASS;
 
 	id = si->classified ? si->cls : classify(si);
+	/* for V_LOOKUP: the second call takes the answer */
+	si->cls = id;
+	si->classified = 1;
 	if (id < 0) {
 		if (si->kind == P_ACK)
-			return V_PASS;
+			return judge_nomatch_ack(si);
 		count(RL_CNT_NOMATCH);
 		return judge_nomatch(si);
 	}
@@ -2046,13 +2090,11 @@ __noinline int judge_open(struct syn_info *si)
 	t = bpf_map_lookup_elem(&tenants, &key);
 	st = bpf_map_lookup_elem(&tenant_stats, &key);
 	if (!t || !st || t->mode == RL_MODE_NONE)
-		return si->kind == P_ACK ? V_PASS : judge_nomatch(si);
+		return si->kind == P_ACK ? judge_nomatch_ack(si) :
+					   judge_nomatch(si);
 	if (READ_ONCE(t->flags) & RL_F_VERIFY) {
-		if (si->kind == P_ACK && si->sk == SK_UNKNOWN) {
-			si->cls = id;
-			si->classified = 1;
+		if (si->kind == P_ACK && si->sk == SK_UNKNOWN)
 			return V_LOOKUP;
-		}
 		if (verify_passes(si))
 			return V_PASS;
 	} else if (si->kind == P_ACK) {
@@ -2256,10 +2298,10 @@ pass_on:
 /*
  * What is left of the decision on a parsed packet: P_SUSPECT is judged
  * (judge_unparsed()), and P_END - or P_ACK with FIN, once its handshake was
- * judged - ends its flow.  A FIN with ACK, while some tenant verifies,
- * comes as P_ACK: it may complete a handshake (the server's kernel takes a
- * cookie from a FIN too, and the data it carries), so decide() judges it as
- * an ACK first, and then it ends its flow as any FIN does.  A global
+ * judged - ends its flow.  A FIN with ACK, while some tenant verifies or
+ * the instance has a cap, comes as P_ACK: it may complete a handshake (the
+ * server's kernel takes a cookie from a FIN too, and the data it carries),
+ * so decide() judges it as an ACK first, and then it ends its flow as any FIN does.  A global
  * function, as judge_open(), which it never calls: the stacks of the two
  * never add up.
  */
@@ -2295,8 +2337,9 @@ static __always_inline bool req_completes(struct bpf_sock *sk,
  * sk_seen).  Only an entry point may call the lookup (it needs the program's
  * context), so judge_open() asks for it with V_LOOKUP; judge() gets it
  * before it is called.  The lookup takes the established table first, then
- * the listeners: a few tens of ns, paid only by a verifying tenant's ACKs
- * and, while the flow cache is on, by RSTs and FINs.
+ * the listeners: a few tens of ns, paid only by a verifying tenant's ACKs,
+ * while the instance has a cap by the ACKs no tenant matches that `conns`
+ * does not hold, and, while the flow cache is on, by RSTs and FINs.
  */
 static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
 {
@@ -2435,7 +2478,8 @@ int tc_rlgate(struct __sk_buff *skb)
  */
 __noinline int egress_end(struct syn_info *si)
 {
-	/* a FIN with ACK comes as P_ACK while some tenant verifies */
+	/* a FIN with ACK comes as P_ACK while some tenant verifies or the
+	 * instance has a cap */
 	if (!si || (si->kind != P_END &&
 		    !(si->kind == P_ACK && (si->tcp_flags & TCP_FLAG_FIN))))
 		return 0;

@@ -23,6 +23,7 @@
 #include <bpf/libbpf.h>
 
 #include "conns.h"
+#include "cookie.skel.h"
 #include "instance.h"
 #include "sockets.h"
 #include "xdp_test.h"
@@ -250,6 +251,76 @@ static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
 	       __u32 seq, __u32 *verdict)
 {
 	return seg_from(in, CLIENT, from_server, flags, sport, seq, verdict);
+}
+
+/* An ACK from client on connection sport with these numbers (host order)
+ * and payload bytes: its verdict.  0 or -errno. */
+static int ack_from(struct cinst *in, const char *client, __u16 sport,
+		    __u32 seq, __u32 ack, int payload, __u32 *verdict)
+{
+	struct pkt p = { .family = 4, .flags = TH_ACK, .src = client,
+			 .dst = SERVER, .sport = sport, .dport = 443,
+			 .seq = seq, .ack = ack, .payload = payload };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL), err;
+
+	err = xdp_run(in->xdp_fd, buf, len, out, sizeof(out), 1, &r);
+	if (err) {
+		diag("bpf_prog_test_run_opts: %s", strerror(-err));
+		return err;
+	}
+	*verdict = r.retval;
+	return 0;
+}
+
+/* The SYN cookie the server's kernel answers client:sport's SYN (isn) to
+ * SERVER:443 with, host order, from the kernel's own generator
+ * (cookie.bpf.c), loaded once.  0 or -1 (said). */
+static int syn_cookie(const char *client, __u16 sport, __u32 isn,
+		      __u32 *cookie)
+{
+	static struct cookie_bpf *gen;
+	struct pkt p = { .family = 4, .flags = TH_SYN, .src = client,
+			 .dst = SERVER, .sport = sport, .dport = 443,
+			 .seq = isn };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL), err;
+	__u32 c;
+
+	if (!gen && !(gen = cookie_bpf__open_and_load())) {
+		diag("couldn't load the cookie generator: %s", strerror(errno));
+		return -1;
+	}
+	err = xdp_run(bpf_program__fd(gen->progs.xdp_cookie), buf, len, out,
+		      sizeof(out), 1, &r);
+	if (err || r.retval != XDP_TX) {
+		diag("the cookie generator failed: %s, verdict %u",
+		     strerror(-err), r.retval);
+		return -1;
+	}
+	memcpy(&c, out + pkt_l3_off(&p) + 20 + 8, 4);
+	*cookie = ntohl(c);
+	return 0;
+}
+
+/* A connection of client:sport opened as the server's kernel opens it with
+ * a SYN cookie (a 4-tuple with only the listener): its SYN (isn) and, if
+ * that passes, the ACK that returns the cookie.  *verdict: the last
+ * segment's.  0 or -1. */
+static int handshake_from(struct cinst *in, const char *client, __u16 sport,
+			  __u32 isn, __u32 *verdict)
+{
+	__u32 cookie;
+
+	if (seg_from(in, client, false, TH_SYN, sport, isn, verdict))
+		return -1;
+	if (*verdict != XDP_PASS)
+		return 0;
+	if (syn_cookie(client, sport, isn, &cookie))
+		return -1;
+	return ack_from(in, client, sport, isn + 1, cookie + 1, 0, verdict);
 }
 
 static void conn_stats_sum(struct cinst *in, struct rl_conn_stats *out)
@@ -621,7 +692,8 @@ static int scen_new_isn(const void *arg)
 	/* the instance's own: a stranger's connection, the rate spent */
 	instance_configure(in.instance, &il);
 	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
-	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 1, 100, &v))
+	in.skel->bss->inst_capped = 1;
+	if (handshake_from(&in, STRANGER, SPORT + 1, 100, &v))
 		goto fail;
 	CHECK(v == XDP_PASS && in.instance->conns == 1, "stranger: verdict "
 	      "%u, instance %lld; want pass, 1", v,
@@ -629,7 +701,8 @@ static int scen_new_isn(const void *arg)
 	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 1, 7000, &v))
 		goto fail;
 	CHECK(v == XDP_DROP && in.instance->conns == 1, "stranger's new ISN "
-	      "refused by the rate: verdict %u, instance %lld; want drop, 1",
+	      "refused (the cap full, the rate spent): verdict %u, instance "
+	      "%lld; want drop, 1",
 	      v, (long long)in.instance->conns);
 	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 2, 100, &v))
 		goto fail;
@@ -970,12 +1043,14 @@ static int scen_race(const void *arg)
 
 /*
  * The host-wide instance limit: one cap (and rate) over the capped tenant's
- * SYNs and those no rule matches.  A step is a segment from the tenant's
- * client (T) or a stranger no rule matches (U), or from the server to
- * either (TS, US), with the verdict wanted and the counts after it.
+ * SYNs and the connections no rule matches.  A step is a segment from the
+ * tenant's client (T) or a stranger no rule matches (U), a stranger's
+ * handshake (UH: the SYN, then the cookie's ACK, which takes the place), or
+ * a segment from the server to either (TS, US), with the verdict wanted
+ * and the counts after it.
  */
 struct istep {
-	int who;		/* IT, IU, ITS, IUS; 0 ends */
+	int who;		/* IT, IU, ITS, IUS, IUH; 0 ends */
 	__u8 flags;
 	__u16 sport;		/* SPORT + this */
 	__u32 verdict;		/* client side */
@@ -988,6 +1063,7 @@ struct istep {
 #define IU	2
 #define ITS	3
 #define IUS	4
+#define IUH	5	/* the stranger's handshake (handshake_from()) */
 #define IS(w, f, p, v, i, t)	{ (w), (f), (p), (v), (i), (t), 0 }
 
 struct iscen {
@@ -1002,10 +1078,10 @@ struct iscen {
 static const struct iscen iscens[] = {
 	{ "instance: unmatched and matched SYNs share the instance's cap; a "
 	  "close of either frees a place for the other", 2, 10, 0,
-	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IU, TH_SYN, 2, XDP_PASS, 2, 1),
-	    IS(IT, TH_SYN, 3, XDP_DROP, 2, 1), IS(IU, TH_SYN, 4, XDP_DROP, 2, 1),
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IUH, TH_SYN, 2, XDP_PASS, 2, 1),
+	    IS(IT, TH_SYN, 3, XDP_DROP, 2, 1), IS(IUH, TH_SYN, 4, XDP_DROP, 2, 1),
 	    IS(IUS, TH_RST | TH_ACK, 2, 0, 1, 1),
-	    IS(IT, TH_SYN, 3, XDP_PASS, 2, 2), IS(IU, TH_SYN, 4, XDP_DROP, 2, 2),
+	    IS(IT, TH_SYN, 3, XDP_PASS, 2, 2), IS(IUH, TH_SYN, 4, XDP_DROP, 2, 2),
 	    { 0 } },
 	  .full = 3 },
 	{ "instance: a tenant without a cap of its own is held by the "
@@ -1016,7 +1092,7 @@ static const struct iscen iscens[] = {
 	  .full = 1 },
 	{ "instance: a close (both FINs) gives back to the tenant and the "
 	  "instance once; a RST after gives nothing more", 3, 3, 0,
-	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IU, TH_SYN, 2, XDP_PASS, 2, 1),
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IUH, TH_SYN, 2, XDP_PASS, 2, 1),
 	    IS(IT, TH_FIN | TH_ACK, 1, XDP_PASS, 2, 1),
 	    IS(ITS, TH_FIN | TH_ACK, 1, 0, 1, 0),
 	    IS(IT, TH_RST, 1, XDP_PASS, 1, 0),
@@ -1026,21 +1102,21 @@ static const struct iscen iscens[] = {
 	{ "instance: the tenant's cap refusing gives the instance's place "
 	  "back", 5, 1, 0,
 	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IT, TH_SYN, 2, XDP_DROP, 1, 1),
-	    IS(IT, TH_SYN, 3, XDP_DROP, 1, 1), IS(IU, TH_SYN, 4, XDP_PASS, 2, 1),
+	    IS(IT, TH_SYN, 3, XDP_DROP, 1, 1), IS(IUH, TH_SYN, 4, XDP_PASS, 2, 1),
 	    { 0 } },
 	  .full = 0 },
 	{ "instance: an entry of an older instance epoch gives nothing back "
 	  "to the instance set since", 2, 0, 0,
-	  { IS(IU, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 0),
+	  { IS(IUH, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 0),
 	    { .new_epoch = 1, .inst = 0 },
-	    IS(IU, TH_SYN, 3, XDP_PASS, 1, 0),
+	    IS(IUH, TH_SYN, 3, XDP_PASS, 1, 0),
 	    IS(IU, TH_RST, 1, XDP_PASS, 1, 0), IS(IT, TH_RST, 2, XDP_PASS, 1, 0),
 	    IS(IU, TH_RST, 3, XDP_PASS, 0, 0), { 0 } },
 	  .full = 0 },
 	{ "instance: the rate refuses past its burst, matched or not, and gives "
 	  "the cap's place back", 10, 10, 2,
-	  { IS(IU, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 1),
-	    IS(IU, TH_SYN, 3, XDP_DROP, 2, 1), IS(IT, TH_SYN, 4, XDP_DROP, 2, 1),
+	  { IS(IUH, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 1),
+	    IS(IUH, TH_SYN, 3, XDP_DROP, 2, 1), IS(IT, TH_SYN, 4, XDP_DROP, 2, 1),
 	    { 0 } },
 	  .rate = 2 },
 };
@@ -1076,6 +1152,7 @@ static int run_iscen(const void *arg)
 	}
 	instance_configure(in.instance, &il);
 	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
+	in.skel->bss->inst_capped = 1;
 	for (int i = 0; sc->steps[i].who || sc->steps[i].new_epoch; i++) {
 		const struct istep *st = &sc->steps[i];
 		bool server = st->who == ITS || st->who == IUS;
@@ -1084,6 +1161,11 @@ static int run_iscen(const void *arg)
 		if (st->new_epoch) {
 			instance_clear(in.instance);
 			instance_configure(in.instance, &il);
+		} else if (st->who == IUH) {
+			if (handshake_from(&in, STRANGER, SPORT + st->sport,
+					   100 + st->sport, &v))
+				CHECK(0, "step %d: the handshake could not be "
+				      "run", i);
 		} else if (seg_from(&in, st->who == IT || st->who == ITS ?
 				    CLIENT : STRANGER, server, st->flags,
 				    SPORT + st->sport, st->flags & TH_SYN ?
@@ -1114,6 +1196,104 @@ static int run_iscen(const void *arg)
 	return 0;
 }
 
+/*
+ * Forged SYNs from sources no rule matches (30, with an instance cap of 3)
+ * take no place: the server's kernel makes request sockets or cookies of
+ * them, never connections, so the tenant's SYN after them still passes.  A
+ * stranger's place is taken by the ACK that completes its handshake on the
+ * server (here a cookie's, with only the listener), once for it and its
+ * data; never by an ACK of no handshake, nor by a segment of an open
+ * connection whose numbers pass the cookie check.  At the cap the SYN of a
+ * stranger is dropped, and so is a handshake's ACK whose SYN came before.
+ */
+static int scen_inst_forged(const void *arg)
+{
+	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
+	struct rl_instance_limit il = { .max_conns = 3 };
+	__u32 v, zero = 0, cookie, pass = 0;
+	struct real *rc;
+	struct cinst in;
+
+	(void)arg;
+	if (cinst_open(&in, 0, RL_ACT_DROP, 0))
+		return -1;
+	in.t->flags &= ~RL_F_CONNCAP;
+	instance_configure(in.instance, &il);
+	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
+	in.skel->bss->inst_capped = 1;
+	for (__u16 i = 1; i <= 30; i++) {
+		if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + i, 1000 * i,
+			     &v))
+			goto fail;
+		pass += v == XDP_PASS;
+	}
+	CHECK(pass == 30 && in.instance->conns == 0 && entries(&in) == 0,
+	      "30 forged SYNs: %u passed, instance %lld, %u entries; want 30, "
+	      "0, 0", pass, (long long)in.instance->conns, entries(&in));
+	if (seg(&in, false, TH_SYN, SPORT + 1, 1, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 1, "the tenant's SYN "
+	      "after them: verdict %u, instance %lld; want pass, 1", v,
+	      (long long)in.instance->conns);
+
+	/* no handshake: numbers no socket expects, and an open connection's
+	 * segment whose numbers are a valid cookie */
+	if (ack_from(&in, STRANGER, SPORT + 40, 777, 888, 0, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 1, "an ACK of no "
+	      "handshake: verdict %u, instance %lld; want pass, 1", v,
+	      (long long)in.instance->conns);
+	rc = real_conn(&in, STRANGER, SPORT + 50);
+	if (!rc || syn_cookie(STRANGER, SPORT + 50, 5000, &cookie) ||
+	    ack_from(&in, STRANGER, SPORT + 50, 5001, cookie + 1, 10, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 1, "an open "
+	      "connection's segment with a cookie's numbers: verdict %u, "
+	      "instance %lld; want pass, 1", v, (long long)in.instance->conns);
+
+	/* a handshake, and its data with the same numbers: one place */
+	if (handshake_from(&in, STRANGER, SPORT + 60, 6000, &v) ||
+	    syn_cookie(STRANGER, SPORT + 60, 6000, &cookie))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 2, "a stranger's "
+	      "handshake: verdict %u, instance %lld; want pass, 2", v,
+	      (long long)in.instance->conns);
+	if (ack_from(&in, STRANGER, SPORT + 60, 6001, cookie + 1, 100, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 2 && entries(&in) == 2,
+	      "its data: verdict %u, instance %lld, %u entries; want pass, 2, "
+	      "2", v, (long long)in.instance->conns, entries(&in));
+	if (handshake_from(&in, STRANGER, SPORT + 61, 6100, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 3, "a second handshake: "
+	      "verdict %u, instance %lld; want pass, 3", v,
+	      (long long)in.instance->conns);
+
+	/* full: a stranger's SYN, the ACK of a forged SYN's cookie (its SYN
+	 * passed before), the tenant's SYN */
+	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 62, 6200, &v))
+		goto fail;
+	CHECK(v == XDP_DROP, "a stranger's SYN at the cap: verdict %u", v);
+	if (syn_cookie(STRANGER, SPORT + 5, 5000, &cookie) ||
+	    ack_from(&in, STRANGER, SPORT + 5, 5001, cookie + 1, 0, &v))
+		goto fail;
+	CHECK(v == XDP_DROP, "a handshake's ACK at the cap: verdict %u", v);
+	if (seg(&in, false, TH_SYN, SPORT + 2, 2, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.instance->conns == 3 && entries(&in) == 3,
+	      "the tenant's SYN at the cap: verdict %u, instance %lld, %u "
+	      "entries; want drop, 3, 3", v, (long long)in.instance->conns,
+	      entries(&in));
+	CHECK(counter(&in, RL_CNT_INST_FULL) == 3, "refused at the cap %llu, "
+	      "want 3", (unsigned long long)counter(&in, RL_CNT_INST_FULL));
+	cinst_close(&in);
+	return 0;
+fail:
+	CHECK(0, "a segment could not be run");
+	cinst_close(&in);
+	return 0;
+}
+
 /* The sweep forgets an unmatched connection (no tenant) and gives it back
  * to the instance, once. */
 static int scen_inst_sweep(const void *arg)
@@ -1122,13 +1302,15 @@ static int scen_inst_sweep(const void *arg)
 	struct rl_flow k, next;
 	struct rl_conn c;
 	struct cinst in;
+	__u32 v;
 	int r;
 
 	(void)arg;
 	if (cinst_open(&in, 2, RL_ACT_DROP, 0))
 		return -1;
 	instance_configure(in.instance, &il);
-	if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + 1, 1, NULL) ||
+	in.skel->bss->inst_capped = 1;
+	if (handshake_from(&in, STRANGER, SPORT + 1, 1, &v) ||
 	    bpf_map_get_next_key(in.conns_fd, NULL, &next) ||
 	    bpf_map_lookup_elem(in.conns_fd, &next, &c)) {
 		CHECK(0, "no entry for the unmatched SYN");
@@ -1153,7 +1335,7 @@ static int scen_inst_sweep(const void *arg)
 
 static struct scenario conn_scenarios[2 * ARRAY_SIZE(cscens) +
 				      ARRAY_SIZE(stale_rows) +
-				      ARRAY_SIZE(iscens) + 7];
+				      ARRAY_SIZE(iscens) + 8];
 static char stale_names[ARRAY_SIZE(stale_rows)][160];
 static char verifying_names[ARRAY_SIZE(cscens)][240];
 
@@ -1208,5 +1390,11 @@ void conn_tests(void)
 	conn_scenarios[n++] = (struct scenario){
 		"instance: the sweep forgets an unmatched connection and gives "
 		"it back to the instance once", scen_inst_sweep, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"instance: forged SYNs of sources no rule matches take no place "
+		"(the tenant's SYN after 30 passes); a stranger's place is taken "
+		"by the ACK that completes its handshake, once, never by an ACK "
+		"of no handshake or of an open connection", scen_inst_forged,
+		NULL };
 	run_scenarios(conn_scenarios, n);
 }

@@ -19,6 +19,10 @@ a line, and answers each with a JSON line on stdout:
               one before it) and a FIN|ACK 1000 bytes ahead (out of order);
               reports "forged"
   forgesyn N  the SYN with a new ISN alone, for each of the first N
+  spoof N     sends N SYNs (scapy, raw IP) from the other addresses of the
+              client's /28, which no host holds: the server's SYN-ACKs go
+              nowhere, and it keeps a request socket of each for a minute;
+              reports "forged"
   ask         sends a request on every connection held and counts the
               answers ("answered"): the server still holds them
   count       how many are held
@@ -86,6 +90,28 @@ def forge(held, syn_only=False):
     return n
 
 
+def spoof(host, port, n):
+    """N SYNs to host:port from the addresses of this client's /28 (IPv4)
+    other than its own, from random ports; how many were sent."""
+    import ipaddress
+    import random
+    from scapy.layers.inet import IP, TCP
+    from scapy.sendrecv import send
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.connect((host, port))
+    own = ipaddress.ip_address(probe.getsockname()[0])
+    probe.close()
+    net = ipaddress.ip_network(f"{own}/28", strict=False)
+    srcs = [str(a) for a in net.hosts() if a != own]
+    segs = [IP(src=srcs[i % len(srcs)], dst=host) /
+            TCP(sport=random.randint(20000, 60000), dport=port, flags="S",
+                seq=random.getrandbits(32), window=64240)
+            for i in range(n)]
+    send(segs, verbose=False)
+    return len(segs)
+
+
 def ask(held):
     """How many connections in held answer a request."""
     answered = 0
@@ -144,6 +170,8 @@ def main():
                 held = held[n:]
             elif cmd in ("forge", "forgesyn"):
                 out["forged"] = forge(held[:n], cmd == "forgesyn")
+            elif cmd == "spoof":
+                out["forged"] = spoof(host, port, n)
             elif cmd == "ask":
                 out["answered"] = ask(held)
             elif cmd == "quit":

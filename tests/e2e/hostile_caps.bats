@@ -7,7 +7,9 @@
 # hoping to be counted out while it keeps every connection.  The count must
 # stay what the server holds, and the cap keep refusing.  Controls: a close
 # (FINs) and an abort (the client kernel's own RST) still free their places
-# at once.  conn_client.py forges with scapy from c1's own address.
+# at once.  conn_client.py forges with scapy from c1's own address.  And
+# SYNs forged from sources no tenant matches, which the server keeps as
+# request sockets for a minute, must hold no place of the instance limit.
 #
 # e2e: parallel - its checks hold however busy the machine is, so it may
 # run beside another file (tools/run-tests.sh).
@@ -119,4 +121,71 @@ ends_free() {
 		"$(jq .connected <<<"$REPLY")" 0
 	ends_free inst_conns
 	client_do c quit
+}
+
+# wait_at_least WHAT N SECONDS: until WHAT (a command printing a count)
+# prints N or more, then checks it.
+wait_at_least() {
+	local i
+
+	for ((i = 0; i < $3 * 10; i++)); do
+		(($($1) >= $2)) && return 0
+		sleep 0.1
+	done
+	expect_eq "$1 at least $2 after $3 s" "$($1)" "$2 or more"
+}
+
+# syn_recv HOST: request sockets HOST's kernel holds on $CAP_PORT.
+syn_recv() {
+	in_ns "$1" ss -Htn state syn-recv "sport = :$CAP_PORT" | wc -l
+}
+
+# established HOST: connections HOST's kernel has made on $CAP_PORT.
+established() {
+	in_ns "$1" ss -Htn state established "sport = :$CAP_PORT" | wc -l
+}
+
+@test "30 SYNs forged from sources no tenant matches, held by the server as request sockets, take no place of the instance limit (max-conns 10): a tenant's real client connects; an honest unmatched client still counts, and is refused at the cap" {
+	agent_start
+	nginx_start s1
+	rl instance set --max-conns 10
+	rl tenant set hold --match "$(prefixes c1)" --action rst \
+		--rate 1000/s --burst 1000
+	client_start u c2 s1 4
+	# the server's SYN-ACKs to the forged sources (c2's /28 but c2)
+	# leave for a MAC no host holds: nobody answers, and the server
+	# retransmits them for a minute, as to a forged source on the
+	# Internet (an address that fails ARP would have its request
+	# socket dropped within seconds)
+	for ((i = 2; i < 15; i++)); do
+		ip -n "$(lab_ns s1)" neigh replace "192.0.2.$((80 + i))" \
+			lladdr 02:00:00:00:00:01 dev eth0 nud permanent
+	done
+	client_do u spoof 30
+	expect_eq "SYNs forged" "$(jq .forged <<<"$REPLY")" 30
+	wait_at_least "syn_recv s1" 10 5
+
+	client_start c c1 s1 4
+	client_do c open 3
+	expect_eq "the tenant's client connected" "$(jq .connected <<<"$REPLY")" 3
+	expect_eq "request sockets of the forged SYNs" "$(syn_recv s1)" 30
+	expect_eq "instance in flight" "$(inst conns)" 3
+	# the control: an honest client no tenant matches takes the rest
+	client_do u open 8
+	expect_eq "unmatched connected" "$(jq .connected <<<"$REPLY")" 7
+	expect_eq "unmatched timed out (dropped at the cap)" \
+		"$(jq .timed_out <<<"$REPLY")" 1
+	expect_eq "instance in flight at the cap" "$(inst conns)" 10
+	expect_eq "server's connections" "$(established s1)" 10
+	client_do c open 1
+	expect_eq "the tenant's client refused at the cap" \
+		"$(jq .refused <<<"$REPLY")" 1
+	# a close of the stranger frees a place for the tenant
+	client_do u close 1
+	wait_count inst_conns 9 5
+	client_do c open 1
+	expect_eq "the tenant's client after the close" \
+		"$(jq .connected <<<"$REPLY")" 1
+	client_do c quit
+	client_do u quit
 }

@@ -414,6 +414,10 @@ static void conn_ctl_write(struct kern *k)
 				&c, BPF_ANY) < 0)
 		log_warn("couldn't write map on '%s/conn_ctl': %s", k->pin_dir,
 			 strerror(errno));
+	/* the program's own gate for reading ACKs (the handshakes of
+	 * connections no tenant takes), set as verify_tenants is */
+	__atomic_store_n(&k->skel->bss->inst_capped, c.instance,
+			 __ATOMIC_RELEASE);
 }
 
 void kern_conn_gate(struct kern *k, uint32_t capped)
