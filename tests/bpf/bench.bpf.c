@@ -151,8 +151,10 @@ __u32 bench_src_next;
 /* Gives the frame the next source of its family (the first one over and
  * over with mask 0) and a new ISN, as xdp_bench_admit does.  Expects an
  * untagged IPv4 frame without options, or an IPv6 one without extension
- * headers.  0, or -1 when the frame is not one of those. */
-static __always_inline int bench_next_source(struct xdp_md *ctx, __u32 mask)
+ * headers.  0, or -1 when the frame is not one of those.  A function of its
+ * own, not inlined: the stack of the entry point that calls it and then
+ * xdp_decide() stays xdp_rlgate's, which the verifier's 512 bytes fit. */
+static __noinline int bench_next_source(struct xdp_md *ctx, __u32 mask)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;

@@ -19,6 +19,7 @@
 #include "pass.skel.h"
 #include "bench.h"
 #include "harness.h"
+#include "../unit/check.h"
 #include "pkt.h"
 #include "sockets.h"
 
@@ -488,4 +489,21 @@ cleanup:
 	rlgate_bpf__destroy(rl);
 	pass_bpf__destroy(pass);
 	return err ? 1 : 0;
+}
+
+/* make bench is not part of make test, so a program of the benchmark's
+ * that the verifier refuses (its entry points add to xdp_decide()'s stack,
+ * which the verifier's 512 bytes barely fit) would go unseen until someone
+ * measures: the suite loads them. */
+static void test_bench_programs_load(void)
+{
+	struct bench_bpf *bb = bench_bpf__open_and_load();
+
+	CHECK(bb, "make bench's programs (bench.bpf.c) load: %s", strerror(errno));
+	bench_bpf__destroy(bb);
+}
+
+void bench_load_tests(void)
+{
+	CHECK_RUN(test_bench_programs_load);
 }

@@ -29,6 +29,7 @@ static void (*const suites[])(void) = {
 	million_tests,
 	fuzz_tests,
 	synflood_tests,
+	bench_load_tests,
 };
 
 int main(int argc, char **argv)

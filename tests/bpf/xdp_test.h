@@ -143,5 +143,6 @@ void per_source_tests(void);	/* xdp_per_source.c */
 void million_tests(void);	/* xdp_million.c */
 void fuzz_tests(void);		/* xdp_fuzz.c */
 void synflood_tests(void);	/* xdp_synflood.c */
+void bench_load_tests(void);	/* bench.c */
 
 #endif /* RL_TEST_XDP_TEST_H */
