@@ -293,6 +293,7 @@ struct syn_info {
 	__u8 tcp_flags;		/* P_SYN, P_END, P_ACK: the TCP flags byte */
 	__u8 classified;	/* cls holds classify()'s answer */
 	__u8 sk;		/* enum sk_seen: the server's socket table */
+	__u8 srv_end;		/* enum srv_end: sk_seen()'s answer to server_ends() */
 	__be32 ack_seq;		/* P_ACK: the acknowledgement number */
 	__s32 cls;		/* set by judge_syn() when it passes the SYN
 				 * on to judge_open(), which then need not
@@ -315,6 +316,15 @@ enum sk_seen {
 	SK_OPEN,	/* a full socket or TIME_WAIT of the 4-tuple */
 	SK_REQ,		/* a request socket whose handshake this ACK completes */
 	SK_REQ_OTHER,	/* a request socket, other numbers: opens nothing */
+};
+
+/* Whether the server's stack ends the connection at a RST or FIN, as the
+ * lookup of sk_seen() found it, so that server_ends() need not look the
+ * socket up again: one lookup a segment. */
+enum srv_end {
+	SRV_END_UNKNOWN,	/* not looked up, or not a RST or FIN */
+	SRV_END_NO,
+	SRV_END_YES,
 };
 
 /* What the parser reads from the TCP header once it knows the packet is
@@ -1393,8 +1403,8 @@ static __always_inline struct bpf_sock *sk_lookup(void *ctx,
 
 /*
  * Whether the server's TCP stack, local to this host, will end connection
- * si (a client's RST, or take a client's FIN in order): the socket of the
- * 4-tuple, looked up in the namespace of the interface, decides as
+ * si (a client's RST, or take a client's FIN in order): sk, the socket of
+ * the 4-tuple looked up in the namespace of the interface, decides as
  * tcp_validate_incoming() and tcp_check_req() will.  A RST ends an open
  * socket only at rcv_nxt exactly (RFC 5961: one merely inside the window
  * earns a challenge ACK), or one before it once the server has the
@@ -1406,8 +1416,8 @@ static __always_inline struct bpf_sock *sk_lookup(void *ctx,
  * not on this host, or a cookie's connection not made yet) is not an end:
  * the server's own RST or FIN, or the sweep once the socket table shows
  * it gone, frees the place.
- * Runs only for a RST or FIN of a counted connection, never for a SYN or
- * an ordinary segment.  It reads rcv_nxt before the stack has taken the
+ * Asked only of a RST or FIN (a counted connection's, or any while the flow
+ * cache is on), never of a SYN or an ordinary segment.  It reads rcv_nxt before the stack has taken the
  * segments of the same batch still held for GRO: a FIN behind data held
  * there is not counted (the sweep frees the place), and a RST sent right
  * behind data of its own, at the rcv_nxt before that data, is counted
@@ -1417,32 +1427,42 @@ static __always_inline struct bpf_sock *sk_lookup(void *ctx,
  * the server keeps the connection.  (At tc ingress, which runs after GRO,
  * neither happens.)
  */
-static __always_inline bool server_ends(void *ctx, const struct syn_info *si)
+static __always_inline bool sk_ends(struct bpf_sock *sk,
+				    const struct syn_info *si)
 {
 	struct tcp_request_sock *rq;
-	__u32 seq = bpf_ntohl(si->flow.isn), nxt, state;
-	bool rst = si->tcp_flags & TCP_FLAG_RST, ends = false;
-	struct bpf_sock *sk;
+	__u32 seq = bpf_ntohl(si->flow.isn), nxt, state = sk->state;
+	bool rst = si->tcp_flags & TCP_FLAG_RST;
 	struct tcp_sock *tp;
 
+	if (state == SRV_TIME_WAIT)
+		return true;
+	if (state == SRV_NEW_SYN_RECV) {
+		rq = bpf_skc_to_tcp_request_sock(sk);
+		return rst && rq && !(si->tcp_flags & TCP_FLAG_ACK) &&
+		       seq == rq->rcv_nxt;
+	}
+	if (!(SRV_OPEN & (1U << (state & 31))) || !(tp = bpf_skc_to_tcp_sock(sk)))
+		return false;
+	nxt = tp->rcv_nxt;
+	if (SRV_FIN_TAKEN & (1U << (state & 31)))
+		return rst && (seq == nxt || seq == nxt - 1);
+	return seq == nxt;
+}
+
+/* sk_ends() for si's socket: sk_seen()'s answer when the entry point looked
+ * the socket up already, a lookup of its own otherwise. */
+static __always_inline bool server_ends(void *ctx, const struct syn_info *si)
+{
+	struct bpf_sock *sk;
+	bool ends;
+
+	if (si->srv_end != SRV_END_UNKNOWN)
+		return si->srv_end == SRV_END_YES;
 	sk = sk_lookup(ctx, si);
 	if (!sk)
 		return false;
-	state = sk->state;
-	if (state == SRV_TIME_WAIT) {
-		ends = true;
-	} else if (state == SRV_NEW_SYN_RECV) {
-		rq = bpf_skc_to_tcp_request_sock(sk);
-		ends = rst && rq && !(si->tcp_flags & TCP_FLAG_ACK) &&
-		       seq == rq->rcv_nxt;
-	} else if ((SRV_OPEN & (1U << (state & 31))) &&
-		   (tp = bpf_skc_to_tcp_sock(sk))) {
-		nxt = tp->rcv_nxt;
-		ends = seq == nxt ||
-		       (rst && seq == nxt - 1 &&
-			(SRV_FIN_TAKEN & (1U << (state & 31))));
-		ends = ends && (rst || !(SRV_FIN_TAKEN & (1U << (state & 31))));
-	}
+	ends = sk_ends(sk, si);
 	bpf_sk_release(sk);
 	return ends;
 }
@@ -2341,14 +2361,16 @@ static __always_inline bool req_completes(struct bpf_sock *sk,
  * while the instance has a cap by the ACKs no tenant matches that `conns`
  * does not hold, and, while the flow cache is on, by RSTs and FINs.
  */
-static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
+static __always_inline __u8 sk_seen(void *ctx, struct syn_info *si)
 {
 	struct bpf_sock *sk;
 	__u8 r;
 
 	sk = sk_lookup(ctx, si);
-	if (!sk)
+	if (!sk) {
+		si->srv_end = SRV_END_NO;
 		return SK_NOTHING;
+	}
 	if (sk->state == BPF_TCP_LISTEN)
 		r = SK_LISTEN;
 	else if (sk->state != BPF_TCP_NEW_SYN_RECV)
@@ -2357,6 +2379,8 @@ static __always_inline __u8 sk_seen(void *ctx, const struct syn_info *si)
 		r = SK_REQ;
 	else
 		r = SK_REQ_OTHER;
+	if (si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN))
+		si->srv_end = sk_ends(sk, si) ? SRV_END_YES : SRV_END_NO;
 	bpf_sk_release(sk);
 	return r;
 }
