@@ -269,6 +269,9 @@ SYSCONFDIR ?= /etc
 INSTALL_PROGS := $(filter $(BUILD)/rlagent $(BUILD)/rlctl,$(PROGS))
 INSTALL_LIBS := $(filter %.so,$(PROGS))
 INSTALL_DOCS := README.md $(wildcard docs/*.md)
+# The plots the docs show, beside them as benchmarks.md links them; the
+# installed README.md lies beside the docs it links to in docs/ in the tree.
+INSTALL_PLOTS := $(wildcard docs/bench/*.svg)
 INSTALL_RULES := $(wildcard contrib/prometheus/*.yml)
 INSTALL_DASHBOARDS := $(wildcard contrib/grafana/*.json)
 
@@ -288,7 +291,11 @@ install: $(INSTALL_PROGS) $(INSTALL_LIBS) $(MANPAGES)
 		install -m 0644 tools/rlagent.default $(DESTDIR)$(SYSCONFDIR)/default/rlagent
 	install -m 0644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 contrib/bash-completion/rlctl $(DESTDIR)$(BASHCOMPDIR)/rlctl
-	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(filter-out README.md,$(INSTALL_DOCS)) $(DESTDIR)$(DOCDIR)/
+	sed -e 's|](docs/|](|g' README.md > $(DESTDIR)$(DOCDIR)/README.md
+	chmod 0644 $(DESTDIR)$(DOCDIR)/README.md
+	$(if $(INSTALL_PLOTS),install -d $(DESTDIR)$(DOCDIR)/bench && \
+		install -m 0644 $(INSTALL_PLOTS) $(DESTDIR)$(DOCDIR)/bench/)
 	$(if $(INSTALL_RULES),install -d $(DESTDIR)$(DOCDIR)/prometheus && \
 		install -m 0644 $(INSTALL_RULES) $(DESTDIR)$(DOCDIR)/prometheus/)
 	$(if $(INSTALL_DASHBOARDS),install -d $(DESTDIR)$(DOCDIR)/grafana && \
@@ -302,11 +309,13 @@ uninstall:
 	      $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MANPAGES))) \
 	      $(DESTDIR)$(BASHCOMPDIR)/rlctl \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS))) \
+	      $(addprefix $(DESTDIR)$(DOCDIR)/bench/,$(notdir $(INSTALL_PLOTS))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/prometheus/,$(notdir $(INSTALL_RULES))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/grafana/,$(notdir $(INSTALL_DASHBOARDS)))
 	if cmp -s tools/rlagent.default $(DESTDIR)$(SYSCONFDIR)/default/rlagent; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/default/rlagent; fi
 	-rmdir $(DESTDIR)$(DOCDIR)/prometheus $(DESTDIR)$(DOCDIR)/grafana \
+	       $(DESTDIR)$(DOCDIR)/bench \
 	       $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR) 2>/dev/null
 
 # The package is built from a copy of the tree in $(BUILD)/deb, so that

@@ -26,6 +26,8 @@
 #                                       PEERS_FLOOD_SECONDS, default 5;
 #                                       --flood: the SYN flood alone)
 #   tools/bench-peers.sh --table FILE  the table from saved `name value unit` lines
+#   tools/bench-peers.sh --plot-cpu FILE SVG
+#                                      the flood's CPU plot from saved lines
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -135,6 +137,46 @@ table() {
 		cpu_target("xdp_", "rlgate CPU per M SYNs <= best netfilter / 5, XDP frames")
 	}'
 }
+
+# plot_flood_cpu FIGURES SVG: the flood's CPU result, the claim its plot of
+# connections illustrates: what server 1 spends per million flood SYNs
+# beyond generating them (cpu_server), per contender, in both forms, with
+# the target rlgate is held to on XDP frames (the best netfilter / 5).
+plot_flood_cpu() {
+	local dat=${2%.svg}.dat target
+
+	awk 'NF >= 2 { v[$1] = $2 }
+	function f(n) { return (n in v) ? v[n] : "NaN" }
+	END { n = split("none nft hashlimit rlgate floor", c, " ")
+	      for (i = 1; i <= n; i++)
+		      print c[i], f("peers_flood_" c[i] "_cpu_s_per_msyn"),
+			    f("peers_flood_xdp_" c[i] "_cpu_s_per_msyn") }' "$1" >"$dat" ||
+		return 1
+	target=$(awk '$1 == "nft" || $1 == "hashlimit" { if ($3 != "NaN" && (b == "" || $3 < b)) b = $3 }
+		      END { if (b != "") printf "%.3f", b / 5 }' "$dat")
+	[[ -n $target ]] || { echo "no netfilter CPU figure on XDP frames in $1" >&2; return 1; }
+	gnuplot <<EOF
+set terminal svg size 720,400 dynamic font "sans,11" noenhanced background rgb "white"
+set output "$2"
+set title "server CPU per million flood SYNs (s, less generating them): rlgate's target $target"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel "CPU s per million SYNs"
+set yrange [0:*]
+set key top right
+plot "$dat" using 2:xtic(1) title "socket frames", \
+  "" using 3 title "XDP frames", \
+  $target with lines dashtype 2 lc rgb "black" title "target: best netfilter / 5 (XDP frames)"
+EOF
+}
+
+if [[ ${1:-} == --plot-cpu ]]; then
+	[[ -r ${2:-} && -n ${3:-} ]] ||
+		die "--plot-cpu needs a readable file of 'name value unit' lines and an SVG path"
+	plot_flood_cpu "$2" "$3" || die "couldn't plot the flood's CPU"
+	exit 0
+fi
 
 if [[ ${1:-} == --table ]]; then
 	[[ -r ${2:-} ]] || die "--table needs a readable file of 'name value unit' lines"
@@ -843,10 +885,11 @@ plot "$out/peers-flood_none_base.dat" using 1:2 with lines dashtype 2 title "no 
   "$out/peers-flood_rlgate_same.dat" using 1:2 with linespoints title "rlgate, same tenant", \
   "$out/peers-flood_rlgate_verify.dat" using 1:2 with linespoints title "rlgate verify, same tenant"
 EOF
+plot_flood_cpu "$work/figures" "$out/peers-flood-cpu.svg" || die "couldn't plot the flood's CPU"
 echo
 if ((fleet)); then
-	echo "plots: $out/peers-accuracy.svg $out/peers-fleet-{skewed,even,under}.svg $out/peers-flood.svg"
+	echo "plots: $out/peers-accuracy.svg $out/peers-fleet-{skewed,even,under}.svg $out/peers-flood{,-cpu}.svg"
 else
-	echo "plot: $out/peers-flood.svg"
+	echo "plots: $out/peers-flood.svg $out/peers-flood-cpu.svg"
 fi
 exit 0

@@ -93,6 +93,12 @@ expect_usage_error() {
 	expect_eq "policy after 'rlctl $*'" "$(tenants_json)" "$POLICY"
 }
 
+# fail MESSAGE: fails the test, saying why.
+fail() {
+	echo "$*" >&2
+	return 1
+}
+
 @test "bad rlctl input (rate, prefix, port, burst beyond the clock, unknown tenant, conflict) exits 2 and changes nothing" {
 	local c1 out file=$BATS_TEST_TMPDIR/policy.json
 
@@ -679,4 +685,77 @@ metric_tenants() {
 		{ echo "no scrape while 32 connections are held" >&2; kill "$pid"; return 1; }
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
+}
+
+@test "a tenant name that differs by case or one typo: tenant get, del, stats and set without --match exit 2 naming the tenant meant; a name as near to two is not guessed" {
+	local out
+
+	agent_start
+	rl tenant set web --rate 10/s --match 198.51.100.0/28
+	rl tenant set api-eu --rate 10/s --match 198.51.100.16/28
+	rl tenant set api-us --rate 10/s --match 198.51.100.32/28
+	POLICY=$(tenants_json)
+
+	expect_usage_error tenant get Web
+	out=$(rl tenant get Web 2>&1) || true
+	expect_eq "tenant get Web" "$out" "Error: no tenant named 'Web'; did you mean 'web'?"
+	expect_usage_error tenant del WEB
+	out=$(rl tenant del WEB 2>&1) || true
+	[[ $out == *"did you mean 'web'?"* ]] || fail "tenant del WEB: $out"
+	expect_usage_error stats wbe
+	out=$(rl stats wbe 2>&1) || true
+	[[ $out == *"did you mean 'web'?"* ]] || fail "stats wbe: $out"
+	out=$(rl --json tenant get API-EU) || true
+	expect_eq "--json tenant get API-EU" "$(jq -r .error <<<"$out")" \
+		"no tenant named 'API-EU'; did you mean 'api-eu'?"
+	# an update meant for web, without what a new tenant needs
+	expect_usage_error tenant set Web --rate 20/s
+	out=$(rl tenant set Web --rate 20/s 2>&1) || true
+	[[ $out == *"did you mean 'web'?"* && $out == *"needs --match"* ]] ||
+		fail "tenant set Web --rate 20/s: $out"
+	# api-uu is one edit from both: no guess; nosuch is near nothing
+	out=$(rl tenant get api-uu 2>&1) || true
+	expect_eq "tenant get api-uu" "$out" "Error: no tenant named 'api-uu'"
+	out=$(rl tenant get nosuch 2>&1) || true
+	expect_eq "tenant get nosuch" "$out" "Error: no tenant named 'nosuch'"
+	expect_eq "policy" "$(tenants_json)" "$POLICY"
+}
+
+@test "a prefix wider than another tenant's, overlapping it: tenant set, apply and apply --dry-run warn naming both tenants and prefixes, the agent logs it, and the change is made (exit 0)" {
+	local out err file=$BATS_TEST_TMPDIR/policy.json
+
+	agent_start
+	rl tenant set web --rate 10/s --match 198.51.100.16/28 --port 80
+	# the wider one after the narrower: the wider one is the one that loses
+	rl tenant set all --rate 10/s --match 198.51.100.0/24 2>"$BATS_TEST_TMPDIR/err" >/dev/null
+	err=$(cat "$BATS_TEST_TMPDIR/err")
+	expect_eq "tenant set all warns" "$err" "Warning: overlap: tenant 'all' claims 198.51.100.0/24, but connections from 198.51.100.16/28 on port 80 go to tenant 'web' (the longest prefix wins)"
+	expect_eq "all is set" "$(rl --json tenant get all | jq -r '.match[0]')" "198.51.100.0/24"
+	grep -qF "overlap: tenant 'all' claims 198.51.100.0/24" "$AGENT_LOG" ||
+		fail "the agent did not log the overlap: $(tail -n 5 "$AGENT_LOG")"
+	# a change of another tenant, far from both, says nothing
+	rl tenant set far --rate 10/s --match 203.0.113.0/24 2>"$BATS_TEST_TMPDIR/err" >/dev/null
+	expect_eq "tenant set far" "$(cat "$BATS_TEST_TMPDIR/err")" ""
+	# port lists that do not meet lose nothing
+	rl tenant set web --port 80 --match 203.0.113.64/26 2>"$BATS_TEST_TMPDIR/err" >/dev/null
+	expect_eq "web inside far" "$(cat "$BATS_TEST_TMPDIR/err")" "Warning: overlap: tenant 'far' claims 203.0.113.0/24, but connections from 203.0.113.64/26 on port 80 go to tenant 'web' (the longest prefix wins)"
+	rl tenant set far --port 443 2>"$BATS_TEST_TMPDIR/err" >/dev/null
+	expect_eq "far on 443 only" "$(cat "$BATS_TEST_TMPDIR/err")" ""
+
+	cat >"$file" <<EOF
+{"tenants": [{"name": "web", "rate": "10/s", "match": ["198.51.100.16/28"]},
+             {"name": "all", "rate": "10/s", "match": ["198.51.100.0/24", "2001:db8::/32"]},
+             {"name": "v6", "rate": "10/s", "match": ["2001:db8:5::/48"]}]}
+EOF
+	out=$(rl apply --dry-run "$file" 2>"$BATS_TEST_TMPDIR/err")
+	expect_eq "dry run" "$out" "$file: 3 tenants, valid"
+	expect_eq "dry run warnings" "$(grep -c "^Warning: overlap: tenant 'all' claims" "$BATS_TEST_TMPDIR/err")" 2
+	out=$(rl --json apply --dry-run "$file" 2>/dev/null)
+	expect_eq "dry run --json warnings" "$(jq '.warnings | length' <<<"$out")" 2
+	out=$(rl apply "$file" 2>"$BATS_TEST_TMPDIR/err")
+	[[ $out == "applied '$file':"* ]] || fail "apply: $out"
+	grep -qF "Warning: overlap: tenant 'all' claims 2001:db8::/32, but connections from 2001:db8:5::/48 go to tenant 'v6'" "$BATS_TEST_TMPDIR/err" ||
+		fail "apply's warnings: $(cat "$BATS_TEST_TMPDIR/err")"
+	expect_eq "apply's warnings" "$(grep -c '^Warning: overlap' "$BATS_TEST_TMPDIR/err")" 2
+	expect_eq "tenants applied" "$(rl --json tenant list | jq -c '[.[].name]')" '["all","v6","web"]'
 }

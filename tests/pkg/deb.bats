@@ -83,6 +83,32 @@ deb_file() {
 	[[ -z $(grep '^E:' <<<"$output") ]]
 }
 
+@test "every image and link of the packaged docs is a file of the package (the plots in /usr/share/doc/rlgate/bench, uncompressed)" {
+	deb=$DEB_BUILD/rlgate_$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)_$(dpkg --print-architecture).deb
+	root=$BATS_TEST_TMPDIR/root
+	dpkg-deb -x "$deb" "$root"
+	doc=$root/usr/share/doc/rlgate
+	# every plot of the tree, and README's among them
+	for svg in "$TOP"/docs/bench/*.svg; do
+		[[ -s $doc/bench/${svg##*/} ]] || { echo "not shipped: bench/${svg##*/}"; false; }
+	done
+	grep -qF '](bench/peers-accuracy.svg)' "$doc/README.md"
+	run python3 - "$doc" <<'EOF'
+import glob, os, re, sys
+doc = sys.argv[1]
+for md in glob.glob(os.path.join(doc, '*.md')):
+    text = re.sub(r'```.*?```', '', open(md).read(), flags=re.S)
+    for m in re.finditer(r'\]\(([^)\s#]+)', text):
+        target = m.group(1)
+        if '://' in target or target.startswith('mailto:'):
+            continue
+        if not os.path.isfile(os.path.join(doc, target)):
+            print(f'{os.path.basename(md)}: {target} is not in the package')
+EOF
+	echo "$output"
+	[[ $status -eq 0 && -z $output ]]
+}
+
 @test "dpkg installs, upgrades (a running agent keeps enforcing, the new one adopts its pins) and purges the package" {
 	e2e_require_root
 	e2e_require_build rlagent pass.bpf.o

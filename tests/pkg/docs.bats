@@ -4,7 +4,8 @@
 # gives it, no two headings share an anchor, and every `operations.md,
 # "TITLE"` that the README, the docs, the alert rules, the unit, the
 # package's scripts or the sources point an operator to is a heading of it
-# (tests/pkg/doc_refs.py).  The plots have an opaque background.
+# (tests/pkg/doc_refs.py).  The plots have an opaque background, and the
+# flood's CPU plot draws what the table judges.
 
 load helpers
 
@@ -27,4 +28,38 @@ load helpers
 	[[ $(grep -c '^set terminal svg' "$TOP/tools/bench-peers.sh") -eq \
 		$(grep -c '^set terminal svg .* background rgb "white"$' "$TOP/tools/bench-peers.sh") ]] ||
 		{ echo "a plot of tools/bench-peers.sh without a background" >&2; return 1; }
+}
+
+@test "the flood's CPU plot (tools/bench-peers.sh --plot-cpu) draws every contender's cpu_server in both forms and the target the table holds rlgate to; docs/bench has it" {
+	# figs, not lines: bats' run sets lines
+	local figs=$BATS_TEST_TMPDIR/figures svg=$BATS_TEST_TMPDIR/cpu.svg
+
+	command -v gnuplot >/dev/null || skip "no gnuplot"
+	cat >"$figs" <<EOF
+peers_flood_none_cpu_s_per_msyn 2.828 s
+peers_flood_nft_cpu_s_per_msyn 0.733 s
+peers_flood_hashlimit_cpu_s_per_msyn 0.836 s
+peers_flood_rlgate_cpu_s_per_msyn 0.267 s
+peers_flood_floor_cpu_s_per_msyn 0.171 s
+peers_flood_xdp_none_cpu_s_per_msyn 2.621 s
+peers_flood_xdp_nft_cpu_s_per_msyn 0.652 s
+peers_flood_xdp_hashlimit_cpu_s_per_msyn 0.632 s
+peers_flood_xdp_rlgate_cpu_s_per_msyn 0.087 s
+peers_flood_xdp_floor_cpu_s_per_msyn 0.058 s
+EOF
+	run "$TOP/tools/bench-peers.sh" --plot-cpu "$figs" "$svg"
+	echo "$output"
+	[[ $status -eq 0 && -s $svg ]]
+	# the best netfilter on XDP frames (hashlimit here) / 5, as the table's bound
+	grep -qF "rlgate's target 0.126" "$svg" || { echo "no target 0.126 in the title" >&2; return 1; }
+	[[ $("$TOP/tools/bench-peers.sh" --table "$figs" | grep -F 'XDP frames' | grep -F 'CPU per M SYNs' | awk '{ print $(NF - 1) }') == 0.126 ]] ||
+		{ echo "the table's bound is not the plot's" >&2; return 1; }
+	[[ $(cat "${svg%.svg}.dat") == "$(printf '%s\n' 'none 2.828 2.621' 'nft 0.733 0.652' \
+		'hashlimit 0.836 0.632' 'rlgate 0.267 0.087' 'floor 0.171 0.058')" ]] ||
+		{ echo "plotted: $(cat "${svg%.svg}.dat")" >&2; return 1; }
+	# without the netfilter figures on XDP frames there is no target to draw
+	grep -v xdp_nft "$figs" | grep -v xdp_hashlimit >"$figs.2"
+	run "$TOP/tools/bench-peers.sh" --plot-cpu "$figs.2" "$svg"
+	[[ $status -eq 1 ]]
+	[[ -s $TOP/docs/bench/peers-flood-cpu.svg ]]
 }

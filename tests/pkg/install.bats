@@ -29,6 +29,10 @@ files() {
 	[[ -z $(grep -vE ' \./(opt/rl/|etc/default/rlagent$)' <<<"$output") ]]
 	[[ $output == *"644 ./opt/rl/share/doc/rlgate/prometheus/rlgate-rules.yml"* ]]
 	[[ $output == *"644 ./opt/rl/share/doc/rlgate/grafana/rlgate.json"* ]]
+	# the plots beside the docs that show them, README's links made local
+	[[ $output == *"644 ./opt/rl/share/doc/rlgate/bench/peers-accuracy.svg"* ]]
+	grep -qF '](bench/peers-accuracy.svg)' "$BATS_TEST_TMPDIR/root/opt/rl/share/doc/rlgate/README.md"
+	[[ -z $(grep -F '](docs/' "$BATS_TEST_TMPDIR/root/opt/rl/share/doc/rlgate/README.md") ]]
 
 	unit=$BATS_TEST_TMPDIR/root/opt/rl/lib/systemd/system/rlagent.service
 	# shellcheck disable=SC2016 # the unit's own variable

@@ -276,6 +276,42 @@ static void test_suggest(void)
 	}
 }
 
+/* The same one name at a time, over 20,000 tenant-like names: a case
+ * difference or a swap of two neighbours deep in a long name is found, a
+ * word equally near ten names is not guessed, and the search stops early
+ * on names that are far (a third edit found late is still refused). */
+static void test_near(void)
+{
+	static char names[20000][24];
+	static const struct {
+		const char *word, *want;
+	} cases[] = {
+		{ "Tenant-04242", "tenant-04242" },
+		{ "tenant-04224x", "tenant-04224" },	/* others: two away */
+		{ "tenatn-17001", "tenant-17001" },
+		{ "tenant-0424", NULL },	/* 04240 to 04249: one each */
+		{ "tnant-1700", NULL },
+		{ "tenant-19999-abc", NULL },	/* four characters longer */
+		{ "TENANT-00000", "tenant-00000" },
+	};
+
+	for (int i = 0; i < 20000; i++)
+		snprintf(names[i], sizeof(names[i]), "tenant-%05d", i);
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct opts_near near;
+		const char *got;
+
+		opts_near_init(&near, cases[c].word);
+		for (int i = 0; i < 20000; i++)
+			opts_near_offer(&near, names[i]);
+		got = opts_near_best(&near);
+		CHECK((!got && !cases[c].want) ||
+		      (got && cases[c].want && !strcmp(got, cases[c].want)),
+		      "'%s': got '%s', want '%s'", cases[c].word,
+		      got ? got : "(none)", cases[c].want ? cases[c].want : "(none)");
+	}
+}
+
 static char *usage_text(const struct opts_spec *s)
 {
 	char *buf = NULL;
@@ -415,6 +451,7 @@ int main(void)
 	CHECK_RUN(test_values);
 	CHECK_RUN(test_errors);
 	CHECK_RUN(test_suggest);
+	CHECK_RUN(test_near);
 	CHECK_RUN(test_usage);
 	CHECK_RUN(test_commands);
 	return check_exit();

@@ -869,6 +869,230 @@ static void test_set_against_reference(void)
 	CHECK(total > 1000, "only %d problems in 300 random sets", total);
 }
 
+/* What policy_find_overlaps reports: how many, the first few messages,
+ * and a sum over (wide, narrow) pairs and messages that any other pairs
+ * would change. */
+struct overlaps {
+	long n;
+	uint64_t sum;
+	char msg[4][POLICY_OVERLAP_MAX];
+};
+
+static uint64_t overlap_key(size_t wide, size_t narrow, const char *msg)
+{
+	uint64_t h = 1469598103934665603ULL ^ (wide * 1000003 + narrow);
+
+	for (; *msg; msg++)
+		h = (h ^ (unsigned char)*msg) * 1099511628211ULL;
+	return h;
+}
+
+static void on_overlap(void *ctx, size_t wide, size_t narrow, const char *msg)
+{
+	struct overlaps *o = ctx;
+
+	if (o->n < 4)
+		snprintf(o->msg[o->n], POLICY_OVERLAP_MAX, "%s", msg);
+	o->n++;
+	o->sum += overlap_key(wide, narrow, msg);
+}
+
+static struct overlaps overlaps_of(const struct policy_tenant *ts, size_t n,
+				   size_t focus)
+{
+	struct overlaps o = { 0 };
+	long r = policy_find_overlaps(ts, sizeof(*ts), n, focus, on_overlap, &o);
+
+	CHECK(r == o.n, "returned %ld, reported %ld", r, o.n);
+	return o;
+}
+
+/* A wider prefix holding another tenant's is found, named with both
+ * tenants, both prefixes and the ports the wider one loses; equal
+ * prefixes (conflicts or a port rule beside an any-port one), one tenant's
+ * own nested prefixes, port lists that do not meet, another direction or
+ * family are not overlaps. */
+static void test_overlaps(void)
+{
+	struct policy_tenant ts[6];
+	struct overlaps o;
+
+	make(&ts[0], "all", "10/s", "192.0.2.0/24", NULL);
+	make(&ts[1], "web", "10/s", "192.0.2.16/28", NULL);
+	o = overlaps_of(ts, 2, SIZE_MAX);
+	CHECK(o.n == 1 && !strcmp(o.msg[0], "overlap: tenant 'all' claims "
+				 "192.0.2.0/24, but connections from 192.0.2.16/28 "
+				 "go to tenant 'web' (the longest prefix wins)"),
+	      "nested any-port: %ld '%s'", o.n, o.msg[0]);
+	/* the same the other way round in the set */
+	ts[2] = ts[0];
+	o = overlaps_of(ts + 1, 2, SIZE_MAX);
+	CHECK(o.n == 1 && strstr(o.msg[0], "tenant 'all' claims 192.0.2.0/24"),
+	      "narrow first: %ld '%s'", o.n, o.msg[0]);
+
+	/* ports: the narrow one's, the wide one's, or those both name */
+	make(&ts[1], "web", "10/s", "192.0.2.16/28", "80,443");
+	o = overlaps_of(ts, 2, SIZE_MAX);
+	CHECK(o.n == 1 && strstr(o.msg[0], "from 192.0.2.16/28 on ports 80,443 go "
+				 "to tenant 'web'"), "narrow ports: '%s'", o.msg[0]);
+	make(&ts[0], "all", "10/s", "192.0.2.0/24", "22,443");
+	o = overlaps_of(ts, 2, SIZE_MAX);
+	CHECK(o.n == 1 && strstr(o.msg[0], "on port 443 go"), "both: '%s'",
+	      o.msg[0]);
+	make(&ts[0], "all", "10/s", "192.0.2.0/24", "22");
+	o = overlaps_of(ts, 2, SIZE_MAX);
+	CHECK(o.n == 0, "ports that do not meet: %ld '%s'", o.n, o.msg[0]);
+
+	/* equal prefixes, a tenant's own nesting, other families, another
+	 * direction */
+	make(&ts[0], "all", "10/s", "192.0.2.0/24,2001:db8::/32", NULL);
+	make(&ts[1], "web", "10/s", "192.0.2.0/24,198.51.100.0/24", "80");
+	make(&ts[2], "v6", "10/s", "2001:db8:1::/48,2001:db8:1:2::/64", NULL);
+	ts[2].direction = POLICY_DIR_OUT;
+	make(&ts[3], "v4", "10/s", "0.0.0.0/0", NULL);
+	ts[3].direction = POLICY_DIR_OUT;
+	o = overlaps_of(ts, 4, SIZE_MAX);
+	CHECK(o.n == 0, "none expected: %ld '%s'", o.n, o.msg[0]);
+	/* outbound: destinations */
+	make(&ts[4], "db", "10/s", "192.0.2.7", "5432");
+	ts[4].direction = POLICY_DIR_OUT;
+	o = overlaps_of(ts, 5, SIZE_MAX);
+	CHECK(o.n == 1 && !strcmp(o.msg[0], "overlap: tenant 'v4' claims 0.0.0.0/0, "
+				 "but connections to 192.0.2.7/32 on port 5432 go "
+				 "to tenant 'db' (the longest prefix wins)"),
+	      "outbound: %ld '%s'", o.n, o.msg[0]);
+
+	/* a chain: each wider one loses to each narrower one; a focus sees
+	 * only its own pairs */
+	make(&ts[0], "a", "10/s", "10.0.0.0/8", NULL);
+	make(&ts[1], "b", "10/s", "10.1.0.0/16", NULL);
+	make(&ts[2], "c", "10/s", "10.1.2.0/24", NULL);
+	make(&ts[3], "d", "10/s", "10.2.0.0/16", NULL);
+	make(&ts[4], "e", "10/s", "11.0.0.0/8", NULL);
+	o = overlaps_of(ts, 5, SIZE_MAX);
+	CHECK(o.n == 4, "chain: %ld pairs, want a>b a>c b>c a>d", o.n);
+	o = overlaps_of(ts, 5, 1);
+	CHECK(o.n == 2, "focus on b: %ld pairs, want a>b b>c", o.n);
+	o = overlaps_of(ts, 5, 4);
+	CHECK(o.n == 0, "focus on e: %ld pairs", o.n);
+	o = overlaps_of(ts, 0, SIZE_MAX);
+	CHECK(o.n == 0, "no tenants: %ld", o.n);
+}
+
+/* The definition: every pair of tenants, every prefix of one against
+ * every prefix of the other. */
+static struct overlaps overlaps_reference(const struct policy_tenant *ts,
+					  size_t n, size_t focus)
+{
+	struct overlaps o = { 0 };
+	char msg[POLICY_OVERLAP_MAX];
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			const struct policy_tenant *w = &ts[i], *t = &ts[j];
+
+			if (i == j || (focus < n && i != focus && j != focus) ||
+			    w->direction != t->direction)
+				continue;
+			for (unsigned int x = 0; x < w->n_match; x++)
+				for (unsigned int y = 0; y < t->n_match; y++) {
+					struct policy_tenant one = *w, two = *t;
+					struct overlaps pair = { 0 };
+					const struct policy_prefix *p = &w->match[x],
+								   *q = &t->match[y];
+					uint8_t a[16];
+
+					if (p->family != q->family || p->len >= q->len)
+						continue;
+					memcpy(a, q->addr, 16);
+					for (unsigned int b = p->len; b < 128; b++)
+						a[b / 8] &= (uint8_t)~(0x80 >> (b % 8));
+					if (memcmp(a, p->addr, 16))
+						continue;
+					/* the message of this pair alone */
+					one.match = (struct policy_prefix *)p;
+					one.n_match = 1;
+					two.match = (struct policy_prefix *)q;
+					two.n_match = 1;
+					struct policy_tenant two_set[2] = { one, two };
+
+					policy_find_overlaps(two_set, sizeof(*two_set), 2,
+							     SIZE_MAX, on_overlap, &pair);
+					if (pair.n != 1) {
+						/* ports that do not meet */
+						bool meet = !w->n_ports || !t->n_ports;
+
+						for (unsigned int k = 0; k < w->n_ports; k++)
+							for (unsigned int l = 0; l < t->n_ports; l++)
+								meet |= w->ports[k] == t->ports[l];
+						CHECK(!meet, "pair %zu/%zu not found alone",
+						      i, j);
+						continue;
+					}
+					snprintf(msg, sizeof(msg), "%s", pair.msg[0]);
+					o.n++;
+					o.sum += overlap_key(i, j, msg);
+				}
+		}
+	return o;
+}
+
+/* Random sets of nested prefixes and ports in both directions: every pair
+ * found as comparing every pair finds it, with and without a focus. */
+static void test_overlaps_against_reference(void)
+{
+	static const char *const pfx[] = {
+		"0.0.0.0/0", "10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24",
+		"10.1.2.3", "10.2.0.0/16", "11.0.0.0/8", "::/0", "2001:db8::/32",
+		"2001:db8:1::/48", "2001:db8:2::/48",
+	};
+	enum { NP = sizeof(pfx) / sizeof(pfx[0]) };
+	struct policy_tenant ts[12];
+	unsigned int seed = 4242;
+	long total = 0;
+
+	for (int round = 0; round < 300; round++) {
+		size_t n = 1 + rand_r(&seed) % 12;
+
+		for (size_t i = 0; i < n; i++) {
+			struct policy_tenant *t = &ts[i];
+			char name[16];
+
+			snprintf(name, sizeof(name), "t%zu", i);
+			make(t, name, "10/s", pfx[rand_r(&seed) % NP], NULL);
+			for (unsigned int k = 0; k < NP; k++) {
+				bool dup = false;
+
+				if (rand_r(&seed) % 4 ||
+				    policy_parse_prefix(pfx[k], &t->match[t->n_match],
+							NULL))
+					continue;
+				for (unsigned int m = 0; m < t->n_match; m++)
+					dup |= !memcmp(&t->match[m],
+						       &t->match[t->n_match],
+						       sizeof(t->match[m]));
+				t->n_match += !dup;
+			}
+			for (unsigned int k = 0; k < 3; k++)
+				if (rand_r(&seed) % 3 == 0)
+					t->ports[t->n_ports++] = (uint16_t)(80 + k);
+			t->direction = rand_r(&seed) % 5 == 0 ? POLICY_DIR_OUT :
+				       POLICY_DIR_IN;
+		}
+		for (size_t focus = SIZE_MAX, k = 0; k <= n; focus = k++) {
+			struct overlaps got = overlaps_of(ts, n, focus);
+			struct overlaps want = overlaps_reference(ts, n, focus);
+
+			CHECK(got.n == want.n && got.sum == want.sum,
+			      "round %d focus %zu: %ld pairs, want %ld%s", round,
+			      focus, got.n, want.n, got.n == want.n ?
+			      " (other pairs or messages)" : "");
+			total += focus == SIZE_MAX ? got.n : 0;
+		}
+	}
+	CHECK(total > 1000, "only %ld overlaps in 300 random sets", total);
+}
+
 /* 4,096 tenants of 64 prefixes, one conflict at the end: found (a check
  * comparing every pair would take minutes here). */
 static void test_set_large(void)
@@ -1391,6 +1615,8 @@ int main(void)
 	CHECK_RUN(test_set_at);
 	CHECK_RUN(test_set_against_reference);
 	CHECK_RUN(test_set_large);
+	CHECK_RUN(test_overlaps);
+	CHECK_RUN(test_overlaps_against_reference);
 	CHECK_RUN(test_json);
 	CHECK_RUN(test_text);
 	CHECK_RUN(test_direction);

@@ -582,6 +582,46 @@ static void test_agent_refusals(void)
 	stop_fake();
 }
 
+/* What the agent warns of comes out on stderr as "Warning: ..." lines,
+ * after a change that was made (exit 0), in text and --json alike; the
+ * agent's "did you mean" for a tenant set that cannot create. */
+static void test_agent_warnings(void)
+{
+	static const struct canned c[] = {
+		{ "tenant.get", "{\"ok\":false,\"error\":\"no tenant named 'Web'; did "
+				"you mean 'web'?\",\"code\":\"not_found\"}" },
+		{ "tenant.set", "{\"ok\":true,\"warnings\":[\"overlap: tenant 'all' "
+				"claims 10.0.0.0/8, but connections from 10.1.0.0/16 "
+				"go to tenant 'b' (the longest prefix wins)\"]}" },
+		{ NULL, NULL },
+	};
+	struct result r;
+	json_t *j;
+
+	start_fake(c);
+	r = RUN("tenant", "set", "all", "--rate", "1/s", "--match", "10.0.0.0/8");
+	CHECK(r.rc == 0 && !strcmp(r.err, "Warning: overlap: tenant 'all' claims "
+				   "10.0.0.0/8, but connections from 10.1.0.0/16 "
+				   "go to tenant 'b' (the longest prefix wins)\n") &&
+	      strstr(r.out, "tenant 'all' created"),
+	      "warning: exit %d out '%s' err '%s'", r.rc, r.out, r.err);
+	free_result(&r);
+	r = RUN("--json", "tenant", "set", "all", "--rate", "1/s", "--match",
+		"10.0.0.0/8");
+	j = json_loads(r.out, 0, NULL);
+	CHECK(r.rc == 0 && json_is_object(j) &&
+	      !strncmp(r.err, "Warning: overlap: tenant 'all'", 30),
+	      "warning --json: exit %d out '%s' err '%s'", r.rc, r.out, r.err);
+	json_decref(j);
+	free_result(&r);
+	r = RUN("tenant", "set", "Web", "--rate", "1/s");
+	CHECK(r.rc == 2 && strstr(r.err, "Error: no tenant named 'Web'; did you "
+				  "mean 'web'?; creating tenant 'Web' needs --match"),
+	      "set Web: exit %d err '%s'", r.rc, r.err);
+	free_result(&r);
+	stop_fake();
+}
+
 static void test_read_commands(void)
 {
 	struct result r;
@@ -1020,6 +1060,7 @@ int main(int argc, char **argv)
 	CHECK_RUN(test_tenant_set_create);
 	CHECK_RUN(test_tenant_set_update);
 	CHECK_RUN(test_agent_refusals);
+	CHECK_RUN(test_agent_warnings);
 	CHECK_RUN(test_read_commands);
 	CHECK_RUN(test_top);
 	CHECK_RUN(test_stats_table);

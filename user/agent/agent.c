@@ -12,6 +12,7 @@
 
 #include "agent_int.h"
 #include "log.h"
+#include "opts.h"
 
 const char *agent_code_name(enum agent_code c)
 {
@@ -26,6 +27,22 @@ struct agent_tenant *agent_find(struct agent *a, const char *name)
 		if (strcmp(a->tenants[i].pol.name, name) == 0)
 			return &a->tenants[i];
 	return NULL;
+}
+
+void agent_no_tenant(const struct agent *a, const char *name, char *err)
+{
+	struct opts_near near;
+	const char *best;
+
+	opts_near_init(&near, name);
+	for (size_t i = 0; i < a->n_tenants; i++)
+		opts_near_offer(&near, a->tenants[i].pol.name);
+	best = opts_near_best(&near);
+	if (best)
+		snprintf(err, POLICY_ERR_MAX, "no tenant named '%.64s'; did you "
+			 "mean '%s'?", name, best);
+	else
+		snprintf(err, POLICY_ERR_MAX, "no tenant named '%.64s'", name);
 }
 
 struct agent_tenant *agent_find_slot(struct agent *a, uint32_t slot)
@@ -865,7 +882,7 @@ enum agent_code agent_tenant_del(struct agent *a, const char *name, char *err)
 	struct agent_tenant *cur = agent_find(a, name);
 
 	if (!cur) {
-		snprintf(err, POLICY_ERR_MAX, "no tenant named '%.64s'", name);
+		agent_no_tenant(a, name, err);
 		return AGENT_NOT_FOUND;
 	}
 	if (a->ix)

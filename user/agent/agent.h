@@ -207,6 +207,11 @@ enum agent_code agent_instance_set(struct agent *a,
 enum agent_code agent_instance_del(struct agent *a, char *err);
 
 struct agent_tenant *agent_find(struct agent *a, const char *name);
+/* "no tenant named 'Web'", and "; did you mean 'web'?" when one tenant's
+ * name is the nearest typo of it (opts_suggest()'s measure: case ignored,
+ * one or two edits), into err (POLICY_ERR_MAX).  Scans every name: for
+ * answers to a miss only. */
+void agent_no_tenant(const struct agent *a, const char *name, char *err);
 /* The tenant that holds kernel slot `slot`, or NULL. */
 struct agent_tenant *agent_find_slot(struct agent *a, uint32_t slot);
 

@@ -213,12 +213,62 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 	return r;
 }
 
+/* The overlaps a change leaves (policy_find_overlaps()) that the reply
+ * shows and the log keeps, at most: an apply of a wide default over
+ * thousands of tenants would otherwise fill both. */
+#define OVERLAPS_SHOWN	8
+
+static void on_overlap(void *ctx, size_t wide, size_t narrow, const char *msg)
+{
+	json_t *arr = ctx;
+
+	(void)wide;
+	(void)narrow;
+	if (json_array_size(arr) >= OVERLAPS_SHOWN)
+		return;
+	log_warn("%s", msg);
+	json_array_append_new(arr, json_string(msg));
+}
+
+/* Warns of the prefixes of the policy in force that hold another tenant's
+ * (only those tenant focus is part of, when focus < a->n_tenants): each
+ * logged and in reply r's "warnings".  Allowed, so never a refusal. */
+static void warn_overlaps(struct agent *a, size_t focus, json_t *r)
+{
+	json_t *arr;
+	long n;
+
+	if (!r || a->n_tenants == 0)
+		return;
+	arr = json_array();
+	if (!arr)
+		return;
+	n = policy_find_overlaps(&a->tenants[0].pol, sizeof(a->tenants[0]),
+				 a->n_tenants, focus, on_overlap, arr);
+	if (n < 0)
+		log_warn("couldn't look for overlapping prefixes: out of memory");
+	if (n > OVERLAPS_SHOWN) {
+		char more[128];
+
+		snprintf(more, sizeof(more), "overlap: and %ld more ('rlctl "
+			 "apply --dry-run' of the policy lists them all)",
+			 n - OVERLAPS_SHOWN);
+		log_warn("%s", more);
+		json_array_append_new(arr, json_string(more));
+	}
+	if (json_array_size(arr))
+		json_object_set_new(r, "warnings", arr);
+	else
+		json_decref(arr);
+}
+
 static json_t *cmd_tenant_set(struct ctl_call *call, const json_t *req)
 {
 	struct agent *a = call->a;
 	char err[POLICY_ERR_MAX];
 	struct policy_tenant t;
 	enum agent_code c;
+	json_t *r;
 
 	if (!json_object_get(req, "tenant"))
 		return ctl_error(AGENT_INVALID, "field 'tenant' is missing");
@@ -229,8 +279,10 @@ static json_t *cmd_tenant_set(struct ctl_call *call, const json_t *req)
 	if (c != AGENT_OK)
 		return ctl_error(c, err);
 	log_info("tenant %s set (slot %u)", t.name, agent_find(a, t.name)->slot);
-	return json_pack("{s:b,s:o}", "ok", 1, "tenant",
-			 agent_tenant_json(agent_find(a, t.name)));
+	r = json_pack("{s:b,s:o}", "ok", 1, "tenant",
+		      agent_tenant_json(agent_find(a, t.name)));
+	warn_overlaps(a, (size_t)(agent_find(a, t.name) - a->tenants), r);
+	return r;
 }
 
 /* A capped tenant's bound on connections in flight above its cap across
@@ -271,7 +323,7 @@ static json_t *cmd_tenant_get(struct ctl_call *call, const json_t *req)
 		return r;
 	t = agent_find(call->a, name);
 	if (!t) {
-		snprintf(err, sizeof(err), "no tenant named '%.64s'", name);
+		agent_no_tenant(call->a, name, err);
 		return ctl_error(AGENT_NOT_FOUND, err);
 	}
 	return json_pack("{s:b,s:o}", "ok", 1, "tenant", tenant_json(call->a, t));
@@ -439,6 +491,7 @@ static json_t *apply_tenants(struct ctl_call *call, struct policy_tenant *ts,
 		 counts[1], counts[2]);
 	r = json_pack("{s:b,s:i,s:i,s:i}", "ok", 1, "added", counts[0],
 		      "updated", counts[1], "removed", counts[2]);
+	warn_overlaps(call->a, SIZE_MAX, r);
 	return r;
 }
 
@@ -713,8 +766,7 @@ json_t *ctl_optional_tenant(struct agent *a, const json_t *req,
 	*t = agent_find(a, json_string_value(v));
 	if (*t)
 		return NULL;
-	snprintf(err, sizeof(err), "no tenant named '%.64s'",
-		 json_string_value(v));
+	agent_no_tenant(a, json_string_value(v), err);
 	return ctl_error(AGENT_NOT_FOUND, err);
 }
 

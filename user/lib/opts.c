@@ -631,8 +631,9 @@ void opts_command_names(const struct opts_command *cmds, char *buf, size_t len)
 }
 
 /* The optimal string alignment distance of a and b, case ignored, or
- * limit + 1 once it is certainly above limit (names are short: 64
- * characters at most are compared). */
+ * limit + 1 once it is certainly above limit: once a whole row of the
+ * table is past it, so that a miss among 100,000 tenant names costs a few
+ * rows each (names are short: 64 characters at most are compared). */
 static size_t typo_distance(const char *a, const char *b, size_t limit)
 {
 	enum { MAXW = 64 };
@@ -646,6 +647,8 @@ static size_t typo_distance(const char *a, const char *b, size_t limit)
 	for (size_t j = 0; j <= lb; j++)
 		d[0][j] = j;
 	for (size_t i = 1; i <= la; i++) {
+		size_t row_min = d[i][0];
+
 		for (size_t j = 1; j <= lb; j++) {
 			int x = tolower((unsigned char)a[i - 1]);
 			int y = tolower((unsigned char)b[j - 1]);
@@ -660,32 +663,58 @@ static size_t typo_distance(const char *a, const char *b, size_t limit)
 			    d[i - 2][j - 2] + 1 < v)
 				v = d[i - 2][j - 2] + 1;
 			d[i][j] = v;
+			row_min = v < row_min ? v : row_min;
+		}
+		/* a swap reaches back two rows: stop only when two are past */
+		if (row_min > limit && i > 1) {
+			size_t prev_min = d[i - 1][0];
+
+			for (size_t j = 1; j <= lb; j++)
+				prev_min = d[i - 1][j] < prev_min ? d[i - 1][j] :
+					   prev_min;
+			if (prev_min > limit)
+				return limit + 1;
 		}
 	}
 	return d[la][lb];
 }
 
+void opts_near_init(struct opts_near *n, const char *word)
+{
+	*n = (struct opts_near){ .word = word,
+				 .limit = strlen(word) <= 4 ? 1 : 2 };
+	n->best = n->limit + 1;
+}
+
+void opts_near_offer(struct opts_near *n, const char *name)
+{
+	size_t d;
+
+	if (!name)
+		return;
+	d = typo_distance(n->word, name, n->limit);
+	if (d < n->best) {
+		n->best = d;
+		n->found = name;
+		n->tie = false;
+	} else if (d == n->best && n->found && strcmp(n->found, name) != 0) {
+		n->tie = true;
+	}
+}
+
+const char *opts_near_best(const struct opts_near *n)
+{
+	return n->tie ? NULL : n->found;
+}
+
 const char *opts_suggest(const char *word, const char *const *names, size_t n)
 {
-	size_t limit = strlen(word) <= 4 ? 1 : 2, best = limit + 1;
-	const char *found = NULL;
-	bool tie = false;
+	struct opts_near near;
 
-	for (size_t i = 0; i < n; i++) {
-		size_t d;
-
-		if (!names[i])
-			continue;
-		d = typo_distance(word, names[i], limit);
-		if (d < best) {
-			best = d;
-			found = names[i];
-			tie = false;
-		} else if (d == best && found && strcmp(found, names[i]) != 0) {
-			tie = true;
-		}
-	}
-	return tie ? NULL : found;
+	opts_near_init(&near, word);
+	for (size_t i = 0; i < n; i++)
+		opts_near_offer(&near, names[i]);
+	return opts_near_best(&near);
 }
 
 const char *opts_command_suggest(const struct opts_command *cmds,

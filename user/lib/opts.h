@@ -161,6 +161,19 @@ void opts_command_names(const struct opts_command *cmds, char *buf, size_t len);
  * near.  For "did you mean ...?" after an unknown name. */
 const char *opts_suggest(const char *word, const char *const *names, size_t n);
 
+/* opts_suggest() one name at a time, for names that are not in an array
+ * (the agent's tenants): init with the word, offer each name (which must
+ * outlive the search), then the best, or NULL. */
+struct opts_near {
+	const char *word;
+	size_t limit, best;
+	const char *found;
+	bool tie;
+};
+void opts_near_init(struct opts_near *n, const char *word);
+void opts_near_offer(struct opts_near *n, const char *name);
+const char *opts_near_best(const struct opts_near *n);
+
 /* opts_suggest() over the listed commands of cmds. */
 const char *opts_command_suggest(const struct opts_command *cmds,
 				 const char *word);

@@ -221,6 +221,24 @@ typedef void (*policy_problem_fn)(void *ctx, size_t index, const char *msg);
 int policy_check_set(const struct policy_tenant *ts, size_t n,
 		     policy_problem_fn fn, void *ctx);
 
+/* A prefix of one tenant wider than, and holding, a prefix of another, in
+ * the same direction, on ports both cover: not an error, but the classifier
+ * gives each connection to the longest prefix that matches it, so the wider
+ * tenant never sees the narrower one's addresses.  policy_find_overlaps
+ * calls fn for every such pair among the n tenants `stride` bytes apart
+ * from first (an array of them, or the policies inside the agent's
+ * records), with the index of the wider and of the narrower tenant and a
+ * message naming both tenants, both prefixes and the ports; with focus < n,
+ * only for the pairs tenant focus is part of.  Returns how many pairs, or
+ * -ENOMEM.  O(R log R) in the rules R; with a focus, R times focus's
+ * prefixes, and the sort of those that nest with them. */
+#define POLICY_OVERLAP_MAX	512
+typedef void (*policy_overlap_fn)(void *ctx, size_t wide, size_t narrow,
+				  const char *msg);
+long policy_find_overlaps(const struct policy_tenant *first, size_t stride,
+			  size_t n, size_t focus, policy_overlap_fn fn,
+			  void *ctx);
+
 /* "drop" or "rst". */
 const char *policy_action_name(enum policy_action a);
 

@@ -73,6 +73,16 @@ static void set_problem(void *ctx, size_t index, const char *msg)
 	add_problem(p, p->orig[index], msg);
 }
 
+/* A dry run's overlap (policy_find_overlaps()): every one, said and kept
+ * for --json (the agent shows the first few of a real apply). */
+static void add_warning(void *ctx, size_t wide, size_t narrow, const char *msg)
+{
+	(void)wide;
+	(void)narrow;
+	rlctl_warn("%s", msg);
+	json_array_append_new(ctx, json_string(msg));
+}
+
 static json_t *load_file(const char *file)
 {
 	json_error_t jerr;
@@ -200,13 +210,20 @@ int cmd_apply(int argc, char **argv)
 	}
 
 	if (args.dry_run) {
-		if (rlctl.json)
-			rlctl_print_json(json_pack("{s:s, s:I, s:b}", "file", file,
-						   "tenants", (json_int_t)n,
-						   "valid", 1));
-		else
+		json_t *warnings = json_array();
+
+		policy_find_overlaps(ts, sizeof(*ts), n, SIZE_MAX, add_warning,
+				     warnings);
+		if (rlctl.json) {
+			rlctl_print_json(json_pack("{s:s, s:I, s:b, s:o}", "file",
+						   file, "tenants", (json_int_t)n,
+						   "valid", 1, "warnings",
+						   warnings));
+		} else {
+			json_decref(warnings);
 			printf("%s: %zu tenant%s, valid\n", file, n,
 			       n == 1 ? "" : "s");
+		}
 		ret = RLCTL_EXIT_OK;
 		goto out;
 	}
@@ -229,6 +246,7 @@ int cmd_apply(int argc, char **argv)
 	ret = rlctl_reply(&reply);
 	if (ret != RLCTL_EXIT_OK)
 		goto out;
+	rlctl_print_warnings(reply);
 	if (rlctl.json) {
 		rlctl_print_json(json_incref(reply));
 	} else {

@@ -93,6 +93,28 @@ void rlctl_error(const char *fmt, ...)
 	}
 }
 
+void rlctl_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	/* on stderr in both modes: --json's stdout stays the answer alone */
+	fputs("Warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void rlctl_print_warnings(const json_t *reply)
+{
+	size_t i;
+	json_t *w;
+
+	json_array_foreach(json_object_get(reply, "warnings"), i, w)
+		if (json_is_string(w))
+			rlctl_warn("%s", json_string_value(w));
+}
+
 int rlctl_usage_error(const char *cmd, const char *fmt, ...)
 {
 	char msg[1024];

@@ -45,6 +45,11 @@ int rlctl_parse(const struct opts_spec *spec, int argc, char **argv, void *cfg,
 		struct opts_result *res);
 
 void rlctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "Warning: ..." on stderr, in text and --json alike: what was done but
+ * may not be what was meant. */
+void rlctl_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* rlctl_warn for each string of the reply's "warnings" (none: nothing). */
+void rlctl_print_warnings(const json_t *reply);
 /* rlctl_error, returning RLCTL_EXIT_USAGE, with a pointer to the help of
  * command cmd ("tenant set"; NULL for rlctl's own). */
 int rlctl_usage_error(const char *cmd, const char *fmt, ...)

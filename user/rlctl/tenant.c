@@ -357,9 +357,21 @@ static int tenant_set(int argc, char **argv)
 		}
 	} else {
 		if ((!opts_given(&res, "rate") && !a.t.max_conns) || !a.match) {
-			ret = rlctl_usage_error("tenant set", "tenant '%s' does not "
-						"exist; creating it needs --match, and "
-						"--rate or --max-conns", name);
+			/* the agent's "no tenant named" says which name
+			 * was meant when one is near */
+			const char *why = json_string_value(
+					json_object_get(reply, "error"));
+
+			if (why && strstr(why, "did you mean"))
+				ret = rlctl_usage_error("tenant set", "%s; creating "
+							"tenant '%s' needs --match, "
+							"and --rate or --max-conns",
+							why, name);
+			else
+				ret = rlctl_usage_error("tenant set", "tenant '%s' "
+							"does not exist; creating it "
+							"needs --match, and --rate or "
+							"--max-conns", name);
 			goto out;
 		}
 		memset(&t, 0, sizeof(t));
@@ -391,6 +403,7 @@ static int tenant_set(int argc, char **argv)
 	ret = rlctl_call(req, &reply);
 	if (ret != RLCTL_EXIT_OK)
 		goto out;
+	rlctl_print_warnings(reply);
 	if (!json_is_object(json_object_get(reply, "tenant")))
 		json_object_set_new(reply, "tenant", policy_tenant_to_json(&a.t));
 	if (rlctl.json) {
