@@ -4,8 +4,11 @@
 # gives it, no two headings share an anchor, and every `operations.md,
 # "TITLE"` that the README, the docs, the alert rules, the unit, the
 # package's scripts or the sources point an operator to is a heading of it
-# (tests/pkg/doc_refs.py).  The plots have an opaque background, and the
-# flood's CPU plot draws what the table judges.
+# (tests/pkg/doc_refs.py).  docs/architecture.md's source map names every
+# user/**/*.c, every function of the BPF program an entry point reaches and
+# every map, and nothing the tree no longer has (tools/srcmap.py).  The
+# plots have an opaque background, and the flood's CPU plot draws what the
+# table judges.
 
 load helpers
 
@@ -62,4 +65,50 @@ EOF
 	run "$TOP/tools/bench-peers.sh" --plot-cpu "$figs.2" "$svg"
 	[[ $status -eq 1 ]]
 	[[ -s $TOP/docs/bench/peers-flood-cpu.svg ]]
+}
+
+@test "architecture.md's source map names every user/**/*.c, every BPF function an entry point reaches, every map, and nothing gone" {
+	run python3 "$TOP/tools/srcmap.py" "$TOP"
+	echo "$output"
+	[[ $status -eq 0 && -z $output ]]
+}
+
+@test "the source map's check names exactly what a tree adds or drops: files, functions reached (not those merely defined or named in a comment), maps and globals" {
+	local t=$BATS_TEST_TMPDIR/tree f want
+
+	mkdir -p "$t/docs"
+	cp -r "$TOP/bpf" "$t/bpf"
+	while IFS= read -r f; do
+		mkdir -p "$t/$(dirname "$f")"
+		: >"$t/$f"
+	done < <(cd "$TOP" && find user -name '*.[ch]')
+	rm "$t/user/lib/wake.c"
+	: >"$t/user/lib/newfile.c"
+	cat >>"$t/bpf/rlgate.bpf.c" <<'EOF'
+__u32 new_global;
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} new_map SEC(".maps");
+static int orphan(void) { return 1; }
+static __always_inline int probe_new(void) { /* orphan() */ return new_global; }
+SEC("xdp")
+int xdp_probe(struct xdp_md *ctx) { return probe_new() ? XDP_PASS : XDP_DROP; }
+EOF
+	grep -v -e '^| `take_failed` |' -e '^| `src_top` |' \
+		"$TOP/docs/architecture.md" >"$t/docs/architecture.md"
+
+	run python3 "$TOP/tools/srcmap.py" "$t"
+	want="missing from the source map: file user/lib/newfile.c
+not in the tree: file user/lib/wake.c
+missing from the source map: function probe_new
+missing from the source map: function take_failed
+missing from the source map: function xdp_probe
+missing from the source map: map new_global
+missing from the source map: map new_map
+missing from the source map: map src_top"
+	[[ $status -eq 1 && $output == "$want" ]] ||
+		{ echo "status $status, output:" >&2; echo "$output" >&2; return 1; }
 }

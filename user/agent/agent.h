@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* rlagent's shared state: options, the tenant set with kernel slots, and the
- * all-or-nothing operations on it that ctl_cmd.c serves and metrics.c reads.
- * agent.c holds the set and its changes, agent_tombs.c tombstones and
- * versions, agent_fleet.c the fleet's changes, agent_state.c the state file
- * and start-up, agent_rates.c the counters' samples.  None of them calls
- * the broker: changes are told through struct agent_hooks (main.c and
- * wire.c point them at it); the broker pointer below is for ctl_cmd.c and
- * metrics.c.
+ * all-or-nothing operations on it that the control commands serve and the
+ * metrics read (the files that hold them: docs/architecture.md's source
+ * map).  None of them calls the broker: changes are told through struct
+ * agent_hooks (main.c and wire.c point them at it); the broker pointer
+ * below is for the control commands and the metrics.
  */
 #ifndef RL_AGENT_H
 #define RL_AGENT_H

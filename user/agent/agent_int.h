@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The tenant set's insides, shared by its files and by nothing else:
- * agent.c (the set and its changes, all or nothing), agent_tombs.c
- * (tombstones and versions), agent_fleet.c (the fleet's changes),
- * agent_state.c (the state file, start-up) and agent_rates.c (samples).
+/* The tenant set's insides, shared by some of its files and by nothing
+ * else; which file holds what is docs/architecture.md's source map's to
+ * say.
  */
 #ifndef RL_AGENT_INT_H
 #define RL_AGENT_INT_H

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The lease broker's insides, shared by its files and by nothing else:
- * broker.c (life cycle, options, stats), broker_redis.c (connections,
- * script calls, the circuit breaker), broker_lease.c (leasing, refunds,
- * what the hosts owe), broker_fleet.c (the agent registry, the policy
- * store).  Everything here runs on the agent's loop.
+/* The lease broker's insides, shared by the broker's files and by
+ * nothing else; which file holds what is docs/architecture.md's source
+ * map's to say.  Everything here runs on the agent's loop.
  */
 #ifndef RL_BROKER_INT_H
 #define RL_BROKER_INT_H

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The kernel side's insides, shared by its files and by nothing else:
- * kern.c (loading, pins), kern_migrate.c (pins of an older layout),
- * kern_attach.c (attaching, detaching) and kern_maps.c (reading and writing
- * the maps).
+/* The kernel side's insides, shared by some of its files and by nothing
+ * else; which file holds what is docs/architecture.md's source map's to
+ * say.
  */
 #ifndef RL_KERN_INT_H
 #define RL_KERN_INT_H
