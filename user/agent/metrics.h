@@ -31,7 +31,8 @@ void metrics_close(struct metrics *m);
  * whether one runs now, "last_scrape_us": the last one's time from its
  * start to its answer, "last_scrape_turns": the turns of the event loop
  * it took, "longest_hold_us": the longest any turn of a scrape held the
- * loop}. */
+ * loop, "longest_hold_cpu_us": the most CPU time one took (the same less
+ * the time other processes had the CPU meanwhile)}. */
 json_t *metrics_status_json(const struct metrics *m);
 
 /* Disconnects clients that stalled for METRICS_STALL_NS. */
