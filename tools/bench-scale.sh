@@ -40,6 +40,13 @@
 #                            nothing to do, in % of one core (/proc/PID/stat)
 #   metrics_scrape_100k_ms   one scrape of /metrics (--metrics-tenants
 #                            1000, the default), median of five
+#   metrics_loop_stall_ms    the longest a turn of the event loop spent on
+#                            those five scrapes, in which the control
+#                            socket, leases and timers wait: the agent's
+#                            CPU time in its longest slice of a scrape
+#                            (rlctl status), which other processes taking
+#                            the CPU do not lengthen
+#   metrics_loop_stall_wall_ms  the same in wall time, theirs included
 #   ctl_apply_del_90k_s    last, `rlctl apply` of a tenth of the tenants:
 #                          the other nine tenths deleted in one change
 #   ctl_apply_del_90k_cpu_ms  the CPU time (user and system) rlctl and the
@@ -137,6 +144,9 @@ for ((r = 0; r < runs; r++)); do
 	scrape+=("$(ms nsenter --net="/run/netns/$lab-s1" curl -sf -o /dev/null \
 		http://127.0.0.1:9464/metrics)") || die "couldn't scrape the agent's metrics"
 done
+scrapes=$(rl --json status | jq -c .metrics) || die "rlctl status failed"
+[[ $(jq .scrapes <<<"$scrapes") == "$runs" ]] ||
+	die "rlctl status counts $(jq .scrapes <<<"$scrapes") scrapes, not $runs"
 
 mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
 kbytes=$(jq .kernel_map_bytes <<<"$mem")
@@ -209,5 +219,7 @@ echo "bytes_per_tenant_agent $((rss / tenants)) bytes"
 echo "bytes_per_tenant_agent_own $((anon / tenants)) bytes"
 echo "agent_idle_cpu_100k_pct $idle %"
 echo "metrics_scrape_100k_ms $(median "${scrape[@]}") ms"
+echo "metrics_loop_stall_ms $(jq '.longest_hold_cpu_us / 100 | round / 10' <<<"$scrapes") ms"
+echo "metrics_loop_stall_wall_ms $(jq '.longest_hold_us / 100 | round / 10' <<<"$scrapes") ms"
 echo "ctl_apply_del_90k_s $(awk -v m="$took" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "ctl_apply_del_90k_cpu_ms $took_cpu ms"

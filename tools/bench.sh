@@ -205,7 +205,9 @@ at_most \
 	"fleet_sync_100k_s 10" \
 	"fleet_change_ms 1000" \
 	"ctl_apply_del_90k_s 5" \
-	"fleet_apply_del_90k_cpu_s 5"
+	"fleet_apply_del_90k_cpu_s 5" \
+	"metrics_scrape_100k_ms 250" \
+	"metrics_loop_stall_ms 5"
 # The agent's memory is judged on its own (heap and anonymous maps): its
 # resident set also holds the kernel's maps it writes through, which
 # bytes_per_tenant_kernel counts already.

@@ -132,3 +132,43 @@ tries() {
 	tries c2
 	expect_eq "c2 connected after restart" "$(json_get .total.connected)" 0
 }
+
+@test "20,000 tenants, each with its own series: a scrape runs over turns of the event loop between which rlctl is answered (status sees it running), and each of 20 scrapes has every tenant's series once" {
+	local file=$BATS_TEST_TMPDIR/set.json dir=$BATS_TEST_TMPDIR/scrapes pid
+	local polls=0 seen=0 i page
+
+	agent_start --max-tenants "$N" --metrics-tenants "$N"
+	tenant_file "$file"
+	rl apply "$file"
+	mkdir -p "$dir"
+	# 20 scrapes one after the other, each of some 400,000 lines
+	(
+		for ((i = 0; i < 20; i++)); do
+			in_ns s1 curl -sf --max-time 30 -o "$dir/$i" "http://$METRICS_ADDR/metrics" ||
+				echo "scrape $i failed" >>"$dir/errors"
+		done
+	) &
+	pid=$!
+	# the control socket meanwhile, 2,000 times at most
+	while kill -0 "$pid" 2>/dev/null && ((polls < 2000)); do
+		[[ $(rl --json status | jq .metrics.scraping) == true ]] && seen=$((seen + 1))
+		polls=$((polls + 1))
+	done
+	wait "$pid"
+	echo "status answered $polls times, $seen of them during a scrape"
+	[[ ! -e $dir/errors ]] || { cat "$dir/errors" >&2; return 1; }
+	expect_between "status answers during a scrape" "$seen" 1 "$polls"
+	expect_eq "scrapes answered" "$(rl --json status | jq .metrics.scrapes)" 20
+	expect_eq "scrapes running" "$(rl --json status | jq .metrics.scraping)" false
+	for ((i = 0; i < 20; i++)); do
+		page=$(cat "$dir/$i")
+		expect_eq "scrape $i: tenants with their own series" \
+			"$(metric_value rlgate_metrics_tenants "$page")" "$N"
+		expect_eq "scrape $i: admitted series" \
+			"$(grep -c '^rlgate_admitted_total{' <<<"$page")" "$N"
+		expect_eq "scrape $i: series named twice" \
+			"$(grep -v '^#' <<<"$page" | cut -d' ' -f1 | sort | uniq -d | wc -l)" 0
+		expect_eq "scrape $i: c1t's burst" \
+			"$(metric_value 'rlgate_limit_burst{tenant="c1t"}' "$page")" 5
+	done
+}

@@ -1,4 +1,4 @@
-/* Unit test of user/lib/topn.c: which rows are the k busiest, as a table; equal scores go by name whatever the rows' order. */
+/* Unit test of user/lib/topn.c: which rows are the k busiest, as a table; equal scores go by name whatever the rows' order; rows added one at a time choose alike. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,9 +93,56 @@ static void test_pick_matches_sort(void)
 	}
 }
 
+/* Rows added one at a time, some never (a tenant gone while they were
+ * read): those are never kept, and the others are kept as topn_pick keeps
+ * them in the table of the rows added alone. */
+static void test_add_some(void)
+{
+	enum { N = 500 };
+	static const size_t ks[] = { 0, 1, 10, 250, N };
+	static char names[N][8];
+	static const char *name[N], *sub_name[N];
+	static uint64_t score[N], sub_score[N];
+	static bool keep[N], sub_keep[N];
+	unsigned int seed = 777;
+
+	for (size_t i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%zu", (i * 31) % N);
+		name[i] = names[i];
+		seed = seed * 1103515245 + 12345;
+		score[i] = (seed >> 16) % 20;
+	}
+	for (size_t c = 0; c < sizeof(ks) / sizeof(ks[0]); c++) {
+		struct topn t;
+		size_t n_sub = 0;
+
+		CHECK(topn_init(&t, ks[c], N) == 0, "k %zu: init failed", ks[c]);
+		for (size_t i = 0; i < N; i++) {
+			if (i % 3 == 1)
+				continue;
+			topn_add(&t, score[i], name[i], i);
+			sub_score[n_sub] = score[i];
+			sub_name[n_sub++] = name[i];
+		}
+		memset(keep, 0xff, sizeof(keep));
+		topn_keep(&t, keep, N);
+		topn_free(&t);
+		CHECK(topn_pick(sub_score, sub_name, n_sub, ks[c], sub_keep) == 0,
+		      "k %zu: pick failed", ks[c]);
+		for (size_t i = 0, j = 0; i < N; i++) {
+			bool want = i % 3 == 1 ? false : sub_keep[j++];
+
+			CHECK(keep[i] == want, "k %zu: row %zu (%s, %llu) kept %d",
+			      ks[c], i, name[i], (unsigned long long)score[i],
+			      keep[i]);
+		}
+	}
+}
+
 int main(void)
 {
 	CHECK_RUN(test_pick);
 	CHECK_RUN(test_pick_matches_sort);
+	CHECK_RUN(test_add_some);
 	return check_exit();
 }

@@ -19,6 +19,7 @@
 #include "jsonflat.h"
 #include "log.h"
 #include "mem.h"
+#include "metrics.h"
 #include "preload.h"
 
 json_t *ctl_error(enum agent_code code, const char *msg)
@@ -210,6 +211,8 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 		json_object_set_new(r, "memory", memory_json(a));
 	if (r)
 		json_object_set_new(r, "per_source_table", ctl_src_table_json(a));
+	if (r && a->metrics)
+		json_object_set_new(r, "metrics", metrics_status_json(a->metrics));
 	return r;
 }
 

@@ -325,6 +325,10 @@ int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
  * thousand slots per system call (one per slot on a kernel without batch
  * lookups): what sampling every tenant each second costs.  0 or -errno. */
 int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out);
+/* The same of slots from .. from+n-1 into out[0 .. n): a part of the
+ * table at a time, for a reader that must not hold the event loop. */
+int kern_tenant_stats_range(struct kern *k, uint32_t from, uint32_t n,
+			    struct rl_stats *out);
 
 /* The same, by enforcement point: the kernel's (XDP or tc) and the preload
  * pool's (zero without a pool).  0 or -errno. */

@@ -594,22 +594,32 @@ cleanup:
 static int stats_one_by_one(struct kern *k, uint32_t from, uint32_t n,
 			    struct rl_stats *out)
 {
-	for (uint32_t slot = from; slot < from + n; slot++)
-		if (kern_own_stats(k, slot, &out[slot]))
-			memset(&out[slot], 0, sizeof(out[slot]));
+	for (uint32_t i = 0; i < n; i++)
+		if (kern_own_stats(k, from + i, &out[i]))
+			memset(&out[i], 0, sizeof(out[i]));
 	return 0;
 }
 
 int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out)
 {
+	return kern_tenant_stats_range(k, 0, n, out);
+}
+
+int kern_tenant_stats_range(struct kern *k, uint32_t from, uint32_t n,
+			    struct rl_stats *out)
+{
 	int fd = bpf_map__fd(k->skel->maps.tenant_stats);
 	struct rl_stats *per;
-	uint32_t *keys, next = 0, done = 0;
+	/* a batch starts after the key it is given: from - 1, or the map's
+	 * start for slot 0 */
+	uint32_t *keys, next = from - 1, done = 0;
 	bool first = true;
 	int err = 0;
 
-	if (n > k->max_tenants)
-		n = k->max_tenants;
+	if (from >= k->max_tenants)
+		return 0;
+	if (n > k->max_tenants - from)
+		n = k->max_tenants - from;
 	per = calloc((size_t)STATS_BATCH * (size_t)k->ncpus, sizeof(*per));
 	keys = calloc(STATS_BATCH, sizeof(*keys));
 	if (!per || !keys) {
@@ -619,13 +629,13 @@ int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out)
 	while (done < n) {
 		__u32 count = n - done < STATS_BATCH ? n - done : STATS_BATCH;
 		LIBBPF_OPTS(bpf_map_batch_opts, opts);
-		int e = bpf_map_lookup_batch(fd, first ? NULL : &next, &next, keys,
-					     per, &count, &opts);
+		int e = bpf_map_lookup_batch(fd, first && !from ? NULL : &next,
+					     &next, keys, per, &count, &opts);
 
 		if (e < 0 && errno != ENOENT) {
 			e = -errno;
 			if (first && (e == -EINVAL || e == -ENOTSUP || e == -EOPNOTSUPP))
-				err = stats_one_by_one(k, 0, n, out);
+				err = stats_one_by_one(k, from, n, out);
 			else
 				err = e;
 			goto cleanup;
@@ -634,9 +644,9 @@ int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out)
 		for (__u32 i = 0; i < count; i++) {
 			struct rl_stats *o;
 
-			if (keys[i] >= n)
+			if (keys[i] < from || keys[i] - from >= n)
 				continue;
-			o = &out[keys[i]];
+			o = &out[keys[i] - from];
 			memset(o, 0, sizeof(*o));
 			for (int c = 0; c < k->ncpus; c++)
 				rl_stats_add(o, &per[(size_t)i * k->ncpus + c]);
@@ -647,11 +657,11 @@ int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out)
 	}
 cleanup:
 	if (!err && k->preload)
-		for (uint32_t slot = 0; slot < n; slot++) {
+		for (uint32_t i = 0; i < n; i++) {
 			struct rl_stats pool;
 
-			preload_stats(k->preload, slot, &pool);
-			rl_stats_add(&out[slot], &pool);
+			preload_stats(k->preload, from + i, &pool);
+			rl_stats_add(&out[i], &pool);
 		}
 	free(per);
 	free(keys);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -29,7 +30,11 @@ struct metrics_client {
 	size_t req_len;
 	char *out;
 	size_t out_len, out_off;
+	bool waiting;		/* for a scrape's answer */
+	bool in_job;		/* ...from the job running */
 };
+
+struct scrape;
 
 struct metrics {
 	struct agent *a;
@@ -37,6 +42,14 @@ struct metrics {
 	/* Per tenant slot: admitted + denied at the previous scrape, against
 	 * which the next one ranks the tenants (--metrics-tenants). */
 	uint64_t *last;
+	struct scrape *job;	/* the scrape running, if any */
+	/* for status: scrapes answered, the last one's time and turns of
+	 * the loop, and the longest a slice of one held the loop */
+	uint64_t scrapes, last_scrape_ns, hold_max_ns;
+	/* ...and in CPU time: what the scrape itself took of that, without
+	 * the time other processes had the CPU while it ran */
+	uint64_t hold_max_cpu_ns;
+	unsigned int last_turns;
 };
 
 int metrics_parse_addr(const char *s, char *host, size_t hostlen,
@@ -54,15 +67,18 @@ int metrics_parse_addr(const char *s, char *host, size_t hostlen,
  * heap. */
 #define METRICS_TRIM_TENANTS	10000
 
+static void scrape_free(struct scrape *s);
+static void scrape_leave(struct metrics *m);
+
 static void client_close(struct server_client *sc)
 {
-	struct metrics *m = server_ctx(sc->srv);
+	struct metrics_client *cl = (struct metrics_client *)sc;
 
-	free(((struct metrics_client *)sc)->out);
-	/* the figures of 100,000 tenants, gone in small pieces, and the
-	 * answer sent: their pages back to the system */
-	if (m->a->n_tenants >= METRICS_TRIM_TENANTS)
-		malloc_trim(0);
+	free(cl->out);
+	if (cl->in_job) {
+		cl->in_job = false;
+		scrape_leave(server_ctx(sc->srv));
+	}
 }
 
 /* Label values may hold any byte; the format wants \\, \" and \n escaped.
@@ -273,157 +289,33 @@ static void broker_scalars(FILE *f, const struct broker_stats *bs)
 		       broker[m].v);
 }
 
-/* Fleet mode: per tenant leasing, then the broker's own figures. */
-static void render_fleet(FILE *f, struct agent *a, const bool *keep)
-{
+/* Fleet mode's per tenant leasing figures: a uint64_t of struct
+ * broker_tenant_stats at its offset. */
 #define BT(f)	offsetof(struct broker_tenant_stats, f)
-	static const struct {
-		const char *name, *type, *help;
-		size_t from;
-	} per_tenant[] = {
-		{ "rlgate_tokens_leased_total", "counter",
-		  "Tokens leased from the tenant's global bucket in Redis.",
-		  BT(tokens_leased) },
-		{ "rlgate_tokens_refunded_total", "counter",
-		  "Leased tokens given back unspent (idle past the lease TTL, or at shutdown).",
-		  BT(tokens_refunded) },
-		{ "rlgate_leases_total", "counter", "Lease calls that granted tokens.",
-		  BT(leases) },
-		{ "rlgate_tenant_redis_calls_total", "counter",
-		  "Lease and refund calls to Redis for the tenant.", BT(redis_calls) },
-		{ "rlgate_lease_size", "gauge", "Tokens this agent asks for per lease.",
-		  BT(lease_size) },
-		{ "rlgate_overshoot_bound", "gauge",
-		  "Most connections the fleet can admit beyond rate x time + burst: "
-		  "live agents x lease cap.", BT(overshoot_bound) },
-	};
+static const struct {
+	const char *name, *type, *help;
+	size_t from;
+} fleet_metrics[] = {
+	{ "rlgate_tokens_leased_total", "counter",
+	  "Tokens leased from the tenant's global bucket in Redis.",
+	  BT(tokens_leased) },
+	{ "rlgate_tokens_refunded_total", "counter",
+	  "Leased tokens given back unspent (idle past the lease TTL, or at shutdown).",
+	  BT(tokens_refunded) },
+	{ "rlgate_leases_total", "counter", "Lease calls that granted tokens.",
+	  BT(leases) },
+	{ "rlgate_tenant_redis_calls_total", "counter",
+	  "Lease and refund calls to Redis for the tenant.", BT(redis_calls) },
+	{ "rlgate_lease_size", "gauge", "Tokens this agent asks for per lease.",
+	  BT(lease_size) },
+	{ "rlgate_overshoot_bound", "gauge",
+	  "Most connections the fleet can admit beyond rate x time + burst: "
+	  "live agents x lease cap.", BT(overshoot_bound) },
+};
 #undef BT
-	struct broker_stats bs;
-	unsigned long long degraded = 0;
 
-	for (size_t m = 0; m < sizeof(per_tenant) / sizeof(per_tenant[0]); m++) {
-		unsigned long long sum = 0;
-
-		header(f, per_tenant[m].name, per_tenant[m].type, per_tenant[m].help);
-		for (size_t i = 0; i < a->n_tenants; i++) {
-			struct broker_tenant_stats bt;
-
-			broker_tenant_stats(a->broker, a->tenants[i].slot,
-					    &a->tenants[i].pol, &bt);
-			sum += field_at(&bt, per_tenant[m].from);
-			if (!keep[i])
-				continue;
-			tenant_row(f, per_tenant[m].name, a->tenants[i].pol.name);
-			fprintf(f, "%llu\n", field_at(&bt, per_tenant[m].from));
-		}
-		if (strcmp(per_tenant[m].type, "counter") == 0)
-			host_total(f, per_tenant[m].name, sum);
-	}
-	header(f, "rlgate_conn_overshoot_bound", "gauge",
-	       "Capped tenants: most connections the fleet can have in flight "
-	       "above the cap beyond those a host had when it stopped renewing "
-	       "its slots: (live agents - 1) x fail share; +Inf with fail allow.");
-	for (size_t i = 0; i < a->n_tenants; i++) {
-		struct broker_tenant_stats bt;
-
-		if (!a->tenants[i].pol.max_conns || !keep[i])
-			continue;
-		broker_tenant_stats(a->broker, a->tenants[i].slot,
-				    &a->tenants[i].pol, &bt);
-		tenant_row(f, "rlgate_conn_overshoot_bound", a->tenants[i].pol.name);
-		if (bt.conn_bound == UINT64_MAX)
-			fprintf(f, "+Inf\n");
-		else
-			fprintf(f, "%llu\n", (unsigned long long)bt.conn_bound);
-	}
-	broker_stats(a->broker, &bs);
-	broker_scalars(f, &bs);
-	header(f, "rlgate_degraded_total", "counter",
-	       "SYNs decided by the tenant's fail policy while degraded.");
-	for (size_t i = 0; i < a->n_tenants; i++) {
-		struct agent_tenant_stats ts;
-
-		agent_tenant_stats(a, &a->tenants[i], &ts);
-		degraded += ts.s.degraded;
-		if (!keep[i])
-			continue;
-		tenant_row(f, "rlgate_degraded_total", a->tenants[i].pol.name);
-		fprintf(f, "%llu\n", (unsigned long long)ts.s.degraded);
-	}
-	host_total(f, "rlgate_degraded_total", degraded);
-	header(f, "rlgate_lease_seconds", "histogram", "Round trip of lease calls.");
-	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++) {
-		if (i == BROKER_LEASE_BUCKETS - 1)
-			fprintf(f, "rlgate_lease_seconds_bucket{le=\"+Inf\"} %llu\n",
-				(unsigned long long)bs.lease_count);
-		else
-			fprintf(f, "rlgate_lease_seconds_bucket{le=\"%g\"} %llu\n",
-				bs.lease_bounds[i], (unsigned long long)bs.lease_buckets[i]);
-	}
-	fprintf(f, "rlgate_lease_seconds_sum %.6f\n", bs.lease_sum_s);
-	fprintf(f, "rlgate_lease_seconds_count %llu\n", (unsigned long long)bs.lease_count);
-}
-
-/* With a preload pool: each tenant's verdicts by enforcement point, the
- * kernel (XDP or tc) or the preloaded processes (librlpreload.so), and the
- * tokens forged in the pool. */
-static void render_points(FILE *f, struct agent *a,
-			  const struct agent_tenant_stats *st, const bool *keep)
-{
-	static const char *const names[] = {
-		"rlgate_point_admitted_total", "rlgate_point_denied_total",
-	};
-	static const char *const points[] = { "kernel", "preload" };
-	unsigned long long forged = 0;
-
-	for (int m = 0; m < 2; m++) {
-		header(f, names[m], "counter", m ? "Connections refused, by "
-		       "enforcement point: kernel (XDP or tc) or preload "
-		       "(librlpreload.so)." : "Connections admitted, by "
-		       "enforcement point: kernel (XDP or tc) or preload "
-		       "(librlpreload.so).");
-		for (size_t i = 0; i < a->n_tenants; i++) {
-			if (!keep[i])
-				continue;
-			for (int p = 0; p < 2; p++) {
-				const struct rl_stats *s = p ? &st[i].preload :
-							       &st[i].kernel;
-
-				fprintf(f, "%s{tenant=\"", names[m]);
-				put_label(f, a->tenants[i].pol.name);
-				fprintf(f, "\",point=\"%s\"} %llu\n", points[p],
-					(unsigned long long)(m ? s->denied :
-							     s->admitted));
-			}
-		}
-	}
-	header(f, "rlgate_preload_forged_tokens_total", "counter", "Leased "
-	       "tokens found in the preload pool beyond what this agent gave "
-	       "it (written by a process of the pool's group), taken out and "
-	       "dropped.");
-	for (size_t i = 0; i < a->n_tenants; i++) {
-		uint64_t n = preload_forged(a->kern.preload, a->tenants[i].slot);
-
-		forged += n;
-		if (!keep[i])
-			continue;
-		tenant_row(f, "rlgate_preload_forged_tokens_total",
-			   a->tenants[i].pol.name);
-		fprintf(f, "%llu\n", (unsigned long long)n);
-	}
-	host_total(f, "rlgate_preload_forged_tokens_total", forged);
-	header(f, "rlgate_preload_pool_remade_total", "counter", "Times the "
-	       "preload pool was found truncated, replaced or with its layout "
-	       "rewritten, and made anew.");
-	fprintf(f, "rlgate_preload_pool_remade_total %llu\n",
-		(unsigned long long)a->kern.preload->remade);
-	header(f, "rlgate_preload_pool_lost", "gauge", "1 while the preload "
-	       "pool is lost and not made anew yet.");
-	fprintf(f, "rlgate_preload_pool_lost %d\n", a->kern.preload->lost);
-}
-
-/* The host-wide instance limit: its cap (0: none), what is in flight, and
- * its refusals by reason. */
+/* The instance limit's figures, the verification's, the per-source
+ * table's and the agent's own: what follows the tenants. */
 static void render_instance(FILE *f, struct agent *a)
 {
 	struct kern_instance ki;
@@ -459,110 +351,169 @@ static void render_sources(FILE *f, struct agent *a)
 	       reclaimed);
 }
 
-/* Which tenants get their own series: the --metrics-tenants busiest by
- * admitted + denied since the previous scrape, in keep[].  Remembers this
- * scrape's counts for the next one.  0 or -ENOMEM. */
-static int pick_tenants(struct metrics *m, const struct agent_tenant_stats *st,
-			bool *keep)
+/* --- a scrape, a slice at a time -------------------------------------- */
+
+/*
+ * A scrape of 100,000 tenants reads and sums some 35 MB of counters: done
+ * at once it would hold the event loop (leases, heartbeats, the control
+ * socket) for tens of milliseconds.  So it is a job that works for at most
+ * SCRAPE_SLICE_NS per turn of the loop and then yields to it through a
+ * timer of no delay, in phases:
+ *
+ *   NAMES    each tenant's slot and name, copied in the policy's order;
+ *            begun again if the policy changes before the copy is whole
+ *   READ     the kernel's counters of every slot up to the highest copied,
+ *            a few thousand slots per system call
+ *   TENANTS  each tenant's figures, its rank by activity since the
+ *            previous scrape, and the sums over every tenant
+ *   PICK     which tenants get their own series (--metrics-tenants)
+ *   RENDER   the exposition, family by family
+ *
+ * From NAMES on the tenants are the job's: a tenant deleted (or moved to
+ * another slot) before TENANTS reads it is left out of this scrape, series
+ * and sums; one added after NAMES is in the next.  One job serves every
+ * client whose request came before it began; those that ask while it runs
+ * wait for the next one, so what a client gets was read after it asked.
+ */
+#define SCRAPE_SLICE_NS		(2ULL * 1000000ULL)
+/* Rows between two looks at the clock: a few tens of microseconds */
+#define SCRAPE_STEP		128
+/* Per-CPU values read per system call: a quarter of a millisecond */
+#define SCRAPE_READ_VALUES	4096
+/* Restarts of NAMES under a policy that keeps changing, after which the
+ * copy is made whole in one turn (a few milliseconds at 100,000 tenants) */
+#define SCRAPE_RESTARTS		3
+
+enum scrape_phase { SC_NAMES, SC_READ, SC_TENANTS, SC_PICK, SC_RENDER, SC_DONE };
+
+struct scrape_row {
+	uint32_t slot;
+	uint32_t name;		/* offset in scrape.names */
+	bool gone;		/* not the same tenant any more: left out */
+	bool capped;		/* its policy has a cap on connections */
+	uint64_t burst;
+	double rate;		/* connections per second */
+};
+
+/* What the exposition is made of: a family of per tenant series (a header,
+ * the kept tenants' rows, and their sum over every tenant if `total`), or
+ * lines that do not depend on the tenants. */
+enum item_kind {
+	IT_STAT,	/* a uint64_t of struct agent_tenant_stats at off */
+	IT_RATE, IT_BURST,	/* the tenant's limits */
+	IT_BROKER,	/* a uint64_t of struct broker_tenant_stats at off */
+	IT_BOUND,	/* the conn bound of capped tenants */
+	IT_DEGRADED,	/* stats' s.degraded */
+	IT_POINT,	/* by enforcement point: off 0 admitted, 1 denied */
+	IT_FORGED,	/* tokens forged in the preload pool */
+	IT_TEXT,	/* text() */
+};
+
+struct scrape;
+
+struct item {
+	enum item_kind kind;
+	const char *name, *type, *help;
+	size_t off;
+	bool total;
+	void (*text)(FILE *f, struct scrape *s);
+};
+
+#define SCRAPE_MAX_ITEMS	48
+
+struct scrape {
+	struct metrics *m;
+	struct loop_timer *timer;	/* the next slice, if one is due */
+	unsigned int n_clients;		/* waiting for this job */
+	enum scrape_phase phase;
+	size_t cur;			/* the phase's cursor */
+	unsigned int restarts;
+	int err;
+	uint64_t start_ns;
+	unsigned int turns;
+	/* the policy NAMES copied */
+	uint64_t version;
+	const struct agent_tenant *tenants_at;
+	size_t n;
+	struct scrape_row *rows;
+	char *names;
+	size_t names_len, names_cap;
+	uint32_t n_slots;
+	struct rl_stats *all;		/* the counters of slots [0, n_slots) */
+	struct agent_tenant_stats *st;
+	struct broker_tenant_stats *bt;	/* fleet mode */
+	uint64_t *forged;		/* with a preload pool */
+	struct topn top;
+	uint32_t *kept;			/* rows with their own series, in order */
+	size_t n_kept;
+	struct item items[SCRAPE_MAX_ITEMS];
+	unsigned long long sums[SCRAPE_MAX_ITEMS];
+	size_t n_items, item;
+	FILE *f;
+	char *body;
+	size_t len;
+};
+
+static const char *row_name(const struct scrape *s, size_t i)
 {
-	struct agent *a = m->a;
-	uint64_t *score = calloc(a->n_tenants + 1, sizeof(*score));
-	const char **name = calloc(a->n_tenants + 1, sizeof(*name));
-	int err = -ENOMEM;
-
-	if (score && name) {
-		for (size_t i = 0; i < a->n_tenants; i++) {
-			uint64_t now = st[i].s.admitted + st[i].s.denied;
-			uint32_t slot = a->tenants[i].slot;
-			uint64_t before = slot < a->kern.max_tenants ?
-					  m->last[slot] : 0;
-
-			/* a slot given to another tenant starts again */
-			score[i] = now >= before ? now - before : now;
-			if (slot < a->kern.max_tenants)
-				m->last[slot] = now;
-			name[i] = a->tenants[i].pol.name;
-		}
-		err = topn_pick(score, name, a->n_tenants,
-				a->opts.metrics_tenants, keep);
-	}
-	free(score);
-	free(name);
-	return err;
+	return s->names + s->rows[i].name;
 }
 
-/* Renders the whole exposition into a malloc'ed buffer. */
-static int render(struct metrics *mt, char **buf, size_t *len)
+static void add_item(struct scrape *s, struct item it)
 {
-	struct agent *a = mt->a;
-	struct agent_tenant_stats *st;
-	bool *keep;
+	if (s->n_items < SCRAPE_MAX_ITEMS)
+		s->items[s->n_items++] = it;
+}
+
+/* Fleet mode's lines between its per tenant families. */
+static void text_broker(FILE *f, struct scrape *s)
+{
+	struct broker_stats bs;
+
+	broker_stats(s->m->a->broker, &bs);
+	broker_scalars(f, &bs);
+}
+
+static void text_lease(FILE *f, struct scrape *s)
+{
+	struct broker_stats bs;
+
+	broker_stats(s->m->a->broker, &bs);
+	header(f, "rlgate_lease_seconds", "histogram", "Round trip of lease calls.");
+	for (int i = 0; i < BROKER_LEASE_BUCKETS; i++) {
+		if (i == BROKER_LEASE_BUCKETS - 1)
+			fprintf(f, "rlgate_lease_seconds_bucket{le=\"+Inf\"} %llu\n",
+				(unsigned long long)bs.lease_count);
+		else
+			fprintf(f, "rlgate_lease_seconds_bucket{le=\"%g\"} %llu\n",
+				bs.lease_bounds[i], (unsigned long long)bs.lease_buckets[i]);
+	}
+	fprintf(f, "rlgate_lease_seconds_sum %.6f\n", bs.lease_sum_s);
+	fprintf(f, "rlgate_lease_seconds_count %llu\n", (unsigned long long)bs.lease_count);
+}
+
+static void text_pool(FILE *f, struct scrape *s)
+{
+	struct preload *p = s->m->a->kern.preload;
+
+	header(f, "rlgate_preload_pool_remade_total", "counter", "Times the "
+	       "preload pool was found truncated, replaced or with its layout "
+	       "rewritten, and made anew.");
+	fprintf(f, "rlgate_preload_pool_remade_total %llu\n",
+		(unsigned long long)p->remade);
+	header(f, "rlgate_preload_pool_lost", "gauge", "1 while the preload "
+	       "pool is lost and not made anew yet.");
+	fprintf(f, "rlgate_preload_pool_lost %d\n", p->lost);
+}
+
+/* Everything after the tenants: the global counters, the instance limit,
+ * verification, the per-source table and the agent itself. */
+static void text_host(FILE *f, struct scrape *s)
+{
+	struct agent *a = s->m->a;
 	uint64_t cnt[RL_CNT_MAX];
 	char ifs[KERN_MAX_IFACES * (IF_NAMESIZE + 1) + 1] = "";
 	const char *mode = "none";
-	FILE *f;
-
-	st = calloc(a->n_tenants + 1, sizeof(*st));
-	keep = calloc(a->n_tenants + 1, sizeof(*keep));
-	if (!st || !keep) {
-		free(st);
-		free(keep);
-		return -ENOMEM;
-	}
-	{
-		/* every tenant's counters in a few system calls, not one each */
-		uint32_t n_all = 0;
-		struct rl_stats *all = agent_stats_all(a, &n_all);
-
-		for (size_t i = 0; i < a->n_tenants; i++)
-			agent_tenant_stats_from(a, &a->tenants[i],
-						all && a->tenants[i].slot < n_all ?
-						&all[a->tenants[i].slot] : NULL, &st[i]);
-		free(all);
-	}
-	if (pick_tenants(mt, st, keep)) {
-		free(st);
-		free(keep);
-		return -ENOMEM;
-	}
-	f = open_memstream(buf, len);
-	if (!f) {
-		free(st);
-		free(keep);
-		return -ENOMEM;
-	}
-
-	for (size_t m = 0; m < sizeof(tenant_metrics) / sizeof(tenant_metrics[0]); m++) {
-		unsigned long long sum = 0;
-		bool counter = strcmp(tenant_metrics[m].type, "counter") == 0;
-
-		header(f, tenant_metrics[m].name, tenant_metrics[m].type,
-		       tenant_metrics[m].help);
-		for (size_t i = 0; i < a->n_tenants; i++) {
-			const struct policy_tenant *p = &a->tenants[i].pol;
-
-			if (counter)
-				sum += field_at(&st[i], tenant_metrics[m].from);
-			if (!keep[i])
-				continue;
-			tenant_row(f, tenant_metrics[m].name, p->name);
-			if (tenant_metrics[m].from == FROM_RATE)
-				fprintf(f, "%.9g\n", (double)p->rate.count /
-					(double)p->rate.period_s);
-			else if (tenant_metrics[m].from == FROM_BURST)
-				fprintf(f, "%llu\n", (unsigned long long)p->burst);
-			else
-				fprintf(f, "%llu\n",
-					field_at(&st[i], tenant_metrics[m].from));
-		}
-		if (counter)
-			host_total(f, tenant_metrics[m].name, sum);
-	}
-
-	if (a->broker)
-		render_fleet(f, a, keep);
-	if (a->kern.preload)
-		render_points(f, a, st, keep);
 
 	kern_counters(&a->kern, cnt);
 	for (size_t g = 0; g < sizeof(global_metrics) / sizeof(global_metrics[0]); g++) {
@@ -586,9 +537,7 @@ static int render(struct metrics *mt, char **buf, size_t *len)
 	fprintf(f, "rlgate_tenants %zu\n", a->n_tenants);
 	header(f, "rlgate_metrics_tenants", "gauge", "Tenants with their own "
 	       "series in this scrape (--metrics-tenants busiest).");
-	fprintf(f, "rlgate_metrics_tenants %zu\n",
-		a->n_tenants < a->opts.metrics_tenants ? a->n_tenants :
-		(size_t)a->opts.metrics_tenants);
+	fprintf(f, "rlgate_metrics_tenants %zu\n", s->n_kept);
 	header(f, "rlgate_rule_tables", "gauge",
 	       "Tables of 256 entries the compiled rules take.");
 	fprintf(f, "rlgate_rule_tables %u\n", a->kern.cls_used);
@@ -613,15 +562,396 @@ static int render(struct metrics *mt, char **buf, size_t *len)
 	       "Start time of rlagent since the Unix epoch, in seconds.");
 	fprintf(f, "rlgate_agent_start_time_seconds %lld\n",
 		(long long)a->start_wall);
-	free(keep);
-	if (fclose(f) != 0) {
-		free(st);
-		free(*buf);
-		*buf = NULL;
-		return -ENOMEM;
+}
+
+/* The exposition's plan, in its order: the tenants' families, fleet
+ * mode's, the preload pool's, then the host's lines. */
+static void plan_items(struct scrape *s)
+{
+	struct agent *a = s->m->a;
+
+	for (size_t m = 0; m < sizeof(tenant_metrics) / sizeof(tenant_metrics[0]); m++) {
+		size_t from = tenant_metrics[m].from;
+
+		add_item(s, (struct item){
+			from == FROM_RATE ? IT_RATE : from == FROM_BURST ? IT_BURST :
+			IT_STAT, tenant_metrics[m].name, tenant_metrics[m].type,
+			tenant_metrics[m].help, from,
+			strcmp(tenant_metrics[m].type, "counter") == 0, NULL });
 	}
-	free(st);
-	return 0;
+	if (a->broker) {
+		for (size_t m = 0; m < sizeof(fleet_metrics) / sizeof(fleet_metrics[0]); m++)
+			add_item(s, (struct item){ IT_BROKER, fleet_metrics[m].name,
+				fleet_metrics[m].type, fleet_metrics[m].help,
+				fleet_metrics[m].from,
+				strcmp(fleet_metrics[m].type, "counter") == 0, NULL });
+		add_item(s, (struct item){ IT_BOUND, "rlgate_conn_overshoot_bound",
+			"gauge", "Capped tenants: most connections the fleet can "
+			"have in flight above the cap beyond those a host had when "
+			"it stopped renewing its slots: (live agents - 1) x fail "
+			"share; +Inf with fail allow.", 0, false, NULL });
+		add_item(s, (struct item){ .kind = IT_TEXT, .text = text_broker });
+		add_item(s, (struct item){ IT_DEGRADED, "rlgate_degraded_total",
+			"counter", "SYNs decided by the tenant's fail policy while "
+			"degraded.", 0, true, NULL });
+		add_item(s, (struct item){ .kind = IT_TEXT, .text = text_lease });
+	}
+	if (a->kern.preload) {
+		add_item(s, (struct item){ IT_POINT, "rlgate_point_admitted_total",
+			"counter", "Connections admitted, by enforcement point: "
+			"kernel (XDP or tc) or preload (librlpreload.so).", 0,
+			false, NULL });
+		add_item(s, (struct item){ IT_POINT, "rlgate_point_denied_total",
+			"counter", "Connections refused, by enforcement point: "
+			"kernel (XDP or tc) or preload (librlpreload.so).", 1,
+			false, NULL });
+		add_item(s, (struct item){ IT_FORGED,
+			"rlgate_preload_forged_tokens_total", "counter", "Leased "
+			"tokens found in the preload pool beyond what this agent "
+			"gave it (written by a process of the pool's group), taken "
+			"out and dropped.", 0, true, NULL });
+		add_item(s, (struct item){ .kind = IT_TEXT, .text = text_pool });
+	}
+	add_item(s, (struct item){ .kind = IT_TEXT, .text = text_host });
+}
+
+/* Row i's figure in a family that sums over the tenants. */
+static unsigned long long item_value(const struct scrape *s,
+				     const struct item *it, size_t i)
+{
+	switch (it->kind) {
+	case IT_STAT:
+		return field_at(&s->st[i], it->off);
+	case IT_BROKER:
+		return field_at(&s->bt[i], it->off);
+	case IT_DEGRADED:
+		return (unsigned long long)s->st[i].s.degraded;
+	case IT_FORGED:
+		return (unsigned long long)s->forged[i];
+	default:
+		return 0;
+	}
+}
+
+/* Row i's line(s) in family it. */
+static void item_row(FILE *f, const struct scrape *s, const struct item *it,
+		     size_t i)
+{
+	static const char *const points[] = { "kernel", "preload" };
+	const struct scrape_row *r = &s->rows[i];
+
+	switch (it->kind) {
+	case IT_RATE:
+		tenant_row(f, it->name, row_name(s, i));
+		fprintf(f, "%.9g\n", r->rate);
+		return;
+	case IT_BURST:
+		tenant_row(f, it->name, row_name(s, i));
+		fprintf(f, "%llu\n", (unsigned long long)r->burst);
+		return;
+	case IT_BOUND:
+		if (!r->capped)
+			return;
+		tenant_row(f, it->name, row_name(s, i));
+		if (s->bt[i].conn_bound == UINT64_MAX)
+			fprintf(f, "+Inf\n");
+		else
+			fprintf(f, "%llu\n", (unsigned long long)s->bt[i].conn_bound);
+		return;
+	case IT_POINT:
+		for (int p = 0; p < 2; p++) {
+			const struct rl_stats *st = p ? &s->st[i].preload :
+						       &s->st[i].kernel;
+
+			fprintf(f, "%s{tenant=\"", it->name);
+			put_label(f, row_name(s, i));
+			fprintf(f, "\",point=\"%s\"} %llu\n", points[p],
+				(unsigned long long)(it->off ? st->denied :
+						     st->admitted));
+		}
+		return;
+	default:
+		tenant_row(f, it->name, row_name(s, i));
+		fprintf(f, "%llu\n", item_value(s, it, i));
+	}
+}
+
+static bool out_of_time(uint64_t start_ns, bool whole)
+{
+	return !whole && loop_now_ns() - start_ns >= SCRAPE_SLICE_NS;
+}
+
+/* Whether the tenants are still those NAMES began to copy. */
+static bool tenants_unchanged(const struct scrape *s)
+{
+	const struct agent *a = s->m->a;
+
+	return a->policy_version == s->version && a->tenants == s->tenants_at &&
+	       a->n_tenants == s->n;
+}
+
+/* NAMES: returns true when the copy is whole. */
+static bool step_names(struct scrape *s, uint64_t t0)
+{
+	struct agent *a = s->m->a;
+	bool whole = s->restarts >= SCRAPE_RESTARTS;
+
+	if (s->cur && !tenants_unchanged(s)) {
+		s->restarts++;
+		s->cur = 0;
+		whole = s->restarts >= SCRAPE_RESTARTS;
+	}
+	if (!s->cur) {
+		struct scrape_row *rows = realloc(s->rows, (a->n_tenants + 1) *
+						  sizeof(*rows));
+
+		if (!rows) {
+			s->err = -ENOMEM;
+			return true;
+		}
+		s->rows = rows;
+		s->version = a->policy_version;
+		s->tenants_at = a->tenants;
+		s->n = a->n_tenants;
+		s->names_len = 0;
+		s->n_slots = 0;
+	}
+	while (s->cur < s->n) {
+		const struct agent_tenant *t = &a->tenants[s->cur];
+		size_t len = strlen(t->pol.name) + 1;
+
+		if (s->names_len + len > s->names_cap) {
+			size_t cap = s->names_cap ? 2 * s->names_cap : 4096;
+			char *names;
+
+			while (cap < s->names_len + len)
+				cap *= 2;
+			names = realloc(s->names, cap);
+			if (!names) {
+				s->err = -ENOMEM;
+				return true;
+			}
+			s->names = names;
+			s->names_cap = cap;
+		}
+		memcpy(s->names + s->names_len, t->pol.name, len);
+		s->rows[s->cur] = (struct scrape_row){ .slot = t->slot,
+						       .name = (uint32_t)s->names_len };
+		s->names_len += len;
+		if (t->slot < a->kern.max_tenants && t->slot >= s->n_slots)
+			s->n_slots = t->slot + 1;
+		if (++s->cur % SCRAPE_STEP == 0 && out_of_time(t0, whole))
+			return false;
+	}
+	return true;
+}
+
+/* READ: true when every slot is read (or reading failed: TENANTS then
+ * reads each tenant's own). */
+static bool step_read(struct scrape *s, uint64_t t0)
+{
+	struct kern *k = &s->m->a->kern;
+	uint32_t per = SCRAPE_READ_VALUES / (uint32_t)(k->ncpus > 0 ? k->ncpus : 1);
+
+	if (per < 64)
+		per = 64;
+	if (!s->all && !s->cur && s->n_slots) {
+		s->all = malloc((size_t)s->n_slots * sizeof(*s->all));
+		if (!s->all)
+			return true;
+	}
+	while (s->all && s->cur < s->n_slots) {
+		uint32_t n = s->n_slots - (uint32_t)s->cur < per ?
+			     s->n_slots - (uint32_t)s->cur : per;
+
+		if (kern_tenant_stats_range(k, (uint32_t)s->cur, n,
+					    s->all + s->cur)) {
+			free(s->all);
+			s->all = NULL;
+			return true;
+		}
+		s->cur += n;
+		if (out_of_time(t0, false))
+			return false;
+	}
+	return true;
+}
+
+/* The tenant row i was copied from, if it still holds the same slot. */
+static struct agent_tenant *row_tenant(struct scrape *s, size_t i)
+{
+	struct agent *a = s->m->a;
+	struct agent_tenant *t = NULL;
+
+	if (tenants_unchanged(s))
+		t = &a->tenants[i];
+	else if (a->ix)
+		t = agent_find_slot(a, s->rows[i].slot);
+	if (!t || t->slot != s->rows[i].slot ||
+	    strcmp(t->pol.name, row_name(s, i)) != 0)
+		return NULL;
+	return t;
+}
+
+/* Row i's figures, its rank, and its part of the sums. */
+static void read_row(struct scrape *s, size_t i)
+{
+	struct metrics *m = s->m;
+	struct agent *a = m->a;
+	struct scrape_row *r = &s->rows[i];
+	struct agent_tenant *t = row_tenant(s, i);
+	uint64_t now, before;
+
+	if (!t) {
+		r->gone = true;
+		memset(&s->st[i], 0, sizeof(s->st[i]));
+		if (s->bt)
+			memset(&s->bt[i], 0, sizeof(s->bt[i]));
+		if (s->forged)
+			s->forged[i] = 0;
+		return;
+	}
+	agent_tenant_stats_from(a, t, s->all && r->slot < s->n_slots ?
+				&s->all[r->slot] : NULL, &s->st[i]);
+	r->rate = (double)t->pol.rate.count / (double)t->pol.rate.period_s;
+	r->burst = t->pol.burst;
+	r->capped = t->pol.max_conns > 0;
+	if (a->broker)
+		broker_tenant_stats(a->broker, r->slot, &t->pol, &s->bt[i]);
+	if (a->kern.preload)
+		s->forged[i] = preload_forged(a->kern.preload, r->slot);
+	/* ranked by admitted + denied since the previous scrape; a slot
+	 * given to another tenant starts again */
+	now = s->st[i].s.admitted + s->st[i].s.denied;
+	before = r->slot < a->kern.max_tenants ? m->last[r->slot] : 0;
+	if (r->slot < a->kern.max_tenants)
+		m->last[r->slot] = now;
+	topn_add(&s->top, now >= before ? now - before : now, row_name(s, i), i);
+	for (size_t x = 0; x < s->n_items; x++)
+		if (s->items[x].total)
+			s->sums[x] += item_value(s, &s->items[x], i);
+}
+
+static bool step_tenants(struct scrape *s, uint64_t t0)
+{
+	struct agent *a = s->m->a;
+
+	/* not calloc: 35 MB at 100,000 tenants, which a heap with room
+	 * would zero in one go; read_row fills each row */
+	if (!s->cur) {
+		s->st = malloc((s->n + 1) * sizeof(*s->st));
+		s->bt = a->broker ? malloc((s->n + 1) * sizeof(*s->bt)) : NULL;
+		s->forged = a->kern.preload ? malloc((s->n + 1) * sizeof(*s->forged)) :
+			    NULL;
+		if (!s->st || (a->broker && !s->bt) || (a->kern.preload && !s->forged) ||
+		    topn_init(&s->top, a->opts.metrics_tenants, s->n)) {
+			s->err = -ENOMEM;
+			return true;
+		}
+	}
+	while (s->cur < s->n) {
+		read_row(s, s->cur);
+		if (++s->cur % SCRAPE_STEP == 0 && out_of_time(t0, false))
+			return false;
+	}
+	return true;
+}
+
+/* PICK: the kept rows, in the policy's order. */
+static void step_pick(struct scrape *s)
+{
+	bool *keep = calloc(s->n + 1, sizeof(*keep));
+
+	s->kept = calloc(s->n + 1, sizeof(*s->kept));
+	if (!keep || !s->kept) {
+		free(keep);
+		s->err = -ENOMEM;
+		return;
+	}
+	topn_keep(&s->top, keep, s->n);
+	for (size_t i = 0; i < s->n; i++)
+		if (keep[i] && !s->rows[i].gone)
+			s->kept[s->n_kept++] = (uint32_t)i;
+	free(keep);
+	topn_free(&s->top);
+}
+
+/* RENDER: true when the exposition is whole. */
+static bool step_render(struct scrape *s, uint64_t t0)
+{
+	if (!s->f) {
+		s->f = open_memstream(&s->body, &s->len);
+		if (!s->f) {
+			s->err = -ENOMEM;
+			return true;
+		}
+	}
+	while (s->item < s->n_items) {
+		const struct item *it = &s->items[s->item];
+
+		if (it->kind == IT_TEXT) {
+			it->text(s->f, s);
+		} else {
+			if (!s->cur)
+				header(s->f, it->name, it->type, it->help);
+			while (s->cur < s->n_kept) {
+				item_row(s->f, s, it, s->kept[s->cur]);
+				if (++s->cur % SCRAPE_STEP == 0 &&
+				    out_of_time(t0, false))
+					return false;
+			}
+			if (it->total)
+				host_total(s->f, it->name, s->sums[s->item]);
+		}
+		s->item++;
+		s->cur = 0;
+		if (out_of_time(t0, false))
+			return false;
+	}
+	if (fclose(s->f) != 0) {
+		free(s->body);
+		s->body = NULL;
+		s->err = -ENOMEM;
+	}
+	s->f = NULL;
+	return true;
+}
+
+static void scrape_free(struct scrape *s)
+{
+	bool large;
+
+	if (!s)
+		return;
+	large = s->n >= METRICS_TRIM_TENANTS;
+	if (s->timer)
+		loop_timer_cancel(s->timer);
+	if (s->f)
+		fclose(s->f);
+	free(s->body);
+	free(s->rows);
+	free(s->names);
+	free(s->all);
+	free(s->st);
+	free(s->bt);
+	free(s->forged);
+	free(s->kept);
+	topn_free(&s->top);
+	free(s);
+	/* the figures of 100,000 tenants, gone in large pieces: their pages
+	 * back to the system */
+	if (large)
+		malloc_trim(0);
+}
+
+/* A client gone while its scrape runs: the job stops with its last
+ * client. */
+static void scrape_leave(struct metrics *m)
+{
+	if (m->job && --m->job->n_clients == 0) {
+		scrape_free(m->job);
+		m->job = NULL;
+	}
 }
 
 static void respond(struct metrics_client *cl, int code, const char *reason,
@@ -643,13 +973,148 @@ static void respond(struct metrics_client *cl, int code, const char *reason,
 	}
 }
 
-/* Answers once the request head is complete (or cannot become valid). */
+static void scrape_start(struct metrics *m);
+
+/* The job is done: its answer to each client that waited for it, then the
+ * next job for those that asked since. */
+static void scrape_deliver(struct scrape *s)
+{
+	struct metrics *m = s->m;
+	struct server_client *sc, *next;
+	bool more = false;
+
+	m->job = NULL;
+	if (!s->err) {
+		m->scrapes++;
+		m->last_scrape_ns = loop_now_ns() - s->start_ns;
+		m->last_turns = s->turns;
+	}
+	for (sc = server_clients(m->srv); sc; sc = next) {
+		struct metrics_client *cl = (struct metrics_client *)sc;
+
+		next = sc->next;
+		if (!cl->in_job) {
+			more |= cl->waiting;
+			continue;
+		}
+		cl->in_job = cl->waiting = false;
+		if (s->err)
+			respond(cl, 500, "Internal Server Error", "out of memory\n", 14);
+		else
+			respond(cl, 200, "OK", s->body, s->len);
+		if (!cl->out) {
+			server_client_free(sc);
+			continue;
+		}
+		sc->last_ns = loop_now_ns();
+		loop_watch_set(sc->w, LOOP_WRITE);
+	}
+	scrape_free(s);
+	if (more)
+		scrape_start(m);
+}
+
+/* The CPU time of this thread, in nanoseconds. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* One slice of a scrape: at most SCRAPE_SLICE_NS of work (plus one step
+ * of it), then the loop's other work before the next. */
+static void scrape_slice(struct loop_timer *timer, void *arg)
+{
+	struct scrape *s = arg;
+	struct metrics *m = s->m;
+	uint64_t t0 = loop_now_ns(), c0 = thread_cpu_ns(), held;
+	bool done = false;
+
+	(void)timer;
+	s->timer = NULL;	/* fired: gone */
+	s->turns++;
+	switch (s->phase) {
+	case SC_NAMES:
+		done = step_names(s, t0);
+		break;
+	case SC_READ:
+		done = step_read(s, t0);
+		break;
+	case SC_TENANTS:
+		done = step_tenants(s, t0);
+		break;
+	case SC_PICK:
+		step_pick(s);
+		done = true;
+		break;
+	case SC_RENDER:
+		done = step_render(s, t0);
+		break;
+	case SC_DONE:
+		break;
+	}
+	if (done) {
+		s->cur = 0;
+		s->phase = s->err ? SC_DONE : s->phase + 1;
+	}
+	if (s->phase == SC_DONE)
+		scrape_deliver(s);
+	else if (loop_timer_add(m->a->loop, 0, 0, scrape_slice, s, &s->timer)) {
+		s->err = -ENOMEM;
+		scrape_deliver(s);
+	}
+	held = loop_now_ns() - t0;
+	if (held > m->hold_max_ns)
+		m->hold_max_ns = held;
+	held = thread_cpu_ns() - c0;
+	if (held > m->hold_max_cpu_ns)
+		m->hold_max_cpu_ns = held;
+}
+
+/* A job for every client waiting, begun at the next turn of the loop. */
+static void scrape_start(struct metrics *m)
+{
+	struct scrape *s = calloc(1, sizeof(*s));
+	struct server_client *sc, *next;
+
+	if (s && loop_timer_add(m->a->loop, 0, 0, scrape_slice, s, &s->timer)) {
+		free(s);
+		s = NULL;
+	}
+	for (sc = server_clients(m->srv); sc; sc = next) {
+		struct metrics_client *cl = (struct metrics_client *)sc;
+
+		next = sc->next;
+		if (!cl->waiting)
+			continue;
+		if (s) {
+			cl->in_job = true;
+			s->n_clients++;
+			continue;
+		}
+		cl->waiting = false;
+		respond(cl, 500, "Internal Server Error", "out of memory\n", 14);
+		if (!cl->out)
+			server_client_free(sc);
+		else
+			loop_watch_set(sc->w, LOOP_WRITE);
+	}
+	if (!s)
+		return;
+	s->m = m;
+	s->start_ns = loop_now_ns();
+	plan_items(s);
+	m->job = s;
+}
+
+/* Answers once the request head is complete (or cannot become valid); a
+ * scrape's answer comes when its job is done. */
 static void handle_request(struct metrics_client *cl)
 {
 	struct metrics *m = server_ctx(cl->sc.srv);
 	char method[8], path[256];
-	char *body = NULL;
-	size_t len = 0;
 
 	if (sscanf(cl->req, "%7s %255s", method, path) != 2) {
 		respond(cl, 400, "Bad Request", "bad request\n", 12);
@@ -663,18 +1128,31 @@ static void handle_request(struct metrics_client *cl)
 		respond(cl, 404, "Not Found", "not found; try /metrics\n", 24);
 		return;
 	}
-	if (render(m, &body, &len)) {
-		respond(cl, 500, "Internal Server Error", "out of memory\n", 14);
-		return;
-	}
-	respond(cl, 200, "OK", body, len);
-	free(body);
+	cl->waiting = true;
+	if (!m->job)
+		scrape_start(m);
+}
+
+/* While its scrape runs, a client has nothing more to say: bytes it sends
+ * are dropped, and its leaving frees its place in the job. */
+static void on_waiting(struct server_client *sc)
+{
+	char buf[512];
+	ssize_t n = read(sc->fd, buf, sizeof(buf));
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		server_client_free(sc);
 }
 
 static void on_client(struct server_client *sc, unsigned int events)
 {
 	struct metrics_client *cl = (struct metrics_client *)sc;
 
+	if (cl->waiting) {
+		if (events & (LOOP_READ | LOOP_HUP))
+			on_waiting(sc);
+		return;
+	}
 	if (!cl->out && (events & (LOOP_READ | LOOP_HUP))) {
 		ssize_t n = read(sc->fd, cl->req + cl->req_len,
 				 sizeof(cl->req) - 1 - cl->req_len);
@@ -692,7 +1170,8 @@ static void on_client(struct server_client *sc, unsigned int events)
 			respond(cl, 431, "Request Header Fields Too Large",
 				"request too large\n", 18);
 		if (!cl->out) {
-			if (cl->req_len > 0 && (cl->req_len == sizeof(cl->req) - 1))
+			if (!cl->waiting && cl->req_len > 0 &&
+			    cl->req_len == sizeof(cl->req) - 1)
 				server_client_free(sc);
 			return;
 		}
@@ -725,6 +1204,18 @@ static const struct server_ops metrics_ops = {
 	.event = on_client,
 	.close = client_close,
 };
+
+json_t *metrics_status_json(const struct metrics *m)
+{
+	return json_pack("{s:I,s:b,s:I,s:I,s:I,s:I}",
+			 "scrapes", (json_int_t)m->scrapes,
+			 "scraping", m->job != NULL,
+			 "last_scrape_us", (json_int_t)(m->last_scrape_ns / 1000),
+			 "last_scrape_turns", (json_int_t)m->last_turns,
+			 "longest_hold_us", (json_int_t)(m->hold_max_ns / 1000),
+			 "longest_hold_cpu_us",
+			 (json_int_t)(m->hold_max_cpu_ns / 1000));
+}
 
 void metrics_tick(struct metrics *m, uint64_t now_ns)
 {
@@ -798,7 +1289,9 @@ void metrics_close(struct metrics *m)
 {
 	if (!m)
 		return;
+	/* its clients' going frees the job */
 	server_stop(m->srv);
+	scrape_free(m->job);
 	free(m->last);
 	free(m);
 }

@@ -6,6 +6,7 @@
 #define RL_METRICS_H
 
 #include <stdint.h>
+#include <jansson.h>
 
 #define METRICS_REQ_MAX		8192
 #define METRICS_MAX_CLIENTS	32
@@ -25,6 +26,14 @@ int metrics_parse_addr(const char *s, char *host, size_t hostlen,
  * (logged). */
 int metrics_open(struct agent *a, const char *addr, struct metrics **out);
 void metrics_close(struct metrics *m);
+
+/* For rlctl status: {"scrapes": answered since the start, "scraping":
+ * whether one runs now, "last_scrape_us": the last one's time from its
+ * start to its answer, "last_scrape_turns": the turns of the event loop
+ * it took, "longest_hold_us": the longest any turn of a scrape held the
+ * loop, "longest_hold_cpu_us": the most CPU time one took (the same less
+ * the time other processes had the CPU meanwhile)}. */
+json_t *metrics_status_json(const struct metrics *m);
 
 /* Disconnects clients that stalled for METRICS_STALL_NS. */
 void metrics_tick(struct metrics *m, uint64_t now_ns);

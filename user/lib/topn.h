@@ -18,4 +18,23 @@
 int topn_pick(const uint64_t *score, const char *const *name, size_t n,
 	      size_t k, bool *keep);
 
+/*
+ * The same choice made a row at a time, for a caller that reads its rows
+ * over several turns of an event loop: topn_init for k of at most n rows,
+ * topn_add of each row i (0 <= i < n; name must stay valid until
+ * topn_keep), then topn_keep fills keep[0..n) as topn_pick would have for
+ * the rows added.  topn_init returns 0 or -ENOMEM; topn_free releases what
+ * it took (also after a failed init).
+ */
+struct topn_row;
+struct topn {
+	struct topn_row *heap;
+	size_t k, len;
+};
+
+int topn_init(struct topn *t, size_t k, size_t n);
+void topn_add(struct topn *t, uint64_t score, const char *name, size_t i);
+void topn_keep(const struct topn *t, bool *keep, size_t n);
+void topn_free(struct topn *t);
+
 #endif /* RL_TOPN_H */
