@@ -27,6 +27,7 @@ declare -gA LAYOUT_COMMIT=(
 	[1]=1b56ba46cb3f342d711a755980cc9550984f81bf
 	[2]=0d9d462f464c2630ac43f607ca65826093155e7b
 	[3]=350412992cae475a5111619fb9ca81edf771da99
+	[4]=bd64c324fbca3ead3e5f1ef7a80a75b880067063
 )
 # This build's layout.
 LAYOUT=$(awk '$2 == "RL_ABI_VERSION" { print $3 }' "$RLGATE_ROOT/bpf/rlgate.h")
@@ -91,8 +92,9 @@ tenant_of() {
 		jq -cS '.[] | select(.name == "up") | {id, name, rate, burst, match, ports, action}'
 }
 
-# upgrade_under_load N: layout N's own build enforces and pins, then this
-# build's agent takes over under load.  The old program enforces until the
+# upgrade_under_load N [ARG...]: layout N's own build enforces and pins
+# (its tenant "up" set with ARGs too), then this build's agent takes over
+# under load.  The old program enforces until the
 # new one replaces it, tenants, buckets and counters carry over, the limit
 # holds, and no SYN passes unjudged.
 upgrade_under_load() {
@@ -103,7 +105,7 @@ upgrade_under_load() {
 	old_build "$from"
 	RLGATE_BUILD=$OLD_BUILD agent_start
 	"$OLD_BUILD/rlctl" --socket "$CTL" tenant set up --rate 20/s --burst 40 \
-		--match "$(prefixes c1)" --action rst
+		--match "$(prefixes c1)" --action rst "${@:2}"
 	if ((from == 1)); then
 		expect_eq "layout the fixture recorded" "$(abi_version)" none
 		expect_eq "entries of the fixture's counters" \
@@ -144,6 +146,10 @@ upgrade_under_load() {
 	if ((from == 3)); then
 		grep -q "'$PIN_DIR/conns' was made anew for map layout 4" "$AGENT_LOG" ||
 			{ echo "the agent did not make conns anew" >&2; return 1; }
+	fi
+	if ((from == 4)); then
+		grep -q "migrated pinned map '$PIN_DIR/cls' from layout 4" "$AGENT_LOG" ||
+			{ echo "the agent did not make cls anew" >&2; return 1; }
 	fi
 	grep -q 'adopted pinned' "$AGENT_LOG" ||
 		{ echo "the agent did not adopt the pins" >&2; return 1; }
@@ -193,6 +199,10 @@ upgrade_under_load() {
 
 @test "pins, program and policy of layout 3's own build are upgraded in place under load (conns made anew, the counts restarted): the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
 	upgrade_under_load 3
+}
+
+@test "pins, program and policy of layout 4's own build, a tenant by prefix and port, are upgraded in place under load (the classifier made anew, its port rows packed): the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
+	upgrade_under_load 4 --port "$PORT"
 }
 
 @test "a capped tenant of layout 3 with connections in flight is upgraded with its count restarted at zero (those connections are no longer counted), and its cap and an instance limit hold from there" {
