@@ -156,9 +156,15 @@ int kern_migrate_map(struct kern *k, struct bpf_map *map, const char *path,
 		log_error("couldn't pin map on '%s': %s", path, strerror(-err));
 		goto cleanup;
 	}
-	log_info("migrated pinned map '%s' from layout %u (%u entries) to "
-		 "layout %u (%u entries)", path, from, info.max_entries,
-		 RL_ABI_VERSION, bpf_map__max_entries(map));
+	if (cls_made_anew(k, map, from))
+		log_info("'%s' was made anew for map layout %u (port rows of "
+			 "another shape): the rules are published into it "
+			 "before the program is replaced", path, RL_ABI_VERSION);
+	else
+		log_info("migrated pinned map '%s' from layout %u (%u entries) "
+			 "to layout %u (%u entries)", path, from,
+			 info.max_entries, RL_ABI_VERSION,
+			 bpf_map__max_entries(map));
 cleanup:
 	if (old_fd >= 0)
 		close(old_fd);
