@@ -759,6 +759,31 @@ static __always_inline __u32 cls_walk(const struct syn_info *si, __u32 base)
 	return e;
 }
 
+/* Entry idx of `cls`, counted from its first entry. */
+static __always_inline __u32 cls_flat(__u32 idx)
+{
+	return cls_entry(idx >> 8, idx);
+}
+
+/*
+ * A port row's answer for a port (see rlgate.h): its slot if that holds
+ * the port, else the header's answer for every other port.  `first` is the
+ * row's header, counted from the map's first entry.  A slot's key and
+ * answer share a group (headers are at odd entries): one lookup reads both.
+ */
+static __always_inline __u32 cls_row(__u32 first, __u32 port)
+{
+	__u32 i, group;
+	struct rl_cls_group *g;
+
+	i = RL_CLS_ROW_SLOT(first, cls_flat(first), port);
+	group = i >> 8;
+	g = bpf_map_lookup_elem(&cls, &group);
+	if (g && g->e[i & 0xfe] == port + 1)
+		return g->e[(i & 0xfe) + 1];
+	return RL_CLS_ROW_ANY(cls_flat(first));
+}
+
 #define CLS_NO_TENANT	(-1)	/* no rule matches */
 #define CLS_SOME_TENANT	(-2)	/* rules for this source name ports, and
 				 * the packet's port could not be read */
@@ -779,13 +804,10 @@ static __always_inline int classify(const struct syn_info *si)
 
 	e = cls_walk(si, base);
 	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
-		__u32 port, col;
-
 		if (!si->has_port)
 			return CLS_SOME_TENANT;
-		port = bpf_ntohs(si->flow.dport);
-		col = cls_entry(base + RL_CLS_PORTS + (port >> 8), port);
-		e = cls_entry(base + RL_CLS_VAL(e) + (col >> 8), col);
+		e = cls_row(base * RL_CLS_FANOUT + RL_CLS_VAL(e),
+			    bpf_ntohs(si->flow.dport));
 	}
 	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) :
 						    CLS_NO_TENANT;

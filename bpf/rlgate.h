@@ -62,8 +62,14 @@
  *      `used`; user space never lowers a count below 0, so such a tenant
  *      may go over its share by at most its entries of before, once,
  *      until the sweep has reclaimed them
+ *   5  classifier port rows are packed tables of their own ports instead
+ *      of a column per distinct port in whole groups (the global port
+ *      table at groups 512..767 is gone: the trie starts there).  `cls`
+ *      and `cls_state` are created anew on adoption: the old program keeps
+ *      reading its own until the new one replaces it, and the agent
+ *      publishes the rules into the new ones before it attaches
  */
-#define RL_ABI_VERSION		4
+#define RL_ABI_VERSION		5
 #define RL_ABI_MAGIC		0x61676c72	/* "rlga" */
 
 struct rl_abi {
@@ -294,18 +300,29 @@ static inline void rl_stats_add(struct rl_stats *sum, const struct rl_stats *one
  *
  *   groups   0..255  IPv4 root: group = first address byte, entry = second
  *   groups 256..511  IPv6 root, the same
- *   groups 512..767  ports: group = port >> 8, entry = port & 255 gives the
- *                    port's column (0: no rule names this port)
- *   groups 768..     the rest of the trie (8 address bits per level), then
- *                    the port rows
+ *   groups 512..     the rest of the trie (8 address bits per level), then
+ *                    the port rows, packed entry by entry
  *
  * An entry is RL_CLS_NONE (no rule matches), a tenant, a group one level
- * deeper, or a port row: for addresses whose rules differ by port, a row of
- * one tenant-or-NONE per column (column 0 for every other port), spread over
- * as many consecutive groups as the columns need.  Every entry already holds
- * the final answer for its addresses (the longest prefix; a rule for the
- * port beats an any-port rule of the same length): the compiler pushes the
- * result of shorter prefixes down into the groups below them.
+ * deeper, or a port row: for addresses whose rules differ by port, the
+ * value is the row's first entry, counted from the half's first entry (a
+ * row may straddle groups).  A row is a small hash table of its own
+ * ports, so it costs what its ports do, whatever other rows name:
+ *
+ *   entry 0          the header: the answer for every other port (NONE or
+ *                    a tenant), with log2 of the row's slots in bits
+ *                    RL_CLS_ROW_SHIFT.. of the value (tenants fit below)
+ *   entries 1 + 2s   slot s: the port + 1 (0: an empty slot), then its
+ *   and 2 + 2s       answer (a tenant, or NONE)
+ *
+ * A port's slot is rl_cls_port_hash(port) & (slots - 1): the compiler
+ * makes a row as many slots as its ports need to take one each (65,536
+ * always do), so a lookup reads one slot and no more.  Headers are at odd
+ * entries, so that a slot's two entries never straddle groups.  Rows of
+ * identical rules are one row.  Every entry already holds the final answer
+ * for its addresses (the longest prefix; a rule for the port beats an
+ * any-port rule of the same length): the compiler pushes the result of
+ * shorter prefixes down into the groups below them.
  */
 #define RL_CLS_FANOUT		256
 #define RL_CLS_GROUPS		8192	/* per half by default: 8 MiB */
@@ -313,8 +330,7 @@ static inline void rl_stats_add(struct rl_stats *sum, const struct rl_stats *one
 #define RL_CLS_GROUPS_MAX	(512 * 1024)	/* per half: 512 MiB */
 #define RL_CLS_ROOT4		0
 #define RL_CLS_ROOT6		256
-#define RL_CLS_PORTS		512
-#define RL_CLS_POOL		768
+#define RL_CLS_POOL		512
 
 #define RL_CLS_NONE		0u
 #define RL_CLS_T_TENANT		1u
@@ -323,6 +339,43 @@ static inline void rl_stats_add(struct rl_stats *sum, const struct rl_stats *one
 #define RL_CLS_TYPE(e)		((e) >> 30)
 #define RL_CLS_VAL(e)		((e) & 0x3fffffffu)
 #define RL_CLS_ENTRY(t, v)	(((__u32)(t) << 30) | (__u32)(v))
+
+/* The default size of a half: RL_CLS_TENANT_ENTRIES entries a tenant of
+ * --max-tenants past the roots (room for a dense /30 and a few ports
+ * each), at least RL_CLS_GROUPS, so that --rule-memory (both halves) is
+ * whole MiB. */
+#define RL_CLS_TENANT_ENTRIES	16
+static inline __u32 rl_cls_default_half(__u32 max_tenants)
+{
+	__u64 g = RL_CLS_POOL + ((__u64)max_tenants * RL_CLS_TENANT_ENTRIES +
+				 RL_CLS_FANOUT - 1) / RL_CLS_FANOUT;
+
+	g = (g + 511) / 512 * 512;
+	return g < RL_CLS_GROUPS ? RL_CLS_GROUPS :
+	       g > RL_CLS_GROUPS_MAX ? RL_CLS_GROUPS_MAX : (__u32)g;
+}
+
+#define RL_CLS_ROW_SHIFT	24
+#define RL_CLS_ROW_BITS(h)	(((h) >> RL_CLS_ROW_SHIFT) & 0x1f)	/* 0..16 */
+#define RL_CLS_ROW_ANY(h)	((h) & ~(0x1fu << RL_CLS_ROW_SHIFT))
+/* The key entry of port's slot in the row whose header is entry `first`
+ * and reads hdr (the slot's answer entry follows it). */
+#define RL_CLS_ROW_SLOT(first, hdr, port) \
+	((first) + 1 + 2 * (rl_cls_port_hash(port) & \
+			    ((1u << RL_CLS_ROW_BITS(hdr)) - 1)))
+
+_Static_assert(RL_TENANTS_LIMIT <= (1u << RL_CLS_ROW_SHIFT),
+	       "a row header holds a tenant below its size bits");
+
+/* A port's first slot in a row: a bijection of the 16 port bits (an odd
+ * multiplier, then an xorshift), so a row of 65,536 slots never collides
+ * and smaller rows spread neighbouring ports. */
+static inline __u32 rl_cls_port_hash(__u32 port)
+{
+	__u32 x = (port * 0x9e37u) & 0xffffu;
+
+	return x ^ (x >> 8);
+}
 
 struct rl_cls_group {
 	__u32 e[RL_CLS_FANOUT];

@@ -51,6 +51,12 @@
 #                          the other nine tenths deleted in one change
 #   ctl_apply_del_90k_cpu_ms  the CPU time (user and system) rlctl and the
 #                          agent spent on it
+#   bytes_per_tenant_kernel_ports  last, on fresh pins, N tenants of a /30
+#                          and port 80 each (--max-tenants N alone): the
+#                          pinned maps / tenants, as above
+#   bytes_per_tenant_agent_ports  the agent's resident memory / tenants
+#   bytes_per_tenant_agent_own_ports  its own part of it / tenants
+#   agent_rss_100k_ports_mib  the agent's resident memory with them
 # The figures keep their names when SCALE_TENANTS is smaller.  Exits 1 when
 # the benchmark could not run.
 #   [SCALE_TENANTS=N] [SCALE_PREFIXES=M] tools/bench-scale.sh [BUILD_DIR]  (root)
@@ -203,6 +209,26 @@ rl --json tenant list | jq --argjson k "$keep" '{tenants: .[:$k]}' >"$work/keep.
 	die "couldn't write the tenants to keep"
 timed_apply "$work/keep.json" "$keep"
 
+# Last, the usual SaaS shape on fresh pins: each tenant one /30 and the
+# service's port, with --max-tenants alone sizing everything.
+rl detach eth0 >/dev/null 2>&1
+kill -KILL "$agent" 2>/dev/null	# rlctl detach may have stopped it
+while kill -0 "$agent" 2>/dev/null; do sleep 0.01; done
+ip -n "$lab-s1" link set dev eth0 xdp off 2>/dev/null
+rm -rf "$pin" "$work/state" && mkdir -p "$work/state" && chmod 700 "$work/state" ||
+	die "couldn't clear the pins and the state for the ported set"
+jq -n --argjson n "$tenants" '{tenants: [range($n) as $i | ($i * 4) as $k |
+	{name: "p\($i)", rate: "100/s", burst: 100, ports: [80], match:
+	["10.\($k / 65536 | floor).\(($k / 256 | floor) % 256).\($k % 256)/30"]}]}' \
+	>"$work/ported.json" || die "couldn't write the ported tenant set"
+start_agent
+wait_agent "$agent" "$work/rlagent.log"
+timed_apply "$work/ported.json" "$tenants"
+mem=$(rl --json status | jq -c .memory) || die "rlctl status failed"
+pkbytes=$(jq .kernel_map_bytes <<<"$mem")
+prss=$(jq .agent_rss_bytes <<<"$mem")
+panon=$(jq .agent_anon_bytes <<<"$mem")
+
 echo "scale_tenants $tenants tenants"
 echo "ctl_apply_100k_s $(awk -v m="$apply" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "ctl_apply_100k_cpu_ms $apply_cpu ms"
@@ -223,3 +249,7 @@ echo "metrics_loop_stall_ms $(jq '.longest_hold_cpu_us / 100 | round / 10' <<<"$
 echo "metrics_loop_stall_wall_ms $(jq '.longest_hold_us / 100 | round / 10' <<<"$scrapes") ms"
 echo "ctl_apply_del_90k_s $(awk -v m="$took" 'BEGIN { printf "%.2f", m / 1000 }') s"
 echo "ctl_apply_del_90k_cpu_ms $took_cpu ms"
+echo "bytes_per_tenant_kernel_ports $((pkbytes / tenants)) bytes"
+echo "bytes_per_tenant_agent_ports $((prss / tenants)) bytes"
+echo "bytes_per_tenant_agent_own_ports $((panon / tenants)) bytes"
+echo "agent_rss_100k_ports_mib $((prss / 1048576)) MiB"

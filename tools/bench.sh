@@ -201,6 +201,10 @@ at_most \
 	"fleet_restart_100k_ms 2000" \
 	"bytes_per_tenant_kernel 1024" \
 	"bytes_per_tenant_agent_own 1024" \
+	"bytes_per_tenant_kernel_ports 1024" \
+	"bytes_per_tenant_agent_ports 2684" \
+	"bytes_per_tenant_agent_own_ports 1024" \
+	"agent_rss_100k_ports_mib 256" \
 	"fleet_bytes_per_tenant_agent_own 1024" \
 	"fleet_sync_100k_s 10" \
 	"fleet_change_ms 1000" \

@@ -81,6 +81,57 @@ tries() {
 	expect_eq "c2t admitted after restart" "$(stat_get c2t admitted)" 3
 }
 
+# ported_file FILE: 100,000 tenants, each a /30 of 10.0.0.0/8 and port
+# $PORT, the last two c1t (burst 5, port $PORT) and c2t (burst 3, another
+# port) on the clients' prefixes, both at 1/h.
+ported_file() {
+	jq -n --argjson n 99998 --argjson p "$PORT" --arg c1 "$(prefixes c1)" \
+		--arg c2 "$(prefixes c2)" \
+		'{tenants: ([range($n) as $i | ($i * 4) as $k | {name: "t\($i)",
+		rate: "100/s", ports: [$p], match: ["10.\($k / 65536 | floor).\(($k /
+		256 | floor) % 256).\($k % 256)/30"]}] + [{name: "c1t", rate: "1/h",
+		burst: 5, action: "rst", ports: [$p], match: ($c1 | split(","))},
+		{name: "c2t", rate: "1/h", burst: 3, action: "rst", ports: [$p + 1],
+		match: ($c2 | split(","))}])}' >"$1"
+}
+
+@test "--max-tenants 100000 alone: 100,000 tenants of a /30 and a port each fit the default rule memory in at most 1 KiB of kernel memory a tenant, a sampled tenant limits its clients on its port and another port's tenant does not, and a restart adopts them all" {
+	local file=$BATS_TEST_TMPDIR/ported.json st
+
+	agent_start --max-tenants 100000
+	ported_file "$file"
+	rl apply "$file"
+	expect_eq "tenants listed" "$(rl --json tenant list | jq length)" 100000
+
+	tries c1
+	expect_eq "c1 connected" "$(json_get .total.connected)" 5
+	expect_eq "c1 refused" "$(json_get .total.refused)" "$(($(json_get .total.attempts) - $(json_get .total.connected)))"
+	# c2t names another port: c2's connections to $PORT are no one's
+	tries c2
+	expect_eq "c2 connected" "$(json_get .total.connected)" "$(json_get .total.attempts)"
+	expect_eq "c1t admitted" "$(stat_get c1t admitted)" 5
+	expect_eq "c2t admitted" "$(stat_get c2t admitted)" 0
+
+	st=$(rl --json status)
+	expect_between "kernel bytes per tenant" "$(jq .memory.kernel_bytes_per_tenant <<<"$st")" 1 1024
+	expect_eq "rule tables (the default for 100,000 tenants)" \
+		"$(jq .memory.rule_tables_max <<<"$st")" 8192
+	expect_between "rule tables in use" "$(jq .memory.rule_tables <<<"$st")" 512 8192
+	run rl status
+	[[ $output == *"rules:"*"of 8192 tables"*"--rule-memory 16 MiB"* ]] ||
+		{ echo "rlctl status does not show the rules' fill" >&2; return 1; }
+
+	# a crash, then an agent with the same flags adopts the pins and the
+	# rules: c1t's tokens stay spent
+	agent_stop KILL
+	agent_start --max-tenants 100000
+	expect_eq "tenants after restart" "$(rl --json tenant list | jq length)" 100000
+	tries c1
+	expect_eq "c1 connected after restart" "$(json_get .total.connected)" 0
+	expect_eq "c1 refused after restart" "$(json_get .total.refused)" "$(($(json_get .total.attempts) - $(json_get .total.connected)))"
+	expect_eq "c1t admitted after restart" "$(stat_get c1t admitted)" 5
+}
+
 @test "among 20,000 tenants, a new tenant, a deletion and a change of prefixes are made in place: each limits (or stops limiting) its clients at once, a conflict is refused naming both tenants, and a restart after SIGKILL replays them from the journal" {
 	local file=$BATS_TEST_TMPDIR/set.json out rc=0
 

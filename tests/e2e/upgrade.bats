@@ -27,6 +27,7 @@ declare -gA LAYOUT_COMMIT=(
 	[1]=1b56ba46cb3f342d711a755980cc9550984f81bf
 	[2]=0d9d462f464c2630ac43f607ca65826093155e7b
 	[3]=350412992cae475a5111619fb9ca81edf771da99
+	[4]=b972e1924f32d4c4550094c7ccd987804329220e
 )
 # This build's layout.
 LAYOUT=$(awk '$2 == "RL_ABI_VERSION" { print $3 }' "$RLGATE_ROOT/bpf/rlgate.h")
@@ -119,28 +120,29 @@ tenant_of() {
 		jq -cS '.[] | select(.name == "up") | {id, name, rate, burst, match, ports, action}'
 }
 
-# upgrade_under_load N [fleet]: layout N's own build enforces and pins, then
-# this build's agent takes over under load.  The old program enforces until
-# the new one replaces it, tenants, buckets and counters carry over, the
-# limit holds, and no SYN passes unjudged.  In fleet mode both agents lease
-# from a Redis of the test's own: the old one hands its tokens back as it
-# stops and the kernel runs on the tenant's fail policy (static: the share
-# of the one live agent) until the new one leases on from the same bucket;
-# from then on no SYN meets the fail policy, and over the whole load the
-# fleet's limit holds within its overshoot bound.
+# upgrade_under_load N [ARG...]: layout N's own build enforces and pins
+# (its tenant "up" set with ARGs too), then this build's agent takes over
+# under load.  The old program enforces until the new one replaces it,
+# tenants, buckets and counters carry over, the limit holds, and no SYN
+# passes unjudged.  With UPGRADE_FLEET set, both agents lease from a Redis
+# of the test's own: the old one hands its tokens back as it stops and the
+# kernel runs on the tenant's fail policy (static: the share of the one
+# live agent) until the new one leases on from the same bucket; from then
+# on no SYN meets the fail policy, and over the whole load the fleet's
+# limit holds within its overshoot bound.
 upgrade_under_load() {
 	local from=$1 out=$BATS_TEST_TMPDIR/load.json ids=$BATS_TEST_TMPDIR/prog-ids
 	local old_id new_id tenant_before admitted_before syn_before
 	local attempts connected accepted admitted denied syn t d to bound=0 opts=() n deg
 
 	old_build "$from"
-	if [[ ${2-} == fleet ]]; then
+	if [[ -n ${UPGRADE_FLEET:-} ]]; then
 		redis_local_start
 		opts=(--redis "127.0.0.1:$REDIS_PORT" --agent-id s1)
 	fi
 	RLGATE_BUILD=$OLD_BUILD agent_start "${opts[@]}"
 	"$OLD_BUILD/rlctl" --socket "$CTL" tenant set up --rate 20/s --burst 40 \
-		--match "$(prefixes c1)" --action rst
+		--match "$(prefixes c1)" --action rst "${@:2}"
 	if ((from == 1)); then
 		expect_eq "layout the fixture recorded" "$(abi_version)" none
 		expect_eq "entries of the fixture's counters" \
@@ -179,13 +181,18 @@ upgrade_under_load() {
 			{ echo "the agent did not migrate counters" >&2; return 1; }
 	fi
 	if ((from == 3)); then
-		grep -q "'$PIN_DIR/conns' was made anew for map layout 4" "$AGENT_LOG" ||
+		grep -q "'$PIN_DIR/conns' was made anew for map layout $LAYOUT" "$AGENT_LOG" ||
 			{ echo "the agent did not make conns anew" >&2; return 1; }
+	fi
+	# the classifier of layouts before 5 (port rows of another shape)
+	if ((from < 5)); then
+		grep -q "'$PIN_DIR/cls' was made anew for map layout $LAYOUT" "$AGENT_LOG" ||
+			{ echo "the agent did not make cls anew" >&2; return 1; }
 	fi
 	grep -q 'adopted pinned' "$AGENT_LOG" ||
 		{ echo "the agent did not adopt the pins" >&2; return 1; }
 	expect_eq "layout recorded after the upgrade" "$(abi_version)" "$LAYOUT"
-	if [[ ${2-} == fleet ]]; then
+	if [[ -n ${UPGRADE_FLEET:-} ]]; then
 		for ((n = 0; n < 200; n++)); do
 			[[ $(rl --json status | jq -r .broker) == healthy ]] && break
 			sleep 0.05
@@ -214,7 +221,7 @@ upgrade_under_load() {
 	# rate x time + burst: at most over the load's elapsed time and its
 	# connect timeout (a loaded machine stretches the load), at least 95%
 	# of it over the load's nominal 8 s
-	[[ ${2-} == fleet ]] && bound=$(stat_get up overshoot_bound)
+	[[ -n ${UPGRADE_FLEET:-} ]] && bound=$(stat_get up overshoot_bound)
 	t=$(json_get .elapsed_s) d=$(json_get .duration_s) to=$(json_get .timeout_ms)
 	expect_between "connected across the upgrade (20/s x $t s + 40, bound $bound)" "$connected" \
 		"$(awk -v d="$d" 'BEGIN { print 0.95 * (20 * d + 40) }')" \
@@ -234,7 +241,7 @@ upgrade_under_load() {
 	# the old program counted up to it)
 	syn=$(metric_value rlgate_syn_total "$(metrics s1)")
 	expect_between "rlgate_syn_total after the upgrade" "$syn" "$syn_before" "$attempts"
-	[[ ${2-} == fleet ]] || return 0
+	[[ -n ${UPGRADE_FLEET:-} ]] || return 0
 
 	expect_eq "mode after the upgrade" "$(rl --json status | jq -r .mode)" fleet
 	expect_eq "broker after the upgrade" "$(rl --json status | jq -r .broker)" healthy
@@ -257,8 +264,12 @@ upgrade_under_load() {
 	upgrade_under_load 3
 }
 
+@test "pins, program and policy of layout 4's own build, a tenant by prefix and port, are upgraded in place under load (the classifier made anew, its port rows packed): the old program enforces until the new one replaces it, tenants, buckets and counters carry over, the limit holds, no SYN passes unjudged" {
+	upgrade_under_load 4 --port "$PORT"
+}
+
 @test "fleet mode: the pins and program of the newest earlier layout's build, leasing from Redis, are upgraded in place under load: no gap, the fail policy only until the new agent leases, the fleet's limit holds" {
-	upgrade_under_load $((LAYOUT - 1)) fleet
+	UPGRADE_FLEET=1 upgrade_under_load $((LAYOUT - 1))
 }
 
 @test "a capped tenant of layout 3 with connections in flight is upgraded with its count restarted at zero (those connections are no longer counted), and its cap and an instance limit hold from there" {

@@ -254,10 +254,10 @@ static void check_errors(void)
 	CHECK(ret == -ENOSPC && strstr(err, "full") && strstr(err, "8 MiB"),
 	      "a full table: %d '%s'", ret, err);
 	/* a smaller classifier fills sooner; the same rules fit a bigger one */
-	ret = rl_cls_compile(many, 300, RL_CLS_GROUPS_MIN, &img, err,
+	ret = rl_cls_compile(many, 600, RL_CLS_GROUPS_MIN, &img, err,
 			     sizeof(err));
 	CHECK(ret == -ENOSPC && strstr(err, "1 MiB"),
-	      "300 spread /32s in the smallest classifier: %d '%s'", ret, err);
+	      "600 spread /32s in the smallest classifier: %d '%s'", ret, err);
 	ret = rl_cls_compile(many, RL_CLS_GROUPS, 4 * RL_CLS_GROUPS, &img, err,
 			     sizeof(err));
 	CHECK(ret == 0, "a classifier four times the default: %d '%s'", ret,
@@ -274,8 +274,8 @@ static void check_errors(void)
 	free(many);
 }
 
-/* More distinct ports than a table has entries: port rows span several
- * tables, and the column of every port is found in them. */
+/* More distinct ports than a table has entries, under one prefix: its row
+ * spans several tables, and every port is found in it. */
 static void check_wide_rows(void)
 {
 	static struct rl_cls_rule rules[702];
@@ -306,6 +306,90 @@ static void check_wide_rows(void)
 				CHECK(got == want, "%s port %u: tenant %d, want "
 				      "%d", src[s], port, got, want);
 		}
+	}
+	rl_cls_image_free(&img);
+}
+
+/* 100,000 tenants, each a /30 of its own and one port (half of them port
+ * 80, the others a port each of their own, 1 to 50,000): a row of one slot
+ * each, so they fit the default classifier with room to spare, and each
+ * tenant's port and no other finds it. */
+static void check_port_per_tenant(void)
+{
+	enum { N = 100000 };
+	struct rl_cls_rule *rules = calloc(N, sizeof(*rules));
+	struct rl_cls_image img;
+	char err[256];
+	int bad = 0;
+
+	if (!rules)
+		return;
+	for (uint32_t t = 0; t < N; t++) {
+		uint32_t a = 0x0a000000u + t * 4;	/* 10.0.0.0/30, ... */
+
+		rules[t] = v4("0.0.0.0", 30, t % 2 ? 1 + t / 2 : 80, t);
+		rules[t].addr[0] = a >> 24;
+		rules[t].addr[1] = a >> 16;
+		rules[t].addr[2] = a >> 8;
+		rules[t].addr[3] = a;
+	}
+	CHECK(rl_cls_compile(rules, N, 0, &img, err, sizeof(err)) == 0,
+	      "compile: %s", err);
+	if (!img.groups) {
+		free(rules);
+		return;
+	}
+	CHECK(img.n_rows == N, "%u port rows, want %u", img.n_rows, N);
+	/* a slot and a header, and at most one entry to align the header */
+	CHECK(img.row_entries <= 4u * N, "rows take %u entries, want at most "
+	      "%u", img.row_entries, 4u * N);
+	/* the /24 groups the /30s fill, the roots, the rows: a quarter of
+	 * the default */
+	CHECK(img.n_groups < RL_CLS_GROUPS / 2, "%u groups", img.n_groups);
+	for (uint32_t t = 0; t < N; t += 7) {
+		uint16_t port = rules[t].port;
+		uint8_t a[4];
+		int got, other;
+
+		memcpy(a, rules[t].addr, 4);
+		a[3] |= t % 4;	/* any address of the /30 */
+		got = rl_cls_lookup(&img, AF_INET, a, port);
+		other = rl_cls_lookup(&img, AF_INET, a, (uint16_t)(port + 1));
+		if ((got != (int)t || other != -1) && bad++ < 5)
+			CHECK(false, "tenant %u port %u: %d, port %u: %d", t,
+			      port, got, port + 1, other);
+	}
+	rl_cls_image_free(&img);
+	free(rules);
+}
+
+/* A prefix with many ports (each its own tenant) under an any-port rule:
+ * the row grows until each port has a slot of its own, and every other
+ * port gets the any-port tenant. */
+static void check_row_slots(void)
+{
+	struct rl_cls_rule rules[1 + 200];
+	struct rl_cls_image img;
+	char err[256];
+	int bad = 0;
+
+	rules[0] = v4("192.0.2.0", 24, 0, 1);
+	for (int i = 0; i < 200; i++)
+		rules[1 + i] = v4("192.0.2.0", 24, (uint16_t)(1000 + i * 257),
+				  (uint32_t)(10 + i));
+	CHECK(rl_cls_compile(rules, 201, 0, &img, err, sizeof(err)) == 0,
+	      "compile: %s", err);
+	if (!img.groups)
+		return;
+	CHECK(img.n_rows == 1, "%u rows, want 1", img.n_rows);
+	for (uint32_t port = 0; port < 65536; port++) {
+		struct rl_cls_rule a = v4("192.0.2.9", 32, 0, 0);
+		int want = reference(rules, 201, AF_INET, a.addr, (uint16_t)port);
+		int got = rl_cls_lookup(&img, AF_INET, a.addr, (uint16_t)port);
+
+		if (got != want && bad++ < 5)
+			CHECK(false, "port %u: tenant %d, want %d", port, got,
+			      want);
 	}
 	rl_cls_image_free(&img);
 }
@@ -455,6 +539,8 @@ int main(void)
 	CHECK_RUN(check_repaints);
 	CHECK_RUN(check_cases);
 	CHECK_RUN(check_wide_rows);
+	CHECK_RUN(check_port_per_tenant);
+	CHECK_RUN(check_row_slots);
 	CHECK_RUN(check_errors);
 	CHECK_RUN(check_against_reference);
 	return check_exit();

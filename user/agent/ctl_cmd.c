@@ -122,7 +122,8 @@ static void agent_rss(uint64_t *rss, uint64_t *anon)
 
 /* Kernel map bytes, the agent's resident set and its own memory (the
  * resident set less the kernel's maps it maps and the files of its
- * program and libraries), in all and per tenant in the policy. */
+ * program and libraries), in all and per tenant in the policy, and the
+ * classifier's fill. */
 static json_t *memory_json(struct agent *a)
 {
 	uint64_t kernel = kern_map_bytes(&a->kern), rss, anon;
@@ -130,10 +131,13 @@ static json_t *memory_json(struct agent *a)
 	json_t *m;
 
 	agent_rss(&rss, &anon);
-	m = json_pack("{s:I,s:I,s:I}",
+	/* the classifier's fill: tables of 256 entries in use, of one half */
+	m = json_pack("{s:I,s:I,s:I,s:I,s:I}",
 		      "kernel_map_bytes", (json_int_t)kernel,
 		      "agent_rss_bytes", (json_int_t)rss,
-		      "agent_anon_bytes", (json_int_t)anon);
+		      "agent_anon_bytes", (json_int_t)anon,
+		      "rule_tables", (json_int_t)a->kern.cls_used,
+		      "rule_tables_max", (json_int_t)a->kern.cls.half);
 	/* nothing to divide by without tenants */
 	if (m && n) {
 		json_object_set_new(m, "kernel_bytes_per_tenant",

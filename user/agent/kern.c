@@ -200,11 +200,39 @@ static int check_pinned(const struct kern *k, const struct bpf_map *map,
 	return err;
 }
 
+/*
+ * Groups per half of `cls` when --rule-memory is not given: the size the
+ * pins have (a restart adopts them, whatever the default was when they
+ * were made), else rl_cls_default_half(--max-tenants).
+ */
+static uint32_t default_half(const struct kern *k, __u32 pinned_version,
+			     uint32_t max_tenants)
+{
+	char path[PATH_MAX + 64];
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	uint64_t half;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/cls", k->pin_dir);
+	fd = pinned_version >= 5 ? bpf_obj_get(path) : -1;
+	if (fd >= 0) {
+		int err = bpf_obj_get_info_by_fd(fd, &info, &len);
+
+		close(fd);
+		if (!err && info.max_entries / 2 >= RL_CLS_GROUPS_MIN &&
+		    info.max_entries / 2 <= RL_CLS_GROUPS_MAX)
+			return info.max_entries / 2;
+	}
+	half = rl_cls_default_half(max_tenants ? max_tenants : RL_MAX_TENANTS);
+	return (uint32_t)half;
+}
+
 int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 	      uint32_t rule_memory_mib, uint32_t max_tenants,
 	      uint32_t src_table)
 {
-	uint32_t half = rule_memory_mib ? rule_memory_mib * 512 : RL_CLS_GROUPS;
+	uint32_t half = rule_memory_mib * 512;
 	uint32_t flow_bits;
 	struct bpf_map *map, *migrate[8];
 	unsigned int n_migrate = 0;
@@ -243,6 +271,9 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 		err = -EPROTO;
 		goto cleanup;
 	}
+
+	if (!half)
+		half = default_half(k, pinned_version, max_tenants);
 
 	k->skel = rlgate_bpf__open();
 	if (!k->skel) {
@@ -318,7 +349,8 @@ int kern_open(struct kern *k, const char *pin_dir, bool use_tc,
 			 * and pinned in its place once loaded */
 			if (pinned_version < RL_ABI_VERSION &&
 			    n_migrate < sizeof(migrate) / sizeof(migrate[0]) &&
-			    kern_migratable(k, map, path)) {
+			    kern_migratable(k, map, path,
+					    pinned_version)) {
 				migrate[n_migrate++] = map;
 				continue;
 			}

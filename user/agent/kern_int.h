@@ -40,10 +40,10 @@ void kern_src_close(struct kern *k);
  * -errno (logged). */
 int kern_pinned_abi(const struct kern *k, __u32 *version);
 
-/* Whether the map pinned at path, of an older layout, can be brought
- * forward into map by kern_migrate_map(). */
+/* Whether the map pinned at path, of an older layout (from), can be
+ * brought forward into map by kern_migrate_map(). */
 bool kern_migratable(const struct kern *k, const struct bpf_map *map,
-		     const char *path);
+		     const char *path, __u32 from);
 
 /* Copies the map pinned at path (layout from) into map, loaded, and pins
  * map in its place.  0 or -errno (logged). */

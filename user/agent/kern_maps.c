@@ -691,6 +691,33 @@ int kern_counters(struct kern *k, uint64_t *out)
 
 /* Compiles the rules of the tenants of direction dir among bs[0..n) into
  * img.  0 or -errno, worded for the operator in k->rules_err. */
+/*
+ * Ends the message of rules that do not fit with the --rule-memory they
+ * need, learnt by compiling them into the largest classifier (only what
+ * it uses is touched), so that no one has to find the size by trial.
+ */
+static void explain_full(const struct kern *k, const struct rl_cls_rule *rules,
+			 size_t n, char *msg, size_t msg_len)
+{
+	struct rl_cls_image big;
+	size_t len = strlen(msg);
+	uint32_t mib;
+
+	if (k->cls.half >= RL_CLS_GROUPS_MAX ||
+	    rl_cls_compile(rules, n, RL_CLS_GROUPS_MAX, &big, NULL, 0)) {
+		snprintf(msg + len, msg_len - len, "; the agent's --rule-memory "
+			 "sets the size (%u MiB, at most %u)", k->cls.half / 512,
+			 RL_CLS_GROUPS_MAX / 512);
+		return;
+	}
+	/* --rule-memory M gives each half M * 512 tables */
+	mib = (big.n_groups + 511) / 512;
+	rl_cls_image_free(&big);
+	snprintf(msg + len, msg_len - len, "; they need --rule-memory %u or "
+		 "more (the agent has %u MiB; a change needs a detach)",
+		 mib < 2 ? 2 : mib, k->cls.half / 512);
+}
+
 static int compile_dir(struct kern *k, const struct kern_binding *bs, size_t n,
 		       enum policy_direction dir, struct rl_cls_image *img,
 		       size_t *n_rules)
@@ -710,13 +737,9 @@ static int compile_dir(struct kern *k, const struct kern_binding *bs, size_t n,
 				     msg_len);
 	else
 		snprintf(msg, msg_len, "out of memory");
+	if (err == -ENOSPC)
+		explain_full(k, rules, *n_rules, msg, msg_len);
 	free(rules);
-	if (err == -ENOSPC) {
-		size_t len = strlen(msg);
-
-		snprintf(msg + len, msg_len - len, "; the agent's --rule-memory "
-			 "sets the size");
-	}
 	if (err)
 		log_error("couldn't compile %zu %s rules for '%s/cls': %s", *n_rules,
 			  dir == POLICY_DIR_OUT ? "outbound" : "inbound",

@@ -46,16 +46,29 @@ int kern_pinned_abi(const struct kern *k, __u32 *version)
 }
 
 /*
+ * The classifier of a layout before 5 (port rows of another shape), made
+ * anew and empty: the agent publishes the rules into it before it attaches,
+ * and the old program keeps walking its own until the new one replaces it.
+ */
+static bool cls_made_anew(const struct kern *k, const struct bpf_map *map,
+			  __u32 from)
+{
+	return from < 5 && (map == k->skel->maps.cls ||
+			    map == k->skel->maps.cls_state);
+}
+
+/*
  * Whether a pinned map of an older layout can be brought forward by copying
  * it into a new map of this build's layout: an array of the same type and
  * entry size that only grew or shrank (layout 1 to 2: `counters`), or
  * `conns`, whose entries grew (layout 3 to 4): it is created anew, empty,
  * and kern_conns_upgraded() then restarts every count.  The classifier and
  * the tenant maps are never resized this way: their sizes are
- * --rule-memory's and --max-tenants'.
+ * --rule-memory's and --max-tenants' (except a classifier made anew, see
+ * cls_made_anew()).
  */
 bool kern_migratable(const struct kern *k, const struct bpf_map *map,
-		     const char *path)
+		     const char *path, __u32 from)
 {
 	struct bpf_map_info info = {};
 	__u32 len = sizeof(info);
@@ -64,6 +77,10 @@ bool kern_migratable(const struct kern *k, const struct bpf_map *map,
 
 	if (fd < 0)
 		return false;
+	if (cls_made_anew(k, map, from)) {
+		close(fd);
+		return true;
+	}
 	if (map == k->skel->maps.conns) {
 		ok = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
 		     info.type == bpf_map__type(map) &&
@@ -121,6 +138,8 @@ int kern_migrate_map(struct kern *k, struct bpf_map *map, const char *path,
 		n = 0;
 		k->conns_reset_pending = true;
 	}
+	if (cls_made_anew(k, map, from))
+		n = 0;
 	for (i = 0; i < n && !err; i++) {
 		if (bpf_map_lookup_elem(old_fd, &i, buf) < 0 ||
 		    bpf_map_update_elem(bpf_map__fd(map), &i, buf, 0) < 0) {
@@ -137,9 +156,15 @@ int kern_migrate_map(struct kern *k, struct bpf_map *map, const char *path,
 		log_error("couldn't pin map on '%s': %s", path, strerror(-err));
 		goto cleanup;
 	}
-	log_info("migrated pinned map '%s' from layout %u (%u entries) to "
-		 "layout %u (%u entries)", path, from, info.max_entries,
-		 RL_ABI_VERSION, bpf_map__max_entries(map));
+	if (cls_made_anew(k, map, from))
+		log_info("'%s' was made anew for map layout %u (port rows of "
+			 "another shape): the rules are published into it "
+			 "before the program is replaced", path, RL_ABI_VERSION);
+	else
+		log_info("migrated pinned map '%s' from layout %u (%u entries) "
+			 "to layout %u (%u entries)", path, from,
+			 info.max_entries, RL_ABI_VERSION,
+			 bpf_map__max_entries(map));
 cleanup:
 	if (old_fd >= 0)
 		close(old_fd);

@@ -98,7 +98,9 @@ static const struct opt options[] = {
 	{ "log-level", 'l', OPT_ENUM, CLI(log_level), .arg = "LEVEL",
 	  .values = levels, .def = "info", .help = "what to log" },
 	{ "rule-memory", 0, OPT_U64, CLI(agent.rule_memory_mib), .arg = "MIB",
-	  .min = 2, .max = 1024, .def = "16", .expect = "MiB",
+	  .min = 2, .max = 1024, .expect = "MiB",
+	  .def_doc = "the pins' size, else 1 MiB per 8,192 of --max-tenants, "
+		     "at least 16",
 	  .help = "kernel memory for the compiled rules; a change needs a "
 		  "detach" },
 	{ "max-tenants", 0, OPT_U64, CLI(agent.max_tenants), .arg = "N",

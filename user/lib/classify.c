@@ -33,6 +33,7 @@ struct cclass {
 	uint32_t n_ports;
 	struct cport *ports;	/* sorted by port */
 	uint32_t enc;		/* the final entry */
+	uint8_t row_bits;	/* log2 of its port row's slots */
 	bool used;
 };
 
@@ -354,88 +355,172 @@ static int port_cmp(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-/* Class ids become entries: tenants, NONE, or port rows. */
+/* Whether ports p[0..n) take a slot each in a row of 2^bits slots; keys[]
+ * (2^bits of them) is left as the row's port keys (port + 1, 0 empty). */
+static bool row_place(const struct cport *p, uint32_t n, unsigned int bits,
+		      uint32_t *keys)
+{
+	uint32_t mask = (1u << bits) - 1;
+
+	memset(keys, 0, (mask + 1) * sizeof(*keys));
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t s = rl_cls_port_hash(p[i].port) & mask;
+
+		if (keys[s])
+			return false;
+		keys[s] = (uint32_t)p[i].port + 1;
+	}
+	return true;
+}
+
+/* The fewest slots (log2) in which the class's ports take one each: 2^16
+ * always do, the hash being a bijection of the port. */
+static unsigned int row_bits(const struct cclass *k, uint32_t *keys)
+{
+	unsigned int bits = 0;
+
+	while ((1u << bits) < k->n_ports)
+		bits++;
+	while (bits < 16 && !row_place(k->ports, k->n_ports, bits, keys))
+		bits++;
+	return bits;
+}
+
+/* Entries a row of 2^bits slots takes at entry `at`, with the entry
+ * skipped before it when `at` is even (headers are at odd entries). */
+static uint64_t row_size(uint64_t at, unsigned int bits)
+{
+	return !(at & 1) + 1 + (2ull << bits);
+}
+
+static uint32_t *flat(struct compiler *c, uint64_t idx)
+{
+	return &c->g[idx / RL_CLS_FANOUT].e[idx % RL_CLS_FANOUT];
+}
+
+/* Writes class k's port row at entry `row` (odd) of the half. */
+static void row_write(struct compiler *c, const struct cclass *k, uint64_t row,
+		      uint32_t any, uint32_t *keys)
+{
+	uint32_t n = 1u << k->row_bits;
+
+	row_place(k->ports, k->n_ports, k->row_bits, keys);
+	*flat(c, row) = any | ((uint32_t)k->row_bits << RL_CLS_ROW_SHIFT);
+	for (uint32_t s = 0; s < n; s++) {
+		*flat(c, row + 1 + 2 * s) = keys[s];
+		*flat(c, row + 2 + 2 * s) = RL_CLS_NONE;
+	}
+	for (uint32_t i = 0; i < k->n_ports; i++) {
+		uint32_t s = rl_cls_port_hash(k->ports[i].port) &
+			     (n - 1);
+
+		*flat(c, row + 2 + 2 * s) =
+			RL_CLS_ENTRY(RL_CLS_T_TENANT, k->ports[i].tenant);
+	}
+}
+
+static uint32_t any_entry(const struct cclass *k)
+{
+	return k->any < 0 ? RL_CLS_NONE : RL_CLS_ENTRY(RL_CLS_T_TENANT, k->any);
+}
+
+/* The distinct ports the used classes name. */
+static int count_ports(struct compiler *c, size_t n_all, uint32_t *n_cols)
+{
+	uint16_t *cols;
+	uint32_t n = 0, width = 0;
+
+	*n_cols = 0;
+	if (!n_all)
+		return 0;
+	cols = malloc(n_all * sizeof(*cols));
+	if (!cols)
+		return -ENOMEM;
+	for (uint32_t id = 0; id < c->n_cls; id++)
+		for (uint32_t i = 0; c->cls[id].used && i < c->cls[id].n_ports; i++)
+			cols[n++] = c->cls[id].ports[i].port;
+	qsort(cols, n, sizeof(*cols), port_cmp);
+	for (uint32_t i = 0; i < n; i++)
+		if (!width || cols[width - 1] != cols[i])
+			cols[width++] = cols[i];
+	*n_cols = width;
+	free(cols);
+	return 0;
+}
+
+/* Class ids become entries: tenants, NONE, or port rows, packed after the
+ * trie entry by entry. */
 static int finish(struct compiler *c, struct rl_cls_image *img)
 {
-	uint32_t trie_end = c->n_groups, n_cols = 0, width, per_row;
-	uint16_t *cols = NULL;
+	uint32_t trie_end = c->n_groups;
+	uint64_t room, need = 0, row;
+	uint32_t *keys = NULL;
 	size_t n_all = 0, n_rows = 0;
 	int err = 0;
 
 	for (uint32_t g = 0; g < trie_end; g++) {
-		if (g >= RL_CLS_PORTS && g < RL_CLS_POOL)
-			continue;
 		for (uint32_t j = 0; j < RL_CLS_FANOUT; j++) {
 			uint32_t e = c->g[g].e[j];
+			struct cclass *k;
 
-			if (RL_CLS_TYPE(e) != RL_CLS_T_GROUP && !c->cls[e].used) {
-				c->cls[e].used = true;
-				n_all += c->cls[e].n_ports;
-				n_rows += c->cls[e].n_ports != 0;
+			if (RL_CLS_TYPE(e) == RL_CLS_T_GROUP)
+				continue;
+			k = &c->cls[e];
+			if (!k->used) {
+				k->used = true;
+				n_all += k->n_ports;
+				n_rows += k->n_ports != 0;
 			}
 		}
 	}
-	/* The columns: every port a used class names. */
-	if (n_all) {
-		cols = malloc(n_all * sizeof(*cols));
-		if (!cols)
-			return -ENOMEM;
-		for (uint32_t id = 0; id < c->n_cls; id++)
-			for (uint32_t i = 0; c->cls[id].used &&
-					     i < c->cls[id].n_ports; i++)
-				cols[n_cols++] = c->cls[id].ports[i].port;
-		qsort(cols, n_cols, sizeof(*cols), port_cmp);
-		width = 0;
-		for (uint32_t i = 0; i < n_cols; i++)
-			if (!width || cols[width - 1] != cols[i])
-				cols[width++] = cols[i];
-		n_cols = width;
+	err = count_ports(c, n_all, &img->n_columns);
+	if (err)
+		return err;
+	keys = malloc(sizeof(*keys) << 16);
+	if (!keys) {
+		err = -ENOMEM;
+		goto out;
 	}
-	width = n_cols + 1;
-	per_row = (width + RL_CLS_FANOUT - 1) / RL_CLS_FANOUT;
-	if (n_rows * per_row > c->max_groups - c->n_groups) {
-		err = fail(c, -ENOSPC, "the classifier is full: the rules need "
-			   "%zu more tables of %u entries for their %u distinct "
-			   "ports, and %u of %u are left (%u MiB)",
-			   n_rows * per_row, RL_CLS_FANOUT, n_cols,
-			   c->max_groups - c->n_groups, c->max_groups,
+	row = (uint64_t)c->n_groups * RL_CLS_FANOUT;
+	for (uint32_t id = 0; id < c->n_cls; id++) {
+		struct cclass *k = &c->cls[id];
+
+		if (!k->used || !k->n_ports)
+			continue;
+		k->row_bits = (uint8_t)row_bits(k, keys);
+		need += row_size(row + need, k->row_bits);
+	}
+	room = (uint64_t)(c->max_groups - c->n_groups) * RL_CLS_FANOUT;
+	if (need > room) {
+		err = fail(c, -ENOSPC, "the classifier is full: the port rules "
+			   "of %zu address ranges need %llu KiB and %llu KiB of "
+			   "%u MiB are left", n_rows,
+			   (unsigned long long)(need * 4 + 1023) / 1024,
+			   (unsigned long long)room * 4 / 1024,
 			   c->max_groups / 1024);
 		goto out;
 	}
 
 	for (uint32_t id = 0; id < c->n_cls; id++) {
 		struct cclass *k = &c->cls[id];
-		uint32_t any = k->any < 0 ? RL_CLS_NONE :
-			       RL_CLS_ENTRY(RL_CLS_T_TENANT, k->any);
-		int64_t row;
+		uint64_t size;
 
 		if (!k->used)
 			continue;
 		if (!k->n_ports) {
-			k->enc = any;
+			k->enc = any_entry(k);
 			continue;
 		}
-		row = alloc_groups(c, per_row);	/* room checked above */
-		if (row < 0) {
-			err = (int)row;
-			goto out;
-		}
+		size = row_size(row, k->row_bits);
+		row += size - 1 - (2ull << k->row_bits);	/* to odd */
+		row_write(c, k, row, any_entry(k), keys);
+		k->enc = RL_CLS_ENTRY(RL_CLS_T_PORTS, (uint32_t)row);
+		row += 1 + (2ull << k->row_bits);
 		img->n_rows++;
-		/* the any-port answer everywhere, then this class's ports:
-		 * both lists are sorted, so one walk finds their columns */
-		for (uint32_t col = 0; col < width; col++)
-			c->g[row + col / RL_CLS_FANOUT].e[col % RL_CLS_FANOUT] = any;
-		for (uint32_t i = 0, col = 1; i < k->n_ports; i++) {
-			while (cols[col - 1] < k->ports[i].port)
-				col++;
-			c->g[row + col / RL_CLS_FANOUT].e[col % RL_CLS_FANOUT] =
-				RL_CLS_ENTRY(RL_CLS_T_TENANT, k->ports[i].tenant);
-		}
-		k->enc = RL_CLS_ENTRY(RL_CLS_T_PORTS, row);
 	}
+	img->row_entries = (uint32_t)need;
+	c->n_groups += (uint32_t)((need + RL_CLS_FANOUT - 1) / RL_CLS_FANOUT);
 	for (uint32_t g = 0; g < trie_end; g++) {
-		if (g >= RL_CLS_PORTS && g < RL_CLS_POOL)
-			continue;
 		for (uint32_t j = 0; j < RL_CLS_FANOUT; j++) {
 			uint32_t *e = &c->g[g].e[j];
 
@@ -443,14 +528,8 @@ static int finish(struct compiler *c, struct rl_cls_image *img)
 				*e = c->cls[*e].enc;
 		}
 	}
-	for (uint32_t col = 1; col <= n_cols; col++) {
-		uint16_t p = cols[col - 1];
-
-		c->g[RL_CLS_PORTS + (p >> 8)].e[p & 0xff] = col;
-	}
-	img->n_columns = n_cols;
 out:
-	free(cols);
+	free(keys);
 	return err;
 }
 

@@ -28,6 +28,7 @@ struct rl_cls_image {
 	uint32_t n_groups;
 	uint32_t n_columns;	/* distinct ports named by rules that matter */
 	uint32_t n_rows;	/* address ranges whose tenant depends on the port */
+	uint32_t row_entries;	/* what their rows take, entries */
 };
 
 /*
@@ -69,6 +70,18 @@ static inline uint32_t rl_cls_entry(const struct rl_cls_group *groups,
 	       RL_CLS_NONE;
 }
 
+/* A port row's answer for a port (see rlgate.h), as the kernel finds it. */
+static inline uint32_t rl_cls_row(const struct rl_cls_group *groups,
+				  uint32_t n_groups, uint32_t row, uint16_t port)
+{
+	uint32_t hdr = rl_cls_entry(groups, n_groups, row >> 8, row);
+	uint32_t i = RL_CLS_ROW_SLOT(row, hdr, port);
+
+	if (rl_cls_entry(groups, n_groups, i >> 8, i) == (uint32_t)port + 1)
+		return rl_cls_entry(groups, n_groups, (i + 1) >> 8, i + 1);
+	return RL_CLS_ROW_ANY(hdr);
+}
+
 static inline int rl_cls_walk(const struct rl_cls_group *groups,
 			      uint32_t n_groups, int family, const uint8_t *a,
 			      uint16_t port)
@@ -80,13 +93,8 @@ static inline int rl_cls_walk(const struct rl_cls_group *groups,
 			 (v4 ? RL_CLS_ROOT4 : RL_CLS_ROOT6) + a[0], a[1]);
 	for (int i = 2; i < bytes && RL_CLS_TYPE(e) == RL_CLS_T_GROUP; i++)
 		e = rl_cls_entry(groups, n_groups, RL_CLS_VAL(e), a[i]);
-	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS) {
-		uint32_t col = rl_cls_entry(groups, n_groups,
-					    RL_CLS_PORTS + (port >> 8), port);
-
-		e = rl_cls_entry(groups, n_groups, RL_CLS_VAL(e) + (col >> 8),
-				 col);
-	}
+	if (RL_CLS_TYPE(e) == RL_CLS_T_PORTS)
+		e = rl_cls_row(groups, n_groups, RL_CLS_VAL(e), port);
 	return RL_CLS_TYPE(e) == RL_CLS_T_TENANT ? (int)RL_CLS_VAL(e) : -1;
 }
 

@@ -43,9 +43,11 @@
  *   1  the first layout
  *   2  a second classifier, for outbound rules (the header's cls and
  *      off_cls become pairs)
+ *   3  the classifiers' port rows are tables of their own ports (map
+ *      layout 5), and the trie starts at group 512
  */
 #define RL_POOL_MAGIC		0x6c6f6f70	/* "pool" */
-#define RL_POOL_VERSION		2
+#define RL_POOL_VERSION		3
 #define RL_POOL_DEFAULT_PATH	"/run/rlgate.pool"
 #define RL_POOL_HDR_BYTES	4096
 #define RL_POOL_PROCS		256

@@ -252,6 +252,16 @@ static void print_memory(json_t *m, json_int_t tenants)
 		print_mib(",", m, "agent_anon_bytes", " of it its own",
 			  "agent_anon_bytes_per_tenant", per);
 	putchar('\n');
+	/* an older agent does not say */
+	if (json_integer_value(json_object_get(m, "rule_tables_max")) > 0) {
+		json_int_t used = json_integer_value(json_object_get(m, "rule_tables"));
+		json_int_t max = json_integer_value(json_object_get(m, "rule_tables_max"));
+
+		printf("rules:       %" JSON_INTEGER_FORMAT " of %"
+		       JSON_INTEGER_FORMAT " tables (%d%%; --rule-memory %"
+		       JSON_INTEGER_FORMAT " MiB)\n", used, max,
+		       (int)(used * 100 / max), max / 512);
+	}
 }
 
 int cmd_status(int argc, char **argv)
