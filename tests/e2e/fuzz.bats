@@ -425,7 +425,8 @@ libfuzzer_available() {
 		"$RLGATE_ROOT/user/lib/hot.c" "$RLGATE_ROOT/user/lib/state.c" \
 		"$RLGATE_ROOT/user/lib/statelines.c" "$RLGATE_ROOT/user/lib/namehash.c" \
 		"$RLGATE_ROOT/user/lib/parse.c" "$RLGATE_ROOT/user/lib/ctl_proto.c" \
-		"$RLGATE_ROOT/user/lib/log.c" -ljansson -lbpf -o "$BATS_FILE_TMPDIR/fuzz_state"
+		"$RLGATE_ROOT/user/lib/log.c" "$RLGATE_ROOT/user/lib/opts.c" -ljansson -lbpf \
+		-o "$BATS_FILE_TMPDIR/fuzz_state"
 	mkdir -p "$corpus"
 	run "$BATS_FILE_TMPDIR/fuzz_state" -max_total_time="$LIBFUZZER_SECONDS" \
 		-dict="$RLGATE_ROOT/tests/fuzz/state.dict" -artifact_prefix="$BATS_FILE_TMPDIR/" \
