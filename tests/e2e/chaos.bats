@@ -399,7 +399,7 @@ connected_s1() {
 }
 
 @test "Redis frozen (SIGSTOP) for 3 s: the breaker trips, no client connection waits for Redis, healthy again after SIGCONT" {
-	local out=$BATS_TEST_TMPDIR/load.json base p99 pid t0 t1 i to0=() to1
+	local out=$BATS_TEST_TMPDIR/load.json base p99 pid t0 t1 i to0=() to1 s0 s1
 
 	fleet_tenant_set 1 p-st --rate "$RATE/s" --burst "$BURST" --match "$C1" --port 8080 \
 		--action rst --fail static
@@ -411,6 +411,7 @@ connected_s1() {
 		to0[i]=$(fleet_metric "$i" rlgate_redis_timeouts_total)
 	done
 
+	s0=$(fleet_snap p-st)
 	fleet_loadgen_bg c1 "$out" --rate 300 --duration 3.5 $(fleet_targets 8080 1 1 1)
 	sleep 0.3
 	pid=$(redis_pid)
@@ -432,15 +433,17 @@ connected_s1() {
 	done
 
 	loadgen_wait "$LOADGEN_BG_PID" "$out"
+	s1=$(fleet_snap p-st)
 	p99=$(jq .total.connect_p99_us "$out")
-	echo "connect p99: $base us before, $p99 us while Redis was frozen"
-	# A connection that waited for Redis would take the breaker's timeout
-	# at least (hundreds of ms); one decided in the kernel takes
-	# microseconds, a few ms on a loaded machine.  The gap is the test, not
-	# the machine's speed.
-	expect_between "connect p99 (us) while Redis was frozen (before: $base us)" "$p99" 0 100000
+	echo "connect p99: $base us before, $p99 us while Redis was frozen (not asserted)"
+	# No connection waited for Redis: every attempt was answered (a
+	# connection or a RST) and every SYN of the load was decided by a
+	# kernel, admitted or refused, as it came.
 	expect_eq "connections timed out while Redis was frozen" "$(jq .total.timed_out "$out")" 0
 	expect_eq "connections failed while Redis was frozen" "$(jq .total.errors "$out")" 0
+	expect_eq "SYNs the kernels decided (admitted + refused) of the load's attempts" \
+		$(($(fleet_delta "$s0" "$s1" admitted) + $(fleet_delta "$s0" "$s1" denied))) \
+		"$(jq .total.attempts "$out")"
 }
 
 # bound_check NAME STOP_S RUN_S CYCLES: a static tenant on its own port
