@@ -1970,6 +1970,21 @@ static __always_inline bool verify_passes(struct syn_info *si)
 }
 
 /*
+ * A handshake's ACK that passes, judged to complete the handshake on this
+ * host's server (a request socket's numbers, or a cookie with only the
+ * listener): with a FIN, the server's kernel makes the connection and then
+ * takes the FIN, in order, so the FIN is the client's half of the close
+ * (conn_end()), whatever sk_ends() said of the request socket or the
+ * listener it met.
+ */
+static __always_inline void ack_fin_taken(struct syn_info *si)
+{
+	if ((si->tcp_flags & TCP_FLAG_FIN) &&
+	    (si->sk == SK_REQ || si->sk == SK_LISTEN))
+		si->srv_end = SRV_END_YES;
+}
+
+/*
  * An entry counted in a tenant only (its SYN's) takes the instance's place
  * its handshake ACK reserved: the flag says so from now on, and the place
  * goes back with the entry.  Where the flag was set already (another CPU's
@@ -2025,6 +2040,7 @@ static __always_inline enum verdict judge_inst_ack(struct syn_info *si)
 		return V_PASS;
 	if (!inst_reserve(in))
 		return V_DROP;
+	ack_fin_taken(si);
 	if (c) {
 		inst_attach(c, in);
 		return V_PASS;
@@ -2194,9 +2210,12 @@ __noinline int judge_open(struct syn_info *si)
 	 * instance's: its place is taken at the handshake's ACK
 	 * (judge_inst_ack()); a verified ACK, which is where the server makes
 	 * the connection, takes it here.  A SYN that also carries RST or FIN
-	 * opens nothing on the server: it is not counted. */
+	 * opens nothing on the server: it is not counted.  A verified ACK
+	 * with FIN opens a connection as any (half-closed, and the server
+	 * may send for as long as it likes): it is. */
 	in = instance_on();
-	opens = !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
+	opens = si->kind == P_ACK ||
+		!(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
 	icap = in && (READ_ONCE(in->flags) & RL_F_CONNCAP) && opens;
 	tcap = (t->flags & RL_F_CONNCAP) && opens;
 	if (tcap) {
@@ -2280,6 +2299,8 @@ __noinline int judge_open(struct syn_info *si)
 		 * after the bucket refused it */
 		if (overdrawn)
 			count(RL_CNT_OVERDRAWN);
+		if (si->kind == P_ACK)
+			ack_fin_taken(si);
 		return open_admit(si, st, &at, now);
 	}
 refuse:

@@ -265,12 +265,13 @@ static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
 	return seg_from(in, CLIENT, from_server, flags, sport, seq, verdict);
 }
 
-/* An ACK from client on connection sport with these numbers (host order)
- * and payload bytes: its verdict.  0 or -errno. */
-static int ack_from(struct cinst *in, const char *client, __u16 sport,
-		    __u32 seq, __u32 ack, int payload, __u32 *verdict)
+/* A segment with ACK and flags from client on connection sport with these
+ * numbers (host order) and payload bytes: its verdict.  0 or -errno. */
+static int acks_from(struct cinst *in, const char *client, __u16 sport,
+		     __u8 flags, __u32 seq, __u32 ack, int payload,
+		     __u32 *verdict)
 {
-	struct pkt p = { .family = 4, .flags = TH_ACK, .src = client,
+	struct pkt p = { .family = 4, .flags = TH_ACK | flags, .src = client,
 			 .dst = SERVER, .sport = sport, .dport = 443,
 			 .seq = seq, .ack = ack, .payload = payload };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
@@ -284,6 +285,13 @@ static int ack_from(struct cinst *in, const char *client, __u16 sport,
 	}
 	*verdict = r.retval;
 	return 0;
+}
+
+/* An ACK alone (acks_from()). */
+static int ack_from(struct cinst *in, const char *client, __u16 sport,
+		    __u32 seq, __u32 ack, int payload, __u32 *verdict)
+{
+	return acks_from(in, client, sport, 0, seq, ack, payload, verdict);
 }
 
 /* The SYN cookie the server's kernel answers client:sport's SYN (isn) to
@@ -1436,6 +1444,51 @@ fail:
 	return 0;
 }
 
+/*
+ * A verifying tenant's handshake completed by a FIN with data (the
+ * server's kernel takes the cookie from it, makes the connection and takes
+ * the FIN in order): the connection is charged once, and the client's FIN
+ * is its half of the close, judged on the numbers the FIN came with, not
+ * those verification keys the connection by; the server's FIN then ends
+ * it.  The same for a tenant that does not verify, whose place in the
+ * instance's cap the same FIN takes.
+ */
+static int scen_fin_handshake(const void *arg)
+{
+	struct rl_instance_limit il = { .max_conns = 4 };
+	bool verify = arg != NULL;
+	__u32 v, cookie;
+	struct cinst in;
+
+	if (cinst_open(&in, 2, RL_ACT_DROP, verify ? RL_F_VERIFY : 0))
+		return -1;
+	if (verify)
+		in.skel->bss->verify_tenants = 1;
+	else
+		inst_on(&in, &il);
+	if (seg(&in, false, TH_SYN, SPORT + 1, 100, &v) ||
+	    syn_cookie(CLIENT, SPORT + 1, 100, &cookie) ||
+	    acks_from(&in, CLIENT, SPORT + 1, TH_FIN | TH_PSH, 101, cookie + 1,
+		      20, &v)) {
+		CHECK(0, "a segment could not be run");
+		cinst_close(&in);
+		return 0;
+	}
+	CHECK(v == XDP_PASS && in.t->conns == 1 && entries(&in) == 1 &&
+	      (verify || in.instance->conns == 1), "the handshake's FIN: "
+	      "verdict %u, %lld in flight, %u entries, instance %lld; want "
+	      "pass, 1, 1, %d", v, (long long)in.t->conns, entries(&in),
+	      (long long)in.instance->conns, verify ? 0 : 1);
+	if (seg(&in, true, TH_FIN | TH_ACK, SPORT + 1, 0, NULL))
+		CHECK(0, "the server's FIN could not be run");
+	CHECK(in.t->conns == 0 && entries(&in) == 0 && in.instance->conns == 0,
+	      "the server's FIN after it: %lld in flight, %u entries, instance "
+	      "%lld; want 0, 0, 0", (long long)in.t->conns, entries(&in),
+	      (long long)in.instance->conns);
+	cinst_close(&in);
+	return 0;
+}
+
 /* The sweep forgets an unmatched connection (no tenant) and gives it back
  * to the instance, once. */
 static int scen_inst_sweep(const void *arg)
@@ -1477,7 +1530,7 @@ static int scen_inst_sweep(const void *arg)
 
 static struct scenario conn_scenarios[2 * ARRAY_SIZE(cscens) +
 				      ARRAY_SIZE(stale_rows) +
-				      ARRAY_SIZE(iscens) + 9];
+				      ARRAY_SIZE(iscens) + 11];
 static char stale_names[ARRAY_SIZE(stale_rows)][160];
 static char verifying_names[ARRAY_SIZE(cscens)][240];
 
@@ -1543,5 +1596,13 @@ void conn_tests(void)
 		"none of the instance cap of 10, so another tenant connects; its "
 		"handshake's ACK takes the instance place into its SYN's entry",
 		scen_inst_tenant_forged, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: a verifying tenant's handshake completed by a FIN is "
+		"counted once, and ended by the server's FIN after it",
+		scen_fin_handshake, "verify" };
+	conn_scenarios[n++] = (struct scenario){
+		"instance: a handshake completed by a FIN takes the instance's "
+		"place once, and the server's FIN after it ends it",
+		scen_fin_handshake, NULL };
 	run_scenarios(conn_scenarios, n);
 }
