@@ -38,8 +38,8 @@ __u32 verify_tenants;
 
 /* 1 while the instance has a cap (conn_ctl.instance), as the agent last
  * wrote it, before it attaches this program: ACKs are read then too, for
- * the handshakes of connections no tenant takes are counted where they
- * complete (judge_nomatch_ack()).  Not pinned, as verify_tenants. */
+ * connections take the instance's place where their handshakes complete
+ * (judge_inst_ack()).  Not pinned, as verify_tenants. */
 __u32 inst_capped;
 
 struct {
@@ -399,8 +399,8 @@ enum parse {
 	P_SHORT,	/* the IP header itself is cut short: the stack drops it */
 	P_ACK,		/* an ACK while some tenant verifies or the instance
 			 * has a cap: it may complete a handshake whose SYN
-			 * passed uncharged (verify_passes(),
-			 * judge_nomatch_ack()) */
+			 * passed uncharged (verify_passes()) or without its
+			 * instance place (judge_inst_ack()) */
 	P_DEEP,		/* more than RL_VLAN_MAX VLAN tags: no IP header found,
 			 * no source to classify, refused whatever it is */
 };
@@ -1626,6 +1626,18 @@ static __always_inline bool conn_take_over(struct rl_conn_stats *cs,
 	return true;
 }
 
+/* Whether the instance's cap is full (counted): a SYN's check, which
+ * reserves nothing - the place is taken where the server's kernel makes
+ * the connection (judge_inst_ack()). */
+static __always_inline bool inst_full(struct rl_tenant *in)
+{
+	if (!(READ_ONCE(in->flags) & RL_F_CONNCAP) ||
+	    READ_ONCE(in->conns) < READ_ONCE(in->conn_slots))
+		return false;
+	count(RL_CNT_INST_FULL);
+	return true;
+}
+
 /* A place below the instance's cap, or false (counted). */
 static __always_inline bool inst_reserve(struct rl_tenant *in)
 {
@@ -1828,8 +1840,9 @@ static __always_inline bool src_take(const struct syn_info *si, __u32 id,
  * and a SYN from a forged source never becomes one (its request socket
  * lives a minute, retransmitting to nobody).  Its place is taken where the
  * server's kernel makes the connection, at the handshake's ACK
- * (judge_nomatch_ack()), so forged SYNs cannot fill the cap that the
- * tenants share.  The full cap refuses here already, so that a client over
+ * (judge_inst_ack()), as a tenant's connection's is, so forged SYNs cannot
+ * fill the cap that the tenants share.  The full cap refuses here already
+ * (inst_full()), so that a client over
  * it fails at connect as a tenant's does, rather than be refused at its
  * ACK (which it sees only when its data goes unanswered).
  */
@@ -1839,11 +1852,8 @@ static __always_inline enum verdict judge_nomatch(const struct syn_info *si)
 
 	if (!in)
 		return V_PASS;
-	if ((READ_ONCE(in->flags) & RL_F_CONNCAP) &&
-	    READ_ONCE(in->conns) >= READ_ONCE(in->conn_slots)) {
-		count(RL_CNT_INST_FULL);
+	if (inst_full(in))
 		return V_DROP;
-	}
 	if (READ_ONCE(in->interval_ns) &&
 	    !take_gcra(&in->tat, in->interval_ns, in->tolerance_ns,
 		       bpf_ktime_get_coarse_ns())) {
@@ -1960,21 +1970,60 @@ static __always_inline bool verify_passes(struct syn_info *si)
 }
 
 /*
- * An ACK no tenant takes, while the instance has a cap: the place of its
- * connection is taken here if it completes a handshake on the server, as
- * the server's socket table says (si->sk, looked up by the entry point on
- * V_LOOKUP): a request socket whose numbers it returns (SK_REQ), or a
- * valid SYN cookie where only the listener is (the kernel's own check).
- * Over the cap it is dropped: the server makes no connection, and keeps
- * its request socket, or nothing for a cookie; the client's next segment,
- * which carries the same numbers, is judged again.  A segment of a
- * connection already counted costs one lookup in `conns` and passes; any
- * other (an open connection's, one the server would refuse, one for a
- * server this host's namespace does not hold) passes uncounted.
+ * A handshake's ACK that passes, judged to complete the handshake on this
+ * host's server (a request socket's numbers, or a cookie with only the
+ * listener): with a FIN, the server's kernel makes the connection and then
+ * takes the FIN, in order, so the FIN is the client's half of the close
+ * (conn_end()), whatever sk_ends() said of the request socket or the
+ * listener it met.
  */
-static __always_inline enum verdict judge_nomatch_ack(struct syn_info *si)
+static __always_inline void ack_fin_taken(struct syn_info *si)
+{
+	if ((si->tcp_flags & TCP_FLAG_FIN) &&
+	    (si->sk == SK_REQ || si->sk == SK_LISTEN))
+		si->srv_end = SRV_END_YES;
+}
+
+/*
+ * An entry counted in a tenant only (its SYN's) takes the instance's place
+ * its handshake ACK reserved: the flag says so from now on, and the place
+ * goes back with the entry.  Where the flag was set already (another CPU's
+ * ACK of the same connection), this place goes back at once.
+ */
+static __always_inline void inst_attach(struct rl_conn *c,
+					struct rl_tenant *in)
+{
+	WRITE_ONCE(c->inst_epoch, READ_ONCE(in->conn_epoch));
+	if (__sync_fetch_and_or(&c->flags, RL_CONN_F_INSTANCE) &
+	    RL_CONN_F_INSTANCE)
+		__sync_fetch_and_add(&in->conns, -1);
+}
+
+/*
+ * An ACK that no verification judges (no tenant takes it, or its tenant
+ * does not verify), while the instance has a cap: the instance's place of
+ * its connection is taken here if it completes a handshake on the server,
+ * as the server's socket table says (si->sk, looked up by the entry point
+ * on V_LOOKUP): a request socket whose numbers it returns (SK_REQ), or a
+ * valid SYN cookie where only the listener is (the kernel's own check).
+ * A SYN takes none (its check of the cap is read-only, inst_full()): a
+ * SYN from a forged source never becomes a connection, and its request
+ * socket lives a minute, so counted at the SYN forged SYNs - a stranger's,
+ * or a tenant's within its rate - would fill the cap all tenants share.
+ * The connection's entry is the one its tenant's cap made at the SYN, if
+ * any (inst_attach()), else one of its own (RL_CONN_NO_TENANT).  Over the
+ * cap the ACK is dropped: the server makes no connection, and keeps its
+ * request socket, or nothing for a cookie; the client's next segment,
+ * which carries the same numbers, is judged again.  A segment of a
+ * connection that holds its instance place costs one lookup in `conns`
+ * and passes; any other (an open connection's, one the server would
+ * refuse, one for a server this host's namespace does not hold) passes
+ * uncounted.
+ */
+static __always_inline enum verdict judge_inst_ack(struct syn_info *si)
 {
 	struct rl_tenant *in = instance_on();
+	struct rl_conn *c;
 	struct rl_flow k;
 	__be32 seq;
 	bool ok;
@@ -1982,7 +2031,8 @@ static __always_inline enum verdict judge_nomatch_ack(struct syn_info *si)
 	if (!in || !(READ_ONCE(in->flags) & RL_F_CONNCAP))
 		return V_PASS;
 	conn_key(si, false, &k);
-	if (bpf_map_lookup_elem(&conns, &k))
+	c = bpf_map_lookup_elem(&conns, &k);
+	if (c && (READ_ONCE(c->flags) & RL_CONN_F_INSTANCE))
 		return V_PASS;
 	if (si->sk == SK_UNKNOWN)
 		return V_LOOKUP;
@@ -1990,6 +2040,11 @@ static __always_inline enum verdict judge_nomatch_ack(struct syn_info *si)
 		return V_PASS;
 	if (!inst_reserve(in))
 		return V_DROP;
+	ack_fin_taken(si);
+	if (c) {
+		inst_attach(c, in);
+		return V_PASS;
+	}
 	/* the entry holds the client's ISN, as a SYN's does; si keeps the
 	 * ACK's own, which a FIN with it is judged by */
 	seq = si->flow.isn;
@@ -2122,25 +2177,23 @@ __noinline int judge_open(struct syn_info *si)
 	/* for V_LOOKUP: the second call takes the answer */
 	si->cls = id;
 	si->classified = 1;
-	if (id < 0) {
+	key = id;
+	t = id >= 0 ? bpf_map_lookup_elem(&tenants, &key) : NULL;
+	st = id >= 0 ? bpf_map_lookup_elem(&tenant_stats, &key) : NULL;
+	if (!t || !st || t->mode == RL_MODE_NONE) {
 		if (si->kind == P_ACK)
-			return judge_nomatch_ack(si);
-		count(RL_CNT_NOMATCH);
+			goto inst_ack;
+		if (id < 0)
+			count(RL_CNT_NOMATCH);
 		return judge_nomatch(si);
 	}
-	key = id;
-	t = bpf_map_lookup_elem(&tenants, &key);
-	st = bpf_map_lookup_elem(&tenant_stats, &key);
-	if (!t || !st || t->mode == RL_MODE_NONE)
-		return si->kind == P_ACK ? judge_nomatch_ack(si) :
-					   judge_nomatch(si);
 	if (READ_ONCE(t->flags) & RL_F_VERIFY) {
 		if (si->kind == P_ACK && si->sk == SK_UNKNOWN)
 			return V_LOOKUP;
 		if (verify_passes(si))
 			return V_PASS;
 	} else if (si->kind == P_ACK) {
-		return V_PASS;
+		goto inst_ack;
 	}
 
 	/* The coarse clock: a few ns where the precise one can cost tens.
@@ -2153,10 +2206,16 @@ __noinline int judge_open(struct syn_info *si)
 
 	/* The caps before the bucket, so that a SYN refused at a cap costs
 	 * no token: the instance's first, then the tenant's (which gives the
-	 * instance's place back when it refuses).  A SYN that also carries
-	 * RST or FIN opens nothing on the server: it is not counted. */
+	 * instance's place back when it refuses).  A SYN only checks the
+	 * instance's: its place is taken at the handshake's ACK
+	 * (judge_inst_ack()); a verified ACK, which is where the server makes
+	 * the connection, takes it here.  A SYN that also carries RST or FIN
+	 * opens nothing on the server: it is not counted.  A verified ACK
+	 * with FIN opens a connection as any (half-closed, and the server
+	 * may send for as long as it likes): it is. */
 	in = instance_on();
-	opens = !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
+	opens = si->kind == P_ACK ||
+		!(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
 	icap = in && (READ_ONCE(in->flags) & RL_F_CONNCAP) && opens;
 	tcap = (t->flags & RL_F_CONNCAP) && opens;
 	if (tcap) {
@@ -2167,7 +2226,10 @@ __noinline int judge_open(struct syn_info *si)
 		conn_key(si, false, &ck);
 		seen = conn_repeat(&ck, si, cs);
 		if (seen == CONN_NEW) {
-			if (icap) {
+			if (icap && si->kind == P_SYN) {
+				if (inst_full(in))
+					goto refuse;
+			} else if (icap) {
 				if (!inst_reserve(in))
 					goto refuse;
 				iheld = in;
@@ -2237,10 +2299,14 @@ __noinline int judge_open(struct syn_info *si)
 		 * after the bucket refused it */
 		if (overdrawn)
 			count(RL_CNT_OVERDRAWN);
+		if (si->kind == P_ACK)
+			ack_fin_taken(si);
 		return open_admit(si, st, &at, now);
 	}
 refuse:
 	return open_refuse(si, t, st, key);
+inst_ack:
+	return judge_inst_ack(si);
 }
 
 /*

@@ -202,6 +202,18 @@ static int cinst_open(struct cinst *in, __s64 cap, __u32 action, __u32 flags)
 	return 0;
 }
 
+/* The instance limit il switched on in in, with its cap told to the
+ * program as the agent tells it (conn_ctl.instance, inst_capped). */
+static void inst_on(struct cinst *in, const struct rl_instance_limit *il)
+{
+	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
+	__u32 zero = 0;
+
+	instance_configure(in->instance, il);
+	bpf_map_update_elem(bpf_map__fd(in->skel->maps.conn_ctl), &zero, &ctl, 0);
+	in->skel->bss->inst_capped = 1;
+}
+
 /* A segment from the client (ingress, XDP) or from the server (egress, tc),
  * on connection sport.  A client's RST or FIN (without SYN) is sent at
  * the server's rcv_nxt of the real connection plus seq, unless the server
@@ -253,12 +265,13 @@ static int seg(struct cinst *in, bool from_server, __u8 flags, __u16 sport,
 	return seg_from(in, CLIENT, from_server, flags, sport, seq, verdict);
 }
 
-/* An ACK from client on connection sport with these numbers (host order)
- * and payload bytes: its verdict.  0 or -errno. */
-static int ack_from(struct cinst *in, const char *client, __u16 sport,
-		    __u32 seq, __u32 ack, int payload, __u32 *verdict)
+/* A segment with ACK and flags from client on connection sport with these
+ * numbers (host order) and payload bytes: its verdict.  0 or -errno. */
+static int acks_from(struct cinst *in, const char *client, __u16 sport,
+		     __u8 flags, __u32 seq, __u32 ack, int payload,
+		     __u32 *verdict)
 {
-	struct pkt p = { .family = 4, .flags = TH_ACK, .src = client,
+	struct pkt p = { .family = 4, .flags = TH_ACK | flags, .src = client,
 			 .dst = SERVER, .sport = sport, .dport = 443,
 			 .seq = seq, .ack = ack, .payload = payload };
 	__u8 buf[PKT_MAX], out[PKT_MAX];
@@ -272,6 +285,13 @@ static int ack_from(struct cinst *in, const char *client, __u16 sport,
 	}
 	*verdict = r.retval;
 	return 0;
+}
+
+/* An ACK alone (acks_from()). */
+static int ack_from(struct cinst *in, const char *client, __u16 sport,
+		    __u32 seq, __u32 ack, int payload, __u32 *verdict)
+{
+	return acks_from(in, client, sport, 0, seq, ack, payload, verdict);
 }
 
 /* The SYN cookie the server's kernel answers client:sport's SYN (isn) to
@@ -650,7 +670,6 @@ fail:
  */
 static int scen_new_isn(const void *arg)
 {
-	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
 	struct rl_instance_limit il = { .max_conns = 1,
 					.rate = { 1, 3600 }, .burst = 1 };
 	struct rl_flow k = { .family = 4 };
@@ -658,7 +677,7 @@ static int scen_new_isn(const void *arg)
 			 .sport = SPORT + 1, .dport = 443 };
 	struct rl_conn c;
 	struct cinst in;
-	__u32 v, zero = 0;
+	__u32 v;
 
 	(void)arg;
 	if (cinst_open(&in, 1, RL_ACT_DROP, 0))
@@ -690,9 +709,7 @@ static int scen_new_isn(const void *arg)
 	      "pass, 1, 1", v, (long long)in.t->conns, entries(&in));
 
 	/* the instance's own: a stranger's connection, the rate spent */
-	instance_configure(in.instance, &il);
-	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
-	in.skel->bss->inst_capped = 1;
+	inst_on(&in, &il);
 	if (handshake_from(&in, STRANGER, SPORT + 1, 100, &v))
 		goto fail;
 	CHECK(v == XDP_PASS && in.instance->conns == 1, "stranger: verdict "
@@ -1042,15 +1059,16 @@ static int scen_race(const void *arg)
 }
 
 /*
- * The host-wide instance limit: one cap (and rate) over the capped tenant's
- * SYNs and the connections no rule matches.  A step is a segment from the
- * tenant's client (T) or a stranger no rule matches (U), a stranger's
- * handshake (UH: the SYN, then the cookie's ACK, which takes the place), or
- * a segment from the server to either (TS, US), with the verdict wanted
- * and the counts after it.
+ * The host-wide instance limit: one cap (and rate) over the tenant's
+ * connections and those no rule matches.  A step is a segment from the
+ * tenant's client (T) or a stranger no rule matches (U), a handshake of
+ * either (TH, UH: the SYN, then the cookie's ACK, which takes the
+ * instance's place; the tenant's SYN takes the tenant's), or a segment
+ * from the server to either (TS, US), with the verdict wanted and the
+ * counts after it.
  */
 struct istep {
-	int who;		/* IT, IU, ITS, IUS, IUH; 0 ends */
+	int who;		/* IT, IU, ITS, IUS, IUH, ITH; 0 ends */
 	__u8 flags;
 	__u16 sport;		/* SPORT + this */
 	__u32 verdict;		/* client side */
@@ -1064,6 +1082,7 @@ struct istep {
 #define ITS	3
 #define IUS	4
 #define IUH	5	/* the stranger's handshake (handshake_from()) */
+#define ITH	6	/* the tenant's client's handshake */
 #define IS(w, f, p, v, i, t)	{ (w), (f), (p), (v), (i), (t), 0 }
 
 struct iscen {
@@ -1078,44 +1097,47 @@ struct iscen {
 static const struct iscen iscens[] = {
 	{ "instance: unmatched and matched SYNs share the instance's cap; a "
 	  "close of either frees a place for the other", 2, 10, 0,
-	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IUH, TH_SYN, 2, XDP_PASS, 2, 1),
-	    IS(IT, TH_SYN, 3, XDP_DROP, 2, 1), IS(IUH, TH_SYN, 4, XDP_DROP, 2, 1),
+	  { IS(ITH, TH_SYN, 1, XDP_PASS, 1, 1), IS(IUH, TH_SYN, 2, XDP_PASS, 2, 1),
+	    IS(ITH, TH_SYN, 3, XDP_DROP, 2, 1), IS(IUH, TH_SYN, 4, XDP_DROP, 2, 1),
 	    IS(IUS, TH_RST | TH_ACK, 2, 0, 1, 1),
-	    IS(IT, TH_SYN, 3, XDP_PASS, 2, 2), IS(IUH, TH_SYN, 4, XDP_DROP, 2, 2),
+	    IS(ITH, TH_SYN, 3, XDP_PASS, 2, 2), IS(IUH, TH_SYN, 4, XDP_DROP, 2, 2),
 	    { 0 } },
 	  .full = 3 },
 	{ "instance: a tenant without a cap of its own is held by the "
 	  "instance's", 1, 0, 0,
-	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_DROP, 1, 0),
-	    IS(IT, TH_RST, 1, XDP_PASS, 0, 0), IS(IT, TH_SYN, 2, XDP_PASS, 1, 0),
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 0, 0), IS(ITH, TH_SYN, 1, XDP_PASS, 1, 0),
+	    IS(IT, TH_SYN, 2, XDP_DROP, 1, 0),
+	    IS(IT, TH_RST, 1, XDP_PASS, 0, 0), IS(ITH, TH_SYN, 2, XDP_PASS, 1, 0),
 	    { 0 } },
 	  .full = 1 },
 	{ "instance: a close (both FINs) gives back to the tenant and the "
 	  "instance once; a RST after gives nothing more", 3, 3, 0,
-	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IUH, TH_SYN, 2, XDP_PASS, 2, 1),
+	  { IS(ITH, TH_SYN, 1, XDP_PASS, 1, 1), IS(IUH, TH_SYN, 2, XDP_PASS, 2, 1),
 	    IS(IT, TH_FIN | TH_ACK, 1, XDP_PASS, 2, 1),
 	    IS(ITS, TH_FIN | TH_ACK, 1, 0, 1, 0),
 	    IS(IT, TH_RST, 1, XDP_PASS, 1, 0),
 	    IS(IUS, TH_FIN | TH_ACK, 2, 0, 1, 0),
 	    IS(IU, TH_FIN | TH_ACK, 2, XDP_PASS, 0, 0), { 0 } },
 	  .full = 0 },
-	{ "instance: the tenant's cap refusing gives the instance's place "
-	  "back", 5, 1, 0,
-	  { IS(IT, TH_SYN, 1, XDP_PASS, 1, 1), IS(IT, TH_SYN, 2, XDP_DROP, 1, 1),
+	{ "instance: the tenant's SYN takes its tenant's place alone, its "
+	  "handshake's ACK the instance's; the tenant's cap refusing takes "
+	  "none", 5, 1, 0,
+	  { IS(IT, TH_SYN, 1, XDP_PASS, 0, 1), IS(ITH, TH_SYN, 1, XDP_PASS, 1, 1),
+	    IS(IT, TH_SYN, 2, XDP_DROP, 1, 1),
 	    IS(IT, TH_SYN, 3, XDP_DROP, 1, 1), IS(IUH, TH_SYN, 4, XDP_PASS, 2, 1),
 	    { 0 } },
 	  .full = 0 },
 	{ "instance: an entry of an older instance epoch gives nothing back "
 	  "to the instance set since", 2, 0, 0,
-	  { IS(IUH, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 0),
+	  { IS(IUH, TH_SYN, 1, XDP_PASS, 1, 0), IS(ITH, TH_SYN, 2, XDP_PASS, 2, 0),
 	    { .new_epoch = 1, .inst = 0 },
 	    IS(IUH, TH_SYN, 3, XDP_PASS, 1, 0),
 	    IS(IU, TH_RST, 1, XDP_PASS, 1, 0), IS(IT, TH_RST, 2, XDP_PASS, 1, 0),
 	    IS(IU, TH_RST, 3, XDP_PASS, 0, 0), { 0 } },
 	  .full = 0 },
 	{ "instance: the rate refuses past its burst, matched or not, and gives "
-	  "the cap's place back", 10, 10, 2,
-	  { IS(IUH, TH_SYN, 1, XDP_PASS, 1, 0), IS(IT, TH_SYN, 2, XDP_PASS, 2, 1),
+	  "the tenant's place back", 10, 10, 2,
+	  { IS(IUH, TH_SYN, 1, XDP_PASS, 1, 0), IS(ITH, TH_SYN, 2, XDP_PASS, 2, 1),
 	    IS(IUH, TH_SYN, 3, XDP_DROP, 2, 1), IS(IT, TH_SYN, 4, XDP_DROP, 2, 1),
 	    { 0 } },
 	  .rate = 2 },
@@ -1133,12 +1155,19 @@ static __u64 counter(struct cinst *in, __u32 idx)
 	return sum;
 }
 
+/* Checks the instance's refusals at its cap (RL_CNT_INST_FULL). */
+static void expect_inst_full(struct cinst *in, __u64 want)
+{
+	__u64 got = counter(in, RL_CNT_INST_FULL);
+
+	CHECK(got == want, "refused at the cap %llu, want %llu",
+	      (unsigned long long)got, (unsigned long long)want);
+}
+
 static int run_iscen(const void *arg)
 {
 	const struct iscen *sc = arg;
-	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
 	struct rl_instance_limit il = { .max_conns = sc->inst_cap };
-	__u32 zero = 0;
 	struct cinst in;
 	int failed = failures;
 
@@ -1150,9 +1179,7 @@ static int run_iscen(const void *arg)
 		il.rate = (struct policy_rate){ 1, 3600 };
 		il.burst = sc->rate_burst;
 	}
-	instance_configure(in.instance, &il);
-	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
-	in.skel->bss->inst_capped = 1;
+	inst_on(&in, &il);
 	for (int i = 0; sc->steps[i].who || sc->steps[i].new_epoch; i++) {
 		const struct istep *st = &sc->steps[i];
 		bool server = st->who == ITS || st->who == IUS;
@@ -1161,8 +1188,9 @@ static int run_iscen(const void *arg)
 		if (st->new_epoch) {
 			instance_clear(in.instance);
 			instance_configure(in.instance, &il);
-		} else if (st->who == IUH) {
-			if (handshake_from(&in, STRANGER, SPORT + st->sport,
+		} else if (st->who == IUH || st->who == ITH) {
+			if (handshake_from(&in, st->who == IUH ? STRANGER :
+					   CLIENT, SPORT + st->sport,
 					   100 + st->sport, &v))
 				CHECK(0, "step %d: the handshake could not be "
 				      "run", i);
@@ -1199,7 +1227,7 @@ static int run_iscen(const void *arg)
 /*
  * Forged SYNs from sources no rule matches (30, with an instance cap of 3)
  * take no place: the server's kernel makes request sockets or cookies of
- * them, never connections, so the tenant's SYN after them still passes.  A
+ * them, never connections, so the tenant's handshake after them passes.  A
  * stranger's place is taken by the ACK that completes its handshake on the
  * server (here a cookie's, with only the listener), once for it and its
  * data; never by an ACK of no handshake, nor by a segment of an open
@@ -1208,9 +1236,8 @@ static int run_iscen(const void *arg)
  */
 static int scen_inst_forged(const void *arg)
 {
-	struct rl_conn_ctl ctl = { .capped = 1, .instance = 1 };
 	struct rl_instance_limit il = { .max_conns = 3 };
-	__u32 v, zero = 0, cookie, pass = 0;
+	__u32 v, cookie, pass = 0;
 	struct real *rc;
 	struct cinst in;
 
@@ -1218,9 +1245,7 @@ static int scen_inst_forged(const void *arg)
 	if (cinst_open(&in, 0, RL_ACT_DROP, 0))
 		return -1;
 	in.t->flags &= ~RL_F_CONNCAP;
-	instance_configure(in.instance, &il);
-	bpf_map_update_elem(bpf_map__fd(in.skel->maps.conn_ctl), &zero, &ctl, 0);
-	in.skel->bss->inst_capped = 1;
+	inst_on(&in, &il);
 	for (__u16 i = 1; i <= 30; i++) {
 		if (seg_from(&in, STRANGER, false, TH_SYN, SPORT + i, 1000 * i,
 			     &v))
@@ -1230,11 +1255,11 @@ static int scen_inst_forged(const void *arg)
 	CHECK(pass == 30 && in.instance->conns == 0 && entries(&in) == 0,
 	      "30 forged SYNs: %u passed, instance %lld, %u entries; want 30, "
 	      "0, 0", pass, (long long)in.instance->conns, entries(&in));
-	if (seg(&in, false, TH_SYN, SPORT + 1, 1, &v))
+	if (handshake_from(&in, CLIENT, SPORT + 1, 1, &v))
 		goto fail;
-	CHECK(v == XDP_PASS && in.instance->conns == 1, "the tenant's SYN "
-	      "after them: verdict %u, instance %lld; want pass, 1", v,
-	      (long long)in.instance->conns);
+	CHECK(v == XDP_PASS && in.instance->conns == 1, "the tenant's "
+	      "handshake after them: verdict %u, instance %lld; want pass, 1",
+	      v, (long long)in.instance->conns);
 
 	/* no handshake: numbers no socket expects, and an open connection's
 	 * segment whose numbers are a valid cookie */
@@ -1284,12 +1309,182 @@ static int scen_inst_forged(const void *arg)
 	      "the tenant's SYN at the cap: verdict %u, instance %lld, %u "
 	      "entries; want drop, 3, 3", v, (long long)in.instance->conns,
 	      entries(&in));
-	CHECK(counter(&in, RL_CNT_INST_FULL) == 3, "refused at the cap %llu, "
-	      "want 3", (unsigned long long)counter(&in, RL_CNT_INST_FULL));
+	expect_inst_full(&in, 3);
 	cinst_close(&in);
 	return 0;
 fail:
 	CHECK(0, "a segment could not be run");
+	cinst_close(&in);
+	return 0;
+}
+
+/*
+ * One tenant's forged SYNs (30, within its generous rate and its own cap of
+ * 50) against an instance cap of 10: they take their tenant's places, as
+ * its cap always counted, and none of the instance's, so another tenant's
+ * client (STRANGER, made tenant 2 here) still connects.  A tenant's
+ * connection takes its instance place at its handshake's ACK, into the
+ * entry its SYN made (one entry, given back whole at its end); an ACK of
+ * no handshake on a forged SYN's 4-tuple takes none.  At the full cap the
+ * tenant's SYN is refused before its own cap is asked, and a handshake's
+ * ACK is dropped, its tenant's place kept for the client's next segment.
+ */
+static int scen_inst_tenant_forged(const void *arg)
+{
+	struct rl_instance_limit il = { .max_conns = 10 };
+	__u32 v, cookie, pass = 0;
+	struct rl_flow k;
+	struct rl_conn c;
+	struct cinst in;
+
+	(void)arg;
+	if (cinst_open(&in, 50, RL_ACT_DROP, 0))
+		return -1;
+	if (rule_add(&in.w, "10.9.0.0/16", 0, 2)) {
+		CHECK(0, "couldn't add tenant 2");
+		cinst_close(&in);
+		return 0;
+	}
+	tenant_standalone(&in.w.tenants[2], RL_ACT_DROP, 0, SEC_NS, 100);
+	inst_on(&in, &il);
+	for (__u16 i = 1; i <= 30; i++) {
+		if (seg(&in, false, TH_SYN, SPORT + i, 1000 * i, &v))
+			goto fail;
+		pass += v == XDP_PASS;
+	}
+	CHECK(pass == 30 && in.t->conns == 30 && in.instance->conns == 0 &&
+	      entries(&in) == 30, "30 forged SYNs of tenant 1: %u passed, "
+	      "tenant %lld, instance %lld, %u entries; want 30, 30, 0, 30",
+	      pass, (long long)in.t->conns, (long long)in.instance->conns,
+	      entries(&in));
+	if (handshake_from(&in, STRANGER, SPORT + 1, 1, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 1, "tenant 2's handshake "
+	      "after them: verdict %u, instance %lld; want pass, 1", v,
+	      (long long)in.instance->conns);
+
+	/* tenant 1's real client: one entry, both places */
+	if (handshake_from(&in, CLIENT, SPORT + 40, 4000, &v) ||
+	    syn_cookie(CLIENT, SPORT + 40, 4000, &cookie) ||
+	    ack_from(&in, CLIENT, SPORT + 40, 4001, cookie + 1, 100, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.t->conns == 31 && in.instance->conns == 2 &&
+	      entries(&in) == 32, "tenant 1's handshake and data: verdict %u, "
+	      "tenant %lld, instance %lld, %u entries; want pass, 31, 2, 32",
+	      v, (long long)in.t->conns, (long long)in.instance->conns,
+	      entries(&in));
+	/* numbers no socket expects, on a forged SYN's 4-tuple */
+	if (ack_from(&in, CLIENT, SPORT + 3, 777, 888, 0, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 2, "an ACK of no "
+	      "handshake: verdict %u, instance %lld; want pass, 2", v,
+	      (long long)in.instance->conns);
+
+	/* the cap full */
+	in.instance->conn_slots = 2;
+	if (seg(&in, false, TH_SYN, SPORT + 41, 4100, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.t->conns == 31 && entries(&in) == 32,
+	      "tenant 1's SYN at the full cap: verdict %u, tenant %lld, %u "
+	      "entries; want drop, 31, 32", v, (long long)in.t->conns,
+	      entries(&in));
+	if (syn_cookie(CLIENT, SPORT + 2, 2000, &cookie) ||
+	    ack_from(&in, CLIENT, SPORT + 2, 2001, cookie + 1, 0, &v))
+		goto fail;
+	CHECK(v == XDP_DROP && in.t->conns == 31 && in.instance->conns == 2,
+	      "a handshake's ACK at the full cap: verdict %u, tenant %lld, "
+	      "instance %lld; want drop, 31, 2", v, (long long)in.t->conns,
+	      (long long)in.instance->conns);
+	in.instance->conn_slots = 10;
+	if (ack_from(&in, CLIENT, SPORT + 2, 2001, cookie + 1, 0, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.t->conns == 31 && in.instance->conns == 3 &&
+	      entries(&in) == 32, "its next segment once there is room: "
+	      "verdict %u, tenant %lld, instance %lld, %u entries; want pass, "
+	      "31, 3, 32", v, (long long)in.t->conns,
+	      (long long)in.instance->conns, entries(&in));
+
+	/* the sweep read an entry before its handshake's ACK took the
+	 * instance's place: forgetting it gives back both */
+	k = (struct rl_flow){ .family = 4 };
+	inet_pton(AF_INET, CLIENT, k.saddr);
+	inet_pton(AF_INET, SERVER, k.daddr);
+	k.sport = htons(SPORT + 4);
+	k.dport = htons(443);
+	if (bpf_map_lookup_elem(in.conns_fd, &k, &c) ||
+	    syn_cookie(CLIENT, SPORT + 4, 4000, &cookie) ||
+	    ack_from(&in, CLIENT, SPORT + 4, 4001, cookie + 1, 0, &v))
+		goto fail;
+	CHECK(v == XDP_PASS && in.instance->conns == 4 &&
+	      !(c.flags & RL_CONN_F_INSTANCE), "a forged SYN's 4-tuple "
+	      "completed later: verdict %u, instance %lld, flags read before "
+	      "%u; want pass, 4, no instance flag", v,
+	      (long long)in.instance->conns, c.flags);
+	CHECK(rl_conn_forget(in.conns_fd, in.w.tenants, RL_MAX_TENANTS,
+			     in.instance, &k, &c) == 1 &&
+	      in.t->conns == 30 && in.instance->conns == 3,
+	      "swept with the entry read before: tenant %lld, instance %lld; "
+	      "want 30, 3", (long long)in.t->conns,
+	      (long long)in.instance->conns);
+
+	/* the server's RST gives both places back, once */
+	if (seg(&in, true, TH_RST | TH_ACK, SPORT + 40, 0, NULL) ||
+	    seg(&in, true, TH_RST | TH_ACK, SPORT + 40, 0, NULL))
+		goto fail;
+	CHECK(in.t->conns == 29 && in.instance->conns == 2 && entries(&in) == 30,
+	      "the server's RST: tenant %lld, instance %lld, %u entries; want "
+	      "29, 2, 30", (long long)in.t->conns,
+	      (long long)in.instance->conns, entries(&in));
+	expect_inst_full(&in, 2);
+	cinst_close(&in);
+	return 0;
+fail:
+	CHECK(0, "a segment could not be run");
+	cinst_close(&in);
+	return 0;
+}
+
+/*
+ * A verifying tenant's handshake completed by a FIN with data (the
+ * server's kernel takes the cookie from it, makes the connection and takes
+ * the FIN in order): the connection is charged once, and the client's FIN
+ * is its half of the close, judged on the numbers the FIN came with, not
+ * those verification keys the connection by; the server's FIN then ends
+ * it.  The same for a tenant that does not verify, whose place in the
+ * instance's cap the same FIN takes.
+ */
+static int scen_fin_handshake(const void *arg)
+{
+	struct rl_instance_limit il = { .max_conns = 4 };
+	bool verify = arg != NULL;
+	__u32 v, cookie;
+	struct cinst in;
+
+	if (cinst_open(&in, 2, RL_ACT_DROP, verify ? RL_F_VERIFY : 0))
+		return -1;
+	if (verify)
+		in.skel->bss->verify_tenants = 1;
+	else
+		inst_on(&in, &il);
+	if (seg(&in, false, TH_SYN, SPORT + 1, 100, &v) ||
+	    syn_cookie(CLIENT, SPORT + 1, 100, &cookie) ||
+	    acks_from(&in, CLIENT, SPORT + 1, TH_FIN | TH_PSH, 101, cookie + 1,
+		      20, &v)) {
+		CHECK(0, "a segment could not be run");
+		cinst_close(&in);
+		return 0;
+	}
+	CHECK(v == XDP_PASS && in.t->conns == 1 && entries(&in) == 1 &&
+	      (verify || in.instance->conns == 1), "the handshake's FIN: "
+	      "verdict %u, %lld in flight, %u entries, instance %lld; want "
+	      "pass, 1, 1, %d", v, (long long)in.t->conns, entries(&in),
+	      (long long)in.instance->conns, verify ? 0 : 1);
+	if (seg(&in, true, TH_FIN | TH_ACK, SPORT + 1, 0, NULL))
+		CHECK(0, "the server's FIN could not be run");
+	CHECK(in.t->conns == 0 && entries(&in) == 0 && in.instance->conns == 0,
+	      "the server's FIN after it: %lld in flight, %u entries, instance "
+	      "%lld; want 0, 0, 0", (long long)in.t->conns, entries(&in),
+	      (long long)in.instance->conns);
 	cinst_close(&in);
 	return 0;
 }
@@ -1335,7 +1530,7 @@ static int scen_inst_sweep(const void *arg)
 
 static struct scenario conn_scenarios[2 * ARRAY_SIZE(cscens) +
 				      ARRAY_SIZE(stale_rows) +
-				      ARRAY_SIZE(iscens) + 8];
+				      ARRAY_SIZE(iscens) + 11];
 static char stale_names[ARRAY_SIZE(stale_rows)][160];
 static char verifying_names[ARRAY_SIZE(cscens)][240];
 
@@ -1392,9 +1587,22 @@ void conn_tests(void)
 		"it back to the instance once", scen_inst_sweep, NULL };
 	conn_scenarios[n++] = (struct scenario){
 		"instance: forged SYNs of sources no rule matches take no place "
-		"(the tenant's SYN after 30 passes); a stranger's place is taken "
+		"(the tenant's handshake after 30 passes); a stranger's place is taken "
 		"by the ACK that completes its handshake, once, never by an ACK "
 		"of no handshake or of an open connection", scen_inst_forged,
 		NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"instance: one tenant's 30 forged SYNs take its own places and "
+		"none of the instance cap of 10, so another tenant connects; its "
+		"handshake's ACK takes the instance place into its SYN's entry",
+		scen_inst_tenant_forged, NULL };
+	conn_scenarios[n++] = (struct scenario){
+		"caps: a verifying tenant's handshake completed by a FIN is "
+		"counted once, and ended by the server's FIN after it",
+		scen_fin_handshake, "verify" };
+	conn_scenarios[n++] = (struct scenario){
+		"instance: a handshake completed by a FIN takes the instance's "
+		"place once, and the server's FIN after it ends it",
+		scen_fin_handshake, NULL };
 	run_scenarios(conn_scenarios, n);
 }

@@ -8,8 +8,9 @@
 # stay what the server holds, and the cap keep refusing.  Controls: a close
 # (FINs) and an abort (the client kernel's own RST) still free their places
 # at once.  conn_client.py forges with scapy from c1's own address.  And
-# SYNs forged from sources no tenant matches, which the server keeps as
-# request sockets for a minute, must hold no place of the instance limit.
+# SYNs forged from sources no tenant matches, or through one tenant, which
+# the server keeps as request sockets for a minute, must hold no place of
+# the instance limit.
 #
 # e2e: parallel - its checks hold however busy the machine is, so it may
 # run beside another file (tools/run-tests.sh).
@@ -145,6 +146,23 @@ established() {
 	in_ns "$1" ss -Htn state established "sport = :$CAP_PORT" | wc -l
 }
 
+# spoof_unanswered N: client u (on c2) forges N SYNs to s1 from the other
+# addresses of c2's /28; the server's SYN-ACKs to them leave for a MAC no
+# host holds: nobody answers, and the server retransmits them for a
+# minute, as to a forged source on the Internet (an address that fails
+# ARP would have its request socket dropped within seconds).
+spoof_unanswered() {
+	local i
+
+	for ((i = 2; i < 15; i++)); do
+		ip -n "$(lab_ns s1)" neigh replace "192.0.2.$((80 + i))" \
+			lladdr 02:00:00:00:00:01 dev eth0 nud permanent
+	done
+	client_do u spoof "$1"
+	expect_eq "SYNs forged" "$(jq .forged <<<"$REPLY")" "$1"
+	wait_at_least "syn_recv s1" 10 5
+}
+
 @test "30 SYNs forged from sources no tenant matches, held by the server as request sockets, take no place of the instance limit (max-conns 10): a tenant's real client connects; an honest unmatched client still counts, and is refused at the cap" {
 	agent_start
 	nginx_start s1
@@ -152,18 +170,7 @@ established() {
 	rl tenant set hold --match "$(prefixes c1)" --action rst \
 		--rate 1000/s --burst 1000
 	client_start u c2 s1 4
-	# the server's SYN-ACKs to the forged sources (c2's /28 but c2)
-	# leave for a MAC no host holds: nobody answers, and the server
-	# retransmits them for a minute, as to a forged source on the
-	# Internet (an address that fails ARP would have its request
-	# socket dropped within seconds)
-	for ((i = 2; i < 15; i++)); do
-		ip -n "$(lab_ns s1)" neigh replace "192.0.2.$((80 + i))" \
-			lladdr 02:00:00:00:00:01 dev eth0 nud permanent
-	done
-	client_do u spoof 30
-	expect_eq "SYNs forged" "$(jq .forged <<<"$REPLY")" 30
-	wait_at_least "syn_recv s1" 10 5
+	spoof_unanswered 30
 
 	client_start c c1 s1 4
 	client_do c open 3
@@ -185,6 +192,47 @@ established() {
 	wait_count inst_conns 9 5
 	client_do c open 1
 	expect_eq "the tenant's client after the close" \
+		"$(jq .connected <<<"$REPLY")" 1
+	client_do c quit
+	client_do u quit
+}
+
+@test "30 SYNs forged through one tenant with a generous rate (1000/s) and a cap of its own (40), held by the server as request sockets, fill its own places and none of the instance limit (max-conns 10): another tenant's real client connects; the first tenant's honest client still counts, and is refused at the cap" {
+	agent_start
+	nginx_start s1
+	rl instance set --max-conns 10
+	rl tenant set flood --match "$(prefixes c2)" --action rst \
+		--rate 1000/s --burst 1000 --max-conns 40
+	rl tenant set hold --match "$(prefixes c1)" --action rst \
+		--rate 1000/s --burst 1000
+	client_start u c2 s1 4
+	spoof_unanswered 30
+	expect_eq "the flooding tenant's own places" "$(stat_get flood conns)" 30
+	expect_eq "instance in flight after the flood" "$(inst conns)" 0
+
+	client_start c c1 s1 4
+	client_do c open 3
+	expect_eq "the other tenant's client connected" \
+		"$(jq .connected <<<"$REPLY")" 3
+	expect_eq "request sockets of the forged SYNs" "$(syn_recv s1)" 30
+	expect_eq "instance in flight" "$(inst conns)" 3
+	# the control: the flooding tenant's honest client takes the rest
+	client_do u open 8
+	expect_eq "flooding tenant's client connected" \
+		"$(jq .connected <<<"$REPLY")" 7
+	expect_eq "flooding tenant's client refused at the cap (its action rst)" \
+		"$(jq .refused <<<"$REPLY")" 1
+	expect_eq "instance in flight at the cap" "$(inst conns)" 10
+	expect_eq "the flooding tenant's places" "$(stat_get flood conns)" 37
+	expect_eq "server's connections" "$(established s1)" 10
+	client_do c open 1
+	expect_eq "the other tenant's client refused at the cap" \
+		"$(jq .refused <<<"$REPLY")" 1
+	# a close of the flooding tenant's client frees a place for the other
+	client_do u close 1
+	wait_count inst_conns 9 5
+	client_do c open 1
+	expect_eq "the other tenant's client after the close" \
 		"$(jq .connected <<<"$REPLY")" 1
 	client_do c quit
 	client_do u quit

@@ -289,7 +289,7 @@ void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 			qsort(socks, n_socks, sizeof(*socks), flow_cmp);
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct rl_conn *c = &v[i].c;
+		struct rl_conn *c = &v[i].c;
 		struct rl_conn_view view = {
 			.t = c->tenant < k->max_tenants ? &k->tenants[c->tenant] : NULL,
 			.inst = k->instance,

@@ -61,9 +61,11 @@ void rl_conn_release(struct rl_tenant *tenants, uint32_t n_tenants, uint32_t id,
 
 int rl_conn_forget(int conns_fd, struct rl_tenant *tenants, uint32_t n_tenants,
 		   struct rl_tenant *inst, const struct rl_flow *k,
-		   const struct rl_conn *c)
+		   struct rl_conn *c)
 {
-	if (bpf_map_delete_elem(conns_fd, k) < 0)
+	/* the value and the delete in one call, under the bucket's lock: what
+	 * was read before may have gained the instance's place since */
+	if (bpf_map_lookup_and_delete_elem(conns_fd, k, c) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (inst && (c->flags & RL_CONN_F_INSTANCE))
 		rl_conn_give(inst, c->inst_epoch);

@@ -49,13 +49,15 @@ enum rl_conn_fate rl_conn_judge(const struct rl_conn *c,
  * that succeeded, gives the connection back to its tenant in the mmap'd
  * tenant table, and to the instance limit inst (mmap'd; NULL: none) when
  * it is counted there - as the kernel does, so the agent and the kernel
- * racing on one connection give it back once.  Returns 1 when this call
- * removed it, 0 when it was already gone, -errno otherwise.  The table
- * holds n_tenants slots.
+ * racing on one connection give it back once.  *c, the entry as read
+ * before, becomes the entry as deleted: a handshake's ACK may have set
+ * RL_CONN_F_INSTANCE on it since, and that place goes back too.  Returns
+ * 1 when this call removed it, 0 when it was already gone, -errno
+ * otherwise.  The table holds n_tenants slots.
  */
 int rl_conn_forget(int conns_fd, struct rl_tenant *tenants, uint32_t n_tenants,
 		   struct rl_tenant *inst, const struct rl_flow *k,
-		   const struct rl_conn *c);
+		   struct rl_conn *c);
 
 /* Gives one connection back to slot id of epoch (never below zero) in a
  * table of n_tenants slots. */
