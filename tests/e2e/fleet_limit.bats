@@ -98,7 +98,9 @@ total() {
 # CALLS Redis calls per admitted connection.  A connection that timed out was
 # not refused by rlgate (action rst answers every refusal at once): the
 # loaded machine starved the client or the server, and it is reported, not
-# counted.
+# counted among the RSTs seen; the kernels' count of refused SYNs holds
+# every SYN rlgate refused, whatever became of its client, so none of
+# rlgate's refusals escapes the check.
 #
 # The clients keep an absolute schedule: one the machine stalls catches up
 # at once on waking, and that burst can be over the limit although the rate
@@ -159,10 +161,12 @@ under_limit() {
 # tokens a second, and when the load moves, the host it moves to starts from
 # a lease sized for 5% of it and an overdraft of 4 tokens (a cap of 16):
 # about 50 ms of its new load.  A lease answer later than that (a loaded
-# machine) costs that host a SYN or two, 1 of 760 in one run of several.
-# Up to 2 are allowed (0.26%); more is a failure.
-@test "100/s, 95% of the limit skewed 90/5/5, then moving: at most 2 refused" {
-	UNDER_SLACK=2 under_limit slow 100 95 0.25 18 1 1 1 18 1 1 1 18 1 1 1
+# machine) cost that host a SYN, 1 of 760 in one run of several before the
+# overdraft; with it, 0 of 760 in each of 3 runs on a loaded machine.  One
+# is allowed (0.13%) for the lease answer the machine delays past the
+# overdraft; more is a failure.
+@test "100/s, 95% of the limit skewed 90/5/5, then moving: at most 1 refused" {
+	UNDER_SLACK=1 under_limit slow 100 95 0.25 18 1 1 1 18 1 1 1 18 1 1 1
 }
 
 # The overdraft: a host whose agent cannot lease for a moment (a stalled
