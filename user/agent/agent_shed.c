@@ -95,6 +95,7 @@ static void hold(struct agent *a, const struct agent_tenant *t, double limit,
 		 uint64_t now)
 {
 	uint64_t interval = policy_interval_ns(&t->pol.rate), burst = t->pol.burst;
+	uint64_t cur;
 
 	if (limit >= 0 && !isinf(limit)) {
 		/* no limit at all is one token an hour: a burst of 1 over
@@ -111,6 +112,14 @@ static void hold(struct agent *a, const struct agent_tenant *t, double limit,
 		if ((double)burst > b)
 			burst = (uint64_t)b;
 	}
+	/* a limit that moved by less than a sixteenth is left as it is: the
+	 * demand's average wobbles from sample to sample */
+	cur = __atomic_load_n(&a->kern.tenants[t->slot].interval_ns,
+			      __ATOMIC_RELAXED);
+	if (cur != policy_interval_ns(&t->pol.rate) && interval != cur &&
+	    burst == a->kern.tenants[t->slot].burst &&
+	    (interval > cur ? interval - cur : cur - interval) < cur / 16)
+		return;
 	rl_slot_retune(&a->kern.tenants[t->slot], interval, burst, now);
 }
 

@@ -176,14 +176,28 @@ void rl_slot_retune(struct rl_tenant *rt, uint64_t interval, uint64_t burst,
 		    uint64_t now)
 {
 	uint64_t old_interval = rt->interval_ns, old_tol = rt->tolerance_ns;
-	uint64_t old_burst = rt->burst;
+	uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE), next;
 
-	if (old_interval == interval && old_burst == burst)
+	if (old_interval == interval && rt->burst == burst)
 		return;
 	__atomic_store_n(&rt->interval_ns, interval, __ATOMIC_RELAXED);
 	__atomic_store_n(&rt->burst, burst, __ATOMIC_RELAXED);
 	__atomic_store_n(&rt->tolerance_ns, burst * interval, __ATOMIC_RELAXED);
-	rebase_tat(rt, old_interval, old_tol, old_burst, interval, burst, now);
+	/* As rebase_tat, but the part of a token the bucket has refilled
+	 * is kept too: a limit retuned more often than a token takes to
+	 * refill would otherwise never give one. */
+	do {
+		uint64_t base = tat > now ? tat : now;
+		double held = 0;
+
+		if (old_interval && now + old_tol > base)
+			held = (double)(now + old_tol - base) / (double)old_interval;
+		if (held > (double)burst)
+			held = (double)burst;
+		next = now + burst * interval - (uint64_t)(held * (double)interval);
+	} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
 	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
 }
 

@@ -1,0 +1,136 @@
+#!/usr/bin/env bats
+# Overload shedding (rlagent --shed-at): a deliberately slow server - a
+# backlog of 8, one accept every 20 ms - offered about eight times what it
+# accepts by two tenants of weights 3 and 1.  Without shedding its kernel
+# overflows the accept queue; with it, the queue stays below the backlog
+# (bounded overflows: the agent samples every 10 ms) and what the server
+# accepts splits about 3:1.  Counts only, never times.
+
+load helpers
+load agent_helpers
+
+SLOW_PORT=8090
+
+setup() {
+	agent_setup
+	command -v python3 >/dev/null || skip "python3 is not installed"
+}
+teardown() {
+	[[ -z ${SLOW_PID:-} ]] || kill "$SLOW_PID" 2>/dev/null || true
+	agent_teardown
+}
+
+# slow_start: the slow server on s1's IPv4 address (SLOW_PID, SLOW_OUT).
+slow_start() {
+	SLOW_OUT=$BATS_TEST_TMPDIR/slow.json
+	# a plain command, so that $! is the server itself
+	ip netns exec "$(lab_ns s1)" python3 "$BATS_TEST_DIRNAME/slow_server.py" \
+		"$(lab_addr s1)" "$SLOW_PORT" 8 0.02 >"$SLOW_OUT" 2>"$SLOW_OUT.log" 3>&- &
+	SLOW_PID=$!
+	wait_line "$SLOW_OUT.log" listening "the slow server"
+}
+
+# slow_stop: stops it and waits for its counts.
+slow_stop() {
+	kill -TERM "$SLOW_PID"
+	proc_wait_exit "$SLOW_PID" 5 "the slow server" || return 1
+	SLOW_PID=
+	[[ -s $SLOW_OUT ]] && jq -e . "$SLOW_OUT" >/dev/null || { cat "$SLOW_OUT" "$SLOW_OUT.log" >&2; return 1; }
+}
+
+# overflows: s1's ListenOverflows + ListenDrops so far.
+overflows() {
+	in_ns s1 cat /proc/net/netstat | awk '
+		$1 == "TcpExt:" && !h { for (i = 2; i <= NF; i++) k[i] = $i; h = 1; next }
+		$1 == "TcpExt:" { for (i = 2; i <= NF; i++)
+			if (k[i] == "ListenOverflows" || k[i] == "ListenDrops") s += $i }
+		END { print s + 0 }'
+}
+
+# flood: c1 and c2 each offer 200 connections a second for 3 s (1,200 in
+# all) to the slow server, side by side; waits for both.
+flood() {
+	local t p1 p2
+
+	t=$(lab_target s1 "$SLOW_PORT")
+	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 200 --duration 3 "$t"
+	p1=$LOADGEN_BG_PID
+	loadgen_bg c2 "$BATS_TEST_TMPDIR/c2.json" --rate 200 --duration 3 "$t"
+	p2=$LOADGEN_BG_PID
+	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
+	loadgen_wait "$p2" "$BATS_TEST_TMPDIR/c2.json"
+}
+
+# accepted HOST: what the slow server accepted from HOST.
+accepted() {
+	jq --arg a "$(lab_addr "$1")" '.[$a] // 0' "$SLOW_OUT"
+}
+
+tenants() {
+	rl tenant set heavy --rate 100000/s --action rst --match "$(client_prefix c1)" \
+		--port "$SLOW_PORT" "$@" --weight 3
+	rl tenant set light --rate 100000/s --action rst --match "$(client_prefix c2)" \
+		--port "$SLOW_PORT" "$@"
+}
+
+@test "without shedding, two tenants within their rates overflow a slow server's accept queue" {
+	local before after
+
+	agent_start
+	tenants
+	slow_start
+	before=$(overflows)
+	flood
+	slow_stop
+	after=$(overflows)
+	echo "overflows: $((after - before)); accepted: $(cat "$SLOW_OUT")" >&3
+	expect_between "the kernel's listen overflows" "$((after - before))" 100 1000000
+}
+
+@test "shedding at 50% keeps a slow server's accept queue from overflowing and splits what it accepts 3:1 by weight; status, stats show it; the policy's limits come back once the flood ends" {
+	local before after c1 c2 share status i
+
+	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
+	tenants
+	slow_start
+	before=$(overflows)
+	flood
+	status=$(rl --json status)
+	expect_eq "status: the mark" "$(jq .shed.mark_pct <<<"$status")" 50
+	expect_eq "status: the listener watched" "$(jq .shed.listener.port <<<"$status")" \
+		"$SLOW_PORT"
+	expect_eq "status: its backlog" "$(jq .shed.listener.backlog <<<"$status")" 8
+	expect_between "status: times shedding started" "$(jq .shed.starts <<<"$status")" \
+		1 1000000
+	slow_stop
+	after=$(overflows)
+	c1=$(accepted c1)
+	c2=$(accepted c2)
+	echo "overflows: $((after - before)); accepted: c1 $c1, c2 $c2" >&3
+	# the agent samples every 10 ms: at most a few SYNs a sample slip
+	# past the mark before it holds them, never the flood's hundreds
+	expect_between "the kernel's listen overflows" "$((after - before))" 0 30
+	expect_between "connections accepted" "$((c1 + c2))" 60 1000000
+	share=$((100 * c1 / (c1 + c2)))
+	expect_between "heavy's share of what was accepted (%)" "$share" 65 85
+	expect_between "heavy's SYNs refused while held" "$(stat_get heavy shed)" 100 1000000
+	expect_between "light's SYNs refused while held" "$(stat_get light shed)" 100 1000000
+
+	# the listener gone, shedding ends: the policy's limits are back
+	for ((i = 0; i < 50; i++)); do
+		[[ $(rl --json status | jq .shed.shedding) == false ]] && break
+		sleep 0.1
+	done
+	expect_eq "status: shedding after the server left" \
+		"$(rl --json status | jq .shed.shedding)" false
+	expect_eq "heavy held to" "$(rl --json stats heavy | jq '.[0].shed_limit')" null
+	expect_eq "heavy's weight" "$(stat_get heavy weight)" 3
+	# held, its bucket held a few tokens; given back, it refills to its
+	# policy's burst of 100,000 at 100,000/s
+	for ((i = 0; i < 50; i++)); do
+		(($(stat_get heavy tokens) >= 10000)) && break
+		sleep 0.1
+	done
+	expect_between "heavy's tokens once given back its limits" \
+		"$(stat_get heavy tokens)" 10000 100000
+}
