@@ -88,7 +88,7 @@ tenants() {
 }
 
 @test "shedding at 50% keeps a slow server's accept queue from overflowing and splits what it accepts 3:1 by weight; status, stats show it; the policy's limits come back once the flood ends" {
-	local before after c1 c2 share status i
+	local before after c1 c2 share status page i
 
 	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
 	tenants
@@ -102,6 +102,13 @@ tenants() {
 	expect_eq "status: its backlog" "$(jq .shed.listener.backlog <<<"$status")" 8
 	expect_between "status: times shedding started" "$(jq .shed.starts <<<"$status")" \
 		1 1000000
+	rl status | grep -q "^shed: .*at 50% of the accept queue; port $SLOW_PORT at" ||
+		{ rl status >&2; echo "status does not show the listener shedding watches" >&2; return 1; }
+	page=$(metrics s1)
+	expect_eq "rlgate_shed_listen_backlog" \
+		"$(metric_value rlgate_shed_listen_backlog "$page")" 8
+	expect_between "rlgate_shed_starts_total" \
+		"$(metric_value rlgate_shed_starts_total "$page")" 1 1000000
 	slow_stop
 	after=$(overflows)
 	c1=$(accepted c1)
@@ -125,6 +132,8 @@ tenants() {
 		"$(rl --json status | jq .shed.shedding)" false
 	expect_eq "heavy held to" "$(rl --json stats heavy | jq '.[0].shed_limit')" null
 	expect_eq "heavy's weight" "$(stat_get heavy weight)" 3
+	rl stats | grep -qE "^heavy .* SHED|^TENANT .*SHED" ||
+		{ rl stats >&2; echo "stats has no SHED column" >&2; return 1; }
 	# held, its bucket held a few tokens; given back, it refills to its
 	# policy's burst of 100,000 at 100,000/s
 	for ((i = 0; i < 50; i++)); do
