@@ -665,6 +665,40 @@ static void test_shards(void)
 	      strstr(err, "'hot'"), "3 shards of a burst of 2 accepted: %s", err);
 }
 
+/* Overload shedding's --weight: carried by JSON only when above 1, from
+ * 1 to POLICY_WEIGHT_MAX. */
+static void test_weight(void)
+{
+	struct policy_tenant t, back;
+	char err[POLICY_ERR_MAX];
+	json_t *j, *bad;
+
+	make(&t, "gold", "100/s", "192.0.2.0/24", NULL);
+	t.weight = 1;
+	j = policy_tenant_to_json(&t);
+	CHECK(!json_object_get(j, "weight"), "weight 1 written");
+	json_decref(j);
+	t.weight = 3;
+	CHECK(policy_validate(&t, err) == 0, "weight 3 refused: %s", err);
+	j = policy_tenant_to_json(&t);
+	CHECK(policy_tenant_from_json(j, &back, err) == 0 && back.weight == 3,
+	      "weight lost in a JSON round trip: %s", err);
+	policy_tenant_free(&back);
+	bad = json_deep_copy(j);
+	json_object_set_new(bad, "weight", json_integer(POLICY_WEIGHT_MAX + 1));
+	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL &&
+	      strstr(err, "'weight'") && strstr(err, "1 to 1000"),
+	      "weight 1001 accepted from JSON: %s", err);
+	json_object_set_new(bad, "weight", json_integer(0));
+	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL,
+	      "weight 0 accepted from JSON");
+	json_decref(bad);
+	json_decref(j);
+	t.weight = POLICY_WEIGHT_MAX + 1;
+	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "weight 1001") &&
+	      strstr(err, "'gold'"), "weight 1001 accepted: %s", err);
+}
+
 static void test_set(void)
 {
 	struct policy_tenant ts[4];
@@ -1492,6 +1526,7 @@ static void test_text(void)
 		t.max_conns = big || rand_r(&seed) % 2 ? POLICY_CONNS_MAX : 0;
 		t.verify = rand_r(&seed) % 2 ? POLICY_VERIFY_SYNCOOKIE : POLICY_VERIFY_NONE;
 		t.shards = big ? POLICY_SHARDS_MAX : rand_r(&seed) % 3;
+		t.weight = big ? POLICY_WEIGHT_MAX : rand_r(&seed) % 3;
 		if (big || rand_r(&seed) % 2) {
 			t.src_rate = (struct policy_rate){ 5, 3600 };
 			t.src_burst = POLICY_BURST_MAX;
@@ -1510,7 +1545,8 @@ static void test_text(void)
 		len = policy_tenant_text(&t, &ids, buf);
 		/* jansson prints a version past INT64_MAX negative */
 		if (ids.version > INT64_MAX) {
-			CHECK(strstr(buf, "\"version\":18446744073709551615}") &&
+			CHECK(strstr(buf, "\"version\":18446744073709551615,"
+				     "\"weight\":1000}") &&
 			      len < POLICY_TEXT_MAX - 1, "round %d: %s", round, buf);
 		} else {
 			CHECK(want && len == strlen(want) && !strcmp(buf, want),
@@ -1550,6 +1586,7 @@ static void test_same(void)
 		t.overshoot = (uint64_t)(rand_r(&seed) % 2);
 		t.max_conns = (uint64_t)(rand_r(&seed) % 2);
 		t.shards = (uint64_t)(rand_r(&seed) % 3);
+		t.weight = (uint64_t)(rand_r(&seed) % 3);
 		if (rand_r(&seed) % 2) {
 			t.src_rate = (struct policy_rate){ 5, 3600 };
 			t.src_burst = 5;
@@ -1557,7 +1594,7 @@ static void test_same(void)
 			t.src_len6 = 64;
 		}
 		twin(&u, &t);
-		switch (rand_r(&seed) % 20) {
+		switch (rand_r(&seed) % 21) {
 		case 0: u.name[1] = '2'; break;
 		case 1: u.rate.count++; break;
 		case 2: u.rate.period_s = u.rate.period_s == 1 ? 3600 : 1; break;
@@ -1579,6 +1616,8 @@ static void test_same(void)
 		/* the source mask: in the JSON only with a per-source rate */
 		case 17: u.src_len4 = 16; break;
 		case 18: u.src_rate.count = u.src_rate.count ? 0 : 7; break;
+		/* 0 and 1 are one weight, as they are one bucket */
+		case 19: u.weight = u.weight == 0 ? 1 : u.weight == 1 ? 0 : 1; break;
 		default: break;
 		}
 		jt = policy_tenant_to_json(&t);
@@ -1625,6 +1664,7 @@ int main(void)
 	CHECK_RUN(test_verify);
 	CHECK_RUN(test_per_source);
 	CHECK_RUN(test_shards);
+	CHECK_RUN(test_weight);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);
 	CHECK_RUN(test_clean_utf8);
