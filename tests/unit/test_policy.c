@@ -627,35 +627,54 @@ static void test_verify(void)
 	      "verify on an outbound tenant accepted: %s", err);
 }
 
-/* Hot tenants: --shards carried by JSON only when above 1, from 1 to
- * POLICY_SHARDS_MAX, and never more than the rate count or the burst. */
-static void test_shards(void)
+/* A count that 0 and 1 both leave at its default (--shards, --weight),
+ * at *f of t: carried by JSON only when above 1, 3 round trips, and JSON's
+ * max + 1 and 0 are refused naming the field and the range. */
+static void check_count_above_one(struct policy_tenant *t, uint64_t *f,
+				  const char *key, uint64_t max,
+				  const char *range)
 {
-	struct policy_tenant t, back;
-	char err[POLICY_ERR_MAX];
+	size_t off = (size_t)((char *)f - (char *)t);
+	struct policy_tenant back;
+	char err[POLICY_ERR_MAX], quoted[32];
 	json_t *j, *bad;
+	uint64_t got;
 
-	make(&t, "hot", "100/s", "192.0.2.0/24", NULL);
-	t.shards = 1;
-	j = policy_tenant_to_json(&t);
-	CHECK(!json_object_get(j, "shards"), "one bucket written as shards");
+	snprintf(quoted, sizeof(quoted), "'%s'", key);
+	*f = 1;
+	j = policy_tenant_to_json(t);
+	CHECK(!json_object_get(j, key), "%s 1 written", key);
 	json_decref(j);
-	t.shards = 3;
-	CHECK(policy_validate(&t, err) == 0, "3 shards of 100/s refused: %s", err);
-	j = policy_tenant_to_json(&t);
-	CHECK(policy_tenant_from_json(j, &back, err) == 0 && back.shards == 3,
-	      "shards lost in a JSON round trip: %s", err);
+	*f = 3;
+	CHECK(policy_validate(t, err) == 0, "%s 3 refused: %s", key, err);
+	j = policy_tenant_to_json(t);
+	CHECK(policy_tenant_from_json(j, &back, err) == 0, "%s 3: %s", key, err);
+	memcpy(&got, (char *)&back + off, sizeof(got));
+	CHECK(got == 3, "%s lost in a JSON round trip: %llu", key,
+	      (unsigned long long)got);
 	policy_tenant_free(&back);
 	bad = json_deep_copy(j);
-	json_object_set_new(bad, "shards", json_integer(POLICY_SHARDS_MAX + 1));
+	json_object_set_new(bad, key, json_integer((json_int_t)max + 1));
 	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL &&
-	      strstr(err, "'shards'") && strstr(err, "1 to 16"),
-	      "17 shards accepted from JSON: %s", err);
-	json_object_set_new(bad, "shards", json_integer(0));
+	      strstr(err, quoted) && strstr(err, range),
+	      "%s %llu accepted from JSON: %s", key, (unsigned long long)max + 1,
+	      err);
+	json_object_set_new(bad, key, json_integer(0));
 	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL,
-	      "0 shards accepted from JSON");
+	      "%s 0 accepted from JSON", key);
 	json_decref(bad);
 	json_decref(j);
+}
+
+/* Hot tenants: --shards from 1 to POLICY_SHARDS_MAX, and never more than
+ * the rate count or the burst. */
+static void test_shards(void)
+{
+	struct policy_tenant t;
+	char err[POLICY_ERR_MAX];
+
+	make(&t, "hot", "100/s", "192.0.2.0/24", NULL);
+	check_count_above_one(&t, &t.shards, "shards", POLICY_SHARDS_MAX, "1 to 16");
 	t.shards = POLICY_SHARDS_MAX + 1;
 	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "'17'"),
 	      "17 shards accepted: %s", err);
@@ -665,35 +684,15 @@ static void test_shards(void)
 	      strstr(err, "'hot'"), "3 shards of a burst of 2 accepted: %s", err);
 }
 
-/* Overload shedding's --weight: carried by JSON only when above 1, from
- * 1 to POLICY_WEIGHT_MAX. */
+/* Overload shedding's --weight, from 1 to POLICY_WEIGHT_MAX. */
 static void test_weight(void)
 {
-	struct policy_tenant t, back;
+	struct policy_tenant t;
 	char err[POLICY_ERR_MAX];
-	json_t *j, *bad;
 
 	make(&t, "gold", "100/s", "192.0.2.0/24", NULL);
-	t.weight = 1;
-	j = policy_tenant_to_json(&t);
-	CHECK(!json_object_get(j, "weight"), "weight 1 written");
-	json_decref(j);
-	t.weight = 3;
-	CHECK(policy_validate(&t, err) == 0, "weight 3 refused: %s", err);
-	j = policy_tenant_to_json(&t);
-	CHECK(policy_tenant_from_json(j, &back, err) == 0 && back.weight == 3,
-	      "weight lost in a JSON round trip: %s", err);
-	policy_tenant_free(&back);
-	bad = json_deep_copy(j);
-	json_object_set_new(bad, "weight", json_integer(POLICY_WEIGHT_MAX + 1));
-	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL &&
-	      strstr(err, "'weight'") && strstr(err, "1 to 1000"),
-	      "weight 1001 accepted from JSON: %s", err);
-	json_object_set_new(bad, "weight", json_integer(0));
-	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL,
-	      "weight 0 accepted from JSON");
-	json_decref(bad);
-	json_decref(j);
+	check_count_above_one(&t, &t.weight, "weight", POLICY_WEIGHT_MAX,
+			      "1 to 1000");
 	t.weight = POLICY_WEIGHT_MAX + 1;
 	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "weight 1001") &&
 	      strstr(err, "'gold'"), "weight 1001 accepted: %s", err);
