@@ -143,3 +143,30 @@ tenants() {
 	expect_between "heavy's tokens once given back its limits" \
 		"$(stat_get heavy tokens)" 10000 100000
 }
+
+@test "shedding refuses nothing of a tenant that asks a fifth of its share while another floods" {
+	local t p1 p2 before after
+
+	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
+	rl tenant set heavy --rate 100000/s --action rst --match "$(client_prefix c1)" \
+		--port "$SLOW_PORT"
+	rl tenant set light --rate 100000/s --action rst --match "$(client_prefix c2)" \
+		--port "$SLOW_PORT"
+	slow_start
+	before=$(overflows)
+	t=$(lab_target s1 "$SLOW_PORT")
+	# the server accepts about 50/s: light's share of it is 25/s, it asks 5/s
+	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 400 --duration 3 "$t"
+	p1=$LOADGEN_BG_PID
+	loadgen_bg c2 "$BATS_TEST_TMPDIR/c2.json" --rate 5 --duration 3 "$t"
+	p2=$LOADGEN_BG_PID
+	loadgen_wait "$p2" "$BATS_TEST_TMPDIR/c2.json"
+	expect_eq "light's attempts" "$(jq .total.attempts <<<"$LOADGEN_JSON")" 15
+	expect_eq "light's connections" "$(jq .total.connected <<<"$LOADGEN_JSON")" 15
+	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
+	expect_between "heavy refused" "$(jq .total.refused <<<"$LOADGEN_JSON")" 100 1200
+	slow_stop
+	after=$(overflows)
+	expect_between "the kernel's listen overflows" "$((after - before))" 0 30
+	expect_eq "light's SYNs refused while held" "$(stat_get light shed)" 0
+}
