@@ -64,11 +64,11 @@ static int listener_seen(const struct inet_diag_msg *m, void *arg)
 
 	if (s->port && port != s->port)
 		return 0;
-	/* the fullest by fill: len / max, compared without division */
-	if (!top->max ||
+	/* the fullest by fill, len / max, compared without division; the
+	 * first one seen until another is fuller */
+	if (!top->port ||
 	    (uint64_t)m->idiag_rqueue * top->max >
-	    (uint64_t)top->len * m->idiag_wqueue ||
-	    (top->len == 0 && m->idiag_wqueue > 0 && !top->port)) {
+	    (uint64_t)top->len * m->idiag_wqueue) {
 		top->port = port;
 		top->len = m->idiag_rqueue;
 		top->max = m->idiag_wqueue;
@@ -112,11 +112,11 @@ static void hold(struct agent *a, const struct agent_tenant *t, double limit,
 		if ((double)burst > b)
 			burst = (uint64_t)b;
 	}
-	/* a limit that moved by less than a sixteenth is left as it is: the
-	 * demand's average wobbles from sample to sample */
+	/* a held limit that moved by less than a sixteenth is left as it
+	 * is: the demand's average wobbles from sample to sample */
 	cur = __atomic_load_n(&a->kern.tenants[t->slot].interval_ns,
 			      __ATOMIC_RELAXED);
-	if (cur != policy_interval_ns(&t->pol.rate) && interval != cur &&
+	if (limit >= 0 && !isinf(limit) && interval != cur &&
 	    burst == a->kern.tenants[t->slot].burst &&
 	    (interval > cur ? interval - cur : cur - interval) < cur / 16)
 		return;

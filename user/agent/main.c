@@ -125,7 +125,7 @@ static const struct opt options[] = {
 	  .min = 0, .max = 100, .def = "0", .expect = "percent",
 	  .help = "overload shedding: while a listener's accept queue is at "
 		  "PERCENT of its backlog or more, hold the tenants to what the "
-		  "server accepts, shared by their --weight; 0: never" },
+		  "server accepts, shared by the tenants' weights; 0: never" },
 	{ "shed-port", 0, OPT_U64, CLI(agent.shed_port), .arg = "PORT",
 	  .min = 1, .max = 65535, .def_doc = "every listener",
 	  .help = "with --shed-at: watch only the listeners of this port" },
@@ -285,6 +285,9 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
 	if (c->preload_group && !c->preload_pool)
 		return usage_error("invalid options: --preload-group needs "
 				   "--preload-pool%s", "");
+	if (c->agent.shed_port && !c->agent.shed_at)
+		return usage_error("invalid options: --shed-port needs "
+				   "--shed-at%s", "");
 	if (c->preload_group) {
 		struct group *g = getgrnam(c->preload_group);
 

@@ -134,7 +134,7 @@ static const struct opts_spec set_spec = {
 			  "the rate count and the burst" },
 		{ "weight", 0, OPT_U64, SET(t.weight), .arg = "W", .min = 1,
 		  .max = POLICY_WEIGHT_MAX,
-		  .help = "overload shedding (rlagent --shed-at): the tenant's "
+		  .help = "overload shedding (when the agent sheds): the tenant's "
 			  "part of what a listener over its mark still admits, "
 			  "against the other tenants' weights; 1 (the default on "
 			  "create) to 1000" },
