@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # Overload shedding (rlagent --shed-at): a deliberately slow server - a
 # backlog of 8, one accept every 20 ms - offered about eight times what it
-# accepts by two tenants of weights 3 and 1.  Without shedding its kernel
-# overflows the accept queue; with it, the queue stays below the backlog
-# (bounded overflows: the agent samples every 10 ms) and what the server
-# accepts splits about 3:1.  Counts only, never times.
+# accepts by two tenants of weights 3 and 1 (twelve times by three of
+# weights 1, 1 and 2).  Without shedding its kernel overflows the accept
+# queue; with it, the queue stays below the backlog (bounded overflows: the
+# agent samples every 10 ms) and what the server accepts splits by weight.
+# Counts only, never times.
 
 load helpers
 load agent_helpers
@@ -12,7 +13,7 @@ load agent_helpers
 SLOW_PORT=8090
 
 setup() {
-	agent_setup
+	agent_setup 3
 	command -v python3 >/dev/null || skip "python3 is not installed"
 }
 teardown() {
@@ -203,4 +204,40 @@ tenants() {
 		"$(kern_limits "$slot")" "[10000,100000]"
 	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
 	slow_stop
+}
+
+@test "three tenants of weights 1, 1 and 2, each offering four times what the server accepts, get 25, 25 and 50% of it within 5 points, with no overflow" {
+	local t p1 p2 p3 before after a1 a2 a3 sum
+
+	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
+	rl tenant set one --rate 100000/s --action rst --match "$(client_prefix c1)" \
+		--port "$SLOW_PORT"
+	rl tenant set two --rate 100000/s --action rst --match "$(client_prefix c2)" \
+		--port "$SLOW_PORT"
+	rl tenant set four --rate 100000/s --action rst --match "$(client_prefix c3)" \
+		--port "$SLOW_PORT" --weight 2
+	slow_start
+	before=$(overflows)
+	t=$(lab_target s1 "$SLOW_PORT")
+	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 200 --duration 3 "$t"
+	p1=$LOADGEN_BG_PID
+	loadgen_bg c2 "$BATS_TEST_TMPDIR/c2.json" --rate 200 --duration 3 "$t"
+	p2=$LOADGEN_BG_PID
+	loadgen_bg c3 "$BATS_TEST_TMPDIR/c3.json" --rate 200 --duration 3 "$t"
+	p3=$LOADGEN_BG_PID
+	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
+	loadgen_wait "$p2" "$BATS_TEST_TMPDIR/c2.json"
+	loadgen_wait "$p3" "$BATS_TEST_TMPDIR/c3.json"
+	slow_stop
+	after=$(overflows)
+	a1=$(accepted c1)
+	a2=$(accepted c2)
+	a3=$(accepted c3)
+	sum=$((a1 + a2 + a3))
+	echo "overflows: $((after - before)); accepted: $a1, $a2, $a3" >&3
+	expect_between "the kernel's listen overflows" "$((after - before))" 0 30
+	expect_between "connections accepted" "$sum" 60 1000000
+	expect_between "one's share (%)" "$((100 * a1 / sum))" 20 30
+	expect_between "two's share (%)" "$((100 * a2 / sum))" 20 30
+	expect_between "four's share (%)" "$((100 * a3 / sum))" 45 55
 }
