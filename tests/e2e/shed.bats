@@ -11,6 +11,10 @@ load helpers
 load agent_helpers
 
 SLOW_PORT=8090
+# Overflows allowed with shedding on: the SYNs of 100 ms of the flood (600/s
+# at most) that reach a full queue before the agent, late on a loaded
+# machine, holds them.  Without shedding there are some 2,000.
+OVERFLOW_MAX=60
 
 setup() {
 	agent_setup 3
@@ -48,18 +52,27 @@ overflows() {
 		END { print s + 0 }'
 }
 
+# offer HOST RATE: HOST opens RATE connections a second for 3 s to the slow
+# server, in the background (its PID in OFFER_PID[HOST]).
+declare -gA OFFER_PID=()
+offer() {
+	loadgen_bg "$1" "$BATS_TEST_TMPDIR/$1.json" --rate "$2" --duration 3 \
+		"$(lab_target s1 "$SLOW_PORT")"
+	OFFER_PID[$1]=$LOADGEN_BG_PID
+}
+
+# offer_wait HOST: waits for HOST's offer; its report in LOADGEN_JSON.
+offer_wait() {
+	loadgen_wait "${OFFER_PID[$1]}" "$BATS_TEST_TMPDIR/$1.json"
+}
+
 # flood: c1 and c2 each offer 200 connections a second for 3 s (1,200 in
 # all) to the slow server, side by side; waits for both.
 flood() {
-	local t p1 p2
-
-	t=$(lab_target s1 "$SLOW_PORT")
-	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 200 --duration 3 "$t"
-	p1=$LOADGEN_BG_PID
-	loadgen_bg c2 "$BATS_TEST_TMPDIR/c2.json" --rate 200 --duration 3 "$t"
-	p2=$LOADGEN_BG_PID
-	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
-	loadgen_wait "$p2" "$BATS_TEST_TMPDIR/c2.json"
+	offer c1 200
+	offer c2 200
+	offer_wait c1
+	offer_wait c2
 }
 
 # kern_limits SLOT: the kernel's interval_ns and burst of tenant slot SLOT,
@@ -74,11 +87,17 @@ accepted() {
 	jq --arg a "$(lab_addr "$1")" '.[$a] // 0' "$SLOW_OUT"
 }
 
+# tenant_of NAME HOST [options]: tenant NAME for HOST's clients to the slow
+# server, far above what it accepts, refused with a RST.
+tenant_of() {
+	rl tenant set "$1" --rate 100000/s --action rst --match "$(client_prefix "$2")" \
+		--port "$SLOW_PORT" "${@:3}"
+}
+
+# tenants: heavy (c1, weight 3) and light (c2, weight 1).
 tenants() {
-	rl tenant set heavy --rate 100000/s --action rst --match "$(client_prefix c1)" \
-		--port "$SLOW_PORT" "$@" --weight 3
-	rl tenant set light --rate 100000/s --action rst --match "$(client_prefix c2)" \
-		--port "$SLOW_PORT" "$@"
+	tenant_of heavy c1 --weight 3
+	tenant_of light c2
 }
 
 @test "without shedding, two tenants within their rates overflow a slow server's accept queue" {
@@ -122,9 +141,10 @@ tenants() {
 	c1=$(accepted c1)
 	c2=$(accepted c2)
 	echo "overflows: $((after - before)); accepted: c1 $c1, c2 $c2" >&3
-	# the agent samples every 10 ms: at most a few SYNs a sample slip
-	# past the mark before it holds them, never the flood's hundreds
-	expect_between "the kernel's listen overflows" "$((after - before))" 0 30
+	# the agent samples every 10 ms: the SYNs of a few samples may slip
+	# past the mark before it holds them (OVERFLOW_MAX), never the
+	# flood's thousands
+	expect_between "the kernel's listen overflows" "$((after - before))" 0 "$OVERFLOW_MAX"
 	expect_between "connections accepted" "$((c1 + c2))" 60 1000000
 	share=$((100 * c1 / (c1 + c2)))
 	expect_between "heavy's share of what was accepted (%)" "$share" 70 80
@@ -153,43 +173,36 @@ tenants() {
 }
 
 @test "shedding refuses nothing of a tenant that asks a fifth of its share while another floods" {
-	local t p1 p2 before after
+	local before after
 
 	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
-	rl tenant set heavy --rate 100000/s --action rst --match "$(client_prefix c1)" \
-		--port "$SLOW_PORT"
-	rl tenant set light --rate 100000/s --action rst --match "$(client_prefix c2)" \
-		--port "$SLOW_PORT"
+	tenant_of heavy c1
+	tenant_of light c2
 	slow_start
 	before=$(overflows)
-	t=$(lab_target s1 "$SLOW_PORT")
 	# the server accepts about 50/s: light's share of it is 25/s, it asks 5/s
-	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 400 --duration 3 "$t"
-	p1=$LOADGEN_BG_PID
-	loadgen_bg c2 "$BATS_TEST_TMPDIR/c2.json" --rate 5 --duration 3 "$t"
-	p2=$LOADGEN_BG_PID
-	loadgen_wait "$p2" "$BATS_TEST_TMPDIR/c2.json"
+	offer c1 400
+	offer c2 5
+	offer_wait c2
 	expect_eq "light's attempts" "$(jq .total.attempts <<<"$LOADGEN_JSON")" 15
 	expect_eq "light's connections" "$(jq .total.connected <<<"$LOADGEN_JSON")" 15
-	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
+	offer_wait c1
 	expect_between "heavy refused" "$(jq .total.refused <<<"$LOADGEN_JSON")" 100 1200
 	slow_stop
 	after=$(overflows)
-	expect_between "the kernel's listen overflows" "$((after - before))" 0 30
+	expect_between "the kernel's listen overflows" "$((after - before))" 0 "$OVERFLOW_MAX"
 	expect_eq "light's SYNs refused while held" "$(stat_get light shed)" 0
 }
 
 @test "an agent stopped while shedding leaves the kernel with the tenants' own limits, not the held ones" {
-	local t p1 i slot
+	local i slot
 
 	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
 	tenants
 	slot=$(rl --json tenant get heavy | jq .id)
 	expect_eq "heavy's limits in the kernel before" "$(kern_limits "$slot")" "[10000,100000]"
 	slow_start
-	t=$(lab_target s1 "$SLOW_PORT")
-	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 400 --duration 3 "$t"
-	p1=$LOADGEN_BG_PID
+	offer c1 400
 	for ((i = 0; i < 50; i++)); do
 		[[ $(rl --json status | jq .shed.shedding) == true ]] && break
 		sleep 0.1
@@ -202,32 +215,21 @@ tenants() {
 	agent_stop TERM
 	expect_eq "heavy's limits in the kernel once the agent is gone" \
 		"$(kern_limits "$slot")" "[10000,100000]"
-	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
+	offer_wait c1
 	slow_stop
 }
 
-@test "three tenants of weights 1, 1 and 2, each offering four times what the server accepts, get 25, 25 and 50% of it within 5 points, with no overflow" {
-	local t p1 p2 p3 before after a1 a2 a3 sum
+@test "three tenants of weights 1, 1 and 2, each offering four times what the server accepts, get 25, 25 and 50% of it within 5 points, the queue overflowing a few times at most" {
+	local h before after a1 a2 a3 sum
 
 	agent_start --shed-at 50 --shed-port "$SLOW_PORT"
-	rl tenant set one --rate 100000/s --action rst --match "$(client_prefix c1)" \
-		--port "$SLOW_PORT"
-	rl tenant set two --rate 100000/s --action rst --match "$(client_prefix c2)" \
-		--port "$SLOW_PORT"
-	rl tenant set four --rate 100000/s --action rst --match "$(client_prefix c3)" \
-		--port "$SLOW_PORT" --weight 2
+	tenant_of one c1
+	tenant_of two c2
+	tenant_of four c3 --weight 2
 	slow_start
 	before=$(overflows)
-	t=$(lab_target s1 "$SLOW_PORT")
-	loadgen_bg c1 "$BATS_TEST_TMPDIR/c1.json" --rate 200 --duration 3 "$t"
-	p1=$LOADGEN_BG_PID
-	loadgen_bg c2 "$BATS_TEST_TMPDIR/c2.json" --rate 200 --duration 3 "$t"
-	p2=$LOADGEN_BG_PID
-	loadgen_bg c3 "$BATS_TEST_TMPDIR/c3.json" --rate 200 --duration 3 "$t"
-	p3=$LOADGEN_BG_PID
-	loadgen_wait "$p1" "$BATS_TEST_TMPDIR/c1.json"
-	loadgen_wait "$p2" "$BATS_TEST_TMPDIR/c2.json"
-	loadgen_wait "$p3" "$BATS_TEST_TMPDIR/c3.json"
+	for h in c1 c2 c3; do offer "$h" 200; done
+	for h in c1 c2 c3; do offer_wait "$h"; done
 	slow_stop
 	after=$(overflows)
 	a1=$(accepted c1)
@@ -235,7 +237,7 @@ tenants() {
 	a3=$(accepted c3)
 	sum=$((a1 + a2 + a3))
 	echo "overflows: $((after - before)); accepted: $a1, $a2, $a3" >&3
-	expect_between "the kernel's listen overflows" "$((after - before))" 0 30
+	expect_between "the kernel's listen overflows" "$((after - before))" 0 "$OVERFLOW_MAX"
 	expect_between "connections accepted" "$sum" 60 1000000
 	expect_between "one's share (%)" "$((100 * a1 / sum))" 20 30
 	expect_between "two's share (%)" "$((100 * a2 / sum))" 20 30
