@@ -41,15 +41,13 @@ struct agent_shed {
 	uint64_t starts;		/* times shedding started */
 	bool warned;
 	struct shed_slot *slots;	/* per tenant slot */
-	uint32_t n_slots;
 	uint32_t *w;			/* scratch: per tenant in order */
 	double *d;
 };
 
-/* What a held tenant's bucket is, at most, and whether it is held at all:
- * shedding holds the kernel's standalone buckets of tenants that limit
- * connections to this host and are enforced (a shadow tenant admits
- * anyway; a leased one spends the fleet's tokens). */
+/* Whether shedding holds t: it holds the kernel's standalone buckets of
+ * tenants that limit connections to this host and are enforced (a shadow
+ * tenant admits anyway; a leased one spends the fleet's tokens). */
 static bool sheddable(const struct agent *a, const struct agent_tenant *t)
 {
 	return !a->kern.leased && t->pol.direction == POLICY_DIR_IN &&
@@ -208,14 +206,14 @@ static void on_sample(struct loop_timer *timer, void *arg)
 	s->last_ns = now;
 	err = read_listeners(s);
 	if (err) {
+		/* as if no listener: nobody is held on a queue not seen */
 		if (!s->warned)
 			log_warn("couldn't read the listeners' queues on "
-				 "'sock_diag': %s; shedding waits for them",
-				 strerror(-err));
-		s->warned = true;
-		return;
+				 "'sock_diag': %s; nothing is shed until they "
+				 "can be read", strerror(-err));
+		memset(&s->top, 0, sizeof(s->top));
 	}
-	s->warned = false;
+	s->warned = err != 0;
 	admitted = sample_tenants(a, s, dt, &demand);
 	shed_sample(&s->ctl, s->top.len, s->top.max, s->mark_pct, admitted,
 		    demand, dt);
@@ -249,7 +247,6 @@ int agent_shed_open(struct agent *a, unsigned int mark_pct, uint16_t port)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s->slots[i].limit = -1;
-	s->n_slots = n;
 	s->mark_pct = mark_pct;
 	s->port = port;
 	a->shed = s;
