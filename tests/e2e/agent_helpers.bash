@@ -292,12 +292,13 @@ client_prefix() {
 
 # --- one agent on s1 (agent_*.bats) --------------------------------------------------
 
-# agent_setup: a fresh lab (1 server, 2 clients) for the test, the paths of
-# this test's agent, and a server on s1:$PORT (IPv4 and IPv6).
+# agent_setup [CLIENTS]: a fresh lab (1 server, CLIENTS clients, 2 unless
+# given) for the test, the paths of this test's agent, and a server on
+# s1:$PORT (IPv4 and IPv6).
 agent_setup() {
 	e2e_setup
 	e2e_require_build rlagent rlctl loadgen pass.bpf.o
-	lab_up --servers 1 --clients 2
+	lab_up --servers 1 --clients "${1:-2}"
 	# Unique per lab: bpffs is not per network namespace.
 	PIN_DIR=/sys/fs/bpf/rlgate-$LAB
 	CTL=$BATS_TEST_TMPDIR/rlagent.sock

@@ -627,35 +627,54 @@ static void test_verify(void)
 	      "verify on an outbound tenant accepted: %s", err);
 }
 
-/* Hot tenants: --shards carried by JSON only when above 1, from 1 to
- * POLICY_SHARDS_MAX, and never more than the rate count or the burst. */
-static void test_shards(void)
+/* A count that 0 and 1 both leave at its default (--shards, --weight),
+ * at *f of t: carried by JSON only when above 1, 3 round trips, and JSON's
+ * max + 1 and 0 are refused naming the field and the range. */
+static void check_count_above_one(struct policy_tenant *t, uint64_t *f,
+				  const char *key, uint64_t max,
+				  const char *range)
 {
-	struct policy_tenant t, back;
-	char err[POLICY_ERR_MAX];
+	size_t off = (size_t)((char *)f - (char *)t);
+	struct policy_tenant back;
+	char err[POLICY_ERR_MAX], quoted[32];
 	json_t *j, *bad;
+	uint64_t got;
 
-	make(&t, "hot", "100/s", "192.0.2.0/24", NULL);
-	t.shards = 1;
-	j = policy_tenant_to_json(&t);
-	CHECK(!json_object_get(j, "shards"), "one bucket written as shards");
+	snprintf(quoted, sizeof(quoted), "'%s'", key);
+	*f = 1;
+	j = policy_tenant_to_json(t);
+	CHECK(!json_object_get(j, key), "%s 1 written", key);
 	json_decref(j);
-	t.shards = 3;
-	CHECK(policy_validate(&t, err) == 0, "3 shards of 100/s refused: %s", err);
-	j = policy_tenant_to_json(&t);
-	CHECK(policy_tenant_from_json(j, &back, err) == 0 && back.shards == 3,
-	      "shards lost in a JSON round trip: %s", err);
+	*f = 3;
+	CHECK(policy_validate(t, err) == 0, "%s 3 refused: %s", key, err);
+	j = policy_tenant_to_json(t);
+	CHECK(policy_tenant_from_json(j, &back, err) == 0, "%s 3: %s", key, err);
+	memcpy(&got, (char *)&back + off, sizeof(got));
+	CHECK(got == 3, "%s lost in a JSON round trip: %llu", key,
+	      (unsigned long long)got);
 	policy_tenant_free(&back);
 	bad = json_deep_copy(j);
-	json_object_set_new(bad, "shards", json_integer(POLICY_SHARDS_MAX + 1));
+	json_object_set_new(bad, key, json_integer((json_int_t)max + 1));
 	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL &&
-	      strstr(err, "'shards'") && strstr(err, "1 to 16"),
-	      "17 shards accepted from JSON: %s", err);
-	json_object_set_new(bad, "shards", json_integer(0));
+	      strstr(err, quoted) && strstr(err, range),
+	      "%s %llu accepted from JSON: %s", key, (unsigned long long)max + 1,
+	      err);
+	json_object_set_new(bad, key, json_integer(0));
 	CHECK(policy_tenant_from_json(bad, &back, err) == -EINVAL,
-	      "0 shards accepted from JSON");
+	      "%s 0 accepted from JSON", key);
 	json_decref(bad);
 	json_decref(j);
+}
+
+/* Hot tenants: --shards from 1 to POLICY_SHARDS_MAX, and never more than
+ * the rate count or the burst. */
+static void test_shards(void)
+{
+	struct policy_tenant t;
+	char err[POLICY_ERR_MAX];
+
+	make(&t, "hot", "100/s", "192.0.2.0/24", NULL);
+	check_count_above_one(&t, &t.shards, "shards", POLICY_SHARDS_MAX, "1 to 16");
 	t.shards = POLICY_SHARDS_MAX + 1;
 	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "'17'"),
 	      "17 shards accepted: %s", err);
@@ -663,6 +682,20 @@ static void test_shards(void)
 	t.burst = 2;
 	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "burst 2") &&
 	      strstr(err, "'hot'"), "3 shards of a burst of 2 accepted: %s", err);
+}
+
+/* Overload shedding's --weight, from 1 to POLICY_WEIGHT_MAX. */
+static void test_weight(void)
+{
+	struct policy_tenant t;
+	char err[POLICY_ERR_MAX];
+
+	make(&t, "gold", "100/s", "192.0.2.0/24", NULL);
+	check_count_above_one(&t, &t.weight, "weight", POLICY_WEIGHT_MAX,
+			      "1 to 1000");
+	t.weight = POLICY_WEIGHT_MAX + 1;
+	CHECK(policy_validate(&t, err) == -EINVAL && strstr(err, "weight 1001") &&
+	      strstr(err, "'gold'"), "weight 1001 accepted: %s", err);
 }
 
 static void test_set(void)
@@ -1492,6 +1525,7 @@ static void test_text(void)
 		t.max_conns = big || rand_r(&seed) % 2 ? POLICY_CONNS_MAX : 0;
 		t.verify = rand_r(&seed) % 2 ? POLICY_VERIFY_SYNCOOKIE : POLICY_VERIFY_NONE;
 		t.shards = big ? POLICY_SHARDS_MAX : rand_r(&seed) % 3;
+		t.weight = big ? POLICY_WEIGHT_MAX : rand_r(&seed) % 3;
 		if (big || rand_r(&seed) % 2) {
 			t.src_rate = (struct policy_rate){ 5, 3600 };
 			t.src_burst = POLICY_BURST_MAX;
@@ -1510,7 +1544,8 @@ static void test_text(void)
 		len = policy_tenant_text(&t, &ids, buf);
 		/* jansson prints a version past INT64_MAX negative */
 		if (ids.version > INT64_MAX) {
-			CHECK(strstr(buf, "\"version\":18446744073709551615}") &&
+			CHECK(strstr(buf, "\"version\":18446744073709551615,"
+				     "\"weight\":1000}") &&
 			      len < POLICY_TEXT_MAX - 1, "round %d: %s", round, buf);
 		} else {
 			CHECK(want && len == strlen(want) && !strcmp(buf, want),
@@ -1550,6 +1585,7 @@ static void test_same(void)
 		t.overshoot = (uint64_t)(rand_r(&seed) % 2);
 		t.max_conns = (uint64_t)(rand_r(&seed) % 2);
 		t.shards = (uint64_t)(rand_r(&seed) % 3);
+		t.weight = (uint64_t)(rand_r(&seed) % 3);
 		if (rand_r(&seed) % 2) {
 			t.src_rate = (struct policy_rate){ 5, 3600 };
 			t.src_burst = 5;
@@ -1557,7 +1593,7 @@ static void test_same(void)
 			t.src_len6 = 64;
 		}
 		twin(&u, &t);
-		switch (rand_r(&seed) % 20) {
+		switch (rand_r(&seed) % 21) {
 		case 0: u.name[1] = '2'; break;
 		case 1: u.rate.count++; break;
 		case 2: u.rate.period_s = u.rate.period_s == 1 ? 3600 : 1; break;
@@ -1579,6 +1615,8 @@ static void test_same(void)
 		/* the source mask: in the JSON only with a per-source rate */
 		case 17: u.src_len4 = 16; break;
 		case 18: u.src_rate.count = u.src_rate.count ? 0 : 7; break;
+		/* 0 and 1 are one weight, as they are one bucket */
+		case 19: u.weight = u.weight == 0 ? 1 : u.weight == 1 ? 0 : 1; break;
 		default: break;
 		}
 		jt = policy_tenant_to_json(&t);
@@ -1625,6 +1663,7 @@ int main(void)
 	CHECK_RUN(test_verify);
 	CHECK_RUN(test_per_source);
 	CHECK_RUN(test_shards);
+	CHECK_RUN(test_weight);
 	CHECK_RUN(test_burst_overflow);
 	CHECK_RUN(test_fail_share);
 	CHECK_RUN(test_clean_utf8);

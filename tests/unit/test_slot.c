@@ -1,4 +1,4 @@
-/* Unit test of user/lib/slot.c's connection caps: what a slot's cap, count and epoch become as a tenant gains, changes and loses its cap, standalone and leased, as a table of steps; its share of the cap under the fail policy. */
+/* Unit test of user/lib/slot.c's connection caps: what a slot's cap, count and epoch become as a tenant gains, changes and loses its cap, standalone and leased, as a table of steps; its share of the cap under the fail policy; a standalone bucket retuned in place (overload shedding), its tokens and the part of one kept. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -142,10 +142,68 @@ static void test_conn_bound(void)
 	}
 }
 
+#define MS	1000000ULL
+
+/* rl_slot_retune(): what a bucket holds stays (at most the new burst),
+ * the part of a token it has refilled too, and its policy's limits give
+ * back what the held ones left. */
+static void test_retune(void)
+{
+	struct policy_tenant t;
+	struct rl_tenant rt;
+	uint64_t now = 1000 * MS;
+	uint32_t gen;
+
+	memset(&rt, 0, sizeof(rt));
+	policy_plain(&t);		/* 10/s, burst 10: full at the start */
+	t.rate.count = 1000;
+	t.burst = 100;
+	rl_slot_configure(&rt, &t, true, false, false, 1, now);
+	CHECK(rl_slot_tokens(&rt, now) == 100, "a new bucket holds %llu, not 100",
+	      (unsigned long long)rl_slot_tokens(&rt, now));
+
+	/* held to 10/s, burst 3: the full bucket keeps 3 */
+	rl_slot_retune(&rt, 100 * MS, 3, now);
+	CHECK(rl_slot_tokens(&rt, now) == 3, "held: %llu tokens, expected 3",
+	      (unsigned long long)rl_slot_tokens(&rt, now));
+	/* spent: the next token a full interval later */
+	rt.tat = now + 3 * 100 * MS;
+	CHECK(rl_slot_tokens(&rt, now + 99 * MS) == 0 &&
+	      rl_slot_tokens(&rt, now + 100 * MS) == 1,
+	      "held and spent: a token after 100 ms");
+
+	/* half a token refilled, then retuned to 110 ms: the half is kept,
+	 * the next token 55 ms later rather than 110 */
+	now += 50 * MS;
+	gen = rt.generation;
+	rl_slot_retune(&rt, 110 * MS, 3, now);
+	CHECK(rt.generation == gen + 1, "a retune bumps the generation");
+	CHECK(rl_slot_tokens(&rt, now + 54 * MS) == 0 &&
+	      rl_slot_tokens(&rt, now + 55 * MS) == 1,
+	      "retuned: a token after %s ms, expected 55",
+	      rl_slot_tokens(&rt, now + 54 * MS) ? "< 55" : "> 55");
+
+	/* the same limits again: nothing written */
+	gen = rt.generation;
+	rl_slot_retune(&rt, 110 * MS, 3, now);
+	CHECK(rt.generation == gen, "a retune to the same limits wrote");
+
+	/* given back 1000/s, burst 100: what it held (about half a token)
+	 * in the new units, then the policy's refill */
+	rl_slot_retune(&rt, MS, 100, now);
+	CHECK(rl_slot_tokens(&rt, now) == 0 &&
+	      rl_slot_tokens(&rt, now + 20 * MS) == 20,
+	      "given back: %llu tokens after 20 ms, expected 20",
+	      (unsigned long long)rl_slot_tokens(&rt, now + 20 * MS));
+	CHECK(rl_slot_tokens(&rt, now + 1000 * MS) == 100,
+	      "given back: refills to its burst of 100");
+}
+
 int main(void)
 {
 	CHECK_RUN(test_conn_bound);
 	CHECK_RUN(test_conn_caps);
 	CHECK_RUN(test_conn_fail_slots);
+	CHECK_RUN(test_retune);
 	return check_exit();
 }

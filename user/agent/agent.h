@@ -48,6 +48,8 @@ struct agent_opts {
 	uint32_t src_table;		/* --per-source-table */
 	uint32_t metrics_tenants;	/* tenants with their own series */
 	uint64_t tomb_ttl_ms;		/* deletions are remembered this long */
+	uint64_t shed_at;		/* --shed-at percent, 0: no shedding */
+	uint64_t shed_port;		/* --shed-port, 0: every listener */
 };
 
 #define AGENT_TOMB_TTL_MS	(7ULL * 24 * 3600 * 1000)	/* a week */
@@ -176,6 +178,8 @@ struct agent {
 	/* The state file being read while the kernel program loads
 	 * (agent_policy_read), until agent_policy_start takes it. */
 	struct agent_policy_read *policy_read;
+	/* Overload shedding (agent_shed.c), NULL when off. */
+	struct agent_shed *shed;
 };
 
 /* Frees what the tenant set holds (at exit). */

@@ -177,9 +177,8 @@ static void socket_key(const struct inet_diag_msg *m, struct rl_flow *k)
 	k->dport = m->id.idiag_sport;
 }
 
-/* Appends the keys of every TCP socket of `family` in flight to *v.
- * 0 or -errno. */
-static int dump_sockets(int family, struct rl_flow **v, size_t *n, size_t *cap)
+int conntrack_diag_dump(int family, uint32_t states, conntrack_diag_fn fn,
+			void *arg)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -193,7 +192,7 @@ static int dump_sockets(int family, struct rl_flow **v, size_t *n, size_t *cap)
 		.req = {
 			.sdiag_family = (__u8)family,
 			.sdiag_protocol = IPPROTO_TCP,
-			.idiag_states = IN_FLIGHT_STATES,
+			.idiag_states = states,
 		},
 	};
 	static char buf[32768];
@@ -232,19 +231,11 @@ static int dump_sockets(int family, struct rl_flow **v, size_t *n, size_t *cap)
 			}
 			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
 				continue;
-			if (*n == *cap) {
-				struct rl_flow *nv;
-
-				*cap = *cap ? *cap * 2 : 1024;
-				nv = realloc(*v, *cap * sizeof(**v));
-				if (!nv) {
-					err = -ENOMEM;
-					done = true;
-					break;
-				}
-				*v = nv;
+			err = fn(NLMSG_DATA(h), arg);
+			if (err) {
+				done = true;
+				break;
 			}
-			socket_key(NLMSG_DATA(h), &(*v)[(*n)++]);
 		}
 	}
 out:
@@ -252,11 +243,33 @@ out:
 	return err;
 }
 
+struct socket_keys {
+	struct rl_flow *v;
+	size_t n, cap;
+};
+
+static int socket_keep(const struct inet_diag_msg *m, void *arg)
+{
+	struct socket_keys *s = arg;
+
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		struct rl_flow *nv = realloc(s->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		s->v = nv;
+		s->cap = cap;
+	}
+	socket_key(m, &s->v[s->n++]);
+	return 0;
+}
+
 void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 {
 	int fd = bpf_map__fd(k->skel->maps.conns);
-	struct rl_flow *socks = NULL;
-	size_t n = 0, n_socks = 0, cap = 0, gone = 0;
+	struct socket_keys sk = { 0 };
+	size_t n = 0, gone = 0;
 	struct addrs local = { 0 };
 	struct entry *v = NULL;
 	bool any_local = false, have_socks = false;
@@ -276,17 +289,19 @@ void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 	for (size_t i = 0; i < n && !any_local; i++)
 		any_local = is_local(&local, &v[i].k);
 	if (any_local) {
-		err = dump_sockets(AF_INET, &socks, &n_socks, &cap);
+		err = conntrack_diag_dump(AF_INET, IN_FLIGHT_STATES,
+					  socket_keep, &sk);
 		if (!err)
-			err = dump_sockets(AF_INET6, &socks, &n_socks, &cap);
+			err = conntrack_diag_dump(AF_INET6, IN_FLIGHT_STATES,
+						  socket_keep, &sk);
 		if (err)
 			/* without the socket table, nothing local is judged */
 			log_warn("couldn't read the socket table on 'sock_diag': %s",
 				 strerror(-err));
 		else
 			have_socks = true;
-		if (n_socks)
-			qsort(socks, n_socks, sizeof(*socks), flow_cmp);
+		if (sk.n)
+			qsort(sk.v, sk.n, sizeof(*sk.v), flow_cmp);
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct rl_conn *c = &v[i].c;
@@ -303,7 +318,7 @@ void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 		if (view.local && !have_socks)
 			continue;
 		view.has_socket = view.local &&
-			bsearch(&v[i].k, socks, n_socks, sizeof(*socks), flow_cmp);
+			bsearch(&v[i].k, sk.v, sk.n, sizeof(*sk.v), flow_cmp);
 		fate = rl_conn_judge(c, &view);
 		if (fate == RL_CONN_KEEP)
 			continue;
@@ -322,6 +337,6 @@ void conntrack_sweep(struct kern *k, uint64_t ttl_ns)
 			  "idle)", gone);
 out:
 	free(local.v);
-	free(socks);
+	free(sk.v);
 	free(v);
 }

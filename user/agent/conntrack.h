@@ -17,4 +17,15 @@
  */
 void conntrack_sweep(struct kern *k, uint64_t ttl_ns);
 
+struct inet_diag_msg;
+
+/* Calls fn for every TCP socket of `family` (AF_INET or AF_INET6) in one of
+ * `states` (a mask of 1 << TCP_*) of the agent's network namespace, as
+ * sock_diag reports it (a listener's idiag_rqueue is its accept queue,
+ * idiag_wqueue its backlog).  0, -errno, or the first non-zero fn
+ * returned, which ends the walk. */
+typedef int (*conntrack_diag_fn)(const struct inet_diag_msg *m, void *arg);
+int conntrack_diag_dump(int family, uint32_t states, conntrack_diag_fn fn,
+			void *arg);
+
 #endif /* RL_CONNTRACK_H */

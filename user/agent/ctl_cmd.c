@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_shed.h"
 #include "broker.h"
 #include "ctl_cmd.h"
 #include "ctl_sources.h"
@@ -211,6 +212,11 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 
 	if (verify)
 		json_object_set_new(r, "verify", verify);
+	/* only while shedding is on (rlagent --shed-at) */
+	json_t *shed = r ? agent_shed_json(a) : NULL;
+
+	if (shed)
+		json_object_set_new(r, "shed", shed);
 	if (r)
 		json_object_set_new(r, "memory", memory_json(a));
 	if (r)
@@ -680,6 +686,7 @@ static json_t *stats_json(struct agent *a, const struct agent_tenant *t)
 		json_object_set_new(j, "points", json_pack("[o,o]", kp, pp));
 	}
 	ctl_src_stats_add(j, a, t, st.s.denied);
+	agent_shed_tenant_json(a, t, j);
 	if (j && t->pol.max_conns)
 		set_fields(j, &st, conn_fields,
 			   sizeof(conn_fields) / sizeof(conn_fields[0]));

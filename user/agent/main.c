@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_shed.h"
 #include "broker.h"
 #include "conns.h"
 #include "conntrack.h"
@@ -120,6 +121,14 @@ static const struct opt options[] = {
 	  .expect = "seconds",
 	  .help = "a deleted tenant is remembered (in the state file and the "
 		  "fleet's store) this many seconds; 604800 is a week" },
+	{ "shed-at", 0, OPT_U64, CLI(agent.shed_at), .arg = "PERCENT",
+	  .min = 0, .max = 100, .def = "0", .expect = "percent",
+	  .help = "overload shedding: while a listener's accept queue is at "
+		  "PERCENT of its backlog or more, hold the tenants to what the "
+		  "server accepts, shared by the tenants' weights; 0: never" },
+	{ "shed-port", 0, OPT_U64, CLI(agent.shed_port), .arg = "PORT",
+	  .min = 1, .max = 65535, .def_doc = "every listener",
+	  .help = "with --shed-at: watch only the listeners of this port" },
 	{ "help", 'h', OPT_HELP, .help = "this help" },
 	{ "version", 'V', OPT_VERSION, .help = "print the version" },
 	{ .kind = OPT_SECTION,
@@ -276,6 +285,9 @@ static int parse_args(int argc, char **argv, struct cli *c, gid_t *gid,
 	if (c->preload_group && !c->preload_pool)
 		return usage_error("invalid options: --preload-group needs "
 				   "--preload-pool%s", "");
+	if (c->agent.shed_port && !c->agent.shed_at)
+		return usage_error("invalid options: --shed-port needs "
+				   "--shed-at%s", "");
 	if (c->preload_group) {
 		struct group *g = getgrnam(c->preload_group);
 
@@ -533,6 +545,13 @@ int main(int argc, char **argv)
 	if (!a.broker && a.kern.preload &&
 	    loop_timer_add(a.loop, SHARE_MS, SHARE_MS, on_share, &a, &share))
 		goto cleanup;
+	if (a.opts.shed_at && a.broker)
+		log_warn("--shed-at: fleet mode's tenants spend leased tokens, "
+			 "which shedding does not hold; it watches the queues "
+			 "and holds nothing");
+	if (agent_shed_open(&a, (unsigned int)a.opts.shed_at,
+			    (uint16_t)a.opts.shed_port))
+		goto cleanup;
 	agent_sample(&a);
 
 	log_info("rlagent %s running: %u interface(s), %zu tenant(s)",
@@ -549,6 +568,7 @@ cleanup:
 		kern_unpin_failed(&a.kern);
 	}
 	/* Otherwise never detaches: enforcement outlives the agent. */
+	agent_shed_close(&a);
 	if (tick)
 		loop_timer_cancel(tick);
 	if (share)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_shed.h"
 #include "broker.h"
 #include "log.h"
 #include "metrics.h"
@@ -254,6 +255,56 @@ static void render_verify(FILE *f, const struct agent *a)
 	       "not 2 and their SYNs are charged.",
 	       json_is_true(json_object_get(v, "verified")));
 	json_decref(v);
+}
+
+/* Overload shedding, while on (rlagent --shed-at): the fullest listener's
+ * accept queue, whether it sheds and at what budget; per tenant, what it
+ * is held to and its SYNs refused while held, for the tenants held now or
+ * ever (at most --metrics-tenants of them, in slot order). */
+static void render_shed(FILE *f, struct agent *a)
+{
+	struct agent_shed_status st;
+	uint64_t shed;
+	double limit;
+	size_t shown = 0;
+
+	if (!agent_shed_state(a, &st))
+		return;
+	scalar(f, "rlgate_shed_active", "gauge", "1 while the tenants are held "
+	       "to what the fullest listener accepts (its accept queue reached "
+	       "--shed-at).", st.on);
+	scalar(f, "rlgate_shed_listen_queue", "gauge", "Connections in the "
+	       "fullest watched listener's accept queue.", st.top.len);
+	scalar(f, "rlgate_shed_listen_backlog", "gauge", "That listener's "
+	       "backlog: the most its accept queue holds.", st.top.max);
+	scalar(f, "rlgate_shed_starts_total", "counter", "Times shedding "
+	       "started.", st.starts);
+	header(f, "rlgate_shed_budget", "gauge", "Admissions per second the "
+	       "tenants share by weight while shedding (0 otherwise).");
+	fprintf(f, "rlgate_shed_budget %.3f\n", st.on ? st.budget : 0.0);
+	header(f, "rlgate_shed_accept_rate", "gauge", "The server's accepts "
+	       "per second, as the agent measures them.");
+	fprintf(f, "rlgate_shed_accept_rate %.3f\n", st.accept_rate);
+	header(f, "rlgate_shed_denied_total", "counter", "SYNs of the tenant "
+	       "refused while it was held by shedding.");
+	for (size_t i = 0; i < a->n_tenants && shown < a->opts.metrics_tenants; i++)
+		if (agent_shed_tenant(a, &a->tenants[i], &shed, &limit) &&
+		    (shed || limit >= 0)) {
+			tenant_row(f, "rlgate_shed_denied_total",
+				   a->tenants[i].pol.name);
+			fprintf(f, "%llu\n", (unsigned long long)shed);
+			shown++;
+		}
+	header(f, "rlgate_shed_limit", "gauge", "Connections per second the "
+	       "tenant is held to while shedding.");
+	shown = 0;
+	for (size_t i = 0; i < a->n_tenants && shown < a->opts.metrics_tenants; i++)
+		if (agent_shed_tenant(a, &a->tenants[i], &shed, &limit) &&
+		    limit >= 0) {
+			tenant_row(f, "rlgate_shed_limit", a->tenants[i].pol.name);
+			fprintf(f, "%.3f\n", limit);
+			shown++;
+		}
 }
 
 /* The broker's own figures, one line each. */
@@ -531,6 +582,7 @@ static void text_host(FILE *f, struct scrape *s)
 
 	render_instance(f, a);
 	render_verify(f, a);
+	render_shed(f, a);
 	render_sources(f, a);
 
 	header(f, "rlgate_tenants", "gauge", "Tenants in the policy.");

@@ -30,6 +30,8 @@
 /* The most sub-buckets a hot tenant's fleet bucket may be split into
  * (--shards, user/lib/hot.h). */
 #define POLICY_SHARDS_MAX	16
+/* The largest --weight (user/lib/shed.h). */
+#define POLICY_WEIGHT_MAX	1000
 
 enum policy_action { POLICY_ACT_DROP = 0, POLICY_ACT_RST = 1 };
 
@@ -104,6 +106,10 @@ struct policy_tenant {
 	 * different Redis slots (user/lib/hot.h); 0 and 1 both mean one
 	 * bucket, as before the option existed. */
 	uint64_t shards;
+	/* Overload shedding (rlagent --shed-at): the tenant's part, against
+	 * the others', of what a listener over its mark still admits; 0 and
+	 * 1 both mean 1, as before the option existed. */
+	uint64_t weight;
 };
 
 /* The source prefix lengths --per-source takes unless --source-mask says. */

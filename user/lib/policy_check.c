@@ -122,6 +122,10 @@ int policy_validate(const struct policy_tenant *t, char *err)
 		return fail(err, "tenant '%s': verify syncookie on an outbound "
 			    "tenant: only the handshakes of connections to this "
 			    "host are checked (--direction in)", t->name);
+	if (t->weight > POLICY_WEIGHT_MAX)
+		return fail(err, "tenant '%s': invalid weight %llu: expected 1 "
+			    "to %d", t->name, (unsigned long long)t->weight,
+			    POLICY_WEIGHT_MAX);
 	/* 0 is one bucket, as 1 is */
 	if (t->shards > 1 &&
 	    hot_check(t, t->shards > UINT_MAX ? UINT_MAX : (unsigned int)t->shards,

@@ -46,6 +46,8 @@ json_t *policy_tenant_to_json(const struct policy_tenant *t)
 	}
 	if (j && t->shards > 1)
 		json_object_set_new(j, "shards", json_integer((json_int_t)t->shards));
+	if (j && t->weight > 1)
+		json_object_set_new(j, "weight", json_integer((json_int_t)t->weight));
 	if (!j)
 		return NULL;
 	for (unsigned int i = 0; i < t->n_match && i < POLICY_MAX_PREFIXES; i++) {
@@ -95,6 +97,7 @@ bool policy_same(const struct policy_tenant *x, const struct policy_tenant *y)
 	    x->direction != y->direction || x->max_conns != y->max_conns ||
 	    x->verify != y->verify || (x->src_rate.count != 0) != (y->src_rate.count != 0) ||
 	    (x->shards > 1 ? x->shards : 1) != (y->shards > 1 ? y->shards : 1) ||
+	    (x->weight > 1 ? x->weight : 1) != (y->weight > 1 ? y->weight : 1) ||
 	    nx != ny || px != py)
 		return false;
 	if (x->src_rate.count &&
@@ -206,6 +209,8 @@ size_t policy_tenant_text(const struct policy_tenant *t,
 		put(&x, ",\"verify\":\"%s\"", policy_verify_name(t->verify));
 	if (ids && ids->has_ids)
 		put(&x, ",\"version\":%llu", (unsigned long long)ids->version);
+	if (t->weight > 1)
+		put(&x, ",\"weight\":%llu", (unsigned long long)t->weight);
 	put(&x, "}");
 	return (size_t)(x.p - buf);
 }
@@ -219,7 +224,7 @@ static bool known_key(const char *k)
 	static const char *const keys[] = {
 		"name", "rate", "burst", "match", "ports", "action", "shadow",
 		"overshoot", "fail", "direction", "max_conns", "per_source",
-		"per_source_burst", "source_mask", "verify", "shards",
+		"per_source_burst", "source_mask", "verify", "shards", "weight",
 	};
 
 	/* the first letters tell most keys apart: a start reads 100,000
@@ -330,7 +335,7 @@ static int tenant_from_json(const json_t *j, struct policy_tenant *t,
 			return fail(err, "unknown field '" ECHO "': expected name, "
 				    "rate, burst, match, ports, action, shadow, "
 				    "overshoot, fail, direction, max_conns, per_source, "
-				    "per_source_burst, source_mask, verify, shards", key);
+				    "per_source_burst, source_mask, verify, shards, weight", key);
 
 	v = json_object_get(j, "name");
 	if (!json_is_string(v))
@@ -416,6 +421,8 @@ static int tenant_from_json(const json_t *j, struct policy_tenant *t,
 	    count_field(j, "max_conns", 0, "0 (no cap)", POLICY_CONNS_MAX,
 			&t->max_conns, err) < 0 ||
 	    count_field(j, "shards", 1, "1", POLICY_SHARDS_MAX, &t->shards,
+			err) < 0 ||
+	    count_field(j, "weight", 1, "1", POLICY_WEIGHT_MAX, &t->weight,
 			err) < 0)
 		return -EINVAL;
 

@@ -83,6 +83,33 @@ static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
 	__atomic_store_n(&rt->flags, flags, __ATOMIC_RELEASE);
 }
 
+/* Re-expresses the tokens a standalone bucket holds at now, counted in
+ * its old limits, in the new ones already stored (at most new_burst).
+ * Readers admit by compare-and-swap on tat while this runs: a plain store
+ * of the new value would erase every admission made since tat was read
+ * (tokens minted from nothing).  So this is a compare-and-swap too: if a
+ * reader moved tat, the tokens are counted again from where it left it.
+ * They are counted in the old limits', which is what the bucket held them
+ * in; an admission between the caller's stores and this one moved tat by
+ * the new interval, a fraction of a token in the old units. */
+static void rebase_tat(struct rl_tenant *rt, uint64_t old_interval,
+		       uint64_t old_tol, uint64_t old_burst, uint64_t interval,
+		       uint64_t new_burst, uint64_t now)
+{
+	uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE), next;
+
+	do {
+		uint64_t keep = gcra_tokens(tat, now, old_interval, old_tol,
+					    old_burst);
+
+		if (keep > new_burst)
+			keep = new_burst;
+		next = now + rt->tolerance_ns - keep * interval;
+	} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+}
+
 void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		       bool fresh, bool leased, bool shared,
 		       uint64_t fail_agents, uint64_t now)
@@ -130,29 +157,9 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		/* The static share of new limits starts full, as a new
 		 * tenant's does: its state in the old units means nothing. */
 		__atomic_store_n(&rt->fail_tat, 0, __ATOMIC_RELAXED);
-	if (rebase) {
-		uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE), next;
-
-		/* Readers admit by compare-and-swap on tat while this runs: a
-		 * plain store of the new value would erase every admission
-		 * made since tat was read (tokens minted from nothing).  So
-		 * this is a compare-and-swap too: if a reader moved tat, the
-		 * tokens are counted again from where it left it.  They are
-		 * counted in the old limits', which is what the bucket held
-		 * them in; an admission between the stores above and this
-		 * one moved tat by the new interval, a fraction of a token
-		 * in the old units. */
-		do {
-			uint64_t keep = gcra_tokens(tat, now, old_interval,
-						    old_tol, old_burst);
-
-			if (keep > t->burst)
-				keep = t->burst;
-			next = now + rt->tolerance_ns - keep * interval;
-		} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
-						      __ATOMIC_ACQ_REL,
-						      __ATOMIC_ACQUIRE));
-	}
+	if (rebase)
+		rebase_tat(rt, old_interval, old_tol, old_burst, interval,
+			   t->burst, now);
 	__atomic_store_n(&rt->lowwater, 0, __ATOMIC_RELAXED);
 	if (leased && rt->mode != RL_MODE_LEASED)
 		/* Tokens a standalone bucket held were never leased: a leased
@@ -163,6 +170,35 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&rt->mode, leased ? RL_MODE_LEASED : RL_MODE_STANDALONE,
 			 __ATOMIC_RELEASE);
+}
+
+void rl_slot_retune(struct rl_tenant *rt, uint64_t interval, uint64_t burst,
+		    uint64_t now)
+{
+	uint64_t old_interval = rt->interval_ns, old_tol = rt->tolerance_ns;
+	uint64_t tat = __atomic_load_n(&rt->tat, __ATOMIC_ACQUIRE), next;
+
+	if (old_interval == interval && rt->burst == burst)
+		return;
+	__atomic_store_n(&rt->interval_ns, interval, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt->burst, burst, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt->tolerance_ns, burst * interval, __ATOMIC_RELAXED);
+	/* As rebase_tat, but the part of a token the bucket has refilled
+	 * is kept too: a limit retuned more often than a token takes to
+	 * refill would otherwise never give one. */
+	do {
+		uint64_t base = tat > now ? tat : now;
+		double held = 0;
+
+		if (old_interval && now + old_tol > base)
+			held = (double)(now + old_tol - base) / (double)old_interval;
+		if (held > (double)burst)
+			held = (double)burst;
+		next = now + burst * interval - (uint64_t)(held * (double)interval);
+	} while (!__atomic_compare_exchange_n(&rt->tat, &tat, next, false,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	__atomic_fetch_add(&rt->generation, 1, __ATOMIC_RELEASE);
 }
 
 uint64_t rl_slot_tokens(const struct rl_tenant *rt, uint64_t now)

@@ -27,6 +27,14 @@ void rl_slot_configure(struct rl_tenant *rt, const struct policy_tenant *t,
 		       bool fresh, bool leased, bool shared,
 		       uint64_t fail_agents, uint64_t now_ns);
 
+/* A standalone slot's rate and burst changed in place, its tokens kept (at
+ * most the new burst), the part of one it has refilled too: what overload shedding holds a tenant to, and how
+ * it gives back the policy's.  Safe while readers spend from rt; nothing
+ * when both are as they are.  interval x burst within 64 bits (the
+ * caller's bound: POLICY_REFILL_MAX_NS). */
+void rl_slot_retune(struct rl_tenant *rt, uint64_t interval, uint64_t burst,
+		    uint64_t now);
+
 /* Writes t's fail policy and its static share among fail_agents. */
 void rl_slot_fail(struct rl_tenant *rt, const struct policy_tenant *t,
 		  uint64_t fail_agents);

@@ -264,6 +264,34 @@ static void print_memory(json_t *m, json_int_t tenants)
 	}
 }
 
+/* Overload shedding (rlagent --shed-at), when on: the fullest listener's
+ * accept queue against the mark, and what the tenants are held to. */
+static void print_shed(json_t *v)
+{
+	json_t *l = json_object_get(v, "listener");
+	json_int_t len = json_integer_value(json_object_get(l, "queue"));
+	json_int_t max = json_integer_value(json_object_get(l, "backlog"));
+
+	if (!json_is_object(v))
+		return;
+	printf("shed:        at %" JSON_INTEGER_FORMAT "%% of the accept queue; ",
+	       json_integer_value(json_object_get(v, "mark_pct")));
+	if (!max)
+		printf("no listener%s\n", json_is_integer(json_object_get(v, "port")) ?
+		       " on --shed-port" : "");
+	else if (json_is_true(json_object_get(v, "shedding")))
+		printf("port %" JSON_INTEGER_FORMAT " at %" JSON_INTEGER_FORMAT
+		       " of %" JSON_INTEGER_FORMAT ", SHEDDING: tenants held to "
+		       "%.0f/s in all (the server accepts %.0f/s)\n",
+		       json_integer_value(json_object_get(l, "port")), len, max,
+		       json_number_value(json_object_get(v, "budget")),
+		       json_number_value(json_object_get(v, "accept_rate")));
+	else
+		printf("port %" JSON_INTEGER_FORMAT " at %" JSON_INTEGER_FORMAT
+		       " of %" JSON_INTEGER_FORMAT ", not shedding\n",
+		       json_integer_value(json_object_get(l, "port")), len, max);
+}
+
 int cmd_status(int argc, char **argv)
 {
 	struct opts_result res;
@@ -323,6 +351,7 @@ int cmd_status(int argc, char **argv)
 		       json_is_true(json_object_get(v, "verified")) ?
 		       "verified" : "not verified, their SYNs are charged");
 	}
+	print_shed(json_object_get(reply, "shed"));
 	rlctl_print_src_table(json_object_get(reply, "per_source_table"));
 	if ((v = json_object_get(reply, "memory")) && json_is_object(v))
 		print_memory(v, json_integer_value(json_object_get(reply, "tenants")));
@@ -504,6 +533,8 @@ void rlctl_print_stats_table(json_t *stats, bool sort_by_rate, bool wide)
 		{ "ADMITTED", "admitted", COL_NUM, COL_ALWAYS, 0 },
 		{ "DENIED", "denied", COL_NUM, COL_ALWAYS, 0 },
 		{ "CONNS", "conns", COL_CONNS, COL_PRESENT, 0 },
+		{ "SHED", "shed", COL_NUM, COL_PRESENT, 15 },
+		{ "HELD/S", "shed_limit", COL_RATE, COL_PRESENT, 14 },
 		{ "TOKENS", "tokens", COL_NUM, COL_ALWAYS, 13 },
 		{ "WOULD-DENY", "shadow_denied", COL_NUM, COL_NONZERO, 10 },
 		{ "OVERSHOOT", "overshoot_bound", COL_NUM, COL_PRESENT, 12 },

@@ -132,6 +132,12 @@ static const struct opts_spec set_spec = {
 			  "burst/K, for a tenant too hot for one Redis node; 1 (the "
 			  "default on create) is one bucket, at most 16, and at most "
 			  "the rate count and the burst" },
+		{ "weight", 0, OPT_U64, SET(t.weight), .arg = "W", .min = 1,
+		  .max = POLICY_WEIGHT_MAX,
+		  .help = "overload shedding (when the agent sheds): the tenant's "
+			  "part of what a listener over its mark still admits, "
+			  "against the other tenants' weights; 1 (the default on "
+			  "create) to 1000" },
 		{ "per-source", 0, OPT_CUSTOM, SET(t), .arg = "RATE[,BURST]|off",
 		  .parse = opt_per_source,
 		  .help = "each source of the tenant (an address, or a prefix: "
@@ -270,6 +276,9 @@ static void print_tenant(json_t *t)
 	if (json_integer_value(json_object_get(t, "shards")) > 1)
 		printf("shards:  %" JSON_INTEGER_FORMAT "\n",
 		       json_integer_value(json_object_get(t, "shards")));
+	if (json_integer_value(json_object_get(t, "weight")) > 1)
+		printf("weight:  %" JSON_INTEGER_FORMAT "\n",
+		       json_integer_value(json_object_get(t, "weight")));
 	if (json_is_string(json_object_get(t, "per_source")))
 		printf("per source: %s, burst %" JSON_INTEGER_FORMAT ", mask %s\n",
 		       str_field(t, "per_source"),
