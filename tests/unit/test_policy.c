@@ -857,7 +857,7 @@ static void test_set_against_reference(void)
 
 		for (size_t i = 0; i < n; i++) {
 			struct policy_tenant *t = &ts[i];
-			char name[16];
+			char name[24];
 
 			memset(t, 0, sizeof(*t));
 			snprintf(name, sizeof(name), "t%d", rand_r(&seed) % 30);
@@ -1089,7 +1089,7 @@ static void test_overlaps_against_reference(void)
 
 		for (size_t i = 0; i < n; i++) {
 			struct policy_tenant *t = &ts[i];
-			char name[16];
+			char name[24];
 
 			snprintf(name, sizeof(name), "t%zu", i);
 			make(t, name, "10/s", pfx[rand_r(&seed) % NP], NULL);
