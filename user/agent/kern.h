@@ -55,6 +55,9 @@ struct kern {
 	 * before then already share their caps with the pool */
 	unsigned int ifaces_planned;
 	bool maps_adopted;	/* pinned maps existed and were reused */
+	/* the ends of flows the program replaced had marked were copied
+	 * into ours (or could not be): done once, at the first replace */
+	bool ends_taken;
 	/* this agent made the pin dir; a failed start removes only such a
 	 * one (kern_unpin_failed), a last detach any (kern_unpin) */
 	bool pin_dir_made;
