@@ -72,6 +72,12 @@ static const char *name_arg(const json_t *req, json_t **r)
 
 /* The instance limit as instance.get, status and stats show it: its
  * settings, connections in flight and refusals; null when none is set. */
+/* Why an instance limit holds nothing on an agent attached nowhere (a
+ * preload pool alone): docs/operations.md, "The instance limit". */
+#define INSTANCE_UNENFORCED	"no interface attached: only the kernel program " \
+				"enforces the instance limit; the preload library " \
+				"does not"
+
 static json_t *instance_json(struct agent *a)
 {
 	struct kern_instance ki;
@@ -89,6 +95,11 @@ static json_t *instance_json(struct agent *a)
 				    json_integer((json_int_t)ki.denied_rate));
 		json_object_set_new(j, "conns_forgotten",
 				    json_integer((json_int_t)ki.forgotten));
+		json_object_set_new(j, "enforced",
+				    json_boolean(a->kern.n_ifaces > 0));
+		if (!a->kern.n_ifaces)
+			json_object_set_new(j, "not_enforced",
+					    json_string(INSTANCE_UNENFORCED));
 	}
 	return j;
 }
@@ -842,6 +853,9 @@ static json_t *cmd_instance_set(struct ctl_call *call, const json_t *req)
 		return ctl_error(c, err);
 	log_info("instance limit set (max-conns %llu)",
 		 (unsigned long long)il.max_conns);
+	if (!call->a->kern.n_ifaces)
+		log_warn("the instance limit is kept but not enforced: %s",
+			 INSTANCE_UNENFORCED);
 	return json_pack("{s:b,s:o}", "ok", 1, "instance",
 			 instance_json(call->a));
 }
