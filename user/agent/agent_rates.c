@@ -186,7 +186,10 @@ void agent_sample(struct agent *a)
 			end = a->tenants[i].slot + 1;
 	w->cur = 0;
 	w->end = end;
-	if (end)
+	/* its first slice in a turn of its own, not in the caller's (the
+	 * tick's other work) */
+	if (end && (!a->loop ||
+		    loop_timer_add(a->loop, 0, 0, sweep_slice, a, &w->timer)))
 		sweep_slice(NULL, a);
 }
 
