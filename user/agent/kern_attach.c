@@ -221,7 +221,12 @@ static void take_ends(struct kern *k, __u32 old_id)
 		}
 		close(mfd);
 	}
-	if (err)
+	if (err == -ENOENT || err == -EMEDIUMTYPE)
+		/* a build before them, or with another number of places */
+		log_info("program %u keeps no ends of flows this one can take "
+			 "(another build): the new program starts with none",
+			 old_id);
+	else if (err)
 		log_warn("couldn't take the ends of flows program %u marked: %s; "
 			 "a copy of a SYN whose flow ended in the last seconds on "
 			 "another CPU passes free once", old_id, strerror(-err));
