@@ -302,12 +302,6 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 			     const struct rl_stats *s, struct agent_tenant_stats *out);
 
-/* Every slot's counters (kern_tenant_stats()) up to the highest slot in
- * use, read a few thousand slots per system call, in *n of them; NULL when
- * they could not be read.  The array is the caller's to free: 64 bytes a
- * slot, not worth keeping between the reads a second apart. */
-struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n);
-
 /* A tenant's admit and deny rates over its samples (0 before two). */
 void agent_tenant_rates(const struct agent_tenant *t, double *admit, double *deny);
 

@@ -9,25 +9,6 @@
 #include "agent.h"
 #include "log.h"
 
-struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n_out)
-{
-	struct rl_stats *buf;
-	uint32_t n = 0;
-
-	for (size_t i = 0; i < a->n_tenants; i++)
-		if (a->tenants[i].slot < a->kern.max_tenants && a->tenants[i].slot >= n)
-			n = a->tenants[i].slot + 1;
-	if (!n)
-		return NULL;
-	buf = malloc((size_t)n * sizeof(*buf));
-	if (!buf || kern_tenant_stats_all(&a->kern, n, buf)) {
-		free(buf);
-		return NULL;
-	}
-	*n_out = n;
-	return buf;
-}
-
 /*
  * The sample is a sweep over the slots, a few thousand per system call,
  * that works for at most SWEEP_SLICE_NS per turn of the event loop and
