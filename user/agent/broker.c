@@ -323,7 +323,8 @@ void broker_close(struct broker *b)
 	broker_publish_drop(b);
 	free(b->pubq);
 	free(b->waiting);
-	redis_tls_put(b->tls);
+	/* every hiredis context is freed: relays left are the loop's no more */
+	redis_tls_close(b->tls);
 	free(b->password);
 	free(b->slots);
 	free(b->rare);
