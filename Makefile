@@ -214,7 +214,7 @@ test: deps
 # sanitizer build misses on a loaded machine (docs/testing.md).
 SAN_E2E := agent_lifecycle.bats cluster.bats \
 	   sentinel.bats fuzz.bats preload_agent.bats preload_trust.bats \
-	   stop_storm.bats
+	   redis_tls.bats stop_storm.bats
 
 test-san: deps
 	$(MAKE) SANITIZE=1 all

@@ -369,3 +369,35 @@ tenant_set_json() {
 	expect_eq "tenants after a restart" "$(tenants_json)" "$want"
 	expect_eq "tenants" "$(jq length <<<"$want")" 20
 }
+
+# flow_ends: "place value" of every end of a flow the attached program has
+# marked (its .bss, which is not pinned), one a line, by place.
+flow_ends() {
+	local id
+	for id in $(bpftool -j prog show pinned "$PIN_DIR/xdp_rlgate" | jq '.map_ids[]'); do
+		bpftool -j map show id "$id" | jq -e '.name | endswith(".bss")' >/dev/null || continue
+		bpftool -j map dump id "$id" |
+			jq -r '.[0].formatted.value[".bss"][] | select(.flow_ends) | .flow_ends |
+				to_entries[] | select(.value != 0) | "\(.key) \(.value)"'
+	done
+}
+
+@test "the ends of flows the program marked are taken over by the program of a restarted agent (SIGTERM, then SIGKILL): none is forgotten" {
+	local before after sig
+
+	agent_start
+	rl tenant set fe --rate 100/s --burst 100 --match "$(prefixes c1)" --port "$PORT"
+	# whole connections: each client's FIN ends its flow
+	connect_c1 20
+	expect_eq "connected" "$CONNECTED" 20
+	before=$(flow_ends)
+	echo "ends marked: $(wc -l <<<"$before")"
+	expect_between "ends marked" "$(grep -c . <<<"$before")" 1 20
+	for sig in TERM KILL; do
+		agent_stop "$sig"
+		agent_start
+		after=$(flow_ends)
+		expect_eq "ends forgotten across SIG$sig and a restart" \
+			"$(comm -23 <(sort <<<"$before") <(sort <<<"$after") | wc -l)" 0
+	done
+}

@@ -128,6 +128,26 @@ standalone_web() {
 		"$(metric_value 'rlgate_point_denied_total{tenant="web",point="kernel"}' "$page")" 0
 }
 
+@test "an instance limit on an agent attached nowhere is kept but not enforced, and says so (reply, status, log): a preloaded server's connections meet only their tenant's limit" {
+	local out st
+
+	standalone_web 4
+	out=$(rla a instance set --max-conns 2 --rate 1/s,1)
+	echo "$out"
+	[[ $out == *"not enforced: no interface attached"*"preload library does not"* ]] ||
+		{ echo "rlctl instance set does not say the limit is not enforced" >&2; return 1; }
+	st=$(rla a --json status)
+	expect_eq "instance.enforced" "$(json_get .instance.enforced "$st")" false
+	expect_eq "instance.max_conns kept" "$(json_get .instance.max_conns "$st")" 2
+	grep -qF "instance limit is kept but not enforced" "$BATS_TEST_TMPDIR/a.log" ||
+		{ echo "the agent's log does not say the limit is not enforced" >&2; return 1; }
+	# the tenant's 5/s burst 10 alone: the instance's 1/s burst 1 would
+	# have reset all but a few
+	client c1 "$(lab_addr s1 4)" 8080 30
+	expect_limited 30 5 10
+	expect_eq "instance denied by the rate" "$(json_get .instance.denied_rate "$(rla a --json status)")" 0
+}
+
 @test "a limit changed with rlctl reaches a running preloaded server; with the agent stopped, its last limits still hold" {
 	standalone_web 4
 	rla a tenant set web --rate 1000/s --burst 100 >/dev/null

@@ -94,6 +94,28 @@ s3_says() {
 	proc_running "$(fleet_pid 3)"
 }
 
+@test "a TLS connect that fails is never told as connected: a handshake refused and a port that refuses the TCP connect leave the agent connecting or down, and its log says no connection came up" {
+	local st
+	odd_agent --redis-tls --redis-ca "$TLS_DIR/other.pem"
+	s3_within 3 degraded
+	s3_says "certificate verify failed"
+	# a few failed tries later
+	sleep 2
+	st=$(rls 3 --json status | jq -r .redis.state)
+	[[ $st == connecting || $st == down ]] || { echo "redis state after refused handshakes: $st" >&2; return 1; }
+	expect_eq "connections told up" "$(grep -cF "connection up" "$(fleet_log 3)")" 0
+	fleet_agent_stop 3 TERM
+	fleet_agent_wipe 3
+	# nothing listens on this port of the lab's Redis host
+	odd_agent --redis "${REDIS_ADDR%:*}:1" --redis-tls --redis-ca "$TLS_DIR/ca.pem"
+	s3_within 3 degraded
+	sleep 2
+	st=$(rls 3 --json status | jq -r .redis.state)
+	[[ $st == connecting || $st == down ]] || { echo "redis state after refused connects: $st" >&2; return 1; }
+	expect_eq "connections told up" "$(grep -cF "connection up" "$(fleet_log 3)")" 0
+	s3_says "couldn't connect"
+}
+
 @test "a server name the certificate does not carry: degraded, naming the mismatch; the name it carries: healthy" {
 	odd_agent --redis-tls --redis-ca "$TLS_DIR/ca.pem" --redis-server-name redis.example
 	sleep 1

@@ -223,3 +223,59 @@ ported_file() {
 			"$(metric_value 'rlgate_limit_burst{tenant="c1t"}' "$page")" 5
 	done
 }
+
+# sweeps: how many sweeps of the tenants' counters were whole.
+sweeps() { rl --json status | jq .loop.sample_sweeps; }
+
+# sweeps_past N: waits (30 s at most) until more than N sweeps are whole.
+sweeps_past() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		(($(sweeps) > $1)) && return 0
+		sleep 0.1
+	done
+	echo "no sweep of the counters past $1 in 30 s (status: $(rl --json status | jq -c .loop))" >&2
+	return 1
+}
+
+@test "20,000 tenants' counters are sampled by a sweep over turns of the event loop: every tenant has a rate window, and what a tenant at the sweep's end admitted is in its rate over that window" {
+	local file=$BATS_TEST_TMPDIR/set.json s0 s1 st try rate window
+
+	agent_start --max-tenants "$N"
+	tenant_file "$file.all"
+	# c1t's prefixes and the last slot left to the tenant set below
+	jq 'del(.tenants[] | select(.name == "c1t"))' "$file.all" >"$file"
+	rl apply "$file"
+	# a sweep begun after the apply, whole: every tenant sampled
+	sweeps_past "$(($(sweeps) + 1))" || return 1
+	expect_eq "tenants without a sample" \
+		"$(rl --json stats | jq '[.[] | select(.rate_window_s <= 0)] | length')" 0
+	for try in 1 2 3; do
+		# at the sweep's end (the highest slot), a fresh burst each try
+		rl tenant set late --rate 1/h --burst 7 --match "$(prefixes c1)" --port "$PORT"
+		s0=$(sweeps)
+		sweeps_past "$s0" || return 1
+		# late was sampled before its traffic: the sweep that came after
+		# s0 began after the tenant was set
+		s0=$(sweeps)
+		run_loadgen_json c1 --rate 50 --duration 0.4 --timeout 500 \
+			"$(lab_target s1 "$PORT" 4)"
+		st=$(rl --json stats late)
+		s1=$(sweeps)
+		# of its 4 samples kept, one before the traffic unless 3 or more
+		# were taken since: at most s1 - s0 whole sweeps and one running
+		((s1 - s0 <= 2)) && break
+		echo "try $try: $((s1 - s0)) sweeps meanwhile, again" >&2
+		rl tenant del late
+	done
+	echo "$st"
+	expect_eq "late's slot" "$(rl --json tenant get late | jq .id)" $((N - 1))
+	expect_eq "late admitted" "$(jq '.[0].admitted' <<<"$st")" 7
+	rate=$(jq '.[0].admit_rate' <<<"$st")
+	window=$(jq '.[0].rate_window_s' <<<"$st")
+	expect_between "late's admit_rate x window" \
+		"$(awk -v r="$rate" -v w="$window" 'BEGIN { print r * w }')" 6.99 7.01
+	# the samples of every tenant kept through the change
+	expect_eq "tenants without a sample after the change" \
+		"$(rl --json stats | jq '[.[] | select(.rate_window_s <= 0)] | length')" 0
+}

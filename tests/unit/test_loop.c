@@ -1,10 +1,12 @@
 /* test_loop: io_uring loop timers fire in deadline order, fd readiness is
  * reported (and re-armed while ready), cancelled timers and deleted watches
- * never call back, a periodic timer keeps firing.
+ * never call back, a periodic timer keeps firing, the longest turn of the
+ * loop is remembered by the second it began in.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -145,6 +147,48 @@ static void test_fd(void)
 	close(p[0]); close(p[1]); close(q[0]); close(q[1]);
 }
 
+/* Burns 20 ms of this thread's CPU, then stops the loop. */
+static void burn(struct loop_timer *t, void *arg)
+{
+	struct timespec a, b;
+
+	(void)t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+	do
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+	while ((uint64_t)(b.tv_sec - a.tv_sec) * 1000000000ULL + (uint64_t)b.tv_nsec -
+	       (uint64_t)a.tv_nsec < 20000000ULL);
+	loop_stop(arg);
+}
+
+/* The longest turn counts whatever callback ran in it, in wall time and in
+ * the thread's CPU time, by the second it began in: seen from within its
+ * window, not from a second past it. */
+static void test_longest_turn(void)
+{
+	struct loop *l = the_loop;
+	uint64_t wall, cpu, now;
+
+	CHECK(loop_timer_add(l, 0, 0, burn, l, NULL) == 0, "loop_timer_add");
+	CHECK(loop_run(l) == 0, "loop_run failed");
+	now = loop_now_ns();
+	loop_longest_turn(l, 2, now, &wall, &cpu);
+	CHECK(cpu >= 20000000ULL, "longest turn %llu ns of CPU, burnt 20 ms",
+	      (unsigned long long)cpu);
+	CHECK(wall >= cpu, "longest turn %llu ns of wall time < %llu of CPU",
+	      (unsigned long long)wall, (unsigned long long)cpu);
+	loop_longest_turn(l, LOOP_TURN_SECONDS, now + 3000000000ULL, &wall, &cpu);
+	CHECK(cpu >= 20000000ULL, "a turn 3 s back is in a window of %d s",
+	      LOOP_TURN_SECONDS);
+	loop_longest_turn(l, 1, now + 3000000000ULL, &wall, &cpu);
+	CHECK(wall == 0 && cpu == 0, "a turn 3 s back counted in a 1 s window "
+	      "(%llu ns)", (unsigned long long)wall);
+	loop_longest_turn(l, 2, now + (LOOP_TURN_SECONDS + 2) * 1000000000ULL,
+			  &wall, &cpu);
+	CHECK(wall == 0 && cpu == 0, "a turn past the memory counted (%llu ns)",
+	      (unsigned long long)wall);
+}
+
 int main(void)
 {
 	int err;
@@ -160,6 +204,7 @@ int main(void)
 	CHECK_RUN(test_timer_order);
 	CHECK_RUN(test_periodic);
 	CHECK_RUN(test_fd);
+	CHECK_RUN(test_longest_turn);
 	loop_free(the_loop);
 	return check_exit();
 }

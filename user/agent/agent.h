@@ -33,6 +33,7 @@ struct metrics;
 struct broker;
 struct agent_index;
 struct agent_policy_read;
+struct agent_sweep;
 
 struct agent_opts {
 	const char *ifaces[KERN_MAX_IFACES];
@@ -54,16 +55,17 @@ struct agent_opts {
 
 #define AGENT_TOMB_TTL_MS	(7ULL * 24 * 3600 * 1000)	/* a week */
 
-/* A tenant's counters at one of the agent's samples (a->sample_ns). */
+/* A tenant's counters at one of the agent's samples, and when they were
+ * read (the sweep reaches each tenant at its own time: agent_rates.c). */
 struct agent_sample {
 	uint64_t admitted, denied;
+	uint64_t ns;
 };
 
 struct agent_tenant {
 	struct policy_tenant pol;	/* its prefixes in a->prefixes */
 	uint64_t version;	/* of this tenant's policy, for the fleet store */
-	/* valid samples, oldest first: those of the last n_samples times
-	 * in a->sample_ns (agent_sample_ns()) */
+	/* valid samples, oldest first, about a second apart */
 	struct agent_sample samples[AGENT_RATE_SAMPLES];
 	uint32_t slot;
 	unsigned int n_samples;
@@ -150,10 +152,8 @@ struct agent {
 	 * place, agent_prefixes_tidy() drops those no tenant holds. */
 	struct pfx_store prefixes;
 	size_t prefixes_live;	/* of them in use when last counted */
-	/* When the tenants' counters were sampled, oldest first: every
-	 * tenant is sampled at once, so the times are kept once. */
-	uint64_t sample_ns[AGENT_RATE_SAMPLES];
-	unsigned int n_sample_ns;
+	/* The sweep of the tenants' counters (agent_sample()) */
+	struct agent_sweep *sweep;
 	/* Names, claims and slots to positions in tenants (agent_index.c);
 	 * NULL when it could not be built: changes then rebuild the set. */
 	struct agent_index *ix;
@@ -306,31 +306,21 @@ void agent_tenant_stats(struct agent *a, const struct agent_tenant *t,
 void agent_tenant_stats_from(struct agent *a, const struct agent_tenant *t,
 			     const struct rl_stats *s, struct agent_tenant_stats *out);
 
-/* Every slot's counters (kern_tenant_stats()) up to the highest slot in
- * use, read a few thousand slots per system call, in *n of them; NULL when
- * they could not be read.  The array is the caller's to free: 64 bytes a
- * slot, not worth keeping between the reads a second apart. */
-struct rl_stats *agent_stats_all(struct agent *a, uint32_t *n);
-
-/* When t's sample k (0: its oldest) was taken. */
-static inline uint64_t agent_sample_ns(const struct agent *a,
-				       const struct agent_tenant *t, unsigned int k)
-{
-	return a->sample_ns[a->n_sample_ns - t->n_samples + k];
-}
-
 /* A tenant's admit and deny rates over its samples (0 before two). */
-void agent_tenant_rates(const struct agent *a, const struct agent_tenant *t,
-			double *admit, double *deny);
+void agent_tenant_rates(const struct agent_tenant *t, double *admit, double *deny);
 
 /* A tenant's admit and deny rates from its oldest sample to the counters
  * s read now, over *window seconds (all 0 without a sample): what a reader
  * can check against the counters, the latest second included. */
-void agent_tenant_rates_now(const struct agent *a, const struct agent_tenant *t,
-			    const struct rl_stats *s, double *admit, double *deny,
-			    double *window);
+void agent_tenant_rates_now(const struct agent_tenant *t, const struct rl_stats *s,
+			    double *admit, double *deny, double *window);
 
-/* Called every second: samples every tenant's counters for the rates. */
+/* Called every second: begins a sweep that samples every tenant's counters
+ * for the rates, a slice per turn of the loop (unless the last sweep still
+ * runs: it goes on).  agent_sample_stop() ends it for good, before the
+ * loop is freed.  agent_sweeps(): how many sweeps were whole. */
 void agent_sample(struct agent *a);
+void agent_sample_stop(struct agent *a);
+uint64_t agent_sweeps(const struct agent *a);
 
 #endif /* RL_AGENT_H */

@@ -323,7 +323,8 @@ void broker_close(struct broker *b)
 	broker_publish_drop(b);
 	free(b->pubq);
 	free(b->waiting);
-	redis_tls_put(b->tls);
+	/* every hiredis context is freed: relays left are the loop's no more */
+	redis_tls_close(b->tls);
 	free(b->password);
 	free(b->slots);
 	free(b->rare);
@@ -477,8 +478,9 @@ void broker_stats(const struct broker *b, struct broker_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->address = b->address;
-	out->state = b->cmd.state == C_UP ? "connected" :
-		     b->cmd.state == C_CONNECTING ? "connecting" : "down";
+	/* up once Redis answered: a TLS handshake refused is not */
+	out->state = b->cmd.state == C_UP && b->cmd.answered ? "connected" :
+		     b->cmd.state != C_DOWN ? "connecting" : "down";
 	out->healthy = b->cmd.state == C_UP && b->scripts_ok && !b->circ.open;
 	out->degraded_since = b->circ.open ? b->degraded_since : 0;
 	out->reason = b->circ.open ? b->reason : "";

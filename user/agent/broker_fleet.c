@@ -907,6 +907,7 @@ void broker_on_message(redisAsyncContext *ac, void *reply, void *priv)
 	if (strcmp(r->element[0]->str, "message") != 0) {
 		/* the subscribe confirmation: catch up on what we missed */
 		if (strcmp(r->element[0]->str, "subscribe") == 0) {
+			broker_conn_answered(&b->sub);
 			b->sub.backoff_ms = BACKOFF_MIN_MS;
 			b->subscribed = true;
 			if (broker_store_ready(b))

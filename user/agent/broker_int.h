@@ -53,7 +53,15 @@ struct conn {
 	const char *name;
 	char host[256];			/* where it went (Sentinel: which master) */
 	int port;
+	/* Redis answered on this connection since it was opened: hiredis'
+	 * "connected" is only the TCP connect, and under TLS only the plain
+	 * end of the relay (a handshake refused comes after it) */
+	bool answered;
 };
+
+/* A reply (any, errors included) came on c: the first one says the
+ * connection is up. */
+void broker_conn_answered(struct conn *c);
 
 struct hot_ledger;
 

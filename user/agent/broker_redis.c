@@ -381,6 +381,7 @@ static void on_script_load(redisAsyncContext *ac, void *reply, void *priv)
 	/* No reply: the connection is going, and its loss is handled there. */
 	if (!b || !r)
 		return;
+	broker_conn_answered(ac->data);
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
 		script_load_failed(b, idx, r);
 		return;
@@ -457,12 +458,25 @@ void broker_script_loads_check(struct broker *b, uint64_t now)
 	send_script_loads(b);
 }
 
+void broker_conn_answered(struct conn *c)
+{
+	if (c->answered)
+		return;
+	c->answered = true;
+	if (c->backoff_ms == BACKOFF_MIN_MS)
+		log_info("Redis on '%s': %s connection up", c->b->address, c->name);
+	else
+		log_debug("Redis on '%s': %s connection up", c->b->address, c->name);
+}
+
 static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct conn *c = priv;
 	redisReply *r = reply;
 
 	(void)ac;
+	if (r)
+		broker_conn_answered(c);
 	if (r && r->type == REDIS_REPLY_ERROR)
 		log_error("couldn't authenticate to Redis on '%s': %.200s",
 			  c->b->address, r->str);
@@ -517,10 +531,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	 * loaded, subscription confirmed): a server that accepts and then
 	 * breaks every connection must not be hammered ten times a second. */
 	c->state = C_UP;
-	if (c->backoff_ms == BACKOFF_MIN_MS)
-		log_info("Redis on '%s': %s connection up", b->address, c->name);
-	else
-		log_debug("Redis on '%s': %s connection up", b->address, c->name);
+	c->answered = false;	/* "up" is told at Redis' first answer */
 	if (b->password) {
 		if (b->o.user)
 			redisAsyncCommand(c->ac, on_auth, c, "AUTH %s %s", b->o.user,

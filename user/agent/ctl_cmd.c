@@ -73,6 +73,12 @@ static const char *name_arg(const json_t *req, json_t **r)
 
 /* The instance limit as instance.get, status and stats show it: its
  * settings, connections in flight and refusals; null when none is set. */
+/* Why an instance limit holds nothing on an agent attached nowhere (a
+ * preload pool alone): docs/operations.md, "The instance limit". */
+#define INSTANCE_UNENFORCED	"no interface attached: only the kernel program " \
+				"enforces the instance limit; the preload library " \
+				"does not"
+
 static json_t *instance_json(struct agent *a)
 {
 	struct kern_instance ki;
@@ -90,6 +96,11 @@ static json_t *instance_json(struct agent *a)
 				    json_integer((json_int_t)ki.denied_rate));
 		json_object_set_new(j, "conns_forgotten",
 				    json_integer((json_int_t)ki.forgotten));
+		json_object_set_new(j, "enforced",
+				    json_boolean(a->kern.n_ifaces > 0));
+		if (!a->kern.n_ifaces)
+			json_object_set_new(j, "not_enforced",
+					    json_string(INSTANCE_UNENFORCED));
 	}
 	return j;
 }
@@ -125,6 +136,34 @@ static void agent_rss(uint64_t *rss, uint64_t *anon)
  * resident set less the kernel's maps it maps and the files of its
  * program and libraries), in all and per tenant in the policy, and the
  * classifier's fill. */
+/* Seconds of the loop's turns status shows, latest first */
+#define STATUS_TURN_SECONDS	60
+
+/* How long the loop's turns ran, by the second they began in (latest
+ * first, the current one partly): whatever ran in them - a scrape's
+ * slice, a sweep of the counters, a request, a lease - nothing else on the
+ * loop ran meanwhile.  And how many sweeps of the tenants' counters were
+ * whole. */
+static json_t *loop_json(const struct agent *a)
+{
+	json_t *wall = json_array(), *cpu = json_array();
+	uint64_t now = loop_now_ns(), w, c, wmax = 0, cmax = 0;
+
+	for (unsigned int i = 0; i < STATUS_TURN_SECONDS && wall && cpu; i++) {
+		/* the second i back, alone */
+		loop_longest_turn(a->loop, 1, now - i * 1000000000ULL, &w, &c);
+		json_array_append_new(wall, json_integer((json_int_t)(w / 1000)));
+		json_array_append_new(cpu, json_integer((json_int_t)(c / 1000)));
+		wmax = w > wmax ? w : wmax;
+		cmax = c > cmax ? c : cmax;
+	}
+	return json_pack("{s:I,s:I,s:I,s:o*,s:o*}",
+			 "sample_sweeps", (json_int_t)agent_sweeps(a),
+			 "longest_turn_us", (json_int_t)(wmax / 1000),
+			 "longest_turn_cpu_us", (json_int_t)(cmax / 1000),
+			 "turn_us_by_s", wall, "turn_cpu_us_by_s", cpu);
+}
+
 static json_t *memory_json(struct agent *a)
 {
 	uint64_t kernel = kern_map_bytes(&a->kern), rss, anon;
@@ -223,6 +262,8 @@ static json_t *cmd_status(struct ctl_call *call, const json_t *req)
 		json_object_set_new(r, "per_source_table", ctl_src_table_json(a));
 	if (r && a->metrics)
 		json_object_set_new(r, "metrics", metrics_status_json(a->metrics));
+	if (r)
+		json_object_set_new(r, "loop", loop_json(a));
 	return r;
 }
 
@@ -754,7 +795,7 @@ static json_t *stats_matching(struct agent *a, const json_t *req)
 
 		if (!selected(&sel, a->tenants[i].pol.name))
 			continue;
-		agent_tenant_rates(a, &a->tenants[i], &ad, &de);
+		agent_tenant_rates(&a->tenants[i], &ad, &de);
 		b[n++] = (struct busy){ ad + de, a->tenants[i].pol.name, i };
 	}
 	if (n)
@@ -819,6 +860,9 @@ static json_t *cmd_instance_set(struct ctl_call *call, const json_t *req)
 		return ctl_error(c, err);
 	log_info("instance limit set (max-conns %llu)",
 		 (unsigned long long)il.max_conns);
+	if (!call->a->kern.n_ifaces)
+		log_warn("the instance limit is kept but not enforced: %s",
+			 INSTANCE_UNENFORCED);
 	return json_pack("{s:b,s:o}", "ok", 1, "instance",
 			 instance_json(call->a));
 }

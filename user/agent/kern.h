@@ -55,6 +55,9 @@ struct kern {
 	 * before then already share their caps with the pool */
 	unsigned int ifaces_planned;
 	bool maps_adopted;	/* pinned maps existed and were reused */
+	/* the ends of flows the program replaced had marked were copied
+	 * into ours (or could not be): done once, at the first replace */
+	bool ends_taken;
 	/* this agent made the pin dir; a failed start removes only such a
 	 * one (kern_unpin_failed), a last detach any (kern_unpin) */
 	bool pin_dir_made;
@@ -321,12 +324,10 @@ int kern_rules_edit(struct kern *k, const struct rl_cls_rule *ps, size_t n,
  * processes when there is a pool: what the host decided.  0 or -errno. */
 int kern_tenant_stats(struct kern *k, uint32_t slot, struct rl_stats *out);
 
-/* kern_tenant_stats() of slots 0 .. n-1 into out[0 .. n), read a few
- * thousand slots per system call (one per slot on a kernel without batch
- * lookups): what sampling every tenant each second costs.  0 or -errno. */
-int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out);
-/* The same of slots from .. from+n-1 into out[0 .. n): a part of the
- * table at a time, for a reader that must not hold the event loop. */
+/* kern_tenant_stats() of slots from .. from+n-1 into out[0 .. n), read a
+ * few thousand slots per system call (one per slot on a kernel without
+ * batch lookups): a part of the table at a time, for a reader that must
+ * not hold the event loop.  0 or -errno. */
 int kern_tenant_stats_range(struct kern *k, uint32_t from, uint32_t n,
 			    struct rl_stats *out);
 

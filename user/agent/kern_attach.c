@@ -8,10 +8,12 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <linux/if_link.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "kern_int.h"
@@ -120,6 +122,118 @@ static int check_ours(struct kern *k, const char *ifname, __u32 id,
 	return -EEXIST;
 }
 
+/* Where variable var lies in the data section value_type of btf: 0, or
+ * -ENOENT. */
+static int btf_var_at(const struct btf *btf, __u32 value_type, const char *var,
+		      __u32 *off, __u32 *size)
+{
+	const struct btf_type *t = btf__type_by_id(btf, value_type);
+	const struct btf_var_secinfo *vs;
+
+	if (!t || !btf_is_datasec(t))
+		return -ENOENT;
+	vs = btf_var_secinfos(t);
+	for (__u16 i = 0; i < btf_vlen(t); i++, vs++) {
+		const struct btf_type *v = btf__type_by_id(btf, vs->type);
+
+		if (v && strcmp(btf__name_by_offset(btf, v->name_off), var) == 0) {
+			*off = vs->offset;
+			*size = vs->size;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The old program's flow_ends, from its data section (map fd, described
+ * by info), into ours.  0, or -errno when they cannot be taken. */
+static int ends_from(struct kern *k, int fd, const struct bpf_map_info *info)
+{
+	__u32 off, size, zero = 0;
+	struct btf *btf;
+	char *val;
+	int err;
+
+	btf = btf__load_from_kernel_by_id(info->btf_id);
+	if (!btf)
+		return -errno;
+	err = btf_var_at(btf, info->btf_value_type_id, "flow_ends", &off, &size);
+	btf__free(btf);
+	if (err)
+		return err;
+	/* another number of places: their words do not map onto ours */
+	if (size != sizeof(k->skel->bss->flow_ends) || off + size > info->value_size)
+		return -EMEDIUMTYPE;
+	val = malloc(info->value_size);
+	if (!val)
+		return -ENOMEM;
+	err = bpf_map_lookup_elem(fd, &zero, val) ? -errno : 0;
+	if (!err)
+		memcpy(k->skel->bss->flow_ends, val + off, size);
+	free(val);
+	return err;
+}
+
+/*
+ * The ends of flows the program old_id marked (flow_ends, in its data
+ * section, which is the program's own and not pinned) copied into ours
+ * before ours replaces it: a copy of an admitted SYN whose flow ended on
+ * another CPU in the seconds before a restart is still charged after it.
+ * Ends marked between the copy and the replace (a few milliseconds) are
+ * lost, as counters of that moment are.  Once per start; a failure is
+ * logged, and the new program starts with no end marked.
+ */
+static void take_ends(struct kern *k, __u32 old_id)
+{
+	__u32 ids[64], n = 64;
+	char name[BPF_OBJ_NAME_LEN];
+	int fd, err = -ENOENT;
+
+	if (k->ends_taken)
+		return;
+	k->ends_taken = true;
+	fd = bpf_prog_get_fd_by_id(old_id);
+	if (fd < 0) {
+		err = -errno;
+		n = 0;
+	} else {
+		if (prog_info(fd, name, sizeof(name), ids, &n)) {
+			err = -errno;
+			n = 0;
+		}
+		close(fd);
+	}
+	for (__u32 i = 0; i < n; i++) {
+		struct bpf_map_info info = {};
+		__u32 len = sizeof(info);
+		int mfd = bpf_map_get_fd_by_id(ids[i]);
+		size_t nl;
+
+		if (mfd < 0)
+			continue;
+		if (bpf_obj_get_info_by_fd(mfd, &info, &len) == 0 &&
+		    (nl = strlen(info.name)) >= 4 &&
+		    strcmp(info.name + nl - 4, ".bss") == 0 &&
+		    info.type == BPF_MAP_TYPE_ARRAY && info.btf_id) {
+			err = ends_from(k, mfd, &info);
+			close(mfd);
+			break;
+		}
+		close(mfd);
+	}
+	if (err == -ENOENT || err == -EMEDIUMTYPE)
+		/* a build before them, or with another number of places */
+		log_info("program %u keeps no ends of flows this one can take "
+			 "(another build): the new program starts with none",
+			 old_id);
+	else if (err)
+		log_warn("couldn't take the ends of flows program %u marked: %s; "
+			 "a copy of a SYN whose flow ended in the last seconds on "
+			 "another CPU passes free once", old_id, strerror(-err));
+	else
+		log_debug("took the ends of flows program %u marked", old_id);
+}
+
 static __u32 xdp_flags(enum kern_mode m)
 {
 	return m == KERN_MODE_SKB ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
@@ -163,6 +277,7 @@ static int attach_xdp(struct kern *k, const char *ifname, int ifindex,
 				  ifname, strerror(-err));
 			return err;
 		}
+		take_ends(k, cur_id);
 		/* REPLACE swaps the program in one step, and fails rather
 		 * than clobber a program attached in the meantime. */
 		ao.old_prog_fd = old_fd;
@@ -238,6 +353,8 @@ static int attach_clsact(struct kern *k, const char *ifname, int ifindex,
 		err = check_ours(k, ifname, q.prog_id, want, uses);
 		if (err)
 			return err;
+		if (point == BPF_TC_INGRESS)
+			take_ends(k, q.prog_id);
 	}
 	o.prog_fd = prog_fd;
 	err = bpf_tc_attach(&hook, &o);

@@ -586,7 +586,7 @@ cleanup:
 	return err;
 }
 
-/* Keys read per system call by kern_tenant_stats_all(). */
+/* Keys read per system call by kern_tenant_stats_range(). */
 #define STATS_BATCH	4096
 
 /* One lookup per slot: for a kernel without batch lookups of per-CPU
@@ -598,11 +598,6 @@ static int stats_one_by_one(struct kern *k, uint32_t from, uint32_t n,
 		if (kern_own_stats(k, from + i, &out[i]))
 			memset(&out[i], 0, sizeof(out[i]));
 	return 0;
-}
-
-int kern_tenant_stats_all(struct kern *k, uint32_t n, struct rl_stats *out)
-{
-	return kern_tenant_stats_range(k, 0, n, out);
 }
 
 int kern_tenant_stats_range(struct kern *k, uint32_t from, uint32_t n,

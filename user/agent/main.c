@@ -573,6 +573,7 @@ cleanup:
 		loop_timer_cancel(tick);
 	if (share)
 		loop_timer_cancel(share);
+	agent_sample_stop(&a);
 	loop_watch_del(ev_w);
 	loop_watch_del(sig_w);
 	broker_close(a.broker);

@@ -114,9 +114,9 @@ static void view_of(const struct agent *a, const struct agent_tenant *t,
 		const struct agent_sample *f = &t->samples[0];
 		const struct agent_sample *l = &t->samples[n - 1];
 
-		out->first = (struct lease_sample){ agent_sample_ns(a, t, 0),
+		out->first = (struct lease_sample){ f->ns,
 						    f->admitted, f->denied };
-		out->last = (struct lease_sample){ agent_sample_ns(a, t, n - 1),
+		out->last = (struct lease_sample){ l->ns,
 						   l->admitted, l->denied };
 	}
 }

@@ -294,8 +294,12 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		node_lost(n, ac->errstr);
 		return;
 	}
+	/* N_UP lets commands queue; the node counts (ready) only once its
+	 * scripts are loaded - Redis answered: under TLS hiredis' "connected"
+	 * is the relay's plain end, before the handshake. */
 	n->state = N_UP;
-	log_debug("Redis Cluster node '%s': connected", n->name);
+	log_debug("Redis Cluster node '%s': connect done, waiting for its answer",
+		  n->name);
 	if (cc->password) {
 		if (cc->user)
 			redisAsyncCommand(n->ac, on_auth, n, "AUTH %s %s", cc->user,

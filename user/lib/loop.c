@@ -47,11 +47,19 @@ struct loop_timer {
 	void *arg;
 };
 
+/* The longest turn begun in one second of CLOCK_MONOTONIC. */
+struct loop_second {
+	uint64_t sec;
+	uint64_t wall_ns, cpu_ns;
+};
+
 struct loop {
 	struct io_uring ring;
 	struct obj *objs;
 	bool stop;
 	int err;		/* sticky: the ring failed us */
+	/* by the second the turn began in, modulo LOOP_TURN_SECONDS */
+	struct loop_second turns[LOOP_TURN_SECONDS];
 };
 
 uint64_t loop_now_ns(void)
@@ -59,6 +67,16 @@ uint64_t loop_now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's CPU time: what a turn took of the CPU, which other
+ * processes taking it do not lengthen. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
@@ -383,9 +401,25 @@ static void dispatch(struct loop *l)
 	}
 }
 
+/* A turn begun at t0 took wall_ns, cpu_ns of this thread's CPU. */
+static void turn_note(struct loop *l, uint64_t t0, uint64_t wall_ns,
+		      uint64_t cpu_ns)
+{
+	uint64_t sec = t0 / 1000000000ULL;
+	struct loop_second *s = &l->turns[sec % LOOP_TURN_SECONDS];
+
+	if (s->sec != sec)
+		*s = (struct loop_second){ .sec = sec };
+	if (wall_ns > s->wall_ns)
+		s->wall_ns = wall_ns;
+	if (cpu_ns > s->cpu_ns)
+		s->cpu_ns = cpu_ns;
+}
+
 int loop_run_once(struct loop *l, int timeout_ms)
 {
 	struct io_uring_cqe *cqe;
+	uint64_t t0, c0;
 	int err;
 
 	if (l->err)
@@ -408,8 +442,31 @@ int loop_run_once(struct loop *l, int timeout_ms)
 			  strerror(-err));
 		return err;
 	}
+	t0 = loop_now_ns();
+	c0 = thread_cpu_ns();
 	dispatch(l);
+	turn_note(l, t0, loop_now_ns() - t0, thread_cpu_ns() - c0);
 	return l->err;
+}
+
+void loop_longest_turn(const struct loop *l, unsigned int seconds,
+		       uint64_t now_ns, uint64_t *wall_ns, uint64_t *cpu_ns)
+{
+	uint64_t sec = now_ns / 1000000000ULL;
+
+	*wall_ns = *cpu_ns = 0;
+	if (seconds > LOOP_TURN_SECONDS)
+		seconds = LOOP_TURN_SECONDS;
+	for (unsigned int i = 0; i < seconds && i <= sec; i++) {
+		const struct loop_second *s = &l->turns[(sec - i) % LOOP_TURN_SECONDS];
+
+		if (s->sec != sec - i)
+			continue;
+		if (s->wall_ns > *wall_ns)
+			*wall_ns = s->wall_ns;
+		if (s->cpu_ns > *cpu_ns)
+			*cpu_ns = s->cpu_ns;
+	}
 }
 
 int loop_run(struct loop *l)

@@ -72,6 +72,18 @@ int loop_run_once(struct loop *l, int timeout_ms);
 
 void loop_stop(struct loop *l);
 
+/* Seconds of turns the loop remembers: loop_longest_turn() looks back at
+ * most this far. */
+#define LOOP_TURN_SECONDS	64
+
+/* The longest turn of the loop (its callbacks, one batch of completions)
+ * begun in the second of CLOCK_MONOTONIC now_ns is in or the seconds - 1
+ * before it: in wall time, and in the CPU time of the
+ * loop's thread.  Every callback that ran in one, whatever it was, counts:
+ * while a turn runs, nothing else on the loop does. */
+void loop_longest_turn(const struct loop *l, unsigned int seconds,
+		       uint64_t now_ns, uint64_t *wall_ns, uint64_t *cpu_ns);
+
 /* CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns() and of
  * the loop's timers. */
 uint64_t loop_now_ns(void);

@@ -31,6 +31,7 @@ struct redis_tls {
 	unsigned int refs;
 	char err[200];
 	char logged[200];	/* the last error logged at warning level */
+	struct relay *relays;	/* open, each holding a reference */
 };
 
 struct relay {
@@ -39,6 +40,7 @@ struct relay {
 	int tcp, plain;
 	struct loop_watch *wt, *wp;
 	struct loop_timer *timer;	/* the handshake's deadline */
+	struct relay *prev, *next;	/* in t->relays */
 	char where[300];
 	bool connected, up;
 	char out[RELAY_BUF];		/* from hiredis, for Redis */
@@ -59,6 +61,19 @@ void redis_tls_put(struct redis_tls *t)
 	SSL_CTX_free(t->ctx);
 	free(t->server_name);
 	free(t);
+}
+
+static void relay_free(struct relay *r);
+
+void redis_tls_close(struct redis_tls *t)
+{
+	if (!t)
+		return;
+	t->refs++;	/* t outlives the relays' puts */
+	while (t->relays)
+		relay_free(t->relays);
+	t->refs--;
+	redis_tls_put(t);
 }
 
 static int ssl_fail(const char *what, const char *file)
@@ -123,6 +138,12 @@ fail:
 
 static void relay_free(struct relay *r)
 {
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		r->t->relays = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
 	if (r->timer)
 		loop_timer_cancel(r->timer);
 	loop_watch_del(r->wt);
@@ -403,6 +424,10 @@ int redis_tls_wrap(struct redis_tls *t, redisAsyncContext *ac, struct loop *l,
 	}
 	close(sv[0]);
 	t->refs++;
+	r->next = t->relays;
+	if (r->next)
+		r->next->prev = r;
+	t->relays = r;
 	return 0;
 fail_timer:
 	loop_timer_cancel(r->timer);

@@ -26,6 +26,12 @@ int redis_tls_new(const struct redis_tls_opts *o, struct redis_tls **out);
  * is fine. */
 void redis_tls_put(struct redis_tls *t);
 
+/* At the owner's close, once every hiredis context wrapped is freed:
+ * frees the relays still open (the loop will not run again for them to
+ * see hiredis' end close), then drops the caller's reference.  NULL is
+ * fine. */
+void redis_tls_close(struct redis_tls *t);
+
 /* Moves ac, just returned by redisAsyncConnect(host, ...), under TLS: the
  * TCP socket hiredis connected becomes the relay's, and ac's fd (the same
  * number) the plain end of a socket pair.  Call it before

@@ -81,6 +81,10 @@ void rlctl_print_instance(const json_t *in)
 		printf(", rate %s burst %lld", rate, int_field(in, "burst"));
 	printf("; denied %lld at the cap, %lld by the rate\n",
 	       int_field(in, "denied_cap"), int_field(in, "denied_rate"));
+	if (json_is_false(json_object_get(in, "enforced")))
+		printf("  not enforced: %s\n",
+		       json_string_value(json_object_get(in, "not_enforced")) ?
+		       json_string_value(json_object_get(in, "not_enforced")) : "?");
 }
 
 static int instance_set(int argc, char **argv)
