@@ -121,6 +121,27 @@ static void hold(struct agent *a, const struct agent_tenant *t, double limit,
 	rl_slot_retune(&a->kern.tenants[t->slot], interval, burst, now);
 }
 
+/* The counters of slots 0 up to the highest in use, malloc'ed, their count
+ * in *n_out; NULL without tenants or on a failed read. */
+static struct rl_stats *stats_in_use(struct agent *a, uint32_t *n_out)
+{
+	struct rl_stats *buf;
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < a->n_tenants; i++)
+		if (a->tenants[i].slot < a->kern.max_tenants && a->tenants[i].slot >= n)
+			n = a->tenants[i].slot + 1;
+	if (!n)
+		return NULL;
+	buf = malloc((size_t)n * sizeof(*buf));
+	if (!buf || kern_tenant_stats_range(&a->kern, 0, n, buf)) {
+		free(buf);
+		return NULL;
+	}
+	*n_out = n;
+	return buf;
+}
+
 /* The counters of every sheddable tenant since the last sample: its demand
  * averaged, what was refused while it was held; the sum of admissions.
  * The counters of every slot in use come in a few system calls (one per
@@ -133,7 +154,7 @@ static uint64_t sample_tenants(struct agent *a, struct agent_shed *s,
 	uint32_t n = 0;
 
 	*demand = 0;
-	all = agent_stats_all(a, &n);
+	all = stats_in_use(a, &n);
 	if (!all)
 		return 0;
 	for (size_t i = 0; i < a->n_tenants; i++) {
