@@ -544,6 +544,11 @@ cap_holds() {
 	grep "preload: 3 connection(s) of slot .* given back" "$BATS_TEST_TMPDIR/a.log"
 }
 
+# conn_bound_is AGENT N: AGENT's conn_overshoot_bound of tenant web is N.
+conn_bound_is() {
+	[[ $(rla "$1" --json stats web | jq .[0].conn_overshoot_bound) == "$2" ]]
+}
+
 @test "fleet: two preload hosts share one connection cap through the slots their agents hold in Redis; in flight never exceeds the cap + the bound (2 - 1 agents x the cap), and Redis never holds more than the cap" {
 	local round ok1=0 ok2=0 total slots1 slots2 in1 in2 held bound
 
@@ -560,6 +565,9 @@ cap_holds() {
 	preloaded s2 "$PY" "$PRELOAD_HOLD" serve thread "$(lab_addr s2 4)" 8080
 	wait_listen s1 8080
 	wait_listen s2 8080
+	# the bound counts the live agents, which a's agent learns from b's
+	# heartbeat (once a second)
+	wait_for 5 conn_bound_is a 6 || true
 	bound=$(rla a --json stats web | jq .[0].conn_overshoot_bound)
 	expect_eq "the bound above the cap" "$bound" 6
 	# a few connections at a time to each host, held: the hosts admit
