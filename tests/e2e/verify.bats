@@ -4,7 +4,9 @@
 # client of the same tenant makes HTTP requests at half the rate.  Charged
 # at the SYN, the flood locks the client out; verified, the flood costs
 # nothing, the client gets its answers and the server no more connections
-# than the limit allows, with the options its client negotiated.
+# than the limit allows, with the options its client negotiated.  With
+# syncookie-answer rlgate sends the cookie SYN-ACKs itself: the flood
+# costs the server's kernel nothing either.
 #
 # e2e: parallel - one agent, no Redis: what it admits follows the kernel's
 # token bucket and the client's clock, so it may run beside another file
@@ -287,7 +289,7 @@ answer_curl() {
 	[[ $status == 0 && $output == ok ]] || { echo "curl: $status $output" >&2; return 1; }
 }
 
-# answer_options FAMILY: with --verify syncookie-answer and
+# answer_options FAMILY [AGENT OPTIONS]: with --verify syncookie-answer and
 # net.ipv4.tcp_timestamps=2 on the server, a client with timestamps keeps
 # them, SACK and window scaling; one without gets the MSS alone, as from
 # the kernel's own cookie.  Each SYN-ACK is rlgate's, not the kernel's.
@@ -295,7 +297,7 @@ answer_options() {
 	local fam=$1 mss answered kernel
 
 	in_ns s1 sysctl -qw net.ipv4.tcp_timestamps=2
-	agent_start
+	agent_start "${@:2}"
 	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
 		--verify syncookie-answer
 	# the listener has sent no cookie of its own yet: its kernel answers
@@ -332,6 +334,10 @@ answer_options() {
 
 @test "IPv6 --verify syncookie-answer: rlgate sends the SYN-ACK with the kernel's cookie; a client with timestamps keeps them, SACK and window scaling, one without gets the MSS" {
 	answer_options 6
+}
+
+@test "tc ingress (--mode tc): --verify syncookie-answer sends the SYN-ACK from tc, with the same options for clients with and without timestamps" {
+	answer_options 4 --mode tc
 }
 
 # answer_flood FAMILY: a flood of forged SYNs inside the tenant, answered
