@@ -97,7 +97,43 @@ static int server_wscale(void)
 struct answer_case {
 	int family;
 	int timestamps;	/* the client offers them and tcp_timestamps=2 */
+	int vlans;	/* tags on the client's frames (pkt.vlans) */
 };
+
+/* The answer's world, in the namespace (answer_enter()): tenant 1 takes
+ * the loopback sources, verifies and answers, its bucket of 10 never
+ * refilled; the SYN-ACK offers what the server allows, timestamps where
+ * asked.  0, or -1 with nothing left open. */
+static int answer_open(struct inst *in, int timestamps)
+{
+	if (answer_enter(timestamps) ||
+	    inst_open(in, RL_DEFAULT_RETRANS_WINDOW_NS)) {
+		answer_leave();
+		return -1;
+	}
+	if (rule_add(&in->w, "127.0.0.0/8", 0, 1) ||
+	    rule_add(&in->w, "::1/128", 0, 1)) {
+		inst_close(in);
+		answer_leave();
+		return -1;
+	}
+	tenant_standalone(&in->w.tenants[1], RL_ACT_DROP,
+			  RL_F_VERIFY | RL_F_ANSWER, 3600ull * SEC_NS, 10);
+	in->skel->bss->verify_tenants = 1;
+	in->skel->bss->cookie_opts = RL_COOKIE_SACK | RL_COOKIE_WSCALE |
+				     (timestamps ? RL_COOKIE_TS : 0);
+	return 0;
+}
+
+/* Closes the listener lfd (if >= 0) and the world, and leaves the
+ * namespace. */
+static void answer_close(struct inst *in, int lfd)
+{
+	if (lfd >= 0)
+		close(lfd);
+	inst_close(in);
+	answer_leave();
+}
 
 /* A listener on family's loopback address, non-blocking; its port in
  * *port.  The fd or -1. */
@@ -181,9 +217,9 @@ static void read_opts(const __u8 *tcp, int hlen, struct synack_opts *o)
 	}
 }
 
-/* Sends the IP packet of frame (after its 14-byte Ethernet header) into
- * the namespace's stack, as if it came from the wire.  0 or -1. */
-static int inject(int family, const __u8 *frame, int len)
+/* Sends the IP packet of frame (at l3, past its Ethernet header and tags)
+ * into the namespace's stack, as if it came from the wire.  0 or -1. */
+static int inject(int family, const __u8 *frame, int len, int l3)
 {
 	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6,
 				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
@@ -192,9 +228,9 @@ static int inject(int family, const __u8 *frame, int len)
 	int fd = socket(family == 4 ? AF_INET : AF_INET6,
 			SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW), err = 0;
 
-	if (fd < 0 || sendto(fd, frame + 14, len - 14, 0,
+	if (fd < 0 || sendto(fd, frame + l3, len - l3, 0,
 			     family == 4 ? (void *)&a4 : (void *)&a6,
-			     family == 4 ? sizeof(a4) : sizeof(a6)) != len - 14)
+			     family == 4 ? sizeof(a4) : sizeof(a6)) != len - l3)
 		err = -1;
 	if (err)
 		diag("couldn't inject the ACK: %s", strerror(errno));
@@ -225,7 +261,8 @@ static int answer_syn(struct inst *in, const struct answer_case *k,
 	static const __u8 no_ts[12] = {
 		2, 4, 0x05, 0xb4, 1, 1, 4, 2, 1, 3, 3, 7 };
 	const char *lo = k->family == 4 ? "127.0.0.1" : "::1";
-	struct pkt p = { .family = k->family, .flags = TH_SYN, .src = lo,
+	struct pkt p = { .family = k->family, .vlans = k->vlans,
+			 .flags = TH_SYN, .src = lo,
 			 .dst = lo, .sport = sport, .dport = port, .seq = isn,
 			 .tcp_opts = k->timestamps ? 20 : 12,
 			 .opt_bytes = k->timestamps ? with_ts : no_ts };
@@ -244,7 +281,8 @@ static __u32 answer_ack(struct inst *in, const struct answer_case *k,
 	__u8 ts[12] = { 1, 1, 8, 10, 0, 0, 0x30, 0x40 };
 	const char *lo = k->family == 4 ? "127.0.0.1" : "::1";
 	__u32 ecr = htonl(s->tsval);
-	struct pkt p = { .family = k->family, .flags = TH_ACK, .src = lo,
+	struct pkt p = { .family = k->family, .vlans = k->vlans,
+			 .flags = TH_ACK, .src = lo,
 			 .dst = lo, .sport = sport, .dport = port,
 			 .seq = isn + 1, .ack = c + 1,
 			 .tcp_opts = s->ts ? 12 : 0, .opt_bytes = ts };
@@ -256,7 +294,8 @@ static __u32 answer_ack(struct inst *in, const struct answer_case *k,
 	len = pkt_build(&p, buf, NULL);
 	if (xdp_run(in->prog_fd, buf, len, out, PKT_MAX, 1, &r))
 		return ~0u;
-	if (r.retval == XDP_PASS && inject(k->family, buf, len))
+	if (r.retval == XDP_PASS &&
+	    inject(k->family, buf, len, pkt_l3_off(&p)))
 		return ~0u;
 	return r.retval;
 }
@@ -275,7 +314,7 @@ static int accept_one(int lfd)
 static int scen_answer(const void *arg)
 {
 	const struct answer_case *k = arg;
-	int lfd = -1, sfd = -1, l3 = 14, hlen, ws = 0;
+	int lfd = -1, sfd = -1, l3 = 14 + 4 * k->vlans, hlen, ws = 0;
 	struct synack_opts so;
 	struct tcp_info ti;
 	socklen_t til = sizeof(ti);
@@ -288,20 +327,10 @@ static int scen_answer(const void *arg)
 	int rc = -1;
 	__u8 *tcp;
 
-	if (answer_enter(k->timestamps))
-		goto leave;
-	if (inst_open(&in, RL_DEFAULT_RETRANS_WINDOW_NS))
-		goto leave;
-	if (rule_add(&in.w, "127.0.0.0/8", 0, 1) ||
-	    rule_add(&in.w, "::1/128", 0, 1))
-		goto close;
-	tenant_standalone(&in.w.tenants[1], RL_ACT_DROP,
-			  RL_F_VERIFY | RL_F_ANSWER, 3600ull * SEC_NS, 10);
+	if (answer_open(&in, k->timestamps))
+		return -1;
 	ws = server_wscale();
-	in.skel->bss->verify_tenants = 1;
-	in.skel->bss->cookie_opts = RL_COOKIE_SACK | RL_COOKIE_WSCALE |
-		(k->timestamps ? RL_COOKIE_TS : 0) |
-		RL_COOKIE_RCV_WSCALE_SET(ws);
+	in.skel->bss->cookie_opts |= RL_COOKIE_RCV_WSCALE_SET(ws);
 	lfd = answer_listen(k->family, &port);
 	if (lfd < 0)
 		goto close;
@@ -325,6 +354,11 @@ static int scen_answer(const void *arg)
 		goto close;
 	bad = pkt_check_csums(out, r.out_len, l3);
 	CHECK(!bad, "the SYN-ACK's %s checksum is wrong", bad);
+	/* the tag as it came: 802.1Q, VLAN 100 (pkt.c) */
+	CHECK(!k->vlans || (out[12] == 0x81 && out[13] == 0x00 &&
+			    out[14] == 0x00 && out[15] == 0x64),
+	      "the SYN-ACK lost its VLAN tag: %02x%02x %02x%02x", out[12],
+	      out[13], out[14], out[15]);
 	tcp = out + l3 + (k->family == 4 ? 20 : 40);
 	hlen = (tcp[12] >> 4) * 4;
 	memcpy(&c, tcp + 4, 4);
@@ -370,22 +404,83 @@ static int scen_answer(const void *arg)
 		      ti.tcpi_options);
 close:
 	close_rst(sfd);
-	if (lfd >= 0)
-		close(lfd);
-	inst_close(&in);
-leave:
-	answer_leave();
+	answer_close(&in, lfd);
 	return rc;
 }
 
-static const struct answer_case a4 = { 4, 0 }, a4ts = { 4, 1 },
-				  a6 = { 6, 0 }, a6ts = { 6, 1 };
+/* The verdict on a SYN from ::1 port sport to port with extension headers
+ * ext (NULL: none). */
+static __u32 syn_verdict(struct inst *in, __u16 sport, __u16 port,
+			 const char *ext)
+{
+	struct pkt p = { .family = 6, .flags = TH_SYN, .src = "::1",
+			 .dst = "::1", .sport = sport, .dport = port,
+			 .seq = 1000, .ext = ext };
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	struct run_result r;
+	int len = pkt_build(&p, buf, NULL);
+
+	if (xdp_run(in->prog_fd, buf, len, out, PKT_MAX, 1, &r))
+		return ~0u;
+	return r.retval;
+}
+
+/* What is left to the server's kernel, its listener taking cookie ACKs:
+ * a SYN behind extension headers, one to a port without a listener, a
+ * shadow tenant's, and one of a tenant that verifies without answering.
+ * Each passes uncharged, as with verify syncookie. */
+static int scen_answer_left(const void *arg)
+{
+	const struct answer_case k = { 6, 1, 0 };
+	struct rl_tenant *t;
+	struct inst in;
+	__u16 port = 0;
+	int lfd = -1, rc = -1;
+
+	(void)arg;
+	if (answer_open(&in, 1))
+		return -1;
+	t = &in.w.tenants[1];
+	lfd = answer_listen(k.family, &port);
+	if (lfd < 0 || warm_listener(k.family, lfd, port))
+		goto close;
+	rc = 0;
+	CHECK(syn_verdict(&in, ANSWER_SPORT, port, "D") == XDP_PASS,
+	      "a SYN behind a destination options header not passed");
+	CHECK(syn_verdict(&in, ANSWER_SPORT, port == 9 ? 10 : 9, NULL) ==
+	      XDP_PASS, "a SYN to a port without a listener not passed");
+	t->flags |= RL_F_SHADOW;
+	CHECK(syn_verdict(&in, ANSWER_SPORT, port, NULL) == XDP_PASS,
+	      "a shadow tenant's SYN not passed");
+	t->flags &= ~(RL_F_SHADOW | RL_F_ANSWER);
+	CHECK(syn_verdict(&in, ANSWER_SPORT, port, NULL) == XDP_PASS,
+	      "the SYN of a tenant with verify syncookie not passed");
+	CHECK(answer_counter(&in, RL_CNT_COOKIE_SENT) == 0 &&
+	      answer_counter(&in, RL_CNT_VERIFY_SYN) == 4, "%llu of %llu "
+	      "SYNs answered, want none of 4",
+	      (unsigned long long)answer_counter(&in, RL_CNT_COOKIE_SENT),
+	      (unsigned long long)answer_counter(&in, RL_CNT_VERIFY_SYN));
+	EXPECT_STATS(&in.w, 1, "admitted=0 denied=0");
+	/* the control: the same SYN, answering again */
+	t->flags |= RL_F_ANSWER;
+	CHECK(syn_verdict(&in, ANSWER_SPORT, port, NULL) == XDP_TX,
+	      "the control SYN not answered");
+close:
+	answer_close(&in, lfd);
+	return rc;
+}
+
+static const struct answer_case a4 = { 4, 0, 0 }, a4ts = { 4, 1, 0 },
+				  a6 = { 6, 0, 0 }, a6ts = { 6, 1, 0 },
+				  a6vlan = { 6, 1, 1 };
 
 static const struct scenario answer_scenarios[] = {
 	{ "answer: the server's kernel opens the connection from the ACK of a SYN-ACK sent here, MSS alone (IPv4)", scen_answer, &a4 },
 	{ "answer: the server's kernel opens the connection from the ACK of a SYN-ACK sent here, timestamps, SACK, window scale (IPv4)", scen_answer, &a4ts },
 	{ "answer: the server's kernel opens the connection from the ACK of a SYN-ACK sent here, MSS alone (IPv6)", scen_answer, &a6 },
 	{ "answer: the server's kernel opens the connection from the ACK of a SYN-ACK sent here, timestamps, SACK, window scale (IPv6)", scen_answer, &a6ts },
+	{ "answer: a SYN behind a VLAN tag is answered with the tag kept, and its ACK opens the connection (IPv6)", scen_answer, &a6vlan },
+	{ "answer: SYNs behind extension headers, to a port without a listener, of a shadow tenant or of one that verifies without answering pass to the kernel uncharged", scen_answer_left, NULL },
 };
 
 void answer_tests(void)
