@@ -42,6 +42,10 @@ __u32 verify_tenants;
  * (judge_inst_ack()).  Not pinned, as verify_tenants. */
 __u32 inst_capped;
 
+/* RL_COOKIE_*: what a SYN-ACK answered here (RL_F_ANSWER) offers, as the
+ * agent last read the server's sysctls. */
+__u32 cookie_opts;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -242,7 +246,7 @@ struct {
 /* V_LOOKUP: judge_open() needs the server's socket table (si->sk) and has
  * changed nothing but si's classification; the entry point, which alone
  * may call the lookup helper, fills si->sk in and calls it again. */
-enum verdict { V_PASS, V_DROP, V_RST, V_LOOKUP };
+enum verdict { V_PASS, V_DROP, V_RST, V_LOOKUP, V_COOKIE };
 
 #ifndef READ_ONCE
 #define READ_ONCE(x)		(*(volatile typeof(x) *)&(x))
@@ -1154,6 +1158,74 @@ static __always_inline void flow_keep(struct flow_at *at,
 		*at->tag = at->want;
 }
 
+/* Writes the IP header of a reply to si at l3 (addresses swapped), for a
+ * TCP segment of tcp_len bytes: 0, or -1 when the frame is too short for
+ * it.  A RST (make_rst()) and a cookie SYN-ACK (answer_syn()). */
+static __always_inline int reply_ip(void *l3, void *data_end,
+				     const struct syn_info *si, __u32 tcp_len)
+{
+	if (si->flow.family == 4) {
+		struct iphdr *ip = l3;
+
+		if ((void *)(ip + 1) > data_end)
+			return -1;
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(sizeof(*ip) + tcp_len);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(0x4000);	/* DF */
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_TCP;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, si->flow.daddr, 4);
+		__builtin_memcpy(&ip->daddr, si->flow.saddr, 4);
+		ip->check = csum_fold(bpf_csum_diff(0, 0, (__be32 *)ip,
+						    sizeof(*ip), 0));
+		return 0;
+	} else {
+		struct ipv6hdr *ip6 = l3;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		ip6->version = 6;
+		ip6->priority = 0;
+		ip6->flow_lbl[0] = 0;
+		ip6->flow_lbl[1] = 0;
+		ip6->flow_lbl[2] = 0;
+		ip6->payload_len = bpf_htons(tcp_len);
+		ip6->nexthdr = IPPROTO_TCP;
+		ip6->hop_limit = 64;
+		__builtin_memcpy(&ip6->saddr, si->flow.daddr, 16);
+		__builtin_memcpy(&ip6->daddr, si->flow.saddr, 16);
+		return 0;
+	}
+}
+
+/* The sum of the pseudo header of a reply to si (addresses swapped) for a
+ * TCP segment of tcp_len bytes, the seed of its checksum. */
+static __always_inline __u32 reply_pseudo_sum(const struct syn_info *si,
+					      __u32 tcp_len)
+{
+	if (si->flow.family == 4) {
+		struct { __u8 saddr[4], daddr[4], zero, proto; __be16 len; } ph = {};
+
+		__builtin_memcpy(ph.saddr, si->flow.daddr, 4);
+		__builtin_memcpy(ph.daddr, si->flow.saddr, 4);
+		ph.proto = IPPROTO_TCP;
+		ph.len = bpf_htons(tcp_len);
+		return bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
+	} else {
+		struct { __u8 saddr[16], daddr[16]; __be32 len; __u8 zero[3], next; } ph = {};
+
+		__builtin_memcpy(ph.saddr, si->flow.daddr, 16);
+		__builtin_memcpy(ph.daddr, si->flow.saddr, 16);
+		ph.len = bpf_htonl(tcp_len);
+		ph.next = IPPROTO_TCP;
+		return bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
+	}
+}
+
 /* Rewrites the SYN in place into a RST|ACK back to its sender and returns the
  * reply's length.  The reply is never longer than the SYN, so every byte we
  * write was already bounds-checked as part of the SYN; the caller trims the
@@ -1165,66 +1237,21 @@ static __always_inline int make_rst(void *data, void *data_end,
 	__u8 mac[ETH_ALEN];
 	struct tcphdr *tcp;
 	__u32 csum, ack_seq;
-	union {
-		struct { __u8 saddr[4], daddr[4], zero, proto; __be16 len; } v4;
-		struct { __u8 saddr[16], daddr[16]; __be32 len; __u8 zero[3], next; } v6;
-	} ph = {};
 	void *l3 = data + (si->l3_off & 0xff);
 
 	if ((void *)(eth + 1) > data_end)
+		return -1;
+	tcp = l3 + (si->flow.family == 4 ? sizeof(struct iphdr) :
+					   sizeof(struct ipv6hdr));
+	if ((void *)(tcp + 1) > data_end ||
+	    reply_ip(l3, data_end, si, sizeof(*tcp)))
 		return -1;
 	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
 
 	ack_seq = bpf_htonl(bpf_ntohl(si->flow.isn) + si->seg_len);
-
-	if (si->flow.family == 4) {
-		struct iphdr *ip = l3;
-
-		tcp = (void *)(ip + 1);
-		if ((void *)(tcp + 1) > data_end)
-			return -1;
-		ip->version = 4;
-		ip->ihl = 5;
-		ip->tos = 0;
-		ip->tot_len = bpf_htons(sizeof(*ip) + sizeof(*tcp));
-		ip->id = 0;
-		ip->frag_off = bpf_htons(0x4000);	/* DF */
-		ip->ttl = 64;
-		ip->protocol = IPPROTO_TCP;
-		ip->check = 0;
-		__builtin_memcpy(&ip->saddr, si->flow.daddr, 4);
-		__builtin_memcpy(&ip->daddr, si->flow.saddr, 4);
-		ip->check = csum_fold(bpf_csum_diff(0, 0, (__be32 *)ip,
-						    sizeof(*ip), 0));
-		__builtin_memcpy(ph.v4.saddr, si->flow.daddr, 4);
-		__builtin_memcpy(ph.v4.daddr, si->flow.saddr, 4);
-		ph.v4.proto = IPPROTO_TCP;
-		ph.v4.len = bpf_htons(sizeof(*tcp));
-		csum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph.v4), 0);
-	} else {
-		struct ipv6hdr *ip6 = l3;
-
-		tcp = (void *)(ip6 + 1);
-		if ((void *)(tcp + 1) > data_end)
-			return -1;
-		ip6->version = 6;
-		ip6->priority = 0;
-		ip6->flow_lbl[0] = 0;
-		ip6->flow_lbl[1] = 0;
-		ip6->flow_lbl[2] = 0;
-		ip6->payload_len = bpf_htons(sizeof(*tcp));
-		ip6->nexthdr = IPPROTO_TCP;
-		ip6->hop_limit = 64;
-		__builtin_memcpy(&ip6->saddr, si->flow.daddr, 16);
-		__builtin_memcpy(&ip6->daddr, si->flow.saddr, 16);
-		__builtin_memcpy(ph.v6.saddr, si->flow.daddr, 16);
-		__builtin_memcpy(ph.v6.daddr, si->flow.saddr, 16);
-		ph.v6.len = bpf_htonl(sizeof(*tcp));
-		ph.v6.next = IPPROTO_TCP;
-		csum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph.v6), 0);
-	}
+	csum = reply_pseudo_sum(si, sizeof(*tcp));
 
 	tcp->source = si->flow.dport;
 	tcp->dest = si->flow.sport;
@@ -1369,8 +1396,33 @@ static __always_inline void conn_delete(const struct rl_flow *k,
  * where the server is local.  Only the fields needed, relocated against
  * the running kernel's BTF (CO-RE): no vmlinux.h.
  */
+struct sock_reuseport {
+	unsigned int synq_overflow_ts;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_reuseport *sk_reuseport_cb;
+} __attribute__((preserve_access_index));
+
+struct inet_sock {
+	struct sock sk;
+} __attribute__((preserve_access_index));
+
+struct inet_connection_sock {
+	struct inet_sock icsk_inet;
+} __attribute__((preserve_access_index));
+
+/* rx_opt.ts_recent_stamp of a listener: when (jiffies) it last answered a
+ * SYN with a cookie, unless it is in a reuseport group, whose stamp is
+ * then the group's (listener_takes_cookies()). */
+struct tcp_options_received {
+	int ts_recent_stamp;
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
+	struct inet_connection_sock inet_conn;
 	__u32 rcv_nxt;
+	struct tcp_options_received rx_opt;
 } __attribute__((preserve_access_index));
 
 /* rcv_nxt for a half-open connection's RST; rcv_isn and snt_isn, the two
@@ -1913,6 +1965,27 @@ static __always_inline enum verdict judge_unparsed(const struct syn_info *si)
  * of an open connection can line up again), and passes.
  */
 
+/* The IP header of si as the client sent it, for the cookie helpers
+ * (which read the addresses alone). */
+static __always_inline void client_ip4(const struct syn_info *si,
+				       struct iphdr *ip)
+{
+	ip->version = 4;
+	ip->ihl = sizeof(*ip) / 4;
+	ip->protocol = IPPROTO_TCP;
+	__builtin_memcpy(&ip->saddr, si->flow.saddr, 4);
+	__builtin_memcpy(&ip->daddr, si->flow.daddr, 4);
+}
+
+static __always_inline void client_ip6(const struct syn_info *si,
+				       struct ipv6hdr *ip6)
+{
+	ip6->version = 6;
+	ip6->nexthdr = IPPROTO_TCP;
+	__builtin_memcpy(&ip6->saddr, si->flow.saddr, 16);
+	__builtin_memcpy(&ip6->daddr, si->flow.daddr, 16);
+}
+
 /* Whether si's numbers are a SYN cookie ACK: the kernel's check, on
  * headers rebuilt from si (the helper reads addresses, ports and the
  * sequence numbers, nothing else). */
@@ -1929,19 +2002,12 @@ static __always_inline bool cookie_valid(const struct syn_info *si)
 	if (si->flow.family == 4) {
 		struct iphdr ip = {};
 
-		ip.version = 4;
-		ip.ihl = sizeof(ip) / 4;
-		ip.protocol = IPPROTO_TCP;
-		__builtin_memcpy(&ip.saddr, si->flow.saddr, 4);
-		__builtin_memcpy(&ip.daddr, si->flow.daddr, 4);
+		client_ip4(si, &ip);
 		return bpf_tcp_raw_check_syncookie_ipv4(&ip, &th) == 0;
 	} else {
 		struct ipv6hdr ip6 = {};
 
-		ip6.version = 6;
-		ip6.nexthdr = IPPROTO_TCP;
-		__builtin_memcpy(&ip6.saddr, si->flow.saddr, 16);
-		__builtin_memcpy(&ip6.daddr, si->flow.daddr, 16);
+		client_ip6(si, &ip6);
 		return bpf_tcp_raw_check_syncookie_ipv6(&ip6, &th) == 0;
 	}
 }
@@ -1967,6 +2033,21 @@ static __always_inline bool verify_passes(struct syn_info *si)
 	si->flow.isn = bpf_htonl(bpf_ntohl(si->flow.isn) - 1);
 	count(RL_CNT_VERIFY_ACK);
 	return false;
+}
+
+/* Whether a verifying tenant's SYN that verify_passes() passed is answered
+ * here with a cookie (answer_syn()) rather than by the server's kernel: a
+ * plain SYN (one with RST or FIN opens nothing, a fragment cannot be
+ * answered whole) of an RL_F_ANSWER tenant out of shadow mode (which
+ * changes no packet's fate). */
+static __always_inline bool answer_here(const struct syn_info *si,
+					const struct rl_tenant *t)
+{
+	__u32 flags = READ_ONCE(t->flags);
+
+	return si->kind == P_SYN && (flags & RL_F_ANSWER) &&
+	       !(flags & RL_F_SHADOW) && !si->fragment &&
+	       !(si->tcp_flags & (TCP_FLAG_RST | TCP_FLAG_FIN));
 }
 
 /*
@@ -2191,7 +2272,7 @@ __noinline int judge_open(struct syn_info *si)
 		if (si->kind == P_ACK && si->sk == SK_UNKNOWN)
 			return V_LOOKUP;
 		if (verify_passes(si))
-			return V_PASS;
+			return answer_here(si, t) ? V_COOKIE : V_PASS;
 	} else if (si->kind == P_ACK) {
 		goto inst_ack;
 	}
@@ -2474,9 +2555,319 @@ static __always_inline __u8 sk_seen(void *ctx, struct syn_info *si)
 }
 
 /*
+ * Answering a verifying tenant's SYN here (RL_F_ANSWER), as the server's
+ * kernel would answer it with tcp_syncookies=2: a SYN-ACK whose sequence
+ * number is the kernel's own cookie (same helper, same secret), so that the
+ * client's ACK opens the connection on the server as the kernel's own
+ * cookie would (verify_passes() charges it then).  The server's kernel
+ * takes a cookie ACK only while its listener has sent cookies itself in
+ * the last two minutes (tcp_synq_no_recent_overflow()): a SYN meets the
+ * listener first, and goes to the kernel to answer when the listener's
+ * last cookie is older than COOKIE_FRESH_JIFFIES.
+ */
+
+/* A listener's last cookie at most this old (jiffies): a SYN is answered
+ * here.  Under any HZ (100 to 1000), 60 s at most, half the two minutes
+ * the kernel takes cookie ACKs after its last cookie. */
+#define COOKIE_FRESH_JIFFIES	6000
+
+/* Whether the server's listener for si takes cookie ACKs for a while yet:
+ * found by the lookup (no socket of the 4-tuple itself: a TIME_WAIT one
+ * is the kernel's to judge), its last cookie recent. */
+static __noinline bool listener_takes_cookies(void *ctx,
+					      const struct syn_info *si)
+{
+	struct bpf_sock *sk = sk_lookup(ctx, si);
+	struct sock_reuseport *reuse;
+	struct tcp_sock *tp;
+	__u32 stamp;
+
+	if (!sk)
+		return false;
+	if (sk->state != BPF_TCP_LISTEN) {
+		bpf_sk_release(sk);
+		return false;
+	}
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp) {
+		bpf_sk_release(sk);
+		return false;
+	}
+	reuse = tp->inet_conn.icsk_inet.sk.sk_reuseport_cb;
+	stamp = reuse ? reuse->synq_overflow_ts :
+			(__u32)tp->rx_opt.ts_recent_stamp;
+	bpf_sk_release(sk);
+	return (__u32)bpf_jiffies64() - stamp <= COOKIE_FRESH_JIFFIES;
+}
+
+/* The SYN's options a cookie SYN-ACK answers. */
+struct syn_opts {
+	__u32 tsval;		/* network order, as the SYN carried it */
+	__u16 mss;		/* 0: none offered */
+	__u8 wscale;		/* 0xff: none offered */
+	__u8 sack;
+	__u8 ts;
+};
+
+#define TCPOPT_EOL	0
+#define TCPOPT_NOP	1
+#define TCPOPT_MSS	2
+#define TCPOPT_WSCALE	3
+#define TCPOPT_SACK_OK	4
+#define TCPOPT_TS	8
+#define TCP_OPTS_MAX	40
+
+/* The state of a walk through a SYN's options (syn_opt_step()). */
+struct opt_walk {
+	__u8 ob[64];		/* the options, zero past them */
+	__u32 olen;		/* their length */
+	__u32 i;		/* where the next one starts */
+	struct syn_opts o;
+};
+
+/* One option of the walk: 1 once the walk is over.  A bpf_loop()
+ * callback, which the verifier checks once, not once per option. */
+static long syn_opt_step(__u32 idx, struct opt_walk *w)
+{
+	__u32 i = w->i;
+	__u8 kind, len;
+
+	if (i >= w->olen || i >= TCP_OPTS_MAX)
+		return 1;
+	kind = w->ob[i & 63];
+	if (kind == TCPOPT_EOL)
+		return 1;
+	if (kind == TCPOPT_NOP) {
+		w->i = i + 1;
+		return 0;
+	}
+	len = w->ob[(i + 1) & 63];
+	if (len < 2 || i + len > w->olen)
+		return 1;
+	if (kind == TCPOPT_MSS && len == 4)
+		w->o.mss = w->ob[(i + 2) & 63] << 8 | w->ob[(i + 3) & 63];
+	else if (kind == TCPOPT_WSCALE && len == 3)
+		w->o.wscale = w->ob[(i + 2) & 63];
+	else if (kind == TCPOPT_SACK_OK && len == 2)
+		w->o.sack = 1;
+	else if (kind == TCPOPT_TS && len == 10) {
+		w->o.ts = 1;
+		w->o.tsval = (__u32)w->ob[(i + 2) & 63] |
+			     (__u32)w->ob[(i + 3) & 63] << 8 |
+			     (__u32)w->ob[(i + 4) & 63] << 16 |
+			     (__u32)w->ob[(i + 5) & 63] << 24;
+	}
+	w->i = i + len;
+	return 0;
+}
+
+/* Reads the options of the SYN whose header is at th into w->o: 0, or -1
+ * when the header does not lie whole in the frame. */
+static __always_inline int syn_opts_read(struct tcphdr *th, void *data_end,
+					 struct opt_walk *w)
+{
+	__u8 *p = (void *)(th + 1);
+	__u32 i;
+
+	__builtin_memset(w, 0, sizeof(*w));
+	w->o.wscale = 0xff;
+	if ((void *)(th + 1) > data_end)
+		return -1;
+	w->olen = th->doff * 4 - sizeof(*th);
+	if (w->olen > TCP_OPTS_MAX)
+		return -1;
+	for (i = 0; i < TCP_OPTS_MAX; i++) {
+		if (i >= w->olen)
+			break;
+		if ((void *)(p + i + 1) > data_end)
+			return -1;
+		w->ob[i] = p[i];
+	}
+	bpf_loop(TCP_OPTS_MAX, syn_opt_step, w, 0);
+	return 0;
+}
+
+/* The kernel's cookie for the SYN of si, client MSS mss (0: none offered,
+ * the kernel's default then).  Negative when the helper fails. */
+static __always_inline __s64 cookie_gen(const struct syn_info *si, __u16 mss)
+{
+	struct {
+		struct tcphdr th;
+		__u8 opt[4];
+	} syn = {};
+	__s64 c;
+
+	syn.th.source = si->flow.sport;
+	syn.th.dest = si->flow.dport;
+	syn.th.seq = si->flow.isn;
+	syn.th.doff = sizeof(syn) / 4;
+	syn.th.syn = 1;
+	mss = mss ?: 536;	/* the kernel's TCP_MSS_DEFAULT */
+	syn.opt[0] = TCPOPT_MSS;
+	syn.opt[1] = 4;
+	syn.opt[2] = mss >> 8;
+	syn.opt[3] = mss & 0xff;
+	if (si->flow.family == 4) {
+		struct iphdr ip = {};
+
+		client_ip4(si, &ip);
+		c = bpf_tcp_raw_gen_syncookie_ipv4(&ip, &syn.th, sizeof(syn));
+	} else {
+		struct ipv6hdr ip6 = {};
+
+		client_ip6(si, &ip6);
+		c = bpf_tcp_raw_gen_syncookie_ipv6(&ip6, &syn.th, sizeof(syn));
+	}
+	return c;
+}
+
+/* The timestamp of a cookie SYN-ACK: the kernel's millisecond clock with
+ * the options in its low 6 bits, never ahead of the clock, as the kernel's
+ * cookie_init_timestamp() makes it: the server's own later timestamps
+ * (net.ipv4.tcp_timestamps=2: no offset) then never run backwards. */
+static __always_inline __u32 cookie_ts(const struct syn_opts *o, __u32 cfg)
+{
+	__u32 now = bpf_ktime_get_ns() / 1000000, opt, ts;
+
+	opt = o->wscale != 0xff && (cfg & RL_COOKIE_WSCALE) ?
+		(o->wscale > 14 ? 14 : o->wscale) : 0xf;
+	if (o->sack && (cfg & RL_COOKIE_SACK))
+		opt |= 0x10;
+	ts = (now & ~0x3fU) | opt;
+	if ((__s32)(ts - now) > 0)
+		ts -= 0x40;
+	return ts;
+}
+
+/* The reply's TCP header, options and all, in w (40 bytes, zero past it):
+ * its length.  mss is the server's to offer. */
+static __always_inline __u32 synack_tcp(__u32 *w, const struct syn_info *si,
+					const struct syn_opts *o, __u32 cookie,
+					__u16 mss)
+{
+	struct tcphdr *th = (void *)w;
+	__u32 cfg = READ_ONCE(cookie_opts), n = 5;
+	bool ts = o->ts && (cfg & RL_COOKIE_TS);
+
+	th->source = si->flow.dport;
+	th->dest = si->flow.sport;
+	th->seq = bpf_htonl(cookie);
+	th->ack_seq = bpf_htonl(bpf_ntohl(si->flow.isn) + 1);
+	th->syn = 1;
+	th->ack = 1;
+	th->window = bpf_htons(65535 / mss * mss);
+	if (o->mss)
+		w[n++] = bpf_htonl(TCPOPT_MSS << 24 | 4 << 16 | mss);
+	if (ts) {
+		w[n++] = bpf_htonl(o->sack && (cfg & RL_COOKIE_SACK) ?
+				   TCPOPT_SACK_OK << 24 | 2 << 16 | TCPOPT_TS << 8 | 10 :
+				   TCPOPT_NOP << 24 | TCPOPT_NOP << 16 | TCPOPT_TS << 8 | 10);
+		w[n++] = bpf_htonl(cookie_ts(o, cfg));
+		w[n++] = o->tsval;
+		if (o->wscale != 0xff && (cfg & RL_COOKIE_WSCALE))
+			w[n++] = bpf_htonl(TCPOPT_NOP << 24 | TCPOPT_WSCALE << 16 |
+					   3 << 8 | RL_COOKIE_RCV_WSCALE(cfg));
+	}
+	th->doff = n & 0xf;
+	return n * 4;
+}
+
+/* The MSS the server offers on the interface the SYN came in on. */
+static __always_inline __u16 server_mss(void *ctx, const struct syn_info *si)
+{
+	__u32 mtu = 0, hdrs = si->flow.family == 4 ? 40 : 60;
+
+	if (bpf_check_mtu(ctx, 0, &mtu, 0, 0) < 0 || mtu <= hdrs + 64)
+		return 536;
+	mtu -= hdrs;
+	return mtu > 0xffff ? 0xffff : mtu;
+}
+
+/*
+ * Rewrites si's SYN in place into its cookie SYN-ACK and returns the
+ * reply's length, for the caller to trim the frame to; 0 when the SYN is
+ * left for the server's kernel to answer: an IPv6 SYN behind extension headers,
+ * a reply longer than the SYN (the reply offers only what the SYN offered,
+ * so a SYN's own options always leave room).  VLAN tags stay as they were.
+ * A function of its own: its frame is not the entry point's.
+ */
+static __noinline int answer_syn(void *ctx, void *data, void *data_end,
+				 const struct syn_info *si)
+{
+	__u32 l3_off = si->l3_off & 0xff, tcp_len, csum = 0, w[10] = {};
+	void *l3 = data + l3_off;
+	struct ethhdr *eth = data;
+	struct opt_walk wk;
+	struct syn_opts *o = &wk.o;
+	struct tcphdr *th;
+	__u8 mac[ETH_ALEN];
+	__u32 *dst;
+	__s64 c;
+	__u16 mss;
+	__u32 i;
+
+	if (si->flow.family == 4) {
+		struct iphdr *ip = l3;
+
+		if ((void *)(ip + 1) > data_end)
+			return 0;
+		th = l3 + ((ip->ihl * 4) & 0x3c);
+	} else {
+		struct ipv6hdr *ip6 = l3;
+
+		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_TCP)
+			return 0;
+		th = (void *)(ip6 + 1);
+	}
+	if (syn_opts_read(th, data_end, &wk))
+		return 0;
+	mss = server_mss(ctx, si);
+	c = cookie_gen(si, o->mss);
+	if (c < 0)
+		return 0;
+	tcp_len = synack_tcp(w, si, o, (__u32)c, mss);
+	csum = reply_pseudo_sum(si, tcp_len);
+	((struct tcphdr *)w)->check =
+		csum_fold(bpf_csum_diff(0, 0, (__be32 *)w, sizeof(w), csum));
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+	dst = l3 + (si->flow.family == 4 ? sizeof(struct iphdr) :
+					   sizeof(struct ipv6hdr));
+	/* every word the reply needs lies inside the SYN's frame, or the
+	 * kernel answers: nothing is written before that is known */
+	if ((void *)dst + tcp_len > data_end)
+		return 0;
+	for (i = 0; i < 10; i++) {
+		if (i * 4 >= tcp_len)
+			break;
+		if ((void *)(dst + i + 1) > data_end)
+			return 0;
+		dst[i] = w[i];
+	}
+	if (reply_ip(l3, data_end, si, tcp_len))
+		return 0;
+	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+	count(RL_CNT_COOKIE_SENT);
+	return (void *)dst + tcp_len - data;
+}
+
+/* The cookie SYN-ACK's length (answer_syn()), or 0 when the server's
+ * kernel answers the SYN.  The two steps' frames never add up. */
+static __noinline int cookie_reply(void *ctx, void *data, void *data_end,
+				   const struct syn_info *si)
+{
+	if (!listener_takes_cookies(ctx, si))
+		return 0;
+	return answer_syn(ctx, data, data_end, si);
+}
+
+/*
  * The decision, shared by the XDP and tc entry points.  Returns the verdict;
- * for V_RST the packet has been rewritten and *reply_len is the length to trim
- * it to.
+ * for V_RST the packet has been rewritten into a reply (a RST, or a cookie
+ * SYN-ACK: answer_syn()) and *reply_len is the length to trim it to.
  */
 static __always_inline enum verdict decide(void *ctx, void *data,
 					   void *data_end, int *reply_len)
@@ -2518,6 +2909,11 @@ static __always_inline enum verdict decide(void *ctx, void *data,
 			si.sk = sk_seen(ctx, &si);
 		v = judge(&si, ctx);
 		break;
+	}
+	if (v == V_COOKIE) {
+		/* a reply, as for V_RST, or the kernel answers */
+		*reply_len = cookie_reply(ctx, data, data_end, &si);
+		return *reply_len > 0 ? V_RST : V_PASS;
 	}
 	if (v != V_RST)
 		return v == V_DROP ? V_DROP : V_PASS;

@@ -129,6 +129,26 @@ enum rl_action {
  * entry of `src_conf` says how, `sources` holds the buckets. */
 #define RL_F_PERSOURCE		(1U << 4)
 
+/* With RL_F_VERIFY: the tenant's SYNs are answered here, with the kernel's
+ * own SYN cookie (a SYN-ACK sent back through the interface), rather than
+ * passed to the server's kernel to answer: a forged source costs what a
+ * refusal costs.  One SYN per listener now and then still goes to the
+ * kernel, which keeps its listener taking cookie ACKs (see cookie_opts). */
+#define RL_F_ANSWER		(1U << 5)
+
+/* cookie_opts, as the agent writes it from the server's sysctls: what a
+ * SYN-ACK answered here may offer for the server's kernel to take back from
+ * the cookie.  Options ride in the timestamp's low bits, as the kernel's
+ * own cookies carry them: only where the kernel adds no secret offset to
+ * its timestamps (net.ipv4.tcp_timestamps=2).  Without RL_COOKIE_TS the
+ * SYN-ACK offers the MSS alone, as the kernel's cookie does to a client
+ * without timestamps. */
+#define RL_COOKIE_TS		(1U << 0)	/* timestamps, options in them */
+#define RL_COOKIE_SACK		(1U << 1)	/* net.ipv4.tcp_sack */
+#define RL_COOKIE_WSCALE	(1U << 2)	/* net.ipv4.tcp_window_scaling */
+#define RL_COOKIE_RCV_WSCALE(o)	(((o) >> 8) & 0xf)	/* the server's shift */
+#define RL_COOKIE_RCV_WSCALE_SET(w)	(((__u32)(w) & 0xf) << 8)
+
 /* Leased tenants, once their tokens are spent while the fleet is degraded
  * (the agent's Redis breaker is open, or the agent's heartbeat is stale). */
 enum rl_fail {
@@ -633,6 +653,8 @@ enum rl_counter {
 				 * bucket */
 	RL_CNT_OVERDRAWN,	/* SYNs of leased tenants admitted on the
 				 * overdraft (rl_tenant.overdraft) */
+	RL_CNT_COOKIE_SENT,	/* SYNs of RL_F_ANSWER tenants answered here
+				 * with a SYN cookie (of RL_CNT_VERIFY_SYN) */
 	RL_CNT_MAX,
 };
 

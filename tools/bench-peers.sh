@@ -13,7 +13,8 @@
 #    flood against without it, and the CPU the server host spends per million
 #    flood SYNs; then the flood from the client's own tenant, the client
 #    making HTTP requests, against rlgate charging at the SYN (the lock-out)
-#    and with --verify syncookie.
+#    with --verify syncookie, and with --verify syncookie-answer (rlgate
+#    sends the cookie SYN-ACKs, tcp_timestamps=2 on the server).
 #    Every flood twice: as socket frames (AF_PACKET), and as XDP frames
 #    (synflood --xdp) that s1's eth0 runs its XDP program on before any
 #    socket buffer exists, as a native-XDP NIC's driver does; the CPU target
@@ -45,9 +46,9 @@ table() {
 	function flood_rows(m, title,    fs, fl, i, c, x) {
 		printf "\n%-13s %9s %10s %9s %11s %11s %11s %9s %9s\n", title, "flood_pps", "legit_rate",
 			"legit_ok", "cpu_total", "cpu_server", "over_floor", "first_ok", "ring_drop"
-		split("none nft hashlimit rlgate rlgate_same rlgate_verify floor", fs, " ")
+		split("none nft hashlimit rlgate rlgate_same rlgate_verify rlgate_answer floor", fs, " ")
 		fl = f("peers_flood_" m "floor_cpu_s_per_msyn")
-		for (i = 1; i <= 7; i++) {
+		for (i = 1; i <= 8; i++) {
 			c = m fs[i]
 			x = f("peers_flood_" c "_cpu_s_per_msyn")
 			printf "%-13s %9s %10s %9s %11s %11s %11s %9s %9s\n", fs[i], f("peers_flood_" c "_pps"),
@@ -63,6 +64,13 @@ table() {
 	# over the drop-all floor (what each filter adds to any XDP program)
 	# and the floor itself against the bound (what any XDP program costs
 	# on this lab before its own work)
+	# success C LABEL: the real clients of contender C under its flood, against
+	# the target of 0.99
+	function success(c, label,    a) {
+		a = f("peers_flood_" c "_legit_success_ratio")
+		if (a != "-")
+			printf "%-56s %10s %10s %s\n", label, a, ">=0.99", verdict(a >= 0.99)
+	}
 	function cpu_target(m, label,    a, best, ns, i, x, fl) {
 		a = f("peers_flood_" m "rlgate_cpu_s_per_msyn")
 		best = ""
@@ -109,17 +117,9 @@ table() {
 		a = f("peers_rlgate_false_refusals_under")
 		if (a != "-")
 			printf "%-56s %10s %10s %s\n", "rlgate false refusals under the limit", a, 0, verdict(a == 0)
-		a = f("peers_flood_rlgate_legit_success_ratio")
-		if (a != "-")
-			printf "%-56s %10s %10s %s\n", "rlgate legit success under flood", a, ">=0.99", verdict(a >= 0.99)
-		a = f("peers_flood_rlgate_verify_legit_success_ratio")
-		if (a != "-")
-			printf "%-56s %10s %10s %s\n", "rlgate verify success, same-tenant flood", a, ">=0.99",
-				verdict(a >= 0.99)
-		a = f("peers_flood_xdp_rlgate_legit_success_ratio")
-		if (a != "-")
-			printf "%-56s %10s %10s %s\n", "rlgate legit success under flood, XDP frames", a, ">=0.99",
-				verdict(a >= 0.99)
+		success("rlgate", "rlgate legit success under flood")
+		success("rlgate_verify", "rlgate verify success, same-tenant flood")
+		success("xdp_rlgate", "rlgate legit success under flood, XDP frames")
 		# reported beside it, not judged: what the first SYN alone
 		# made, and what rlgate admitted of the client SYNs it judged
 		a = f("peers_flood_xdp_rlgate_legit_first_syn_ratio")
@@ -129,12 +129,18 @@ table() {
 		a = f("peers_flood_xdp_rlgate_legit_judged_ok_ratio")
 		if (a != "-")
 			printf "%-56s %10s %10s %s\n", "  connected / client SYNs rlgate judged", a, "-", "-"
-		a = f("peers_flood_xdp_rlgate_verify_legit_success_ratio")
-		if (a != "-")
-			printf "%-56s %10s %10s %s\n", "rlgate verify success, same-tenant flood, XDP frames", a,
-				">=0.99", verdict(a >= 0.99)
+		success("xdp_rlgate_verify", "rlgate verify success, same-tenant flood, XDP frames")
 		cpu_target("", "rlgate CPU per M SYNs <= best netfilter / 5")
 		cpu_target("xdp_", "rlgate CPU per M SYNs <= best netfilter / 5, XDP frames")
+		success("rlgate_answer", "rlgate answer success, same-tenant flood")
+		success("xdp_rlgate_answer", "rlgate answer success, same-tenant flood, XDP frames")
+		# --verify syncookie-answer: a forged SYN inside the tenant at
+		# most twice what refusing the flood of another tenant costs
+		a = f("peers_flood_xdp_rlgate_answer_cpu_s_per_msyn")
+		x = f("peers_flood_xdp_rlgate_cpu_s_per_msyn")
+		if (a != "-" && x != "-")
+			printf "%-56s %10s %10s %s\n", "rlgate answer CPU per M SYNs <= 2x refused, XDP frames",
+				a, sprintf("%.3f", 2 * x), verdict(a <= 2 * x)
 	}'
 }
 
@@ -755,6 +761,12 @@ flood xdp_rlgate_same || die "the same-tenant rlgate XDP-frame flood did not run
 tenant same --verify syncookie || die "couldn't set --verify syncookie"
 flood rlgate_verify || die "the verified rlgate flood did not run"
 flood xdp_rlgate_verify || die "the verified rlgate XDP-frame flood did not run"
+# The same flood answered by rlgate itself: the server's kernel makes no
+# SYN-ACK; timestamps without offsets carry the options in its cookies.
+ns s1 sysctl -q -w net.ipv4.tcp_timestamps=2
+tenant same --verify syncookie-answer || die "couldn't set --verify syncookie-answer"
+flood rlgate_answer || die "the answered rlgate flood did not run"
+flood xdp_rlgate_answer || die "the answered rlgate XDP-frame flood did not run"
 
 # --- figures ----------------------------------------------------------------------
 
@@ -779,7 +791,7 @@ lim=$((rate * secs + burst))
 	send=$(awk -v c="$cpu" -v k="$ks" -v s="$sent" 'BEGIN { printf "%.3f", (c + k) / (s / 1e6) }')
 	echo "peers_flood_${m}lab_pps $pps packets/s"
 	echo "peers_flood_${m}lab_cpu_total_s_per_msyn $send s"
-	for c in none nft hashlimit floor rlgate rlgate_same rlgate_verify; do
+	for c in none nft hashlimit floor rlgate rlgate_same rlgate_verify rlgate_answer; do
 		c=$m$c
 		read -r bc ba be uc ua ue sent pps cpu el rx ks judged acc bf uf ring <"$work/flood-$c"
 		awk -v c="$c" -v bc="$bc" -v ba="$ba" -v be="$be" -v uc="$uc" -v ua="$ua" -v ue="$ue" \
@@ -883,7 +895,8 @@ plot "$out/peers-flood_none_base.dat" using 1:2 with lines dashtype 2 title "no 
   "$out/peers-flood_hashlimit.dat" using 1:2 with linespoints title "hashlimit", \
   "$out/peers-flood_rlgate.dat" using 1:2 with linespoints title "rlgate XDP", \
   "$out/peers-flood_rlgate_same.dat" using 1:2 with linespoints title "rlgate, same tenant", \
-  "$out/peers-flood_rlgate_verify.dat" using 1:2 with linespoints title "rlgate verify, same tenant"
+  "$out/peers-flood_rlgate_verify.dat" using 1:2 with linespoints title "rlgate verify, same tenant", \
+  "$out/peers-flood_rlgate_answer.dat" using 1:2 with linespoints title "rlgate verify answered, same tenant"
 EOF
 plot_flood_cpu "$work/figures" "$out/peers-flood-cpu.svg" || die "couldn't plot the flood's CPU"
 echo

@@ -96,6 +96,8 @@ judge ratio ratio xdp_pass_floor_ns \
 	"xdp_verify_ack_charged_ns -" \
 	"xdp_verify_ack_open_ns -" \
 	"xdp_verify_ack_other_ns -" \
+	"xdp_answer_restore_ns -" \
+	"xdp_verify_answer_ns -" \
 	"xdp_syn_admit_per_source_ns -"
 
 # The SYN figures against the least an admitted SYN can cost

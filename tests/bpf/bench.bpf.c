@@ -227,3 +227,53 @@ int xdp_bench_classify_spread(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	return classify(&si) >= 0 ? XDP_PASS : XDP_DROP;
 }
+
+/*
+ * The SYN xdp_bench_answer answers: an IPv4 frame with timestamps, SACK
+ * and window scale (BENCH_ANSWER_LEN bytes), written by user space.  The
+ * answer rewrites the frame into its SYN-ACK, and test_run's repetitions
+ * run on what the one before left: each starts by writing the SYN back,
+ * with a source port and ISN of its own, as a forged flood's.
+ */
+#define BENCH_ANSWER_LEN	74
+__u8 bench_answer_syn[BENCH_ANSWER_LEN];
+
+static __noinline int bench_answer_restore(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	int delta = BENCH_ANSWER_LEN - (int)(data_end - data);
+	struct tcphdr *tcp;
+
+	if (delta && bpf_xdp_adjust_tail(ctx, delta))
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + BENCH_ANSWER_LEN > data_end)
+		return -1;
+	__builtin_memcpy(data, bench_answer_syn, BENCH_ANSWER_LEN);
+	tcp = data + sizeof(struct ethhdr) + sizeof(struct iphdr);
+	tcp->source = bpf_htons(++bench_port);
+	tcp->seq = bpf_htonl(++bench_isn);
+	return 0;
+}
+
+/* A verifying tenant's SYN answered with a cookie SYN-ACK, as xdp_rlgate
+ * does it (XDP_TX), the restore included. */
+SEC("xdp")
+int xdp_bench_answer(struct xdp_md *ctx)
+{
+	if (bench_answer_restore(ctx))
+		return XDP_ABORTED;
+	return xdp_decide(ctx);
+}
+
+/* The restore alone: what xdp_bench_answer's figure holds beyond the
+ * answer. */
+SEC("xdp")
+int xdp_bench_answer_restore(struct xdp_md *ctx)
+{
+	if (bench_answer_restore(ctx))
+		return XDP_ABORTED;
+	return XDP_TX;
+}

@@ -159,7 +159,8 @@ static int put_l4(const struct pkt *p, __u8 *b, __u8 proto,
 		b[12] = (n / 4) << 4;
 		b[13] = p->flags;
 		put16(b + 14, IN_WINDOW);
-		memcpy(b + 20, tcp_opt_block, p->tcp_opts);
+		memcpy(b + 20, p->opt_bytes ? p->opt_bytes : tcp_opt_block,
+		       p->tcp_opts);
 		mark(lay, off, "TCP header");
 		if (p->tcp_opts)
 			mark(lay, off + 20, "TCP options");

@@ -46,6 +46,8 @@ struct pkt {
 				 * D destination options, F fragment, A AH */
 	__u16 frag6;		/* IPv6 fragment header's offset|M field */
 	int tcp_opts;		/* TCP option bytes (multiple of 4) */
+	const __u8 *opt_bytes;	/* those bytes, when not NULL: else MSS,
+				 * SACK permitted, window scale and NOPs */
 	int payload;		/* TCP payload bytes */
 	int pad;		/* Ethernet padding after the IP packet */
 	int l4_cut;		/* a first fragment: only this many bytes of

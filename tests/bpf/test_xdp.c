@@ -25,6 +25,7 @@ static void (*const suites[])(void) = {
 	fail_policy_tests,
 	conn_tests,
 	verify_tests,
+	answer_tests,
 	per_source_tests,
 	million_tests,
 	fuzz_tests,

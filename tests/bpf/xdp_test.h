@@ -139,6 +139,7 @@ void flow_cache_tests(void);	/* xdp_flow_cache.c */
 void fail_policy_tests(void);	/* xdp_fail_policy.c */
 void conn_tests(void);		/* xdp_conns.c */
 void verify_tests(void);	/* xdp_verify.c */
+void answer_tests(void);	/* xdp_answer.c */
 void per_source_tests(void);	/* xdp_per_source.c */
 void million_tests(void);	/* xdp_million.c */
 void fuzz_tests(void);		/* xdp_fuzz.c */

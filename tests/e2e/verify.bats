@@ -4,7 +4,9 @@
 # client of the same tenant makes HTTP requests at half the rate.  Charged
 # at the SYN, the flood locks the client out; verified, the flood costs
 # nothing, the client gets its answers and the server no more connections
-# than the limit allows, with the options its client negotiated.
+# than the limit allows, with the options its client negotiated.  With
+# syncookie-answer rlgate sends the cookie SYN-ACKs itself: the flood
+# costs the server's kernel nothing either.
 #
 # e2e: parallel - one agent, no Redis: what it admits follows the kernel's
 # token bucket and the client's clock, so it may run beside another file
@@ -40,9 +42,21 @@ flood_round() {
 	[[ $1 == 4 ]] || expect_few_neighbours s1
 }
 
+# expect_verified_round BEFORE DENIED: after a flood_round of a verifying
+# tenant (the server had accepted BEFORE connections, the tenant refused
+# DENIED), nothing refused, every request of the real client answered, and
+# the server accepted those alone.
+expect_verified_round() {
+	expect_eq "refused with verify" $(($(stat_get web denied) - $2)) 0
+	# >= 99 % of 40: all of them
+	expect_eq "real requests answered with verify (of 40)" "$(jq -r .ok <<<"$CLIENT_JSON")" 40
+	# the limit allows 20/s x 5 s + 5; only the real client got through
+	expect_eq "connections the server accepted" $(($(server_conns s1) - $1)) 40
+}
+
 # lock_out_then_verify FAMILY
 lock_out_then_verify() {
-	local fam=$1 ok before after denied
+	local fam=$1 ok before denied
 
 	agent_start
 	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT"
@@ -62,13 +76,7 @@ lock_out_then_verify() {
 	before=$(server_conns s1)
 	denied=$(stat_get web denied)
 	flood_round "$fam"
-	after=$(server_conns s1)
-	expect_eq "refused with verify" $(($(stat_get web denied) - denied)) 0
-	ok=$(jq -r .ok <<<"$CLIENT_JSON")
-	# >= 99 % of 40: all of them
-	expect_eq "real requests answered with verify (of 40)" "$ok" 40
-	# the limit allows 20/s x 5 s + 5; only the real client got through
-	expect_eq "connections the server accepted" $((after - before)) 40
+	expect_verified_round "$before" "$denied"
 	expect_between "SYNs passed to cookies" \
 		"$(metric_value rlgate_verify_syn_total "$(metrics s1)")" 4540 5100
 }
@@ -264,4 +272,102 @@ lock_out_then_verify() {
 	# cache starts empty: 81 in 2 of 3 runs here.
 	expect_between "handshakes charged" \
 		$(($(stat_get web admitted) - $(stat_get web retransmits) - charged)) 80 82
+}
+
+# kernel_cookies_sent HOST: the SYN cookies HOST's kernel sent so far.
+kernel_cookies_sent() {
+	in_ns "$1" nstat -saz TcpExtSyncookiesSent | awk '$1 == "TcpExtSyncookiesSent" { print $2 }'
+}
+
+# answer_curl FAMILY: one request from c1; fails unless answered.
+answer_curl() {
+	local addr
+
+	addr=$(lab_addr s1 "$1")
+	[[ $1 == 4 ]] || addr="[$addr]"
+	run in_ns c1 curl -s --max-time 5 "http://$addr:$HTTP_PORT/"
+	[[ $status == 0 && $output == ok ]] || { echo "curl: $status $output" >&2; return 1; }
+}
+
+# answer_options FAMILY [AGENT OPTIONS]: with --verify syncookie-answer and
+# net.ipv4.tcp_timestamps=2 on the server, a client with timestamps keeps
+# them, SACK and window scaling; one without gets the MSS alone, as from
+# the kernel's own cookie.  Each SYN-ACK is rlgate's, not the kernel's.
+answer_options() {
+	local fam=$1 mss answered kernel
+
+	in_ns s1 sysctl -qw net.ipv4.tcp_timestamps=2
+	agent_start "${@:2}"
+	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--verify syncookie-answer
+	# the listener has sent no cookie of its own yet: its kernel answers
+	# the first SYN, which has it take cookie ACKs from then on
+	answer_curl "$fam" || return 1
+	answered=$(metric_value rlgate_verify_answered_total "$(metrics s1)")
+	kernel=$(kernel_cookies_sent s1)
+
+	answer_curl "$fam" || return 1
+	[[ $fam == 4 ]] && mss=1460 || mss=1440
+	expect_eq "timestamps" "$(tail -n 1 "$HTTP_LOG" | jq -r .ts)" true
+	expect_eq "SACK" "$(tail -n 1 "$HTTP_LOG" | jq -r .sack)" true
+	expect_eq "window scaling" "$(tail -n 1 "$HTTP_LOG" | jq -r .wscale)" true
+	expect_eq "MSS (less 12 of timestamps)" "$(tail -n 1 "$HTTP_LOG" | jq -r .snd_mss)" $((mss - 12))
+
+	in_ns c1 sysctl -qw net.ipv4.tcp_timestamps=0
+	answer_curl "$fam" || return 1
+	expect_eq "timestamps without" "$(tail -n 1 "$HTTP_LOG" | jq -r .ts)" false
+	expect_eq "SACK without timestamps" "$(tail -n 1 "$HTTP_LOG" | jq -r .sack)" false
+	expect_eq "window scaling without timestamps" "$(tail -n 1 "$HTTP_LOG" | jq -r .wscale)" false
+	expect_eq "MSS without timestamps" "$(tail -n 1 "$HTTP_LOG" | jq -r .snd_mss)" "$mss"
+
+	# read before the scrape of the metrics, whose own connection on the
+	# server's loopback takes a cookie of the kernel's
+	expect_eq "cookies the server's kernel sent" "$(kernel_cookies_sent s1)" "$kernel"
+	expect_eq "SYNs answered by rlgate" \
+		"$(metric_value rlgate_verify_answered_total "$(metrics s1)")" $((answered + 2))
+	expect_eq "handshakes charged" "$(stat_get web admitted)" 3
+}
+
+@test "IPv4 --verify syncookie-answer: rlgate sends the SYN-ACK with the kernel's cookie; a client with timestamps keeps them, SACK and window scaling, one without gets the MSS" {
+	answer_options 4
+}
+
+@test "IPv6 --verify syncookie-answer: rlgate sends the SYN-ACK with the kernel's cookie; a client with timestamps keeps them, SACK and window scaling, one without gets the MSS" {
+	answer_options 6
+}
+
+@test "tc ingress (--mode tc): --verify syncookie-answer sends the SYN-ACK from tc, with the same options for clients with and without timestamps" {
+	answer_options 4 --mode tc
+}
+
+# answer_flood FAMILY: a flood of forged SYNs inside the tenant, answered
+# by rlgate: the real client gets all its answers, the server accepts
+# only its connections and its kernel sends almost none of the cookies.
+answer_flood() {
+	local fam=$1 before kernel denied answered
+
+	agent_start
+	rl tenant set web --rate 20/s --burst 5 --match "$(prefixes c1)" --port "$HTTP_PORT" \
+		--verify syncookie-answer
+	answer_curl "$fam" || return 1
+	before=$(server_conns s1)
+	denied=$(stat_get web denied)
+	answered=$(metric_value rlgate_verify_answered_total "$(metrics s1)")
+	kernel=$(kernel_cookies_sent s1)
+	flood_round "$fam"
+	kernel=$(($(kernel_cookies_sent s1) - kernel))
+	expect_verified_round "$before" "$denied"
+	expect_between "SYNs answered by rlgate" \
+		$(($(metric_value rlgate_verify_answered_total "$(metrics s1)") - answered)) 4490 5100
+	# a SYN a listener every 6 to 60 s (by the kernel's HZ) keeps the
+	# listener taking cookie ACKs, and a client's SYN may come just then
+	expect_between "cookies the server's kernel sent during the flood" "$kernel" 0 10
+}
+
+@test "IPv4 --verify syncookie-answer: under forged SYNs at 50x the rate inside the tenant, all 40 of a real client's requests are answered, the server accepts only those and its kernel sends almost no cookie" {
+	answer_flood 4
+}
+
+@test "IPv6 --verify syncookie-answer: under forged SYNs at 50x the rate inside the tenant, all 40 of a real client's requests are answered, the server accepts only those and its kernel sends almost no cookie" {
+	answer_flood 6
 }

@@ -588,8 +588,8 @@ static void test_max_conns(void)
 	      "a cap past the table accepted alone");
 }
 
-/* verify: parsed as none or syncookie, carried by JSON only when set,
- * refused for outbound tenants. */
+/* verify: parsed as none, syncookie or syncookie-answer, carried by JSON
+ * only when set, refused for outbound tenants. */
 static void test_verify(void)
 {
 	struct policy_tenant t, back;
@@ -599,6 +599,8 @@ static void test_verify(void)
 
 	CHECK(policy_parse_verify("syncookie", &v, err) == 0 &&
 	      v == POLICY_VERIFY_SYNCOOKIE, "syncookie refused: %s", err);
+	CHECK(policy_parse_verify("syncookie-answer", &v, err) == 0 &&
+	      v == POLICY_VERIFY_ANSWER, "syncookie-answer refused: %s", err);
 	CHECK(policy_parse_verify("none", &v, err) == 0 &&
 	      v == POLICY_VERIFY_NONE, "none refused: %s", err);
 	CHECK(policy_parse_verify("cookie", &v, err) == -EINVAL &&
@@ -617,6 +619,16 @@ static void test_verify(void)
 	CHECK(policy_tenant_from_json(j, &back, err) == 0 &&
 	      back.verify == POLICY_VERIFY_SYNCOOKIE,
 	      "verify lost in a JSON round trip: %s", err);
+	policy_tenant_free(&back);
+	json_decref(j);
+	t.verify = POLICY_VERIFY_ANSWER;
+	j = policy_tenant_to_json(&t);
+	CHECK(!strcmp(json_string_value(json_object_get(j, "verify")),
+		      "syncookie-answer"), "verify syncookie-answer not written");
+	memset(&back, 0, sizeof(back));
+	CHECK(policy_tenant_from_json(j, &back, err) == 0 &&
+	      back.verify == POLICY_VERIFY_ANSWER,
+	      "verify syncookie-answer lost in a JSON round trip: %s", err);
 	policy_tenant_free(&back);
 	json_object_set_new(j, "verify", json_string("always"));
 	CHECK(policy_tenant_from_json(j, &back, err) == -EINVAL &&

@@ -238,6 +238,10 @@ void kern_verify_gate(struct kern *k, uint32_t verifying);
  * needs 2), or -errno when it cannot be read. */
 int kern_syncookies_mode(void);
 
+/* RL_COOKIE_* for the program's cookie_opts, from the sysctls of the
+ * agent's network namespace (verify syncookie-answer). */
+uint32_t kern_cookie_opts(void);
+
 /* Writes the instance limit into the kernel (NULL: none), and turns the
  * kernel's lookups of connection ends on while it has a cap. */
 void kern_instance_set(struct kern *k, const struct rl_instance_limit *il);

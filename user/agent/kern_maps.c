@@ -20,17 +20,24 @@
 #include "preload.h"
 #include "slot.h"
 
-int kern_syncookies_mode(void)
+/* An integer sysctl of the agent's network namespace (the first of its
+ * numbers), or -errno. */
+static long sysctl_num(const char *path)
 {
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_syncookies", "re");
-	int mode = -EIO;
+	FILE *f = fopen(path, "re");
+	long v = -EIO;
 
 	if (!f)
 		return -errno;
-	if (fscanf(f, "%d", &mode) != 1)
-		mode = -EIO;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -EIO;
 	fclose(f);
-	return mode;
+	return v;
+}
+
+int kern_syncookies_mode(void)
+{
+	return (int)sysctl_num("/proc/sys/net/ipv4/tcp_syncookies");
 }
 
 /* The fail policies' static shares of a leased tenant (rl_slot_fail) are
@@ -426,10 +433,60 @@ void kern_conn_gate(struct kern *k, uint32_t capped)
 	conn_ctl_write(k);
 }
 
+/* The largest of the numbers of a sysctl (net.ipv4.tcp_rmem's three). */
+static long sysctl_max(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	long v, max = -EIO;
+
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%ld", &v) == 1)
+		if (v > max)
+			max = v;
+	fclose(f);
+	return max;
+}
+
+/*
+ * What a SYN-ACK sent by the program (verify syncookie-answer) may offer,
+ * from the server's sysctls, so that the server's kernel takes the
+ * options back from the cookie as from its own (RL_COOKIE_*).  The
+ * server's window scale is the kernel's choice for a cookie connection
+ * (tcp_select_initial_window()): the largest receive buffer it may grow
+ * to, in 64 KiB windows.
+ */
+uint32_t kern_cookie_opts(void)
+{
+	long ts = sysctl_num("/proc/sys/net/ipv4/tcp_timestamps");
+	long sack = sysctl_num("/proc/sys/net/ipv4/tcp_sack");
+	long ws = sysctl_num("/proc/sys/net/ipv4/tcp_window_scaling");
+	long rmem = sysctl_max("/proc/sys/net/ipv4/tcp_rmem");
+	long core = sysctl_num("/proc/sys/net/core/rmem_max");
+	uint32_t o = 0;
+	int shift = 0;
+
+	if (core > rmem)
+		rmem = core;
+	while (shift < 14 && rmem >> (shift + 16) > 0)
+		shift++;
+	/* only without the kernel's secret offset can options ride in the
+	 * timestamp: net.ipv4.tcp_timestamps=2 */
+	if (ts == 2)
+		o |= RL_COOKIE_TS;
+	if (sack > 0)
+		o |= RL_COOKIE_SACK;
+	if (ws > 0)
+		o |= RL_COOKIE_WSCALE;
+	return o | RL_COOKIE_RCV_WSCALE_SET(shift);
+}
+
 void kern_verify_gate(struct kern *k, uint32_t verifying)
 {
-	/* the program's own variable, which lives as long as it does: set
+	/* the program's own variables, which live as long as it does: set
 	 * anew by every agent that loads one, before it attaches it */
+	__atomic_store_n(&k->skel->bss->cookie_opts,
+			 verifying ? kern_cookie_opts() : 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&k->skel->bss->verify_tenants, verifying,
 			 __ATOMIC_RELEASE);
 }

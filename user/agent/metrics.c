@@ -237,6 +237,9 @@ static const struct {
 	  "SYNs of fleet tenants admitted past the host's last leased token, "
 	  "on its overdraft, while the next lease was on its way; the lease "
 	  "pays them back." },
+	{ RL_CNT_COOKIE_SENT, "rlgate_verify_answered_total", NULL,
+	  "SYNs of tenants with verify syncookie-answer answered with a SYN "
+	  "cookie by rlgate itself (of rlgate_verify_syn_total)." },
 };
 
 /* Verification, while some tenant verifies: how many, and whether they are

@@ -81,7 +81,14 @@ const char *policy_direction_name(enum policy_direction d)
 
 const char *policy_verify_name(enum policy_verify v)
 {
-	return v == POLICY_VERIFY_SYNCOOKIE ? "syncookie" : "none";
+	switch (v) {
+	case POLICY_VERIFY_SYNCOOKIE:
+		return "syncookie";
+	case POLICY_VERIFY_ANSWER:
+		return "syncookie-answer";
+	default:
+		return "none";
+	}
 }
 
 const char *policy_fail_name(enum policy_fail f)

@@ -55,6 +55,8 @@ enum policy_verify {
 	POLICY_VERIFY_NONE = 0,		/* every SYN, as it arrives */
 	POLICY_VERIFY_SYNCOOKIE = 1,	/* only a handshake completed with a
 					 * valid SYN cookie: its last ACK */
+	POLICY_VERIFY_ANSWER = 2,	/* the same, the SYN-ACK with the
+					 * cookie sent by rlgate itself */
 };
 
 /* A rate as the operator wrote it: count per period. */

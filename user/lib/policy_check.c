@@ -115,9 +115,11 @@ int policy_validate(const struct policy_tenant *t, char *err)
 	if (source_check(t, err))
 		return -EINVAL;
 	if (t->verify != POLICY_VERIFY_NONE &&
-	    t->verify != POLICY_VERIFY_SYNCOOKIE)
-		return fail(err, "tenant '%s': invalid verify %d: expected none "
-			    "or syncookie", t->name, (int)t->verify);
+	    t->verify != POLICY_VERIFY_SYNCOOKIE &&
+	    t->verify != POLICY_VERIFY_ANSWER)
+		return fail(err, "tenant '%s': invalid verify %d: expected none, "
+			    "syncookie or syncookie-answer", t->name,
+			    (int)t->verify);
 	if (t->verify && t->direction == POLICY_DIR_OUT)
 		return fail(err, "tenant '%s': verify syncookie on an outbound "
 			    "tenant: only the handshakes of connections to this "

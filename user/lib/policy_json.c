@@ -257,7 +257,8 @@ static const struct {
 	{ "action", "\"drop\" or \"rst\"", parse_action },
 	{ "fail", "\"static\", \"allow\" or \"deny\"", parse_fail },
 	{ "direction", "\"in\" or \"out\"", parse_direction },
-	{ "verify", "\"none\" or \"syncookie\"", parse_verify },
+	{ "verify", "\"none\", \"syncookie\" or \"syncookie-answer\"",
+	  parse_verify },
 };
 
 /* "per_source": "RATE", "per_source_burst": N (default: one second of

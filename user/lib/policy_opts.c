@@ -33,5 +33,6 @@ const struct opt_value policy_direction_values[] = {
 
 const struct opt_value policy_verify_values[] = {
 	{ "none", POLICY_VERIFY_NONE }, { "syncookie", POLICY_VERIFY_SYNCOOKIE },
+	{ "syncookie-answer", POLICY_VERIFY_ANSWER },
 	{ NULL, 0 },
 };

@@ -327,10 +327,14 @@ int policy_parse_verify(const char *s, enum policy_verify *out, char *err)
 		*out = POLICY_VERIFY_NONE;
 	else if (!strcmp(s, "syncookie"))
 		*out = POLICY_VERIFY_SYNCOOKIE;
+	else if (!strcmp(s, "syncookie-answer"))
+		*out = POLICY_VERIFY_ANSWER;
 	else
 		return fail(err, "invalid verify '" ECHO "': expected none "
-			    "(every SYN is charged) or syncookie (only a "
-			    "handshake completed with a valid SYN cookie)", s);
+			    "(every SYN is charged), syncookie (only a "
+			    "handshake completed with a valid SYN cookie) or "
+			    "syncookie-answer (the same, rlgate sending the "
+			    "cookie)", s);
 	return 0;
 }
 

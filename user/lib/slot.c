@@ -65,6 +65,7 @@ static void rl_slot_conns(struct rl_tenant *rt, const struct policy_tenant *t,
 	uint32_t flags = (t->shadow ? RL_F_SHADOW : 0) |
 			 (t->max_conns ? RL_F_CONNCAP : 0) |
 			 (t->verify ? RL_F_VERIFY : 0) |
+			 (t->verify == POLICY_VERIFY_ANSWER ? RL_F_ANSWER : 0) |
 			 (t->src_rate.count ? RL_F_PERSOURCE : 0) |
 			 (fresh ? 0 : (old & RL_F_DEGRADED));
 	bool was = old & RL_F_CONNCAP;

@@ -124,7 +124,10 @@ static const struct opts_spec set_spec = {
 			  "charges every SYN; syncookie charges only a handshake "
 			  "its client completed with a valid SYN cookie, so SYNs "
 			  "from forged sources cost nothing (needs "
-			  "net.ipv4.tcp_syncookies=2 on the server)" },
+			  "net.ipv4.tcp_syncookies=2 on the server); "
+			  "syncookie-answer does the same and sends the cookie "
+			  "SYN-ACK itself, so that forged SYNs cost the server "
+			  "nothing either" },
 		{ "shards", 0, OPT_U64, SET(t.shards), .arg = "K", .min = 1,
 		  .max = POLICY_SHARDS_MAX,
 		  .help = "fleet mode: split the tenant's bucket in Redis into K "
