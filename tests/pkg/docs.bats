@@ -8,7 +8,8 @@
 # user/**/*.c, every function of the BPF program an entry point reaches and
 # every map, and nothing the tree no longer has (tools/srcmap.py).  The
 # plots have an opaque background, and the flood's CPU plot draws what the
-# table judges.
+# table judges.  Every link between the README and the docs names a file of
+# the tree and, with an anchor, a heading of it (tests/pkg/doc_links.py).
 
 load helpers
 
@@ -110,5 +111,29 @@ missing from the source map: map new_global
 missing from the source map: map new_map
 missing from the source map: map src_top"
 	[[ $status -eq 1 && $output == "$want" ]] ||
+		{ echo "status $status, output:" >&2; echo "$output" >&2; return 1; }
+}
+
+@test "every link between the README and the docs names a file of the tree and, with an anchor, a heading of that page" {
+	run python3 "$TOP/tests/pkg/doc_links.py" "$TOP"
+	echo "$output"
+	[[ $status -eq 0 && -z $output ]]
+}
+
+@test "the link check names each broken link, and only those: a missing page, a missing heading, a missing anchor on the same page" {
+	local t=$BATS_TEST_TMPDIR/tree
+
+	mkdir -p "$t/docs/bench"
+	: >"$t/docs/bench/plot.svg"
+	printf '%s\n' '# Tree' '[ok](docs/a.md#the-one-heading) [ok](docs/a.md#the-one-heading-1)' \
+		'[ok](https://example.org/x.md) [ok](#tree) `[code](nofile.md)`' >"$t/README.md"
+	printf '%s\n' '# The one heading' '## The one heading' '![p](bench/plot.svg)' \
+		'[a](b.md#nothing) [b](nofile.md) [c](#nowhere) [d](../README.md#tree)' \
+		'```' '[fenced](nofile.md)' '```' >"$t/docs/a.md"
+	printf '%s\n' '# B' >"$t/docs/b.md"
+	run python3 "$TOP/tests/pkg/doc_links.py" "$t"
+	[[ $status -eq 1 && $output == "docs/a.md:4: b.md#nothing (no such heading)
+docs/a.md:4: nofile.md (no such file)
+docs/a.md:4: #nowhere (no such heading)" ]] ||
 		{ echo "status $status, output:" >&2; echo "$output" >&2; return 1; }
 }
