@@ -11,12 +11,14 @@ result is dropped and the test goes on to pass.
 
 Reads every *.bats and *.bash file given (folders: recursively) and prints
 `FILE:LINE: ...` for each list of commands that
-  - negates a command with `!` (write `run ! cmd`, or `! cmd || fail ...`), or
+  - negates a command with `!` outside a condition (write `run ! cmd`, or
+    `if cmd; then ...; return 1; fi`; `! cmd || fail` is refused too, for it
+    reads as the bare form), or
   - joins commands with `&&` and does not end in a step of control flow
     (`break`, `continue`, `return`, `exit`, `skip`, an assignment, or a
     `{ ...; }` group ending in one of them): write `[[ a && b ]]`, two lines,
     an `if`, or add `|| fail ...`.
-A list with an `||`, a condition of `if`, `elif`, `while` or `until`, and
+A list with an `||` (but for a `!`), a condition of `if`, `elif`, `while` or `until`, and
 the inside of `$(...)`, quotes and `[[ ]]` / `(( ))` are not judged.
 Exits 1 when it found any, 2 on a file it could not read, 0 otherwise.
 """
@@ -294,11 +296,13 @@ def judge(lst, path):
     """The problem with one and-or list, or None."""
     if lst is None or lst.condition:
         return None
+    if lst.bang:
+        # `! cmd || fail` does fail, but reads as the bare `! cmd` that does
+        # not: one form, `if cmd; then ...; fi`, for both readers
+        return (f"{path}:{lst.line}: `! cmd` outside a condition: set -e "
+                "ignores it alone (use `run ! cmd` or `if cmd; then ...; return 1; fi`)")
     if "||" in lst.ops:
         return None
-    if lst.bang:
-        return (f"{path}:{lst.line}: `! cmd` outside a condition: set -e "
-                "ignores it (use `run ! cmd` or `! cmd || fail ...`)")
     if "&&" not in lst.ops:
         return None
     w = lst.last_word

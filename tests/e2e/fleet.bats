@@ -296,11 +296,15 @@ wait_policy() {
 	fleet_wait_steady 5
 	sleep 1.5
 	for i in 1 2; do
-		fleet_lists "$i" cf-fleet && ! fleet_lists "$i" cf-local ||
-			{ echo "s$i: $(rls "$i" --json tenant list | jq -c 'map(.name)')"; return 1; }
+		if ! fleet_lists "$i" cf-fleet || fleet_lists "$i" cf-local; then
+			echo "s$i: $(rls "$i" --json tenant list | jq -c 'map(.name)')"
+			return 1
+		fi
 	done
-	fleet_lists 3 cf-local && ! fleet_lists 3 cf-fleet ||
-		{ echo "s3: $(rls 3 --json tenant list | jq -c 'map(.name)')"; return 1; }
+	if ! fleet_lists 3 cf-local || fleet_lists 3 cf-fleet; then
+		echo "s3: $(rls 3 --json tenant list | jq -c 'map(.name)')"
+		return 1
+	fi
 	tail -n +$((lines + 1)) "$(fleet_log 3)" |
 		grep -q "the fleet's policy of 'cf-fleet' .* conflicts with this host's other tenants"
 	grep -q "the fleet's policy of 'cf-local' .* conflicts with this host's other tenants" \

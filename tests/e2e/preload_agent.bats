@@ -107,10 +107,10 @@ standalone_web() {
 	standalone_web ::
 	client c1 "$(lab_addr s1 4)" 8080 30
 	expect_limited 30 5 10
-	! ip -n "$(lab_ns s1)" link show dev eth0 | grep -q prog/ || {
+	if ip -n "$(lab_ns s1)" link show dev eth0 | grep -q prog/; then
 		echo "an XDP program is attached on s1" >&2
 		return 1
-	}
+	fi
 	expect_eq "preload admitted" "$(point_stat a web preload admitted)" "$OK"
 	expect_eq "preload denied" "$(point_stat a web preload denied)" "$RESET"
 	expect_eq "kernel admitted" "$(point_stat a web kernel admitted)" 0

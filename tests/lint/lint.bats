@@ -29,8 +29,8 @@ flagged() {
 	[ -z "$output" ]
 }
 
-@test "a negated command in a test is refused, in the middle or at the end, alone or in a pipeline" {
-	flagged negated 2 4
+@test "a negated command in a test is refused, in the middle or at the end, alone, in a pipeline or guarded by ||" {
+	flagged negated 2 4 5
 }
 
 @test "an && list in a test is refused, on one line or continued on the next" {
