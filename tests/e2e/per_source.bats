@@ -53,7 +53,9 @@ connect_from() {
 table_used_after_sweep() {
 	local i used
 
-	for ((i = 0; i < 50; i++)); do
+	# a deadline of 15 s for a sweep due every second: a loaded machine
+	# once left all 16 entries in place for 5 s
+	for ((i = 0; i < 150; i++)); do
 		used=$(rl --json status | jq -r .per_source_table.used)
 		((used == $1)) && break
 		sleep 0.1

@@ -65,11 +65,13 @@ lock_out_then_verify() {
 	# the client's retransmitted SYNs leave on a timer tick, just after the
 	# bucket's coarse clock has moved on and a token has come due, so they
 	# win more often than their share (about half the requests get
-	# through here, against 1 in 50 by numbers alone).
+	# through here, against 1 in 50 by numbers alone; 36 of 40 once, on a
+	# loaded machine that sent the flood slower).  Some are lost: the
+	# contrast is with all 40 under verify below.
 	denied=$(stat_get web denied)
 	flood_round "$fam"
 	ok=$(jq -r .ok <<<"$CLIENT_JSON")
-	expect_between "real requests answered without verify (of 40)" "$ok" 0 30
+	expect_between "real requests answered without verify (of 40)" "$ok" 0 39
 	expect_between "SYNs refused without verify" $(($(stat_get web denied) - denied)) 4000 5100
 
 	rl tenant set web --verify syncookie
